@@ -1,0 +1,5 @@
+import sys
+
+from ledger.main import main
+
+sys.exit(main())

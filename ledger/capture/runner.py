@@ -1,0 +1,100 @@
+"""Running the job: its own process group, signals forwarded, never left stopped.
+
+The job gets stdin from /dev/null and one pipe for stdout+stderr (read by `OutputCapture`).
+SIGINT, SIGTERM and SIGHUP sent to ledger are forwarded to the job's whole process group, after
+resuming it if the heat guard had paused it, so a Ctrl-C during a pause still stops the job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping
+
+from ledger.errors import EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND, LedgerError
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """How the job ended."""
+
+    exit_code: int  # the code ledger exits with: the job's, or 128+N for death by signal N
+    returncode: int | None  # the job's own exit status, None when it died of a signal
+    signal_name: str | None  # the signal that ended the job, if any
+    forwarded: str | None  # the first signal ledger forwarded to it, if any
+    duration_s: float
+
+    @property
+    def state(self) -> str:
+        if self.forwarded is not None or (self.signal_name is not None and self.returncode is None):
+            return "killed"
+        return "finished" if self.exit_code == 0 else "failed"
+
+
+class Job:
+    """A started job: a process group whose output arrives on `output_fd`."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str]):
+        read_fd, write_fd = os.pipe()
+        try:
+            self.proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
+                                         stdout=write_fd, stderr=write_fd, start_new_session=True)
+        except FileNotFoundError as exc:
+            os.close(read_fd)
+            raise LedgerError(f"command not found: {argv[0]}", "check the spelling and your PATH",
+                              exit_code=EXIT_COMMAND_NOT_FOUND) from exc
+        except PermissionError as exc:
+            os.close(read_fd)
+            raise LedgerError(f"command cannot be executed: {argv[0]} ({exc.strerror})",
+                              f"make it executable (`chmod +x {argv[0]}`) or run it through its interpreter",
+                              exit_code=EXIT_CANNOT_EXECUTE) from exc
+        except OSError as exc:
+            os.close(read_fd)
+            raise LedgerError(f"command cannot be executed: {argv[0]} ({exc.strerror})",
+                              "check that it is a program or script with a #! line",
+                              exit_code=EXIT_CANNOT_EXECUTE) from exc
+        finally:
+            os.close(write_fd)
+        self.output_fd = read_fd
+        self.pgid = self.proc.pid  # start_new_session: the job leads its own group
+        self.started = time.monotonic()
+        self.forwarded: str | None = None
+
+    def signal_group(self, sig: int) -> None:
+        try:
+            os.killpg(self.pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self, before_forward: Callable[[], None]) -> JobResult:
+        """Wait for the job, forwarding SIGINT/SIGTERM/SIGHUP to its group meanwhile."""
+
+        def forward(signum: int, _frame: object) -> None:
+            before_forward()  # resume a paused group first, or the signal would wait
+            if self.forwarded is None:
+                self.forwarded = signal.Signals(signum).name
+            self.signal_group(signum)
+
+        previous = {s: signal.signal(s, forward) for s in FORWARDED}
+        try:
+            returncode = self.proc.wait()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        duration = time.monotonic() - self.started
+        if returncode < 0:
+            sig = -returncode
+            return JobResult(128 + sig, None, signal.Signals(sig).name, self.forwarded, duration)
+        sig_name = None
+        if returncode > 128 and self.forwarded is not None:
+            try:
+                sig_name = signal.Signals(returncode - 128).name
+            except ValueError:
+                sig_name = None
+        return JobResult(returncode, returncode, sig_name, self.forwarded, duration)

@@ -1,0 +1,231 @@
+"""The command line. The only module that imports click: it parses, calls one library
+function, renders the result and sets the exit code (see README.md for the exit-code table)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ledger import __version__
+from ledger.errors import EXIT_USAGE, LedgerError
+
+
+def _say(text: str) -> None:
+    click.echo(text, err=True)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="ledger")
+def app() -> None:
+    """A git-backed experiment ledger for RL training runs.
+
+    Each `ledger run` becomes one commit on the `experiments` branch; `ledger diff` compares two
+    runs only when exactly one setting differs.
+    """
+
+
+@app.command()
+def init() -> None:
+    """Set up ledger in this git repository (.ledger.yaml, DVC, runs/)."""
+    from ledger.commands.init import init_repo
+
+    for line in init_repo(Path.cwd()):
+        _say(line)
+
+
+@app.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--name", help="A short name for the run (usable wherever a run is named).")
+@click.option("--note", help="Free text stored in the manifest.")
+@click.option("--image", help="Docker image the job runs in (else detected from `docker run`, else .ledger.yaml).")
+@click.option("--no-heat-guard", is_flag=True, help="Record GPU temperatures but never pause the job.")
+@click.option("--data", "data_paths", multiple=True, help="Extra output path to track with DVC (repeatable).")
+@click.option("--debug-data/--no-debug-data", default=None,
+              help="Add --save-debug-rollout-data/--save-debug-event-data when absent (default: .ledger.yaml).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def run(name: str | None, note: str | None, image: str | None, no_heat_guard: bool,
+        data_paths: tuple[str, ...], debug_data: bool | None, command: tuple[str, ...]) -> int:
+    """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
+    from ledger.recording import RunRequest, record_run
+
+    argv = list(command)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    req = RunRequest(argv=argv, cwd=Path.cwd(), name=name, note=note, image=image,
+                     heat_guard=not no_heat_guard, data_paths=list(data_paths), debug_data=debug_data)
+    outcome = record_run(req, _say, _terminal_fd())
+    return outcome.exit_code
+
+
+def _terminal_fd() -> int | None:
+    try:
+        sys.stdout.flush()
+        return sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+@app.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--changed", is_flag=True, help="Show which settings changed from the run before.")
+@click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
+def list_cmd(as_json: bool, changed: bool, limit: int | None) -> None:
+    """List the recorded runs (read from the branch tip, no checkout)."""
+    from ledger.commands.listing import list_runs, render_list
+
+    result = list_runs(Path.cwd(), changed=changed, limit=limit)
+    for run_id, reason in result.broken.items():
+        _say(f"ledger: warning: run {run_id} skipped: {reason}")
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        click.echo(render_list(result), nl=False)
+
+
+@app.command()
+@click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
+def log(limit: int | None) -> None:
+    """For each run, the settings that changed from the run before it."""
+    from ledger.commands.listing import list_runs, render_change_log
+
+    result = list_runs(Path.cwd(), changed=True, limit=limit)
+    click.echo(render_change_log(result), nl=False)
+
+
+@app.command()
+@click.argument("run_name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
+def show(run_name: str, as_json: bool) -> None:
+    """Print one run's manifest (by id, id prefix, name, latest, latest~N)."""
+    from ledger.commands.listing import show_run
+
+    manifest, text = show_run(Path.cwd(), run_name)
+    if as_json:
+        _emit_json(manifest)
+    else:
+        click.echo(text, nl=False)
+
+
+@app.command()
+@click.argument("a")
+@click.argument("b")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object (schema in README.md).")
+@click.option("--metric", "metrics", multiple=True, help="Extra metric name or glob to compare (repeatable).")
+@click.option("--force", is_flag=True, help="Compare even when not exactly one setting differs.")
+@click.option("--steps", "steps_metric", is_flag=False, flag_value="perf/step_time", default=None,
+              help="Per-step table for a metric (default perf/step_time).")
+@click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
+@click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
+def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
+         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...]) -> int:
+    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
+    from ledger.commands.diff import diff_runs
+
+    out = diff_runs(Path.cwd(), a, b, metrics=list(metrics), force=force, steps_metric=steps_metric,
+                    git_diff=not no_git_diff and not as_json, ignore=list(ignore))
+    if out.forced_banner:
+        _say(out.forced_banner)
+    if as_json:
+        _emit_json(out.json)
+    else:
+        click.echo(out.text, nl=False)
+    return out.exit_code
+
+
+@app.command()
+@click.argument("run_name")
+@click.option("--rollout-only", is_flag=True, help="Replay the engine side alone (--debug-rollout-only).")
+@click.option("--step", "step", type=int, default=None, help="Replay only this rollout.")
+@click.option("--steps", "steps", default=None, help="Replay rollouts A:B (B exclusive, as Python).")
+@click.option("--set", "sets", multiple=True, help="KEY=VALUE: change a setting for the replay (repeatable).")
+@click.option("--name", help="Name for the replay run.")
+@click.option("--dry-run", is_flag=True, help="Print the command and change nothing.")
+@click.option("--strict", is_flag=True, help="A different image digest or Miles commit is an error.")
+@click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command.")
+@click.argument("extra", nargs=-1, type=click.UNPROCESSED)
+def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
+           name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, extra: tuple[str, ...]) -> int:
+    """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
+    from ledger.commands.replay import ReplayOptions, replay_run
+
+    opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
+                         extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
+                         in_image=in_image)
+    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo)
+    return code
+
+
+@app.command()
+@click.argument("remote", required=False)
+def push(remote: str | None) -> int:
+    """Push the experiments branch and the runs' DVC data."""
+    from ledger.commands.sync import push_runs
+
+    return push_runs(Path.cwd(), remote, _say)
+
+
+@app.command()
+@click.argument("remote", required=False)
+@click.argument("runs", nargs=-1)
+@click.option("--all-data", is_flag=True, help="Fetch the data of every run.")
+def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
+    """Fetch the experiments branch, and the data of the named runs."""
+    from ledger.commands.sync import pull_runs
+
+    return pull_runs(Path.cwd(), remote, list(runs), all_data, _say)
+
+
+@app.command()
+def recover() -> None:
+    """Commit every staged run whose ledger process died, with state `lost`."""
+    from ledger.recording import recover as do_recover
+
+    done = do_recover(Path.cwd(), _say)
+    _say(f"ledger: recovered {len(done)} run(s)")
+
+
+@app.command()
+@click.argument("run_name")
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot.")
+def heat(run_name: str, png: Path | None) -> None:
+    """Temperature over time for a run, with pauses and step boundaries."""
+    from ledger.commands.heat import heat_report
+
+    click.echo(heat_report(Path.cwd(), run_name, png), nl=False)
+
+
+@app.command()
+@click.argument("run_name")
+def path(run_name: str) -> None:
+    """Print the folder of a run inside the branch (runs/<shard>/<id>)."""
+    from ledger.commands.listing import run_folder
+
+    click.echo(run_folder(Path.cwd(), run_name))
+
+
+def run_app(argv: list[str] | None) -> int:
+    """Run the app; click's usage errors become exit 2 with click's message."""
+    try:
+        rv = app.main(args=argv, prog_name="ledger", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # pragma: no cover - click >= 8.2
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+        return EXIT_USAGE
+    except click.UsageError as exc:
+        msg = exc.format_message()
+        hint = f"see `{exc.ctx.command_path} --help`" if exc.ctx else "see `ledger --help`"
+        raise LedgerError(msg, hint, exit_code=EXIT_USAGE) from exc
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        return 130
+    except click.ClickException as exc:
+        raise LedgerError(exc.format_message(), exit_code=exc.exit_code) from exc
+    return rv if isinstance(rv, int) else 0

@@ -1,0 +1,1 @@
+"""One module per verb: each opens the repository, calls the library, returns data."""

@@ -1,0 +1,164 @@
+"""`ledger list`, `ledger log`, `ledger show`, `ledger path`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger import yamlio
+from ledger.config import load_config
+from ledger.runref import resolve
+from ledger.storage.git import Repo
+from ledger.storage.listing import Listing, load_listing, parse_manifest
+from ledger.storage.store import check_ledger_branch, read_file_at
+
+
+@dataclass
+class ListResult:
+    """The runs to show, oldest first, with optional change sets."""
+
+    rows: list[dict[str, Any]]
+    broken: dict[str, str]
+    changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        out = []
+        for m in self.rows:
+            item = summary(m)
+            if self.changes:
+                item["changed"] = self.changes.get(m["id"], [])
+            out.append(item)
+        return out
+
+
+def _open(start: Path) -> tuple[Repo, Any, str | None]:
+    repo = Repo(start)
+    cfg = load_config(repo.root)
+    tip = check_ledger_branch(repo, cfg.branch)
+    return repo, cfg, tip
+
+
+def summary(m: dict[str, Any]) -> dict[str, Any]:
+    """The fields `ledger list` shows."""
+    status = m.get("status") or {}
+    gpu = m.get("gpu") or {}
+    return {
+        "id": m["id"], "name": m.get("name"), "state": status.get("state"), "exit_code": status.get("exit_code"),
+        "duration_s": status.get("duration_s"), "started": m.get("started"),
+        "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
+        "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
+        "replay_of": m.get("replay_of"), "note": m.get("note"),
+    }
+
+
+def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> ListResult:
+    """Every run at the branch tip (oldest first), optionally with what changed run to run."""
+    repo, cfg, tip = _open(start)
+    listing = load_listing(repo, tip)
+    rows = listing.ordered()
+    result = ListResult(rows[-limit:] if limit else rows, listing.broken)
+    if changed:
+        from ledger.capture.settings import DEFAULT_IGNORE
+        from ledger.compare.diffcore import change_log
+
+        ignore = [*DEFAULT_IGNORE, *cfg.ignore]
+        for run_id, changes in change_log(rows, ignore):
+            result.changes[run_id] = [{"name": c.name, "a": c.a, "b": c.b} for c in changes]
+    return result
+
+
+def _fmt_duration(s: Any) -> str:
+    if not isinstance(s, (int, float)):
+        return "-"
+    return f"{s:.1f}s" if s < 100 else f"{int(s) // 60}m{int(s) % 60:02d}s"
+
+
+def _value(v: Any) -> str:
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    if v is None:
+        return "null"
+    if isinstance(v, str) and v.startswith("<absent"):
+        return "absent"
+    text = v if isinstance(v, str) else json.dumps(v, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def change_text(changes: list[dict[str, Any]]) -> str:
+    if not changes:
+        return "(no setting changed)"
+    return ", ".join(f"{c['name']}: {_value(c['a'])} -> {_value(c['b'])}" for c in changes)
+
+
+def render_list(result: ListResult) -> str:
+    """A table, one run a line."""
+    if not result.rows:
+        return "no runs recorded yet (record one with `ledger run -- CMD`)\n"
+    header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
+    lines = []
+    for m in result.rows:
+        s = summary(m)
+        paused = "-" if s["paused"] is None else f"{s['paused']} ({_fmt_duration(s['paused_s'])})" if s["paused"] else "0"
+        row = [s["id"], s["name"] or "-", s["state"] or "-", "-" if s["exit_code"] is None else str(s["exit_code"]),
+               _fmt_duration(s["duration_s"]), paused, (s["started"] or "-")[:19].replace("T", " ")]
+        if s["replay_of"]:
+            row[2] += "*"
+        if result.changes:
+            row.append(change_text(result.changes.get(s["id"], [])) if m is not result.rows[0] else "(first shown)")
+        lines.append(row)
+    if result.changes:
+        header.append("CHANGED")
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header) - 1)]
+    out = []
+    for r in [header, *lines]:
+        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    if any(m.get("replay_of") for m in result.rows):
+        out.append("* a replay of another run")
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def render_change_log(result: ListResult) -> str:
+    """`ledger log`: one change set per run, so comparable pairs stand out."""
+    out = []
+    for i, m in enumerate(result.rows):
+        changes = result.changes.get(m["id"], [])
+        label = f"{m['id']} {m.get('name') or ''}".rstrip()
+        if i == 0:
+            text = "(first run shown)"
+        else:
+            text = change_text(changes)
+            if len(changes) == 1:
+                text += "   <- comparable with the run above"
+        out.append(f"{label}: {text}")
+    return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
+
+
+def show_run(start: Path, name: str) -> tuple[dict[str, Any], str]:
+    """One run's manifest, as data and as its YAML text."""
+    repo, _cfg, tip = _open(start)
+    entry = resolve(repo, tip, name)
+    raw = read_file_at(repo, entry, "manifest.yaml")
+    if raw is None:
+        from ledger.manifest import ManifestError
+
+        raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
+    manifest = parse_manifest(raw, entry.path)
+    return manifest, raw.decode("utf-8", "replace")
+
+
+def run_folder(start: Path, name: str) -> str:
+    repo, _cfg, tip = _open(start)
+    return resolve(repo, tip, name).path
+
+
+def listing_for(start: Path) -> tuple[Repo, Any, str | None, Listing]:
+    repo, cfg, tip = _open(start)
+    return repo, cfg, tip, load_listing(repo, tip)
+
+
+def dump(m: dict[str, Any]) -> str:
+    return yamlio.dumps(m)

@@ -1,0 +1,137 @@
+"""`.ledger.yaml`: the per-repository configuration, with defaults for every key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger import yamlio
+from ledger.errors import LedgerError
+
+CONFIG_NAME = ".ledger.yaml"
+
+DEFAULT_ENGINE_PATTERNS = [r"\(SGLangEngine pid=\d+(?:, ip=[^)]*)?\)"]
+DEFAULT_TRAINING_PATTERNS = [r"train(_async)?\.py$", r"^miles\.", r"^slime\."]
+DEFAULT_ENV_PATTERNS = [
+    "CUDA_*", "NCCL_*", "NVTE_*", "TORCH_*", "PYTORCH_*", "CUBLAS_*",
+    "SGLANG_*", "MILES_*", "RAY_*", "PYTHONHASHSEED",
+]
+
+DEFAULT_TEXT = """\
+# ledger configuration (see README.md, "Configuration"). Every key is optional.
+branch: experiments          # where run commits go
+# image: radixark/miles:latest   # default image when the command names none
+ignore: []                   # extra settings (fnmatch globs) that `ledger diff` ignores
+logs:
+  engine_patterns: []        # extra regexes (at line start) for engine lines
+  extra: []                  # globs of extra log files copied into the run at the end
+capture:
+  debug_data: true           # add --save-debug-rollout-data / --save-debug-event-data when absent
+  env_patterns: []           # extra environment variable globs recorded as env.<NAME> settings
+  training_patterns: []      # extra regexes naming the training script inside launcher output
+host_checkouts: {}           # name: path of source checkouts whose commits a host run records
+heat_guard:
+  enabled: true
+  interval_s: 5
+  pause_at: 85
+  resume_at: 75
+  resume_after: 30
+  max_pause: 600
+  # sensor: {timeline: heat.timeline}   # play a temperature timeline instead of NVML
+diff:
+  max_age_hours: 24
+# dvc_remote: myremote
+"""
+
+
+@dataclass(frozen=True)
+class HeatConfig:
+    enabled: bool = True
+    interval_s: float = 5.0
+    pause_at: float = 85.0
+    resume_at: float = 75.0
+    resume_after: float = 30.0
+    max_pause: float = 600.0
+    sensor: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Config:
+    """The merged configuration: defaults overlaid with `.ledger.yaml`."""
+
+    branch: str = "experiments"
+    image: str | None = None
+    ignore: tuple[str, ...] = ()
+    engine_patterns: tuple[str, ...] = tuple(DEFAULT_ENGINE_PATTERNS)
+    extra_logs: tuple[str, ...] = ()
+    debug_data: bool = True
+    env_patterns: tuple[str, ...] = tuple(DEFAULT_ENV_PATTERNS)
+    training_patterns: tuple[str, ...] = tuple(DEFAULT_TRAINING_PATTERNS)
+    image_probes: dict[str, Any] = field(default_factory=dict)
+    host_checkouts: dict[str, str] = field(default_factory=dict)
+    heat: HeatConfig = field(default_factory=HeatConfig)
+    max_age_hours: float = 24.0
+    dvc_remote: str | None = None
+
+
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, dict):
+        raise LedgerError(f"{CONFIG_NAME}: '{key}' must be a mapping", f"fix '{key}:' in {CONFIG_NAME}")
+    return value
+
+
+def _strings(value: Any, key: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise LedgerError(f"{CONFIG_NAME}: '{key}' must be a list of strings", f"fix '{key}' in {CONFIG_NAME}")
+    return tuple(value)
+
+
+def load_config(root: Path) -> Config:
+    """Read `<root>/.ledger.yaml` (absent means all defaults)."""
+    path = root / CONFIG_NAME
+    if not path.exists():
+        return Config()
+    data = yamlio.load_file(path, CONFIG_NAME) or {}
+    if not isinstance(data, dict):
+        raise LedgerError(f"{CONFIG_NAME} must be a mapping", f"see `ledger init` for an example {CONFIG_NAME}")
+    logs = _section(data, "logs")
+    capture = _section(data, "capture")
+    heat = _section(data, "heat_guard")
+    diff = _section(data, "diff")
+    try:
+        heat_cfg = HeatConfig(
+            enabled=bool(heat.get("enabled", True)),
+            interval_s=float(heat.get("interval_s", 5)),
+            pause_at=float(heat.get("pause_at", 85)),
+            resume_at=float(heat.get("resume_at", 75)),
+            resume_after=float(heat.get("resume_after", 30)),
+            max_pause=float(heat.get("max_pause", 600)),
+            sensor=dict(heat.get("sensor") or {}),
+        )
+        max_age = float(diff.get("max_age_hours", 24))
+    except (TypeError, ValueError) as exc:
+        raise LedgerError(f"{CONFIG_NAME}: a heat_guard or diff value is not a number ({exc})",
+                          f"fix the numbers in {CONFIG_NAME}") from exc
+    branch = data.get("branch", "experiments")
+    if not isinstance(branch, str) or not branch or branch.startswith("-") or " " in branch:
+        raise LedgerError(f"{CONFIG_NAME}: 'branch' must be a branch name", f"fix 'branch:' in {CONFIG_NAME}")
+    return Config(
+        branch=branch,
+        image=data.get("image"),
+        ignore=_strings(data.get("ignore"), "ignore"),
+        engine_patterns=tuple(DEFAULT_ENGINE_PATTERNS) + _strings(logs.get("engine_patterns"), "logs.engine_patterns"),
+        extra_logs=_strings(logs.get("extra"), "logs.extra"),
+        debug_data=bool(capture.get("debug_data", True)),
+        env_patterns=tuple(DEFAULT_ENV_PATTERNS) + _strings(capture.get("env_patterns"), "capture.env_patterns"),
+        training_patterns=tuple(DEFAULT_TRAINING_PATTERNS)
+        + _strings(capture.get("training_patterns"), "capture.training_patterns"),
+        image_probes=dict(data.get("image_probes") or {}),
+        host_checkouts={str(k): str(v) for k, v in (data.get("host_checkouts") or {}).items()},
+        heat=heat_cfg,
+        max_age_hours=max_age,
+        dvc_remote=data.get("dvc_remote"),
+    )

@@ -1,0 +1,137 @@
+"""The run manifest, schema version 1 (documented in README.md, "Manifest").
+
+A manifest is kept as a plain dict in a fixed key order so `git diff` between two runs is short.
+`new_manifest` makes one with every key present (null where unknown); `check_manifest` validates
+one read back from git and refuses newer schema versions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import secrets
+from typing import Any
+
+from ledger.errors import LedgerError
+
+SCHEMA = 1
+STATES = ("finished", "failed", "killed", "lost")
+RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
+
+TOP_KEYS = (
+    "schema", "id", "name", "note", "started", "finished", "host", "command", "code", "image",
+    "seeds", "settings", "logs", "gpu", "data", "status", "replay_of", "replay", "redacted",
+    "env_report", "warnings",
+)
+
+
+class ManifestError(LedgerError):
+    """A manifest on the branch is corrupt or from a newer ledger."""
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def iso(t: dt.datetime | float | None) -> str | None:
+    """UTC ISO-8601 with a Z, to the millisecond."""
+    if t is None:
+        return None
+    if not isinstance(t, dt.datetime):
+        t = dt.datetime.fromtimestamp(t, dt.timezone.utc)
+    return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def parse_iso(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def new_run_id(now: dt.datetime | None = None) -> str:
+    """`<UTC yyyymmdd-HHMMSS>-<4 hex>`."""
+    now = now or utc_now()
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def shard_of(run_id: str) -> str:
+    """The folder under runs/ that holds a run: the first two of its four hex digits."""
+    return run_id[-4:-2]
+
+
+def run_path(run_id: str) -> str:
+    return f"runs/{shard_of(run_id)}/{run_id}"
+
+
+def new_manifest(run_id: str, started: dt.datetime) -> dict[str, Any]:
+    """A manifest with every key present, unknowns null."""
+    return {
+        "schema": SCHEMA,
+        "id": run_id,
+        "name": None,
+        "note": None,
+        "started": iso(started),
+        "finished": None,
+        "host": {"hostname": None, "user": None, "platform": None, "python": None},
+        "command": {"argv": [], "cwd": None, "cwd_in_repo": None, "repo_root": None, "launcher": None, "launcher_sha256": None,
+                    "training_argv": None, "training_source": None, "ray_argv": None,
+                    "runtime_env": None, "added_args": []},
+        "code": {"commit": None, "branch": None, "dirty": False, "patch": None, "untracked_left_out": 0},
+        "image": {"ref": None, "id": None, "digest": None, "miles_commit": None, "sglang_version": None,
+                  "sglang_commit": None, "megatron_commit": None, "labels": {}, "source": None,
+                  "packages": {}, "errors": []},
+        "seeds": {"seed": None, "rollout_seed": None},
+        "settings": {},
+        "logs": {"trainer": "trainer.log", "engine": "engine.log", "extra": [], "metrics": None,
+                 "heat": None},
+        "gpu": None,
+        "data": [],
+        "status": {"state": "running", "exit_code": None, "signal": None, "duration_s": None},
+        "replay_of": None,
+        "replay": None,
+        "redacted": [],
+        "env_report": [],
+        "warnings": [],
+    }
+
+
+def check_manifest(data: Any, where: str) -> dict[str, Any]:
+    """Validate a manifest read from git; raise ManifestError naming the run and the reason."""
+    if not isinstance(data, dict):
+        raise ManifestError(f"{where}: manifest is not a mapping", "the record is corrupt; `git show` it to inspect")
+    schema = data.get("schema")
+    if not isinstance(schema, int):
+        raise ManifestError(f"{where}: manifest has no schema version", "the record is corrupt")
+    if schema > SCHEMA:
+        raise ManifestError(f"{where}: manifest schema {schema} is newer than this ledger understands ({SCHEMA})",
+                            "upgrade ledger (`pip install -U ledger`)")
+    missing = [k for k in ("id", "settings", "status", "started") if k not in data]
+    if missing:
+        raise ManifestError(f"{where}: manifest lacks {', '.join(missing)}", "the record is corrupt")
+    if not isinstance(data["settings"], dict) or not isinstance(data["status"], dict):
+        raise ManifestError(f"{where}: manifest 'settings' or 'status' is not a mapping", "the record is corrupt")
+    return data
+
+
+def status_line(exit_code: int | None, signal_name: str | None, duration: float, finished: str | None) -> str:
+    """The one-line `status` file."""
+    code = "-" if exit_code is None else str(exit_code)
+    return f"exit={code} signal={signal_name or '-'} duration={duration:.3f} finished={finished}\n"
+
+
+def host_section() -> dict[str, Any]:
+    import getpass
+    import platform
+    import socket
+    import sys
+
+    try:
+        user = getpass.getuser()
+    except Exception:  # no passwd entry in some containers
+        user = os.environ.get("USER")
+    return {"hostname": socket.gethostname(), "user": user, "platform": platform.platform(),
+            "python": sys.version.split()[0]}

@@ -1,0 +1,385 @@
+"""Recording a run: prepare the staged record, run the job, turn the record into a commit.
+
+`record_run` is what `ledger run` (and `ledger replay`) call. Everything after the job starts is
+written so that a failure in one fact (metrics, data tracking, image probe) lands in the
+manifest's `warnings` instead of losing the run; a crash of ledger itself leaves the staged
+folder for `ledger recover`.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import mmap
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ledger import yamlio
+from ledger.capture import envvars, launcher, redact, settings as settings_mod
+from ledger.capture.runner import Job
+from ledger.capture.stream import OutputCapture
+from ledger.config import Config, load_config
+from ledger.errors import LedgerError, StartError
+from ledger.manifest import iso, new_manifest, new_run_id, run_path, status_line, utc_now, host_section
+from ledger.storage import staging
+from ledger.storage.git import CodeSnapshot, Repo
+from ledger.storage.store import check_ledger_branch, commit_message, write_run
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class RunRequest:
+    """What the user asked `ledger run` for."""
+
+    argv: list[str]
+    cwd: Path
+    name: str | None = None
+    note: str | None = None
+    image: str | None = None
+    heat_guard: bool = True
+    data_paths: list[str] = field(default_factory=list)
+    debug_data: bool | None = None  # None: as configured
+    replay_of: str | None = None
+    replay: dict[str, Any] | None = None
+    env: dict[str, str] | None = None
+    # replaced in argv by the new run's data folder (a replay's own outputs land there)
+    data_placeholder: str | None = None
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    run_id: str
+    exit_code: int
+    state: str
+    commit: str | None
+
+
+def _duration_text(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[dict[str, Any], threading.Thread | None, dict[str, Any]]:
+    """The `image` section: probed in the image when one is named, else read from the host."""
+    from ledger.capture.image import detect_image_in_argv
+
+    ref = req.image or detect_image_in_argv(req.argv) or cfg.image
+    holder: dict[str, Any] = {}
+    if ref:
+        from ledger.capture.image import probe_image
+
+        facts = probe_image(ref, cfg.image_probes or None, repo.common_dir / "ledger" / "images")
+        section = facts.to_manifest()
+        section["source"] = "image"
+        if section.get("errors"):
+            say(f"ledger: image facts incomplete for {ref}: {'; '.join(section['errors'])}")
+        return section, None, holder
+
+    def host() -> None:
+        from ledger.capture.hostfacts import host_facts
+
+        try:
+            holder["facts"] = host_facts("python3", cfg.host_checkouts).to_manifest()
+        except Exception as exc:  # a fact we cannot read never stops a run
+            holder["error"] = f"host facts: {exc}"
+
+    thread = threading.Thread(target=host, name="ledger-hostfacts", daemon=True)
+    thread.start()
+    return {}, thread, holder
+
+
+def _copy_launcher(path: Path, run_dir: Path) -> tuple[str, str, list[str]]:
+    raw = path.read_bytes()
+    text, names = redact.redact_text(raw.decode("utf-8", "surrogateescape"))
+    dest = run_dir / "launcher"
+    dest.mkdir(exist_ok=True)
+    (dest / path.name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    return path.name, hashlib.sha256(raw).hexdigest(), names
+
+
+def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, dict[str, Any], CodeSnapshot, list[str], dict[str, Any]]:
+    """Everything before the job starts. Any failure here is exit 125 and leaves nothing behind."""
+    if not req.argv:
+        raise StartError("no command to run", "put the command after `--`: ledger run -- bash run.sh")
+    try:
+        repo = Repo(req.cwd)
+        repo.head_commit()
+        cfg = load_config(repo.root)
+        check_ledger_branch(repo, cfg.branch)
+    except LedgerError as exc:
+        raise StartError(exc.message, exc.hint) from exc
+    started = utc_now()
+    run_id = new_run_id(started)
+    staged = staging.create(repo.root, run_id)
+    try:
+        staged.set_owner(None)
+        code = repo.code_snapshot()
+        staged.save_code(code)
+        m = new_manifest(run_id, started)
+        m["name"], m["note"] = req.name, req.note
+        m["host"] = host_section()
+        argv, argv_names = redact.redact_argv(req.argv)
+        m["command"].update(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root),
+                            cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
+        m["code"].update(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256,
+                         untracked_left_out=code.untracked)
+        m["replay_of"], m["replay"] = req.replay_of, req.replay
+        redacted = set(argv_names)
+        launcher_path = launcher.is_launcher(req.argv, req.cwd, list(cfg.training_patterns))
+        launcher_text = None
+        if launcher_path is not None:
+            name, digest, names = _copy_launcher(launcher_path, staged.run_dir)
+            m["command"].update(launcher=name, launcher_sha256=digest)
+            redacted.update(names)
+            launcher_text = launcher_path.read_text(errors="replace")
+        job_argv = list(req.argv)
+        if req.data_placeholder:
+            job_argv = [a.replace(req.data_placeholder, str(staged.data_dir)) for a in job_argv]
+        want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
+        if want_debug and req.replay is None:
+            from ledger.data.outputs import inject_debug_flags
+
+            job_argv, added = inject_debug_flags(job_argv, str(staged.data_dir), launcher_text)
+            if added:
+                m["command"]["added_args"] = added
+                say(f"ledger: keeping debug data for replay: added {' '.join(added)}")
+        image, host_thread, host_holder = _image_facts(req, cfg, repo, say)
+        if image:
+            m["image"].update(image)
+        m["redacted"] = sorted(redacted)
+        staged.write_json("request.json", {"job_argv": job_argv, "data_paths": req.data_paths})
+        yamlio.dump_file(staged.run_dir / "manifest.yaml", m)
+    except BaseException:
+        staged.remove()
+        raise
+    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv}
+    return repo, cfg, staged, m, code, job_argv, context
+
+
+def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome:
+    """Run the job under ledger and record it as one commit. Returns how it ended."""
+    repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
+    env = dict(req.env if req.env is not None else os.environ)
+    try:
+        job = Job(job_argv, req.cwd, env)
+    except LedgerError:
+        staged.remove()
+        raise
+    staged.set_owner(job.pgid)
+    capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
+                            staged.run_dir / "engine.log", list(cfg.engine_patterns))
+    capture.start()
+    from ledger.heat.setup import start_monitor
+
+    monitor = start_monitor(cfg.heat, req.heat_guard, staged.run_dir / "heat.log", job.signal_group, say, repo.root)
+    try:
+        result = job.wait(before_forward=monitor.resume_if_paused)
+    finally:
+        monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
+    capture.join(timeout=10)
+    m["gpu"] = monitor.stop_summary()
+    host_thread = ctx["host_thread"]
+    if host_thread is not None:
+        host_thread.join(timeout=10)
+        holder = ctx["host_holder"]
+        if "facts" in holder:
+            m["image"].update(holder["facts"])
+        elif "error" in holder:
+            m["image"].setdefault("errors", []).append(holder["error"])
+    finished = utc_now()
+    m["finished"] = iso(finished)
+    m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
+                   "duration_s": round(result.duration_s, 3)}
+    commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say)
+    return RunOutcome(m["id"], result.exit_code, result.state, commit)
+
+
+def _settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str]) -> None:
+    """Fill command.training_argv, settings, seeds and env from what the job really ran."""
+    found = launcher.find_training_command(command_lines, list(cfg.training_patterns))
+    if found is not None:
+        training_argv = list(found.argv)
+        m["command"]["training_source"] = found.source
+        m["command"]["ray_argv"] = redact.redact_argv(list(found.ray_argv))[0] if found.ray_argv else None
+        runtime_env = found.runtime_env
+    elif settings_mod.locate_training_command(job_argv) is not None:
+        training_argv, runtime_env = list(job_argv), None
+        m["command"]["training_source"] = "argv"
+    else:
+        training_argv, runtime_env = None, None
+    settings: dict[str, Any] = {}
+    if training_argv is not None:
+        training_argv, names = redact.redact_argv(training_argv)
+        m["redacted"] = sorted(set(m["redacted"]) | set(names))
+        m["command"]["training_argv"] = training_argv
+        settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
+    if runtime_env is not None:
+        safe_env, names = redact.redact_env(dict(runtime_env.get("env_vars") or {}))
+        m["command"]["runtime_env"] = {**runtime_env, "env_vars": safe_env}
+        m["redacted"] = sorted(set(m["redacted"]) | set(names))
+    env = envvars.capture_env(os.environ, list(cfg.env_patterns))
+    env_settings = envvars.env_settings(env, (m["command"]["runtime_env"] or {}))
+    env_settings, names = redact.redact_env(env_settings)
+    m["redacted"] = sorted(set(m["redacted"]) | set(names))
+    settings.update(env_settings)
+    m["env_report"] = launcher.env_report(command_lines)
+    m["seeds"] = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
+    image = m["image"]
+    settings["image.digest"] = image.get("digest")
+    settings["image.miles_commit"] = image.get("miles_commit")
+    settings["image.sglang_version"] = image.get("sglang_version")
+    settings["code.commit"] = m["code"]["commit"]
+    settings["code.patch"] = m["code"]["patch"]
+    m["settings"] = dict(sorted(settings.items()))
+
+
+def _metrics(run_dir: Path, data_dir: Path, m: dict[str, Any]) -> None:
+    from ledger.compare.logparse import merge, parse_events, parse_logs, write_metrics_jsonl
+
+    table = parse_logs([run_dir / "trainer.log", run_dir / "engine.log"])
+    events = data_dir / "events"
+    if events.is_dir():
+        table = merge(table, parse_events(events))
+    if table.rows or table.train_steps:
+        write_metrics_jsonl(run_dir / "metrics.jsonl", table)
+        m["logs"]["metrics"] = "metrics.jsonl"
+    if table.malformed:
+        m["warnings"].append(f"{table.malformed} malformed metric lines in the logs")
+
+
+def _extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any]) -> None:
+    copied = []
+    for pattern in cfg.extra_logs:
+        base = pattern if os.path.isabs(pattern) else str(root / pattern)
+        for path in sorted(glob.glob(base, recursive=True))[:200]:
+            p = Path(path)
+            if p.is_file():
+                dest = run_dir / "extra-logs" / p.name
+                dest.parent.mkdir(exist_ok=True)
+                text = p.read_bytes()
+                dest.write_bytes(b"\n".join(redact.redact_line(line) for line in text.split(b"\n")))
+                copied.append(f"extra-logs/{p.name}")
+    m["logs"]["extra"] = copied
+
+
+def _track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+    from ledger.data.outputs import find_outputs
+
+    req = staged.read_json("request.json") or {}
+    training_argv = m["command"].get("training_argv") or req.get("job_argv") or []
+    outputs: list[tuple[str, Path, str]] = []
+    for out in find_outputs(training_argv):
+        path = Path(out.path)
+        if not path.is_absolute():
+            path = Path(m["command"]["cwd"]) / path
+        outputs.append((out.role, path, out.template))
+    for extra in req.get("data_paths") or []:
+        p = Path(extra)
+        outputs.append(("other", p if p.is_absolute() else Path(m["command"]["cwd"]) / p, extra))
+    present = [(role, path, tmpl) for role, path, tmpl in outputs if path.exists()]
+    if not present:
+        return
+    from ledger.data.dvcops import track_outputs
+
+    records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present])
+    data = []
+    for rec, (_, _, tmpl) in zip(records, present):
+        entry = rec.to_manifest() if hasattr(rec, "to_manifest") else dict(rec.__dict__)
+        entry["template"] = tmpl
+        data.append(entry)
+        if entry.get("error"):
+            say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
+    m["data"] = data
+
+
+def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
+    try:
+        fn()
+    except Exception as exc:  # one fact failing must never lose the run
+        text = f"{what} failed: {type(exc).__name__}: {exc}"
+        m["warnings"].append(text)
+        say(f"ledger: {text}")
+
+
+def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
+           command_lines: list[str], stream_redacted: list[str], say: Say) -> str:
+    """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
+    run_dir = staged.run_dir
+    job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
+    m["redacted"] = sorted(set(m["redacted"]) | set(stream_redacted))
+    _guarded(m, "reading the training command", lambda: _settings_section(m, cfg, command_lines, job_argv), say)
+    _guarded(m, "copying extra logs", lambda: _extra_logs(cfg, repo.root, run_dir, m), say)
+    _guarded(m, "parsing metrics", lambda: _metrics(run_dir, staged.data_dir, m), say)
+    _guarded(m, "tracking data", lambda: _track_data(repo, staged, m, say), say)
+    for log in ("trainer.log", "engine.log"):
+        (run_dir / log).touch()
+    if (run_dir / "heat.log").exists():
+        m["logs"]["heat"] = "heat.log"
+    st = m["status"]
+    (run_dir / "status").write_text(status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
+    yamlio.dump_file(run_dir / "manifest.yaml", m)
+    exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
+    if st["state"] in ("killed", "lost"):
+        exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"
+    message = commit_message(m["id"], m["name"], exit_text, _duration_text(st["duration_s"] or 0.0), code.commit)
+    tree = repo.tree_from_dir(run_dir)
+    commit = write_run(repo, cfg.branch, code, m["id"], tree, message)
+    staged.remove()
+    say(f"ledger: recorded run {m['id']}{' (' + m['name'] + ')' if m['name'] else ''}: {st['state']}, "
+        f"exit {st['exit_code']}, {_duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
+        f"({run_path(m['id'])})")
+    return commit
+
+
+def recover(start: Path, say: Say) -> list[str]:
+    """Commit every staged run whose ledger process is gone, with state `lost`."""
+    repo = Repo(start)
+    cfg = load_config(repo.root)
+    done = []
+    for staged in staging.orphans(repo.root):
+        if not staged.claim():
+            continue
+        if staged.release_job():
+            say(f"ledger: run {staged.id}: its job was still there (maybe paused); resumed and sent SIGTERM")
+        code = staged.load_code()
+        manifest_path = staged.run_dir / "manifest.yaml"
+        if code is None or not manifest_path.exists():
+            say(f"ledger: run {staged.id}: staged before its record was written; nothing to recover, removed")
+            staged.remove()
+            continue
+        m = yamlio.load_file(manifest_path)
+        logs = [staged.run_dir / n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).exists()]
+        last = max([p.stat().st_mtime for p in logs] + [manifest_path.stat().st_mtime])
+        from ledger.manifest import parse_iso
+
+        started = parse_iso(m.get("started")) or last
+        m["finished"] = iso(last)
+        m["status"] = {"state": "lost", "exit_code": None, "signal": None, "duration_s": round(max(0.0, last - started), 3)}
+        m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
+        lines = command_lines_from_log(staged.run_dir / "trainer.log") if logs else []
+        if m.get("gpu") is None and (staged.run_dir / "heat.log").exists():
+            from ledger.heat.setup import summary_from_log
+
+            m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
+        done.append(finish(repo, cfg, staged, m, code, lines, [], say))
+    return done
+
+
+COMMAND_LINE_RE = re.compile(rb"^(?:\++ |EXEC: |ENV_REPORT_JSON=|\([^)]*\) ENV_REPORT_JSON=).*$", re.M)
+
+
+def command_lines_from_log(path: Path, limit: int = 2000) -> list[str]:
+    """The launcher's command lines (`+ ...`, `EXEC: ...`) found in an already written log."""
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        found = COMMAND_LINE_RE.finditer(mm)
+        return [m.group(0).decode("utf-8", "replace") for _, m in zip(range(limit), found)]

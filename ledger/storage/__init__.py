@@ -1,0 +1,1 @@
+"""Storage of run records as commits on the experiments branch."""

@@ -1,0 +1,146 @@
+"""The on-disk staging area: a run's folder exists from its first second, so no crash loses it.
+
+`<repo>/.ledger/` ignores itself (it holds a `.gitignore` of `*`), so nothing here ever shows in
+`git status` and the user's `.gitignore` is never edited. Per run:
+  .ledger/staging/<id>/owner.json   ledger's pid and start time, the job's process group
+  .ledger/staging/<id>/code.json    the code snapshot taken before the job started
+  .ledger/staging/<id>/run/         the run folder, committed as runs/<shard>/<id>/
+  .ledger/staging/<id>/data/        bulky outputs, tracked with DVC, never committed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger.storage.git import CodeSnapshot
+
+LEDGER_DIR = ".ledger"
+
+
+def ledger_dir(root: Path) -> Path:
+    d = root / LEDGER_DIR
+    d.mkdir(exist_ok=True)
+    ignore = d / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# ledger's local state; never committed\n*\n")
+    return d
+
+
+def _proc_start(pid: int) -> str | None:
+    """The kernel's start time of a process (guards against pid reuse)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def pid_alive(pid: int, start: str | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if start is not None and Path("/proc").exists():
+        return _proc_start(pid) == start
+    return True
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One staged run."""
+
+    id: str
+    dir: Path
+
+    @property
+    def run_dir(self) -> Path:
+        return self.dir / "run"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.dir / "data"
+
+    def write_json(self, name: str, data: dict[str, Any]) -> None:
+        tmp = self.dir / f".{name}.tmp"
+        tmp.write_text(json.dumps(data, indent=1, default=str))
+        tmp.replace(self.dir / name)
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.dir / name).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def set_owner(self, job_pgid: int | None) -> None:
+        me = os.getpid()
+        self.write_json("owner.json", {"ledger_pid": me, "ledger_start": _proc_start(me), "job_pgid": job_pgid})
+
+    def owner_alive(self) -> bool:
+        owner = self.read_json("owner.json")
+        if owner is None:
+            return False
+        return pid_alive(int(owner["ledger_pid"]), owner.get("ledger_start"))
+
+    def save_code(self, code: CodeSnapshot) -> None:
+        self.write_json("code.json", code.__dict__)
+
+    def load_code(self) -> CodeSnapshot | None:
+        data = self.read_json("code.json")
+        return CodeSnapshot(**data) if data else None
+
+    def claim(self) -> bool:
+        """Take the right to finalise this run (one recoverer wins)."""
+        try:
+            fd = os.open(self.dir / "finalising", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+
+    def release_job(self) -> bool:
+        """Resume and stop an orphaned job group (it may sit SIGSTOPped by a heat pause)."""
+        owner = self.read_json("owner.json") or {}
+        pgid = owner.get("job_pgid")
+        if not pgid:
+            return False
+        try:
+            os.killpg(int(pgid), signal.SIGCONT)
+            os.killpg(int(pgid), signal.SIGTERM)
+            os.killpg(int(pgid), signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def create(root: Path, run_id: str) -> Staged:
+    base = ledger_dir(root) / "staging"
+    base.mkdir(exist_ok=True)
+    staged = Staged(run_id, base / run_id)
+    staged.run_dir.mkdir(parents=True)
+    staged.data_dir.mkdir()
+    return staged
+
+
+def list_staged(root: Path) -> list[Staged]:
+    base = root / LEDGER_DIR / "staging"
+    if not base.is_dir():
+        return []
+    return [Staged(p.name, p) for p in sorted(base.iterdir()) if p.is_dir()]
+
+
+def orphans(root: Path) -> list[Staged]:
+    """Staged runs whose ledger process is gone."""
+    return [s for s in list_staged(root) if not s.owner_alive()]

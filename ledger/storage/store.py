@@ -1,0 +1,161 @@
+"""Runs on the experiments branch: write one commit per run, read manifests back.
+
+Layout of a run commit (see README.md, "Storage"):
+  tree    = the code the run saw (HEAD's tree + uncommitted changes to tracked files)
+            with `runs/` = HEAD's `runs/` + every earlier run's shard folders + the new run
+  parents = [previous tip of the branch, the code commit the run was launched from]
+Runs live at `runs/<shard>/<id>/`, shard = the first two of the id's four hex digits, so no tree
+on the path to a run grows past a few hundred entries however many runs accumulate.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.errors import LedgerError
+from ledger.manifest import RUN_ID_RE, run_path, shard_of
+from ledger.storage.git import MODE_TREE, CodeSnapshot, Repo, RefMoved
+
+SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
+TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)
+MAX_CAS_ATTEMPTS = 200
+
+
+class NotALedgerBranch(LedgerError):
+    """The configured branch exists but was not made by ledger."""
+
+
+@dataclass(frozen=True)
+class RunEntry:
+    """Where a run lives at the tip: its id, folder path, folder tree and manifest blob."""
+
+    id: str
+    path: str
+    tree: str
+    manifest_blob: str | None
+
+
+def branch_ref(branch: str) -> str:
+    return f"refs/heads/{branch}"
+
+
+def run_id_of_commit(repo: Repo, commit: str) -> str | None:
+    message = repo.commit_info(commit)[0]
+    m = TRAILER_RE.search(message)
+    return m.group(1) if m else None
+
+
+def check_ledger_branch(repo: Repo, branch: str) -> str | None:
+    """The branch tip, or None when absent; refuse a branch ledger did not make."""
+    tip = repo.branch_tip(branch)
+    if tip is not None and run_id_of_commit(repo, tip) is None:
+        raise NotALedgerBranch(
+            f"branch '{branch}' exists but is not a ledger branch (its tip has no Run-Id trailer)",
+            f"set another `branch:` in .ledger.yaml, or rename the branch (`git branch -m {branch} {branch}-old`)",
+        )
+    return tip
+
+
+def _runs_tree(repo: Repo, commit_or_tree: str) -> str | None:
+    entry = repo.tree_entry(commit_or_tree, "runs")
+    return entry[0] if entry and entry[1] == MODE_TREE else None
+
+
+def build_run_tree(repo: Repo, code: CodeSnapshot, tip: str | None, run_id: str, run_tree: str) -> str:
+    """The run commit's tree: code tree + earlier runs' shards + the new run folder."""
+    edits: dict[str, tuple[str, int] | None] = {}
+    if tip is not None:
+        tip_runs = _runs_tree(repo, tip)
+        if tip_runs:
+            for name, oid, mode in repo.list_tree(tip_runs):
+                if mode == MODE_TREE and SHARD_RE.match(name):
+                    edits[f"runs/{name}"] = (oid, MODE_TREE)
+    edits[run_path(run_id)] = (run_tree, MODE_TREE)
+    return repo.tree_with_edits(code.tree, edits)
+
+
+def commit_message(run_id: str, name: str | None, exit_text: str, duration: str, code_commit: str) -> str:
+    return (f"run {run_id} ({name or '-'}): {exit_text}, {duration}\n\n"
+            f"Run-Id: {run_id}\nCode-Commit: {code_commit}\n")
+
+
+def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree: str, message: str) -> str:
+    """Commit a run folder onto the branch with compare-and-swap, rebuilding on a moved tip."""
+    ref = branch_ref(branch)
+    for attempt in range(MAX_CAS_ATTEMPTS):
+        tip = check_ledger_branch(repo, branch)
+        if tip is not None and find_run(repo, tip, run_id) is not None:
+            return tip  # already landed (a retry after a crash between update and cleanup)
+        tree = build_run_tree(repo, code, tip, run_id, run_tree)
+        parents = [tip, code.commit] if tip else [code.commit]
+        commit = repo.commit(tree, parents, message)
+        try:
+            repo.update_ref(ref, commit, tip, f"ledger: record run {run_id}")
+            return commit
+        except RefMoved:
+            time.sleep(random.uniform(0.001, 0.02) * min(attempt + 1, 10))
+    raise LedgerError(f"could not record run {run_id}: branch '{branch}' kept moving",
+                      "the run is still staged under .ledger/staging; `ledger recover` commits it")
+
+
+def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
+    """Look a run up by its full id at `tip` (no listing needed)."""
+    path = run_path(run_id)
+    entry = repo.tree_entry(tip, path)
+    if entry is None or entry[1] != MODE_TREE:
+        return None
+    manifest = repo.tree_entry(entry[0], "manifest.yaml")
+    return RunEntry(run_id, path, entry[0], manifest[0] if manifest else None)
+
+
+def iter_runs(repo: Repo, tip: str) -> list[RunEntry]:
+    """Every run folder at `tip` (cheap: walks only runs/<shard>/ trees)."""
+    runs_tree = _runs_tree(repo, tip)
+    if runs_tree is None:
+        return []
+    out: list[RunEntry] = []
+    for shard, shard_oid, mode in repo.list_tree(runs_tree):
+        if mode != MODE_TREE or not SHARD_RE.match(shard):
+            continue
+        for rid, tree_oid, rmode in repo.list_tree(shard_oid):
+            if rmode != MODE_TREE or not RUN_ID_RE.match(rid) or shard_of(rid) != shard:
+                continue
+            manifest = repo.tree_entry(tree_oid, "manifest.yaml")
+            out.append(RunEntry(rid, f"runs/{shard}/{rid}", tree_oid, manifest[0] if manifest else None))
+    return out
+
+
+def run_commits(repo: Repo, tip: str, limit: int | None = None) -> list[tuple[str, str]]:
+    """(run id, commit) along the first-parent history, newest first."""
+    out = []
+    for commit in repo.first_parent_walk(tip, limit):
+        rid = run_id_of_commit(repo, commit)
+        if rid is not None:
+            out.append((rid, commit))
+    return out
+
+
+def commit_of_run(repo: Repo, tip: str, run_id: str) -> str | None:
+    for rid, commit in run_commits(repo, tip):
+        if rid == run_id:
+            return commit
+    return None
+
+
+def read_file_at(repo: Repo, entry: RunEntry, name: str) -> bytes | None:
+    found = repo.tree_entry(entry.tree, name)
+    return repo.read_blob(found[0]) if found else None
+
+
+def extract_run(repo: Repo, entry: RunEntry, dest: Path) -> None:
+    """Write a run folder's files (not its DVC data) to `dest`."""
+    for rel, oid, mode in repo.walk_blobs(entry.tree):
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(repo.read_blob(oid))
+        if mode == 0o100755:
+            target.chmod(0o755)

@@ -1,0 +1,69 @@
+"""YAML in and out. The only module that imports ruamel.yaml.
+
+Reading is always safe-mode (C loader when available); writing keeps key order as given so
+manifests diff cleanly. `.ledger.yaml` edits go through round-trip mode to keep user comments.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from ledger.errors import LedgerError
+
+
+def _safe() -> YAML:
+    try:
+        return YAML(typ="safe", pure=False)
+    except Exception:  # pragma: no cover - C extension missing
+        return YAML(typ="safe", pure=True)
+
+
+_LOADER = _safe()
+
+
+def _dumper() -> YAML:
+    y = YAML(typ="safe", pure=True)
+    y.default_flow_style = False
+    y.sort_base_mapping_type_on_output = False  # keep our stable key order
+    y.width = 4096
+    y.allow_unicode = True
+    return y
+
+
+_DUMPER = _dumper()
+
+
+class YamlError(LedgerError):
+    """Text that is not valid YAML."""
+
+
+def loads(text: str | bytes, what: str = "YAML") -> Any:
+    """Parse YAML text in safe mode; raise YamlError naming `what` on bad input."""
+    try:
+        return _LOADER.load(text)
+    except YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise YamlError(f"{what} is not valid YAML: {first}") from exc
+
+
+def dumps(data: Any) -> str:
+    """Serialise plain data (dicts, lists, scalars) to block-style YAML, keys in given order."""
+    buf = io.StringIO()
+    _DUMPER.dump(data, buf)
+    return buf.getvalue()
+
+
+def load_file(path: Path, what: str | None = None) -> Any:
+    return loads(path.read_bytes(), what or str(path))
+
+
+def dump_file(path: Path, data: Any) -> None:
+    """Write YAML atomically (temp file then rename)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(dumps(data), encoding="utf-8")
+    tmp.replace(path)
