@@ -1,0 +1,149 @@
+"""The heat guard: a pure state machine deciding when to pause and resume a hot job.
+
+Rules (times are whatever the caller's clock says; the guard never reads a clock):
+- While running, any GPU at or above `pause_at` -> PAUSE (naming the hottest such GPU).
+- While paused, once ALL GPUs have read at or below `resume_at` continuously for `resume_after`
+  seconds -> RESUME. A reading above `resume_at`, or an unknown (None) reading, or an update with
+  no readings at all, restarts that cool-down window: resuming a GPU we cannot read is exactly
+  what the guard exists to prevent.
+- A pause longer than `max_pause` seconds -> WARN, then again at most every `warn_every` seconds.
+- Disabled, the guard never acts.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ledger.errors import UsageError
+
+
+class ActionKind(str, enum.Enum):
+    """What the caller must do."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    WARN = "warn"
+
+
+PAUSE = ActionKind.PAUSE
+RESUME = ActionKind.RESUME
+WARN = ActionKind.WARN
+
+
+@dataclass(frozen=True)
+class Action:
+    """One decision. `gpu`/`temp_c`: the trigger (PAUSE); `paused_s`: pause length so far."""
+
+    kind: ActionKind
+    at: float
+    gpu: int | None = None
+    temp_c: float | None = None
+    paused_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """The guard's thresholds, as recorded in the manifest and the heat log."""
+
+    enabled: bool = True
+    pause_at: float = 85.0
+    resume_at: float = 75.0
+    resume_after: float = 30.0
+    max_pause: float = 600.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for the manifest's `gpu.guard`."""
+        return asdict(self)
+
+
+class HeatGuard:
+    """Hysteresis between `pause_at` and `resume_at`, with a continuous cool-down window."""
+
+    def __init__(
+        self,
+        pause_at: float = 85.0,
+        resume_at: float = 75.0,
+        resume_after: float = 30.0,
+        max_pause: float = 600.0,
+        enabled: bool = True,
+        warn_every: float = 60.0,
+    ):
+        if resume_at >= pause_at:
+            raise UsageError(
+                f"heat guard resume_at ({resume_at:g} C) must be below pause_at ({pause_at:g} C)",
+                hint="e.g. pause at 85 and resume at 75",
+            )
+        if resume_after < 0 or max_pause < 0 or warn_every <= 0:
+            raise UsageError(
+                "heat guard resume_after and max_pause must be >= 0 seconds",
+                hint="e.g. resume_after 30, max_pause 600",
+            )
+        self.settings = GuardSettings(
+            enabled, pause_at, resume_at, resume_after, max_pause
+        )
+        self.warn_every = warn_every
+        self._paused_since: float | None = None
+        self._cool_since: float | None = None
+        self._last_warn: float | None = None
+
+    @property
+    def paused(self) -> bool:
+        """Whether the guard holds the job paused."""
+        return self._paused_since is not None
+
+    @property
+    def paused_since(self) -> float | None:
+        """When the current pause began, or None."""
+        return self._paused_since
+
+    def update(self, now: float, temps: Mapping[int, float | None]) -> list[Action]:
+        """Feed one reading per GPU (None = unknown); returns what to do, usually nothing."""
+        s = self.settings
+        if not s.enabled:
+            return []
+        if self._paused_since is None:
+            hot = [
+                (t, g) for g, t in temps.items() if t is not None and t >= s.pause_at
+            ]
+            if not hot:
+                return []
+            temp, gpu = max(hot)
+            self._paused_since = now
+            self._cool_since = None
+            self._last_warn = None
+            return [Action(PAUSE, now, gpu=gpu, temp_c=temp)]
+
+        all_cool = bool(temps) and all(
+            t is not None and t <= s.resume_at for t in temps.values()
+        )
+        if not all_cool:
+            self._cool_since = None
+        elif self._cool_since is None:
+            self._cool_since = now
+        if self._cool_since is not None and now - self._cool_since >= s.resume_after:
+            return [self._resume(now)]
+
+        paused_s = now - self._paused_since
+        if paused_s > s.max_pause and (
+            self._last_warn is None or now - self._last_warn >= self.warn_every
+        ):
+            self._last_warn = now
+            return [Action(WARN, now, paused_s=paused_s)]
+        return []
+
+    def release(self, now: float) -> Action | None:
+        """Forget a pause the caller ended itself; RESUME if one was held, else None."""
+        if self._paused_since is None:
+            return None
+        return self._resume(now)
+
+    def _resume(self, now: float) -> Action:
+        assert self._paused_since is not None
+        action = Action(RESUME, now, paused_s=now - self._paused_since)
+        self._paused_since = None
+        self._cool_since = None
+        self._last_warn = None
+        return action

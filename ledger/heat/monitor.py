@@ -1,0 +1,230 @@
+"""The heat monitor: a thread in the ledger process that samples, logs and applies the guard.
+
+It costs the job nothing: sampling runs in ledger's own process and sleeps on an Event between
+ticks. The runner owns the job; the monitor only calls the `pause`/`resume` callbacks it was
+given (typically `os.killpg(pgid, SIGSTOP/SIGCONT)`). The runner calls `resume_if_paused()`
+before forwarding SIGINT/SIGTERM and at exit, so ledger never leaves a job stopped.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.heat.guard import PAUSE, RESUME, WARN, Action, GuardSettings, HeatGuard
+from ledger.heat.heatlog import HeatLogWriter, iso_utc
+from ledger.heat.sensor import GpuInfo, Sensor
+
+
+def _stderr_line(text: str) -> None:
+    print(f"ledger: {text}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class HeatSummary:
+    """What the monitor saw; `to_manifest()` is the manifest's `gpu` section."""
+
+    sensor: str
+    unavailable: str | None
+    guard: GuardSettings
+    interval_s: float
+    gpus: list[GpuInfo] = field(default_factory=list)
+    peak_temp_c: dict[int, float] = field(default_factory=dict)
+    pause_windows: list[tuple[float, float | None]] = field(default_factory=list)
+    samples: int = 0
+
+    @property
+    def pauses(self) -> int:
+        """How many times the job was paused."""
+        return len(self.pause_windows)
+
+    @property
+    def paused_s(self) -> float:
+        """Total seconds paused (open windows count up to their start: none after stop())."""
+        return sum(end - start for start, end in self.pause_windows if end is not None)
+
+    def to_manifest(self) -> dict[str, Any]:
+        """Plain dict for `manifest["gpu"]`."""
+        return {
+            "sensor": self.sensor,
+            "unavailable": self.unavailable,
+            "gpus": [g.to_dict() for g in self.gpus],
+            "peak_temp_c": dict(sorted(self.peak_temp_c.items())),
+            "pauses": self.pauses,
+            "paused_s": round(self.paused_s, 3),
+            "pause_windows": [
+                {"start": iso_utc(start), "end": None if end is None else iso_utc(end)}
+                for start, end in self.pause_windows
+            ],
+            "guard": self.guard.to_dict(),
+            "interval_s": self.interval_s,
+            "samples": self.samples,
+        }
+
+
+class HeatMonitor:
+    """Samples `sensor` every `interval_s` seconds into `log_path` and pauses/resumes the job.
+
+    With `sensor=None` (no NVML) it starts no thread and writes no log; pass the reason as
+    `unavailable` so the summary can say why. The monitor closes the sensor in `stop()`.
+    `warn` receives one-line notices (pause, resume, long pause, sampling trouble) without a
+    prefix; the default writes `ledger: <text>` to stderr.
+    """
+
+    def __init__(
+        self,
+        sensor: Sensor | None,
+        guard: HeatGuard,
+        interval_s: float,
+        log_path: Path,
+        pause: Callable[[], None],
+        resume: Callable[[], None],
+        clock: Callable[[], float] = time.time,
+        warn: Callable[[str], None] = _stderr_line,
+        unavailable: str | None = None,
+    ):
+        if interval_s <= 0:
+            raise ValueError("heat sampling interval must be > 0 seconds")
+        self._sensor = sensor
+        self._guard = guard
+        self._interval = interval_s
+        self._log_path = Path(log_path)
+        self._pause_cb = pause
+        self._resume_cb = resume
+        self._clock = clock
+        self._warn = warn
+        # Re-entrant: the runner may call resume_if_paused() from a signal handler that
+        # interrupted the main thread inside `paused`.
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._writer: HeatLogWriter | None = None
+        self._armed = True
+        self._sample_failed = False
+        self._summary = HeatSummary(
+            sensor="unavailable" if sensor is None else sensor.name,
+            unavailable=(unavailable or "no sensor") if sensor is None else None,
+            guard=guard.settings,
+            interval_s=interval_s,
+        )
+
+    @property
+    def paused(self) -> bool:
+        """Whether the monitor holds the job paused right now."""
+        with self._lock:
+            return self._guard.paused
+
+    def start(self) -> None:
+        """Open the heat log and start sampling (no-op without a sensor)."""
+        if self._sensor is None or self._thread is not None:
+            return
+        self._summary.gpus = self._sensor.gpus()
+        self._writer = HeatLogWriter(
+            self._log_path, self._guard.settings, self._sensor.name
+        )
+        self._thread = threading.Thread(
+            target=self._loop, name="ledger-heat", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> HeatSummary:
+        """Stop sampling, resume the job if paused, close log and sensor; return the summary."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.resume_if_paused()
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+            if self._sensor is not None:
+                self._sensor.close()
+        return self._summary
+
+    def resume_if_paused(self, disarm: bool = True) -> bool:
+        """Resume the job if the guard paused it; True if it did. Thread-safe.
+
+        With `disarm` (the default) the monitor never pauses again: the job is being stopped,
+        and a stopped process would hold a forwarded SIGTERM until ledger resumed it.
+        """
+        with self._lock:
+            if disarm:
+                self._armed = False
+            action = self._guard.release(self._clock())
+            if action is None:
+                return False
+            self._apply(action, forced=True)
+            return True
+
+    def _loop(self) -> None:
+        while True:
+            self._tick()
+            if self._stop.wait(self._interval):
+                return
+
+    def _tick(self) -> None:
+        assert self._sensor is not None
+        try:
+            samples = self._sensor.sample()
+        except Exception as exc:  # noqa: BLE001 - a failing sensor must not end the run
+            if not self._sample_failed:
+                self._warn(f"heat sampling failed, will keep trying: {exc}")
+                self._sample_failed = True
+            return
+        with self._lock:
+            now = self._clock()
+            if self._writer is not None:
+                self._writer.write_samples(now, samples)
+            self._summary.samples += 1
+            temps: dict[int, float | None] = {g.index: None for g in self._summary.gpus}
+            for s in samples:
+                temps[s.gpu] = s.temp_c
+                if s.temp_c is not None:
+                    peak = self._summary.peak_temp_c.get(s.gpu)
+                    self._summary.peak_temp_c[s.gpu] = max(s.temp_c, peak or s.temp_c)
+            if self._armed:
+                for action in self._guard.update(now, temps):
+                    self._apply(action)
+
+    def _apply(self, action: Action, forced: bool = False) -> None:
+        """Carry out one guard action; the caller holds the lock."""
+        windows = self._summary.pause_windows
+        if action.kind is PAUSE:
+            try:
+                self._pause_cb()
+            except Exception as exc:  # noqa: BLE001 - e.g. the job already exited
+                # Retrying every tick would only repeat the failure: stop guarding.
+                self._warn(f"could not pause the job, heat guard off: {exc}")
+                self._guard.release(action.at)
+                self._armed = False
+                return
+            windows.append((action.at, None))
+            self._warn(
+                f"GPU {action.gpu} at {action.temp_c} C, job paused to cool down"
+            )
+        elif action.kind is RESUME:
+            try:
+                self._resume_cb()
+            except Exception as exc:  # noqa: BLE001 - report it, keep monitoring
+                self._warn(f"could not resume the job: {exc}")
+            if windows and windows[-1][1] is None:
+                windows[-1] = (windows[-1][0], action.at)
+            why = (
+                "resumed before stopping it"
+                if forced
+                else "GPUs cooled down, job resumed"
+            )
+            self._warn(f"{why} after {action.paused_s:.0f} s paused")
+        elif action.kind is WARN:
+            self._warn(
+                f"job paused for {action.paused_s / 60:.1f} min "
+                f"(max_pause {self._guard.settings.max_pause:g} s), GPUs still too hot"
+            )
+        if self._writer is not None:
+            self._writer.write_event(
+                action.at, action.kind.value, action.gpu, action.temp_c
+            )

@@ -1,0 +1,163 @@
+"""Terminal summary of a heat log: per-GPU temperatures, pauses, and an ASCII sparkline."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from ledger.heat.heatlog import HeatLog
+
+LEVELS = "_.:-=+*#%@"  # coolest to hottest
+DEFAULT_PAUSE_AT = 85.0
+
+
+def format_duration(seconds: float) -> str:
+    """45s, 2m10s, 1h02m."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def _clock(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S")
+
+
+def _step_at(steps: Sequence[tuple[int, float]], t: float) -> int | None:
+    """The step in progress at t: the first whose end is at or after t."""
+    for step, t_end in sorted(steps, key=lambda s: s[1]):
+        if t_end >= t:
+            return step
+    return None
+
+
+def time_above(series: list[tuple[float, float]], threshold: float) -> float:
+    """Seconds a sampled (time, temp) series held at or above `threshold` (sample-and-hold)."""
+    total = 0.0
+    for (t, temp), (t_next, _) in itertools.pairwise(series):
+        if temp >= threshold:
+            total += t_next - t
+    return total
+
+
+def render_heat_summary(
+    heatlog: HeatLog,
+    steps: Sequence[tuple[int, float]] | None = None,
+    width: int = 60,
+) -> str:
+    """A plain-text report of a heat log; `steps` are (step, end time in unix seconds)."""
+    if not heatlog.samples:
+        return "heat log: no samples\n"
+    pause_at = heatlog.guard.pause_at if heatlog.guard else DEFAULT_PAUSE_AT
+    series: dict[int, list[tuple[float, float]]] = {g: [] for g in heatlog.gpus}
+    for ts in heatlog.samples:
+        if ts.sample.temp_c is not None:
+            series[ts.sample.gpu].append((ts.time, ts.sample.temp_c))
+    times = [ts.time for ts in heatlog.samples] + [e.time for e in heatlog.events]
+    t0, t1 = min(times), max(times)
+    start = datetime.fromtimestamp(t0, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    lines = [
+        (
+            f"heat: {len(series)} GPU(s), {start} -> {_clock(t1)} UTC "
+            f"({format_duration(t1 - t0)}), sensor {heatlog.sensor or 'unknown'}"
+        )
+    ]
+    if heatlog.guard is not None:
+        g = heatlog.guard
+        state = "on" if g.enabled else "off (recording only)"
+        lines.append(
+            f"guard {state}: pause at {g.pause_at:g} C, resume at or below {g.resume_at:g} C "
+            f"after {g.resume_after:g} s"
+        )
+    lines.append(
+        f"{'GPU':>4} {'min':>6} {'mean':>6} {'peak':>6} {'above ' + f'{pause_at:g}C':>10}"
+    )
+    for gpu, points in series.items():
+        if not points:
+            lines.append(f"{gpu:>4} {'-':>6} {'-':>6} {'-':>6} {'-':>10}")
+            continue
+        temps = [p[1] for p in points]
+        lines.append(
+            f"{gpu:>4} {min(temps):>6.1f} {sum(temps) / len(temps):>6.1f} {max(temps):>6.1f} "
+            f"{format_duration(time_above(points, pause_at)):>10}"
+        )
+    lines.extend(_pause_lines(heatlog, steps, t1))
+    lines.extend(_sparklines(heatlog, series, steps, t0, t1, width))
+    return "\n".join(lines) + "\n"
+
+
+def _pause_lines(
+    heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, t1: float
+) -> list[str]:
+    windows = heatlog.pauses
+    if not windows:
+        return ["pauses: none"]
+    total = sum((end if end is not None else t1) - start for start, end in windows)
+    lines = [f"pauses: {len(windows)}, {format_duration(total)} in all"]
+    triggers = [e for e in heatlog.events if e.kind == "pause"]
+    for n, (start, end) in enumerate(windows, start=1):
+        end_text = _clock(end) if end is not None else "(still paused at end of log)"
+        length = format_duration((end if end is not None else t1) - start)
+        line = f"  #{n} {_clock(start)} -> {end_text}  {length}"
+        trigger = triggers[n - 1] if n <= len(triggers) else None
+        if trigger is not None and trigger.gpu is not None:
+            temp = "" if trigger.temp_c is None else f" at {trigger.temp_c:g} C"
+            line += f"  GPU {trigger.gpu}{temp}"
+        step = _step_at(steps, start) if steps else None
+        if step is not None:
+            line += f"  (during step {step})"
+        lines.append(line)
+    return lines
+
+
+def _sparklines(
+    heatlog: HeatLog,
+    series: dict[int, list[tuple[float, float]]],
+    steps: Sequence[tuple[int, float]] | None,
+    t0: float,
+    t1: float,
+    width: int,
+) -> list[str]:
+    all_temps = [temp for points in series.values() for _, temp in points]
+    if not all_temps:
+        return []
+    lo, hi = min(all_temps), max(all_temps)
+    span = max(t1 - t0, 1e-9)
+    bin_s = span / width
+
+    def column(t: float) -> int:
+        return min(width - 1, max(0, int((t - t0) / bin_s)))
+
+    lines = [f"temperature {lo:g}..{hi:g} C, one column = {format_duration(bin_s)}:"]
+    for gpu, points in series.items():
+        peaks: list[float | None] = [None] * width
+        for t, temp in points:
+            c = column(t)
+            current = peaks[c]
+            peaks[c] = temp if current is None else max(current, temp)
+        cells, last = [], None
+        for peak in peaks:
+            last = peak if peak is not None else last  # hold across empty columns
+            if last is None:
+                cells.append(" ")
+            elif hi == lo:
+                cells.append(LEVELS[len(LEVELS) // 2])
+            else:
+                cells.append(LEVELS[round((last - lo) / (hi - lo) * (len(LEVELS) - 1))])
+        lines.append(f"  GPU {gpu:<3}|{''.join(cells)}|")
+    if heatlog.pauses:
+        marks = [" "] * width
+        for start, end in heatlog.pauses:
+            for c in range(column(start), column(end if end is not None else t1) + 1):
+                marks[c] = "P"
+        lines.append(f"  {'paused':<7}|{''.join(marks)}|")
+    if steps:
+        marks = [" "] * width
+        for _, t_end in steps:
+            if t0 <= t_end <= t1:
+                marks[column(t_end)] = "^"
+        lines.append(f"  {'steps':<7}|{''.join(marks)}|")
+    return lines
