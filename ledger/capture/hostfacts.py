@@ -1,0 +1,192 @@
+"""Host facts: what a job runs on when no Docker image is named.
+
+Package versions come from the job's own interpreter (one `python -c` with importlib.metadata),
+commits and dirty flags from configured source checkouts (one `git status` each). Everything is
+plain subprocesses without shared state, so `host_facts` may run in a background thread.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import platform
+import socket
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# Distribution names as pip knows them.
+PACKAGES: tuple[str, ...] = (
+    "miles",
+    "sglang",
+    "torch",
+    "megatron-core",
+    "vllm",
+    "transformers",
+)
+
+# Runs inside the job's interpreter; prints one JSON object. Python 3.8+ (importlib.metadata).
+_VERSIONS_SCRIPT = """
+import importlib.metadata as md, json, platform, sys
+found = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        found[name] = md.version(name)
+    except md.PackageNotFoundError:
+        found[name] = None
+print(json.dumps({"python_version": platform.python_version(),
+                  "executable": sys.executable, "packages": found}))
+"""
+_TIMEOUT_S = 60
+
+
+@dataclass
+class CheckoutFacts:
+    """The state of one source checkout: its HEAD commit and whether tracked files changed."""
+
+    path: str
+    commit: str | None = None
+    dirty: bool | None = None
+
+
+@dataclass
+class HostFacts:
+    """Versions seen by the job's interpreter, source checkout states, and what went wrong."""
+
+    python: str
+    python_version: str | None = None
+    executable: str | None = None
+    packages: dict[str, str | None] = field(default_factory=dict)
+    checkouts: dict[str, CheckoutFacts] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The manifest `software` section as a plain dict."""
+        return {
+            "python": self.python,
+            "python_version": self.python_version,
+            "executable": self.executable,
+            "packages": dict(self.packages),
+            "checkouts": {
+                name: {"path": c.path, "commit": c.commit, "dirty": c.dirty}
+                for name, c in sorted(self.checkouts.items())
+            },
+            "errors": list(self.errors),
+        }
+
+
+def host_facts(
+    python: str = "python3",
+    checkouts: Mapping[str, str] | None = None,
+    packages: Sequence[str] = PACKAGES,
+) -> HostFacts:
+    """Read package versions from interpreter `python` and the state of each checkout.
+
+    Missing packages are None; an interpreter that cannot run, or a path that is not a git
+    checkout, is reported in `errors` and never raises.
+    """
+    facts = HostFacts(python=python, packages=dict.fromkeys(packages))
+    _read_versions(facts, python, packages)
+    for name, path in (checkouts or {}).items():
+        facts.checkouts[name] = _read_checkout(name, path, facts.errors)
+    return facts
+
+
+def basic_host() -> dict[str, str]:
+    """The manifest `host` section: hostname, user, platform and ledger's own Python version."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry and no USER/LOGNAME: a bare container
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return {
+        "hostname": socket.gethostname(),
+        "user": user,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def _read_versions(facts: HostFacts, python: str, packages: Sequence[str]) -> None:
+    argv = [python, "-c", _VERSIONS_SCRIPT, json.dumps(list(packages))]
+    try:
+        proc = subprocess.run(
+            argv,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        facts.errors.append(f"python not found: {python}")
+        return
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        facts.errors.append(f"python {python} failed: {_first_line(str(exc))}")
+        return
+    if proc.returncode != 0:
+        last = proc.stderr.strip().splitlines()[-1:] or [
+            f"exit status {proc.returncode}"
+        ]
+        facts.errors.append(f"python {python} failed: {last[0]}")
+        return
+    try:
+        data = json.loads(proc.stdout.strip().splitlines()[-1])
+        facts.python_version = data["python_version"]
+        facts.executable = data["executable"]
+        facts.packages.update(data["packages"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        facts.errors.append(
+            f"python {python} failed: unreadable output {proc.stdout[:200]!r}"
+        )
+
+
+def _read_checkout(name: str, path: str, errors: list[str]) -> CheckoutFacts:
+    """One `git status --porcelain=v2 --branch` gives both the commit and the dirty flag.
+
+    Dirty means tracked files differ from HEAD; untracked files (logs, outputs) do not count.
+    """
+    facts = CheckoutFacts(path=path)
+    argv = [
+        "git",
+        "-C",
+        path,
+        "status",
+        "--porcelain=v2",
+        "--branch",
+        "--untracked-files=no",
+    ]
+    try:
+        proc = subprocess.run(
+            argv,
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        errors.append(f"checkout {name} ({path}): {_first_line(str(exc))}")
+        return facts
+    if proc.returncode != 0:
+        errors.append(
+            f"checkout {name} ({path}): {_first_line(proc.stderr) or 'git failed'}"
+        )
+        return facts
+    dirty = False
+    for line in proc.stdout.splitlines():
+        if line.startswith("# branch.oid "):
+            oid = line.split()[2]
+            facts.commit = None if oid == "(initial)" else oid
+        elif line and not line.startswith("#"):
+            dirty = True
+    facts.dirty = dirty
+    if facts.commit is None:
+        errors.append(f"checkout {name} ({path}): no commit yet")
+    return facts
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""

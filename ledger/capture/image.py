@@ -1,0 +1,456 @@
+"""Image identity: which Docker image a job runs in, and what is inside it.
+
+A job named with `docker run ... IMAGE ...` is pinned by the image's config id, its repo digest,
+its labels, and the commits of Miles, SGLang and Megatron-LM read from a throwaway container.
+Those answers are fixed for an image id, so they are cached by id as JSON.
+
+The Docker SDK is imported lazily, inside functions, so `ledger --help` stays fast; this is the
+only module that imports it. Nothing here raises for a missing engine, an unknown image or a
+failing probe: every such problem lands in `ImageFacts.errors`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# ----------------------------------------------------------------------------------------------
+# Finding the image in a command line
+
+_DOCKER_BINARIES = {"docker", "nvidia-docker", "podman"}
+# Options of `docker run` / `docker create` that take a value as the next word (when not
+# written `--opt=value`). Switches (`--rm`, `-d`, `--init`, `--privileged`, ...) are absent.
+_VALUE_OPTIONS_TEXT = """
+    -a --attach --add-host --annotation --blkio-weight --blkio-weight-device -c --cpu-shares
+    --cap-add --cap-drop --cgroup-parent --cgroupns --cidfile --cpu-count --cpu-percent
+    --cpu-period --cpu-quota --cpu-rt-period --cpu-rt-runtime --cpus --cpuset-cpus --cpuset-mems
+    --detach-keys --device --device-cgroup-rule --device-read-bps --device-read-iops
+    --device-write-bps --device-write-iops --dns --dns-opt --dns-option --dns-search --domainname
+    -e --env --entrypoint --env-file --expose --gpus --group-add --health-cmd
+    --health-interval --health-retries --health-start-interval --health-start-period
+    --health-timeout -h --hostname --io-maxbandwidth --io-maxiops --ip --ip6 --ipc --isolation
+    --kernel-memory -l --label --label-file --link --link-local-ip --log-driver --log-opt
+    --mac-address -m --memory --memory-reservation --memory-swap --memory-swappiness --mount
+    --name --net --network --net-alias --network-alias --oom-score-adj --pid --pids-limit
+    --platform -p --publish --pull --restart --runtime --security-opt --shm-size --stop-signal
+    --stop-timeout --storage-opt --sysctl --tmpfs --ulimit -u --user --userns --uts -v --volume
+    --volume-driver --volumes-from -w --workdir
+"""
+_VALUE_OPTIONS = frozenset(_VALUE_OPTIONS_TEXT.split())
+# Short options that take a value, for bundles such as `-itv /a:/b` or `-eK=V`.
+_SHORT_VALUE_LETTERS = {opt[1] for opt in _VALUE_OPTIONS if len(opt) == 2}
+_SUDO_VALUE_OPTIONS = {
+    "-u",
+    "--user",
+    "-g",
+    "--group",
+    "-C",
+    "-h",
+    "--host",
+    "-p",
+    "-D",
+}
+
+
+def detect_image_in_argv(argv: Sequence[str]) -> str | None:
+    """Return IMAGE from `[sudo] docker [container] run [OPTIONS] IMAGE [CMD...]`, else None.
+
+    Also understands `nvidia-docker run`, `docker create`, and `sudo` with its own options.
+    Options with values (`-v x`, `--gpus all`, `--shm-size=16g`, `-e K=V`) are skipped.
+    """
+    words = list(argv)
+    i = _skip_sudo_and_env(words)
+    if i >= len(words) or os.path.basename(words[i]) not in _DOCKER_BINARIES:
+        return None
+    i += 1
+    # Global options of the docker client itself (`docker --context x run ...`).
+    while i < len(words) and words[i].startswith("-"):
+        opt = words[i]
+        i += 1 if "=" in opt or opt in ("-D", "--debug", "--tls", "--tlsverify") else 2
+    if i < len(words) and words[i] == "container":
+        i += 1
+    if i >= len(words) or words[i] not in ("run", "create"):
+        return None
+    i += 1
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            return words[i + 1] if i + 1 < len(words) else None
+        if not word.startswith("-") or word == "-":
+            return word
+        if word.startswith("--"):
+            i += 2 if ("=" not in word and word in _VALUE_OPTIONS) else 1
+            continue
+        # A bundle of short switches, possibly ending in one that takes a value (`-itv x`).
+        letters = word[1:]
+        takes_next = False
+        for pos, letter in enumerate(letters):
+            if letter in _SHORT_VALUE_LETTERS:
+                takes_next = pos == len(letters) - 1  # otherwise the value is attached
+                break
+        i += 2 if takes_next else 1
+    return None
+
+
+def _skip_sudo_and_env(words: list[str]) -> int:
+    """Index of the first word after `sudo [opts]`, `env [K=V...]` and leading `K=V` words."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        base = os.path.basename(word)
+        if base in ("sudo", "env"):
+            i += 1
+            while i < len(words) and (words[i].startswith("-") or "=" in words[i]):
+                i += 2 if words[i] in _SUDO_VALUE_OPTIONS else 1
+            continue
+        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", word):
+            i += 1
+            continue
+        return i
+    return i
+
+
+# ----------------------------------------------------------------------------------------------
+# Probes run inside the image
+
+# Reads a checkout's HEAD commit: git when the image has it, else .git/HEAD and the ref file or
+# packed-refs with sh builtins only. $1 is the checkout folder.
+_GIT_HEAD_SCRIPT = r"""d=$1
+if command -v git >/dev/null 2>&1 && git -C "$d" rev-parse HEAD 2>/dev/null; then exit 0; fi
+g=$d/.git
+if [ -f "$g" ]; then
+  read -r line < "$g"
+  case $line in "gitdir: "*) g=${line#gitdir: }; case $g in /*) ;; *) g=$d/$g ;; esac ;; esac
+fi
+if [ ! -r "$g/HEAD" ]; then echo "$d: not a git checkout (no .git/HEAD)" >&2; exit 1; fi
+read -r head < "$g/HEAD"
+sha=
+case $head in
+  "ref: "*)
+    ref=${head#ref: }
+    if [ -r "$g/$ref" ]; then read -r sha < "$g/$ref"
+    elif [ -r "$g/packed-refs" ]; then
+      while read -r s r; do if [ "$r" = "$ref" ]; then sha=$s; break; fi; done < "$g/packed-refs"
+    fi ;;
+  *) sha=$head ;;
+esac
+if [ -z "$sha" ]; then echo "$d: cannot resolve HEAD ($head)" >&2; exit 1; fi
+echo "$sha"
+"""
+
+# SGLang's version: import it when python3 can, else read __version__ from version.py.
+_SGLANG_VERSION_SCRIPT = r"""f=/sgl-workspace/sglang/python/sglang/version.py
+if command -v python3 >/dev/null 2>&1 &&
+   python3 -c "import sglang; print(sglang.__version__)" 2>/dev/null; then exit 0; fi
+if [ ! -r "$f" ]; then echo "sglang is not importable and $f is missing" >&2; exit 1; fi
+while IFS= read -r line; do
+  case $line in
+    __version__*=*) v=${line#*[\"\']}; echo "${v%%[\"\']*}"; exit 0 ;;
+  esac
+done < "$f"
+echo "no __version__ in $f" >&2; exit 1
+"""
+
+
+def _git_head(checkout: str) -> list[str]:
+    return ["sh", "-c", _GIT_HEAD_SCRIPT, "git-head", checkout]
+
+
+DEFAULT_PROBES: dict[str, list[str]] = {
+    "miles_commit": _git_head("/root/miles"),
+    "sglang_version": ["sh", "-c", _SGLANG_VERSION_SCRIPT],
+    "sglang_commit": _git_head("/sgl-workspace/sglang"),
+    "megatron_commit": _git_head("/root/Megatron-LM"),
+}
+
+ProbeSpec = str | Sequence[str]  # a shell string, or an argv
+_PROBE_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_RESERVED_NAMES = {"ref", "id", "digest", "labels", "errors", "cached"}
+_STDERR_MARK = "@@ledger-probe "
+_LABEL_PREFIXES = ("miles.", "org.opencontainers.image.")
+_CONTAINER_TIMEOUT_S = 120
+
+
+@dataclass
+class ImageFacts:
+    """What is known about one image: identity, labels, probe answers, and what went wrong."""
+
+    ref: str
+    id: str | None = None
+    digest: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    probes: dict[str, str | None] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    cached: bool = False
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The manifest `image` section: identity, labels, one key per probe, errors."""
+        out: dict[str, Any] = {
+            "ref": self.ref,
+            "id": self.id,
+            "digest": self.digest,
+            "labels": dict(sorted(self.labels.items())),
+        }
+        out.update(self.probes)
+        out["errors"] = list(self.errors)
+        return out
+
+
+def build_probe_script(probes: Mapping[str, ProbeSpec]) -> str:
+    """One `sh` script running every probe; stdout gets `ok:NAME=VALUE` or `fail:NAME=STATUS`.
+
+    Before each probe a marker line goes to stderr so the probe's messages can be told apart.
+    """
+    lines = ["nl='", "'"]
+    for name, spec in probes.items():
+        command = spec if isinstance(spec, str) else shlex.join(list(spec))
+        lines += [
+            f"echo '{_STDERR_MARK}{name}' >&2",
+            f"v=$( ( {command}\n) </dev/null ); rc=$?",
+            'v=${v#"${v%%[![:space:]]*}"}; v=${v%%"$nl"*}',
+            (
+                f"if [ $rc -eq 0 ]; then printf 'ok:%s=%s\\n' {name} \"$v\"; "
+                f"else printf 'fail:%s=%s\\n' {name} \"$rc\"; fi"
+            ),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_probe_output(
+    probes: Sequence[str], stdout: str, stderr: str
+) -> tuple[dict[str, str | None], list[str]]:
+    """Turn the probe script's two streams into answers (None when failed) and error strings."""
+    status: dict[str, tuple[bool, str]] = {}
+    for line in stdout.splitlines():
+        kind, _, rest = line.partition(":")
+        name, sep, value = rest.partition("=")
+        if kind in ("ok", "fail") and sep and name in probes:
+            status[name] = (kind == "ok", value.strip())
+    messages: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in stderr.splitlines():
+        if line.startswith(_STDERR_MARK):
+            current = line[len(_STDERR_MARK) :].strip()
+            messages[current] = []
+        elif current is not None and line.strip():
+            messages[current].append(line.strip())
+    answers: dict[str, str | None] = {}
+    errors: list[str] = []
+    for name in probes:
+        ok, value = status.get(name, (False, ""))
+        first = (messages.get(name) or [""])[0]
+        if ok and value:
+            answers[name] = value
+            continue
+        answers[name] = None
+        if name not in status:
+            errors.append(f"probe {name} failed: gave no answer")
+        elif ok:
+            errors.append(f"probe {name} failed: printed nothing")
+        else:
+            errors.append(
+                f"probe {name} failed: {first or f'exit status {value}, no message'}"
+            )
+    return answers, errors
+
+
+def normalize_probes(
+    probes: Mapping[str, Any] | None,
+) -> tuple[dict[str, ProbeSpec], list[str]]:
+    """Validate caller probes (`image_probes:` in `.ledger.yaml`); bad entries become errors."""
+    if probes is None:
+        return dict(DEFAULT_PROBES), []
+    good: dict[str, ProbeSpec] = {}
+    errors: list[str] = []
+    for name, spec in probes.items():
+        argv_ok = isinstance(spec, (list, tuple)) and all(type(w) is str for w in spec)
+        if not _PROBE_NAME.fullmatch(str(name)) or name in _RESERVED_NAMES:
+            errors.append(
+                f"probe {name!r} skipped: name must be lower_snake_case, not reserved"
+            )
+        elif isinstance(spec, str) and spec.strip():
+            good[name] = spec
+        elif argv_ok and spec:
+            good[name] = list(spec)
+        else:
+            errors.append(
+                f"probe {name} skipped: expected a shell string or a list of words"
+            )
+    return good, errors
+
+
+# ----------------------------------------------------------------------------------------------
+# Talking to the engine
+
+
+def probe_image(
+    ref: str,
+    probes: Mapping[str, Any] | None,
+    cache_dir: Path,
+    docker_client_factory: Callable[[], Any] | None = None,
+) -> ImageFacts:
+    """Record the identity of image `ref` and run the probes in one throwaway container.
+
+    `probes` maps name -> shell string or argv (None: `DEFAULT_PROBES`). Probe answers are cached
+    in `cache_dir` by image id and probe set, so a second call for the same image starts no
+    container. `docker_client_factory` defaults to `docker.from_env` (honours DOCKER_HOST).
+    Never raises for engine, image or probe problems: they are listed in `errors`.
+    """
+    import docker.errors  # type: ignore[import-untyped]
+    import requests
+
+    facts = ImageFacts(ref=ref)
+    specs, facts.errors = normalize_probes(probes)
+    engine_errors = (OSError, requests.RequestException, docker.errors.DockerException)
+    try:
+        client = (docker_client_factory or docker.from_env)()
+        client.ping()
+    except engine_errors as exc:
+        facts.errors.append(f"docker engine unreachable: {_first_line(exc)}")
+        return facts
+    try:
+        try:
+            image = client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            facts.errors.append(
+                f"image not found: {ref} (pull it first: docker pull {ref})"
+            )
+            return facts
+        except engine_errors as exc:
+            facts.errors.append(f"image not found: {ref}: {_first_line(exc)}")
+            return facts
+        facts.id = image.id
+        attrs = image.attrs
+        facts.digest = _pick_repo_digest(ref, attrs.get("RepoDigests") or [])
+        labels = (attrs.get("Config") or {}).get("Labels") or {}
+        facts.labels = {
+            k: v for k, v in labels.items() if k.startswith(_LABEL_PREFIXES)
+        }
+        if specs:
+            _fill_probes(facts, client, image.id, specs, cache_dir, engine_errors)
+    finally:
+        _close(client)
+    return facts
+
+
+def _fill_probes(
+    facts: ImageFacts,
+    client: Any,
+    image_id: str,
+    specs: dict[str, ProbeSpec],
+    cache_dir: Path,
+    engine_errors: tuple[type[BaseException], ...],
+) -> None:
+    """Answer the probes from the cache, or from one container whose answers are then cached."""
+    script = build_probe_script(specs)
+    key = hashlib.sha256(script.encode()).hexdigest()[:16]
+    cache_file = cache_dir / f"{image_id.replace(':', '-')}-{key}.json"
+    cached = _read_cache(cache_file)
+    if cached is not None:
+        facts.probes, probe_errors = cached
+        facts.errors += probe_errors
+        facts.cached = True
+        return
+    try:
+        stdout, stderr = _run_script(client, image_id, script)
+    except engine_errors as exc:
+        facts.probes = dict.fromkeys(specs)
+        facts.errors.append(f"probe container failed: {_first_line(exc)}")
+        return
+    facts.probes, probe_errors = parse_probe_output(list(specs), stdout, stderr)
+    facts.errors += probe_errors
+    _write_cache(cache_file, image_id, facts.probes, probe_errors)
+
+
+def _run_script(client: Any, image_id: str, script: str) -> tuple[str, str]:
+    """Run `sh -c script` in a new container without network; always remove the container."""
+    container = client.containers.create(
+        image_id,
+        command=[script],
+        entrypoint=["/bin/sh", "-c"],
+        network_mode="none",
+        labels={"ledger.probe": "1"},
+    )
+    try:
+        container.start()
+        result = container.wait(timeout=_CONTAINER_TIMEOUT_S)
+        stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
+        stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
+        if result.get("StatusCode", 0) != 0 and not stdout:
+            raise OSError(
+                f"probe script exited {result.get('StatusCode')}: {stderr.strip()}"
+            )
+        return stdout, stderr
+    finally:
+        # Best-effort cleanup: a failed removal must not hide the probe answers.
+        with contextlib.suppress(Exception):
+            container.remove(force=True)
+
+
+def _pick_repo_digest(ref: str, repo_digests: Sequence[str]) -> str | None:
+    """The repo digest for `ref`'s repository, else the first one, else None (local-only)."""
+    if not repo_digests:
+        return None
+    wanted = _repository_of(ref)
+    for entry in repo_digests:
+        repo = entry.partition("@")[0]
+        if _normalize_repo(repo) == wanted:
+            return entry
+    return repo_digests[0]
+
+
+def _repository_of(ref: str) -> str:
+    """`127.0.0.1:5000/a/b:tag@sha256:x` -> `127.0.0.1:5000/a/b` (docker.io names normalised)."""
+    name = ref.partition("@")[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > slash:
+        name = name[:colon]
+    return _normalize_repo(name)
+
+
+def _normalize_repo(repo: str) -> str:
+    for prefix in ("docker.io/", "index.docker.io/", "registry-1.docker.io/"):
+        repo = repo.removeprefix(prefix)
+    return repo.removeprefix("library/")
+
+
+def _read_cache(path: Path) -> tuple[dict[str, str | None], list[str]] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return dict(data["probes"]), list(data["errors"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cache(
+    path: Path, image_id: str, answers: dict[str, str | None], errors: list[str]
+) -> None:
+    """Write the cache entry atomically; a cache that cannot be written is only a lost speed-up."""
+    data = {"image_id": image_id, "probes": answers, "errors": errors}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _close(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if callable(close):
+        close()

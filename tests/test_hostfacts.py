@@ -1,0 +1,147 @@
+"""Host facts from real interpreters (this venv and a fresh one) and real git checkouts."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from ledger.capture.hostfacts import PACKAGES, basic_host, host_facts
+
+
+@pytest.fixture(scope="module")
+def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv without pip, holding one fake distribution: sglang 0.5.0rc1."""
+    root = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(root)
+    python = root / "bin" / "python"
+    site = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    dist = Path(site) / "sglang-0.5.0rc1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.0rc1\n"
+    )
+    return python
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t")
+    env.update(GIT_COMMITTER_EMAIL="t@e")
+    proc = subprocess.run(
+        ["git", "-C", str(repo), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def _repo(path: Path) -> str:
+    path.mkdir()
+    _git(path, "init", "-q", "-b", "main")
+    (path / "a.py").write_text("x = 1\n")
+    _git(path, "add", "a.py")
+    _git(path, "commit", "-q", "-m", "one")
+    return _git(path, "rev-parse", "HEAD")
+
+
+def test_versions_from_a_fresh_venv(bare_venv: Path) -> None:
+    facts = host_facts(str(bare_venv))
+    assert facts.errors == []
+    assert list(facts.packages) == list(PACKAGES)
+    assert facts.packages["sglang"] == "0.5.0rc1"
+    assert facts.packages["torch"] is None and facts.packages["megatron-core"] is None
+    assert facts.python_version == platform.python_version()
+    assert facts.executable is not None and facts.executable.startswith(
+        str(bare_venv.parent)
+    )
+
+
+def test_versions_from_this_interpreter() -> None:
+    facts = host_facts(sys.executable, packages=("docker", "numpy", "no-such-dist"))
+    assert facts.packages == {
+        "docker": importlib.metadata.version("docker"),
+        "numpy": importlib.metadata.version("numpy"),
+        "no-such-dist": None,
+    }
+
+
+def test_checkouts_commit_and_dirty_flag(tmp_path: Path, bare_venv: Path) -> None:
+    clean, dirty, untracked = (
+        tmp_path / "clean",
+        tmp_path / "dirty",
+        tmp_path / "untracked",
+    )
+    commits = {name: _repo(tmp_path / name) for name in ("clean", "dirty", "untracked")}
+    (dirty / "a.py").write_text("x = 2\n")
+    (untracked / "run.log").write_text("log\n")
+    facts = host_facts(
+        str(bare_venv),
+        {"clean": str(clean), "dirty": str(dirty), "untracked": str(untracked)},
+    )
+    assert facts.errors == []
+    state = {name: (c.commit, c.dirty) for name, c in facts.checkouts.items()}
+    assert state == {
+        "clean": (commits["clean"], False),
+        "dirty": (commits["dirty"], True),
+        "untracked": (commits["untracked"], False),
+    }
+    section = facts.to_manifest()["checkouts"]
+    assert section["dirty"] == {
+        "path": str(dirty),
+        "commit": commits["dirty"],
+        "dirty": True,
+    }
+
+
+def test_problems_land_in_errors(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _git(empty, "init", "-q")
+    facts = host_facts(
+        str(tmp_path / "no-python"),
+        {"plain": str(tmp_path), "fresh": str(empty)},
+    )
+    assert facts.packages == dict.fromkeys(PACKAGES)
+    assert facts.errors[0] == f"python not found: {tmp_path / 'no-python'}"
+    assert facts.errors[1].startswith(
+        f"checkout plain ({tmp_path}): fatal: not a git repository"
+    )
+    assert facts.errors[2] == f"checkout fresh ({empty}): no commit yet"
+    assert (
+        facts.checkouts["plain"].commit is None
+        and facts.checkouts["plain"].dirty is None
+    )
+
+
+def test_failing_interpreter(tmp_path: Path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'boom: broken interpreter' >&2\nexit 2\n")
+    fake.chmod(0o755)
+    facts = host_facts(str(fake))
+    assert facts.errors == [f"python {fake} failed: boom: broken interpreter"]
+
+
+def test_basic_host() -> None:
+    host = basic_host()
+    assert set(host) == {"hostname", "user", "platform", "python"}
+    assert host["python"] == platform.python_version()
+    assert all(isinstance(v, str) and v for v in host.values())
