@@ -1,0 +1,375 @@
+"""The pure core of `ledger diff` and `ledger log`: what changed, and what it did to timing.
+
+`ledger diff A B` is an experiment with one variable: it refuses unless exactly one setting differs
+(after `ignore` globs), then compares per-step timing over the steps BOTH runs have. Comparing
+medians over all steps would be wrong when one run is longer (later steps are often faster), so
+each metric is compared on its common steps only; steps that only one run has are counted and
+named; steps that overlap a heat pause in either run are left out and counted.
+
+Beside `perf/rollout_time`, the same steps also give `rollout/response_len/mean` and the derived
+`perf/rollout_time_per_1k_tokens` = rollout_time / (response_len_mean / 1000): seconds of rollout
+per thousand tokens of mean response length, which separates "the engine got slower" from "the
+model started writing longer answers".
+
+`DiffReport.to_json_dict()` schema (version 1):
+
+    {"version": 1, "a": id, "b": id, "refused": bool, "forced": bool,
+     "changed": [{"name": str, "a": value|"<absent>", "b": value|"<absent>"}],
+     "warnings": [str], "suggested_baseline": id|null, "timing_unavailable": str|null,
+     "malformed": {"a": int, "b": int},
+     "timing": [{"metric": str, "common_steps": int, "only_a": [int], "only_b": [int],
+                 "excluded_paused": int, "median_a": float|null, "median_b": float|null,
+                 "median_ratio": float|null, "ratio_ci": [low, high]|null,
+                 "confidence": float}],
+     "steps_metric": str|null,
+     "steps": [{"step": int, "a": float|null, "b": float|null, "ratio": float|null}]}
+
+Ratios are B/A per step; `median_ratio` is the median of those ratios, not median_b / median_a.
+Non-finite numbers are written as null.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from fnmatch import fnmatchcase
+from typing import Any
+
+from ledger.compare.logparse import MetricsTable
+from ledger.compare.stats import (
+    CONFIDENCE,
+    DEFAULT_METRICS,
+    Pause,
+    StepLine,
+    TimingResult,
+    compare_timing,
+    step_table,
+)
+
+__all__ = [
+    "ABSENT",
+    "CONFIDENCE",
+    "DEFAULT_METRICS",
+    "Change",
+    "DiffReport",
+    "StepLine",
+    "TimingResult",
+    "build_report",
+    "change_log",
+    "changed_settings",
+    "compare_timing",
+    "context_warnings",
+    "pauses_from_manifest",
+    "same_value",
+    "step_table",
+    "suggest_baseline",
+]
+
+
+class _Absent(str):
+    """The value of a setting that one run does not have.
+
+    A `str` subclass so that dumping a `Change` as JSON writes "<absent>" instead of failing; tell
+    it from a real string with `value is ABSENT`.
+    """
+
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+ABSENT: Any = _Absent("<absent>")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One setting whose value differs; `a` or `b` is `ABSENT` when that run lacks it."""
+
+    name: str
+    a: Any
+    b: Any
+
+
+# ---------------------------------------------------------------------------- settings
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _as_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return None
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal setting values: exact, but numbers compare by value whatever their spelling.
+
+    `1e-06`, `1.0e-06` and the float 1e-06 are the same; `true` and `1` are not; lists compare
+    element by element.
+    """
+    if a is ABSENT or b is ABSENT:
+        return a is b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if a == b:
+        return True
+    x, y = _as_number(a), _as_number(b)
+    return x is not None and y is not None and x == y
+
+
+def _ignored(name: str, ignore: Iterable[str]) -> bool:
+    return any(fnmatchcase(name, pattern) for pattern in ignore)
+
+
+def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str] = ()) -> list[Change]:
+    """Settings that differ between two runs, sorted by name; `ignore` holds fnmatch globs."""
+    changes = []
+    for name in sorted(set(a) | set(b)):
+        if _ignored(name, ignore):
+            continue
+        va, vb = a.get(name, ABSENT), b.get(name, ABSENT)
+        if not same_value(va, vb):
+            changes.append(Change(name, va, vb))
+    return changes
+
+
+def _settings(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    return manifest.get("settings") or {}
+
+
+def suggest_baseline(
+    b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()
+) -> str | None:
+    """The id of the most recent run started before B that differs from B in exactly one setting."""
+    b_started = b_manifest.get("started") or ""
+    candidates = [
+        m
+        for m in earlier
+        if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)
+    ]
+    candidates.sort(key=lambda m: m.get("started") or "", reverse=True)
+    for manifest in candidates:
+        if len(changed_settings(_settings(manifest), _settings(b_manifest), ignore)) == 1:
+            return str(manifest.get("id"))
+    return None
+
+
+def change_log(
+    manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()
+) -> list[tuple[str, list[Change]]]:
+    """For `ledger log`: each run's setting changes against the run before it (none for the first)."""
+    out: list[tuple[str, list[Change]]] = []
+    previous: Mapping[str, Any] | None = None
+    for manifest in manifests_in_order:
+        changes = (
+            [] if previous is None else changed_settings(_settings(previous), _settings(manifest), ignore)
+        )
+        out.append((str(manifest.get("id")), changes))
+        previous = manifest
+    return out
+
+
+# ---------------------------------------------------------------------------- context
+
+
+def parse_utc(text: str | None) -> float | None:
+    """Unix seconds of an ISO timestamp (`2026-11-29T11:13:54Z`); naive times are UTC."""
+    if not text:
+        return None
+    try:
+        parsed = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.timestamp()
+
+
+def pauses_from_manifest(manifest: Mapping[str, Any]) -> list[Pause]:
+    """Heat pauses of a run as (start, end) unix seconds; an open pause runs to +inf."""
+    gpu = manifest.get("gpu") or {}
+    out = []
+    for pause in gpu.get("pauses") or []:
+        start = parse_utc(pause.get("start"))
+        end = parse_utc(pause.get("end"))
+        if start is not None:
+            out.append((start, math.inf if end is None else end))
+    return out
+
+
+def _gpu_facts(manifest: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    gpu = manifest.get("gpu") or {}
+    if "gpus" not in gpu:
+        return None
+    gpus = gpu.get("gpus") or []
+    names = tuple(sorted(str(g.get("name")) for g in gpus))
+    drivers = tuple(sorted({str(g.get("driver_version")) for g in gpus}))
+    return names, drivers
+
+
+def context_warnings(ma: Mapping[str, Any], mb: Mapping[str, Any], max_age_hours: float = 24) -> list[str]:
+    """Reasons to distrust a timing comparison that no setting explains."""
+    warnings = []
+    host_a = (ma.get("host") or {}).get("hostname")
+    host_b = (mb.get("host") or {}).get("hostname")
+    if host_a != host_b:
+        warnings.append(f"different hosts: {host_a} vs {host_b}")
+    gpu_a, gpu_b = _gpu_facts(ma), _gpu_facts(mb)
+    if gpu_a is None or gpu_b is None:
+        missing = " and ".join(x for x, g in (("A", gpu_a), ("B", gpu_b)) if g is None)
+        warnings.append(f"GPU facts unavailable for {missing}")
+    else:
+        if gpu_a[0] != gpu_b[0]:
+            warnings.append(f"different GPUs: {', '.join(gpu_a[0])} vs {', '.join(gpu_b[0])}")
+        if gpu_a[1] != gpu_b[1]:
+            warnings.append(f"different GPU drivers: {', '.join(gpu_a[1])} vs {', '.join(gpu_b[1])}")
+    start_a, start_b = parse_utc(ma.get("started")), parse_utc(mb.get("started"))
+    if start_a is not None and start_b is not None:
+        hours = abs(start_b - start_a) / 3600
+        if hours > max_age_hours:
+            warnings.append(f"runs started {hours:.1f} h apart (more than {max_age_hours:g} h)")
+    for label, manifest in (("A", ma), ("B", mb)):
+        state = (manifest.get("status") or {}).get("state")
+        if state != "finished":
+            warnings.append(f"run {label} ({manifest.get('id')}) did not finish: {state}")
+    replay_a, replay_b = ma.get("replay_of"), mb.get("replay_of")
+    if bool(replay_a) != bool(replay_b):
+        which, of = ("A", replay_a) if replay_a else ("B", replay_b)
+        warnings.append(f"only {which} is a replay (of {of}); replays skip rollout generation")
+    return warnings
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def _json_number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _json_value(value: Any) -> Any:
+    return "<absent>" if value is ABSENT else value
+
+
+@dataclass
+class DiffReport:
+    """Everything `ledger diff` found; `render.render_text` and `to_json_dict` present it."""
+
+    a: str
+    b: str
+    refused: bool
+    forced: bool
+    changed: list[Change]
+    warnings: list[str] = field(default_factory=list)
+    timing: list[TimingResult] = field(default_factory=list)
+    timing_unavailable: str | None = None
+    steps_metric: str | None = None
+    steps: list[StepLine] = field(default_factory=list)
+    suggested_baseline: str | None = None
+    malformed_a: int = 0
+    malformed_b: int = 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The report as plain JSON data (schema in the module docstring)."""
+        return {
+            "version": 1,
+            "a": self.a,
+            "b": self.b,
+            "refused": self.refused,
+            "forced": self.forced,
+            "changed": [{"name": c.name, "a": _json_value(c.a), "b": _json_value(c.b)} for c in self.changed],
+            "warnings": list(self.warnings),
+            "suggested_baseline": self.suggested_baseline,
+            "timing_unavailable": self.timing_unavailable,
+            "malformed": {"a": self.malformed_a, "b": self.malformed_b},
+            "timing": [
+                {
+                    "metric": t.metric,
+                    "common_steps": t.common_steps,
+                    "only_a": list(t.only_a),
+                    "only_b": list(t.only_b),
+                    "excluded_paused": t.excluded_paused,
+                    "median_a": _json_number(t.median_a),
+                    "median_b": _json_number(t.median_b),
+                    "median_ratio": _json_number(t.median_ratio),
+                    "ratio_ci": list(t.ratio_ci) if t.ratio_ci else None,
+                    "confidence": t.confidence,
+                }
+                for t in self.timing
+            ],
+            "steps_metric": self.steps_metric,
+            "steps": [
+                {
+                    "step": s.step,
+                    "a": _json_number(s.a),
+                    "b": _json_number(s.b),
+                    "ratio": _json_number(s.ratio),
+                }
+                for s in self.steps
+            ],
+        }
+
+
+def _timing_gap(table_a: MetricsTable | None, table_b: MetricsTable | None) -> str | None:
+    for label, table in (("A", table_a), ("B", table_b)):
+        if table is None:
+            return f"run {label} has no per-step metrics (no metrics.jsonl, logs or events)"
+        if not table.rows:
+            return f"run {label} logged no per-step metrics (no 'perf N:' lines or metric events)"
+    assert table_a is not None and table_b is not None
+    if not set(table_a.rows) & set(table_b.rows):
+        return "the runs have no rollout step in common"
+    return None
+
+
+def build_report(
+    ma: Mapping[str, Any],
+    mb: Mapping[str, Any],
+    table_a: MetricsTable | None,
+    table_b: MetricsTable | None,
+    ignore: Sequence[str] = (),
+    metrics: Sequence[str] = (),
+    force: bool = False,
+    earlier_runs: Iterable[Mapping[str, Any]] = (),
+    max_age_hours: float = 24,
+    steps_metric: str | None = None,
+) -> DiffReport:
+    """Compare run A (`ma`, `table_a`) with run B: settings, context, timing on common steps.
+
+    Refused when not exactly one setting differs and not `force`; a refused report carries the
+    suggested baseline (an earlier run one setting away from B) and no timing. A table is None
+    when that run has no metrics at all. `steps_metric` fills the per-step table for `--steps`.
+    """
+    changed = changed_settings(_settings(ma), _settings(mb), ignore)
+    report = DiffReport(
+        a=str(ma.get("id")),
+        b=str(mb.get("id")),
+        refused=len(changed) != 1 and not force,
+        forced=force and len(changed) != 1,
+        changed=changed,
+        warnings=context_warnings(ma, mb, max_age_hours),
+        malformed_a=table_a.malformed if table_a else 0,
+        malformed_b=table_b.malformed if table_b else 0,
+    )
+    for label, table in (("A", table_a), ("B", table_b)):
+        if table is not None and table.malformed:
+            examples = "; ".join(table.malformed_examples[:3])
+            report.warnings.append(f"{table.malformed} malformed metric line(s) in run {label}: {examples}")
+    if report.refused:
+        report.suggested_baseline = suggest_baseline(mb, earlier_runs, ignore)
+        return report
+    report.timing_unavailable = _timing_gap(table_a, table_b)
+    if report.timing_unavailable is None and table_a is not None and table_b is not None:
+        pauses_a, pauses_b = pauses_from_manifest(ma), pauses_from_manifest(mb)
+        report.timing = compare_timing(table_a.rows, table_b.rows, metrics, pauses_a, pauses_b)
+        if steps_metric:
+            report.steps_metric = steps_metric
+            report.steps = step_table(table_a.rows, table_b.rows, steps_metric)
+    return report

@@ -1,0 +1,372 @@
+"""Per-step metrics from Miles log lines and debug events.
+
+Miles logs one Python dict literal per step and kind (see shared/miles-facts.md, "Log lines"):
+
+    (RolloutManager pid=1805485) [2026-04-15 07:57:53] rollout.py:1193 - perf 0: {'perf/rollout_time': 371.18}
+    [2026-11-29 11:13:54.120 main] train.py:88 - step 12: {'train/loss': 0.31}
+
+- `perf N` comes twice per rollout id (rollout manager, then trainer); both merge into row N.
+- `rollout N` merges into row N; `eval N` too, its keys prefixed `eval/` where they are not already.
+- `step N` is the TRAIN step (Megatron logs it twice); it goes to `train_steps`, never to the rows.
+- Each row gets `t_end` = the timestamp of the last line for that rollout id and `t_start` = the
+  previous row's `t_end` (the first timestamp in the logs for the first row). Log timestamps carry
+  no zone; they are read as UTC (Miles containers run on UTC).
+
+Parsing scans raw bytes with one compiled regex for candidate lines, so a 100 MB log of mostly
+engine chatter costs about one pass of `re.finditer`; only candidate lines are decoded. A payload
+that is not a dict literal (a truncated last line, a line cut by another process) is counted in
+`malformed` with its location, never fatal. Payloads go through `ast.literal_eval` only; `nan`,
+`inf` and numpy-2 reprs such as `np.float64(1.5)` are accepted.
+
+`--save-debug-event-data` writes JSON lines `{"type": "metric", "rollout_id": N, "metrics": {...}}`;
+`parse_events` reads them and `merge` lets them win over log numbers, metric by metric.
+
+`metrics.jsonl` (`write_metrics_jsonl`/`read_metrics_jsonl`): a first line `{"meta": {...}}` with
+`version`, `sources`, `malformed`, `malformed_examples`; then one object per rollout id
+`{"rollout_id": N, "t_start": s|null, "t_end": s|null, "metrics": {...}}` in id order; then one per
+train step `{"train_step": N, "metrics": {...}}`. Non-finite values are written as null (strict
+JSON) and read back as nan.
+"""
+
+from __future__ import annotations
+
+import ast
+import calendar
+import json
+import math
+import mmap
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+METRICS_VERSION = 1
+MAX_EXAMPLES = 5
+
+# Candidate lines: the message part of a Miles line. Everything else is checked on the few hits.
+_CANDIDATE = re.compile(rb" - (perf|rollout|step|eval) (\d+): ")
+# What precedes " - " on a real Miles line: optional ANSI colour, optional Ray actor prefix
+# `(Name pid=N)` / `(Name pid=N, ip=A)`, the timestamp with optional millis and process, file:line.
+_ANSI = rb"(?:\x1b\[[0-9;]*m)*"
+_HEAD = re.compile(
+    _ANSI
+    + rb"(?:\([^()\n]*pid=\d+[^()\n]*\)"
+    + _ANSI
+    + rb"\s+)?\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(?: [^\]\n]*)?\]"
+    rb" [\w./<>-]+:\d+"
+)
+_ANY_TIMESTAMP = re.compile(rb"\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
+# Ray's log deduplication appends this to a repeated line.
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
+_NON_LITERAL = re.compile(r"\bnp\.\w+\(([^()]*)\)|(?<![\w'\"])-?(?:nan|inf)(?![\w'\"])")
+
+
+@dataclass(slots=True)
+class StepRow:
+    """Metrics of one rollout id, with the wall-clock span it covers (unix seconds, UTC)."""
+
+    step: int
+    t_start: float | None
+    t_end: float | None
+    metrics: dict[str, float]
+
+
+@dataclass
+class MetricsTable:
+    """Per-step metrics of one run: rows by rollout id, train-step metrics apart."""
+
+    rows: dict[int, StepRow] = field(default_factory=dict)
+    train_steps: dict[int, dict[str, float]] = field(default_factory=dict)
+    malformed: int = 0
+    malformed_examples: list[str] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+
+    def metric_names(self) -> set[str]:
+        """Every metric name present in at least one row."""
+        names: set[str] = set()
+        for row in self.rows.values():
+            names.update(row.metrics)
+        return names
+
+    def _note_malformed(self, where: str) -> None:
+        self.malformed += 1
+        if len(self.malformed_examples) < MAX_EXAMPLES:
+            self.malformed_examples.append(where)
+
+
+def _unix(groups: tuple[bytes | None, ...]) -> float:
+    y, mo, d, h, mi, s, frac = groups
+    assert y and mo and d and h and mi and s
+    seconds = calendar.timegm((int(y), int(mo), int(d), int(h), int(mi), int(s), 0, 0, 0))
+    return seconds + (int(frac) / 10 ** len(frac) if frac else 0.0)
+
+
+def _numbers(payload: Any) -> dict[str, float] | None:
+    """The numeric entries of a parsed payload, or None when it is not a dict."""
+    if not isinstance(payload, dict):
+        return None
+    out: dict[str, float] = {}
+    for key, value in payload.items():
+        if isinstance(value, bool) or not isinstance(key, str):
+            continue
+        if isinstance(value, (int, float)):
+            out[key] = float(value)
+        elif value is None:  # stands for nan after _literal's rewrite, or a real None
+            out[key] = math.nan
+    return out
+
+
+def _literal(text: str) -> Any:
+    """`ast.literal_eval`, retried with `nan`/`inf`/`np.float64(x)` rewritten to literals."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        pass
+
+    def fix(m: re.Match[str]) -> str:
+        if m.group(1) is not None:
+            return m.group(1)
+        word = m.group(0)
+        return "None" if word.endswith("nan") else word.replace("inf", "1e999")
+
+    return ast.literal_eval(_NON_LITERAL.sub(fix, text))
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
+    with open(path, "rb") as fh:
+        try:
+            view: bytes | mmap.mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # empty file
+            view = b""
+        try:
+            yield view
+        finally:
+            if isinstance(view, mmap.mmap):
+                view.close()
+
+
+class _LogScan:
+    """Accumulates rows over several log files."""
+
+    def __init__(self) -> None:
+        self.table = MetricsTable()
+        self.last_seen: dict[int, float] = {}
+        self.first_ts: float | None = None
+
+    def scan(self, path: Path) -> None:
+        self.table.sources.append(str(path))
+        with _mapped(path) as data:
+            first = _ANY_TIMESTAMP.search(data)
+            if first is not None:
+                ts = _unix(first.groups())
+                self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
+            lines_counted_to, line_no = 0, 1
+            for m in _CANDIDATE.finditer(data):
+                start = data.rfind(b"\n", 0, m.start()) + 1
+                head = _HEAD.fullmatch(data, start, m.start())
+                if head is None:
+                    continue  # the words occur inside some other message
+                end = data.find(b"\n", m.end())
+                truncated = end < 0
+                end = len(data) if truncated else end
+                kind, number = m.group(1).decode(), int(m.group(2))
+                text = data[m.end() : end].decode("utf-8", "replace")
+                text = _RAY_REPEATED.sub("", text).strip()
+                try:
+                    metrics = _numbers(_literal(text))
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    metrics = None
+                if metrics is None:
+                    if len(self.table.malformed_examples) < MAX_EXAMPLES:  # line numbers cost a count
+                        line_no += data[lines_counted_to:start].count(b"\n")
+                        lines_counted_to = start
+                    why = "truncated last line" if truncated else "payload is not a dict literal"
+                    self.table._note_malformed(f"{path.name}:{line_no}: {kind} {number}: {why}")
+                    continue
+                self._add(kind, number, metrics, _unix(head.groups()))
+
+    def _add(self, kind: str, number: int, metrics: dict[str, float], ts: float) -> None:
+        if kind == "step":
+            self.table.train_steps.setdefault(number, {}).update(metrics)
+            return
+        if kind == "eval":
+            metrics = {(k if k.startswith("eval/") else f"eval/{k}"): v for k, v in metrics.items()}
+        row = self.table.rows.get(number)
+        if row is None:
+            row = self.table.rows[number] = StepRow(number, None, None, {})
+        row.metrics.update(metrics)
+        self.last_seen[number] = max(ts, self.last_seen.get(number, ts))
+
+    def finish(self) -> MetricsTable:
+        previous = self.first_ts
+        ordered = {}
+        for number in sorted(self.table.rows):
+            row = self.table.rows[number]
+            row.t_end = self.last_seen.get(number)
+            row.t_start = previous
+            previous = row.t_end
+            ordered[number] = row
+        self.table.rows = ordered
+        self.table.train_steps = dict(sorted(self.table.train_steps.items()))
+        return self.table
+
+
+def parse_logs(paths: Iterable[Path]) -> MetricsTable:
+    """Per-step metrics from Miles log files (missing files are skipped, not errors)."""
+    scan = _LogScan()
+    for path in paths:
+        if Path(path).is_file():
+            scan.scan(Path(path))
+    return scan.finish()
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def parse_events(directory: Path) -> MetricsTable:
+    """Per-step metrics from the `metric` events of `--save-debug-event-data` (`*.jsonl`).
+
+    Events with a train `step` and no `rollout_id` go to `train_steps`; eval rollout ids
+    (`eval_<n>`) and other event types are ignored. A line that is not JSON is counted as
+    malformed. A missing directory gives an empty table.
+    """
+    table = MetricsTable()
+    directory = Path(directory)
+    if not directory.is_dir():
+        return table
+    for path in sorted(directory.glob("*.jsonl")):
+        table.sources.append(str(path))
+        with open(path, "rb") as fh:
+            for line_no, line in enumerate(fh, 1):
+                if b'"metric"' not in line:
+                    continue  # cheap filter: most events are not metrics
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    table._note_malformed(f"{path.name}:{line_no}: not a JSON object")
+                    continue
+                if not isinstance(event, dict) or event.get("type") != "metric":
+                    continue
+                metrics = _numbers(event.get("metrics"))
+                if metrics is None:
+                    table._note_malformed(f"{path.name}:{line_no}: metrics is not an object")
+                    continue
+                rollout_id = _as_int(event.get("rollout_id"))
+                train_step = _as_int(event.get("step"))
+                if rollout_id is not None:
+                    row = table.rows.get(rollout_id)
+                    if row is None:
+                        row = table.rows[rollout_id] = StepRow(rollout_id, None, None, {})
+                    row.metrics.update(metrics)
+                elif train_step is not None:
+                    table.train_steps.setdefault(train_step, {}).update(metrics)
+    table.rows = dict(sorted(table.rows.items()))
+    table.train_steps = dict(sorted(table.train_steps.items()))
+    return table
+
+
+def merge(log_table: MetricsTable, event_table: MetricsTable) -> MetricsTable:
+    """One table from both sources: event metrics win per metric name; times come from the logs."""
+    out = MetricsTable(
+        malformed=log_table.malformed + event_table.malformed,
+        malformed_examples=(log_table.malformed_examples + event_table.malformed_examples)[:MAX_EXAMPLES],
+        sources=log_table.sources + event_table.sources,
+    )
+    for number in sorted(set(log_table.rows) | set(event_table.rows)):
+        log_row = log_table.rows.get(number)
+        event_row = event_table.rows.get(number)
+        timed = log_row or event_row
+        assert timed is not None
+        metrics = dict(log_row.metrics) if log_row else {}
+        if event_row:
+            metrics.update(event_row.metrics)
+        out.rows[number] = StepRow(number, timed.t_start, timed.t_end, metrics)
+    for number in sorted(set(log_table.train_steps) | set(event_table.train_steps)):
+        merged = dict(log_table.train_steps.get(number, {}))
+        merged.update(event_table.train_steps.get(number, {}))
+        out.train_steps[number] = merged
+    return out
+
+
+def _finite_or_none(metrics: dict[str, float]) -> dict[str, float | None]:
+    return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+
+
+def write_metrics_jsonl(path: Path, table: MetricsTable) -> None:
+    """Write `table` as metrics.jsonl (format in the module docstring), replacing `path` atomically."""
+    meta = {
+        "version": METRICS_VERSION,
+        "sources": table.sources,
+        "malformed": table.malformed,
+        "malformed_examples": table.malformed_examples,
+    }
+    lines = [json.dumps({"meta": meta}, sort_keys=True)]
+    for number in sorted(table.rows):
+        row = table.rows[number]
+        record: dict[str, Any] = {"rollout_id": number, "t_start": row.t_start, "t_end": row.t_end}
+        record["metrics"] = _finite_or_none(row.metrics)
+        lines.append(json.dumps(record, allow_nan=False))
+    for number in sorted(table.train_steps):
+        step = {"train_step": number, "metrics": _finite_or_none(table.train_steps[number])}
+        lines.append(json.dumps(step, allow_nan=False))
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def _records(text: str) -> tuple[list[Any], list[int]]:
+    """All JSON lines of `text`; one `json.loads` call for a clean file, per line otherwise."""
+    try:  # one C-level pass: lines become array elements
+        return json.loads("[" + text.strip().replace("\n", ",") + "]"), []
+    except ValueError:
+        pass
+    lines = [line for line in text.split("\n") if line.strip()]
+    records, bad = [], []
+    for i, line in enumerate(lines, 1):
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            bad.append(i)
+    return records, bad
+
+
+def _nan_for_null(metrics: dict[str, Any]) -> dict[str, float]:
+    if None in metrics.values():
+        return {k: (math.nan if v is None else v) for k, v in metrics.items()}
+    return metrics
+
+
+def read_metrics_jsonl(path: Path) -> MetricsTable:
+    """Read a metrics.jsonl written by `write_metrics_jsonl`; unreadable lines count as malformed."""
+    records, bad = _records(Path(path).read_text(encoding="utf-8", errors="replace"))
+    table = MetricsTable()
+    for line_no in bad:
+        table._note_malformed(f"{Path(path).name}:{line_no}: not a JSON object")
+    rows = table.rows
+    for record in records:
+        if not isinstance(record, dict):
+            continue
+        if "rollout_id" in record:
+            number = record["rollout_id"]
+            metrics = _nan_for_null(record.get("metrics") or {})
+            rows[number] = StepRow(number, record.get("t_start"), record.get("t_end"), metrics)
+        elif "train_step" in record:
+            table.train_steps[record["train_step"]] = _nan_for_null(record.get("metrics") or {})
+        elif "meta" in record:
+            meta = record["meta"]
+            table.sources = list(meta.get("sources", []))
+            table.malformed += int(meta.get("malformed", 0))
+            examples = list(meta.get("malformed_examples", [])) + table.malformed_examples
+            table.malformed_examples = examples[:MAX_EXAMPLES]
+    return table

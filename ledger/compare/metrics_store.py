@@ -1,0 +1,53 @@
+"""Per-step metrics of a recorded run, without re-parsing big logs.
+
+A run's `metrics.jsonl` (written at the end of `ledger run`) is read from git. Older runs without
+one are parsed once from their logs and the result is cached by the run folder's tree id in
+`.git/ledger/metrics/`; a tree id names its content, so the cache never goes stale.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ledger.compare.logparse import (
+    MetricsTable,
+    merge,
+    parse_events,
+    parse_logs,
+    read_metrics_jsonl,
+    write_metrics_jsonl,
+)
+from ledger.storage.git import Repo
+from ledger.storage.store import RunEntry
+
+
+def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
+    """The run's metrics table, or None when it logged no per-step metrics at all."""
+    cache = repo.common_dir / "ledger" / "metrics"
+    cache.mkdir(parents=True, exist_ok=True)
+    blob = repo.tree_entry(entry.tree, "metrics.jsonl")
+    if blob is not None:
+        path = cache / f"{blob[0]}.jsonl"
+        if not path.exists():
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_bytes(repo.read_blob(blob[0]))
+            tmp.replace(path)
+        return read_metrics_jsonl(path)
+    path = cache / f"tree-{entry.tree}.jsonl"
+    if path.exists():
+        table = read_metrics_jsonl(path)
+    else:
+        with tempfile.TemporaryDirectory(prefix="ledger-logs-") as tmp:
+            logs = []
+            for name in ("trainer.log", "engine.log"):
+                found = repo.tree_entry(entry.tree, name)
+                if found is not None:
+                    p = Path(tmp) / name
+                    p.write_bytes(repo.read_blob(found[0]))
+                    logs.append(p)
+            table = parse_logs(logs)
+        if data_dir is not None and (data_dir / "events").is_dir():
+            table = merge(table, parse_events(data_dir / "events"))
+        write_metrics_jsonl(path, table)
+    return table if (table.rows or table.train_steps) else None

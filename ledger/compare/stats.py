@@ -1,0 +1,249 @@
+"""Per-step timing statistics: medians, a distribution-free CI, and common-step comparison.
+
+`ledger diff` summarises a timing metric by the median of per-step ratios B/A over the steps both
+runs share. Step times are skewed and occasionally wild (a slow checkpoint write, a heat pause that
+slipped through), so the interval makes no distributional assumption: it is the classic
+order-statistic interval for a median. With n sorted values x(1) <= ... <= x(n), the interval
+[x(k), x(n+1-k)] covers the true median with probability 1 - 2 * P(Binomial(n, 1/2) <= k - 1),
+whatever the distribution (for continuous data). We take the largest k that keeps this coverage at
+or above the requested confidence. The computation is exact (integer arithmetic), so the result is
+deterministic. At 95% confidence it needs n >= 6; below that no interval is given.
+
+`compare_timing` compares metrics of two runs over the steps BOTH have (see `ledger.compare.diffcore`
+for why); a step overlapping a heat pause in either run is left out. A step's span is
+[t_start, t_end] of its `StepRow`; a step without times cannot be checked and is kept. Beside
+`perf/rollout_time` come `rollout/response_len/mean` and the derived
+`perf/rollout_time_per_1k_tokens` = rollout_time / (response_len_mean / 1000), seconds of rollout
+per thousand tokens of mean response length, on exactly the steps rollout time was compared on:
+it separates "the engine got slower" from "the model writes longer answers".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from fractions import Fraction
+from typing import NamedTuple
+
+from ledger.compare.logparse import StepRow
+
+ROLLOUT_TIME = "perf/rollout_time"
+RESPONSE_LEN = "rollout/response_len/mean"
+ROLLOUT_TIME_PER_1K = "perf/rollout_time_per_1k_tokens"
+DEFAULT_METRICS = (ROLLOUT_TIME, "perf/train_time", "perf/step_time", "perf/update_weights_time")
+CONFIDENCE = 0.95
+Pause = tuple[float, float]  # (start, end) unix seconds
+
+
+@dataclass(frozen=True)
+class MedianEstimate:
+    """A median with its order-statistic confidence interval (None when n is too small)."""
+
+    n: int
+    median: float
+    ci: tuple[float, float] | None
+    confidence: float
+
+
+def median(values: Sequence[float]) -> float:
+    """The median of `values` (mean of the middle two for an even count); nan when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    if len(ordered) % 2:
+        return float(ordered[mid])
+    return (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def order_statistic_rank(n: int, confidence: float = 0.95) -> int | None:
+    """The 1-based rank k of the lower interval bound x(k) for a median of n values.
+
+    Returns the largest k with 1 - 2 * P(Bin(n, 1/2) <= k - 1) >= confidence, or None when even
+    k = 1 (the full range) covers less than `confidence`.
+    """
+    if n <= 0 or not 0.0 < confidence < 1.0:
+        return None
+    # Exact: compare cumulative binomial counts against (1 - confidence) / 2 * 2**n.
+    half_alpha = (1 - Fraction(str(confidence))) / 2
+    limit = half_alpha * (1 << n)
+    cumulative = 0  # sum of C(n, i) for i <= k - 1
+    term = 1  # C(n, i)
+    k = 0
+    for i in range(n // 2 + 1):
+        if cumulative + term > limit:
+            break
+        cumulative += term
+        k = i + 1
+        term = term * (n - i) // (i + 1)
+    return k if k >= 1 else None
+
+
+def median_with_ci(values: Sequence[float], confidence: float = 0.95) -> MedianEstimate:
+    """The median of `values` and its distribution-free confidence interval.
+
+    Non-finite values are dropped first. The interval is None when too few values remain for the
+    requested confidence (n < 6 at 95%).
+    """
+    clean = sorted(v for v in values if math.isfinite(v))
+    n = len(clean)
+    med = median(clean)
+    k = order_statistic_rank(n, confidence)
+    ci = None if k is None else (float(clean[k - 1]), float(clean[n - k]))
+    return MedianEstimate(n=n, median=med, ci=ci, confidence=confidence)
+
+
+def ratio_median(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> MedianEstimate:
+    """Median of the paired ratios b[i] / a[i], with its confidence interval.
+
+    `a` and `b` are aligned (same steps, same order). Pairs where a[i] is zero or either side is
+    not finite give no ratio and are skipped.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired sequences differ in length: {len(a)} != {len(b)}")
+    ratios = [y / x for x, y in zip(a, b) if x != 0 and math.isfinite(x) and math.isfinite(y)]
+    return median_with_ci(ratios, confidence)
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """One metric compared over the steps both runs have (pauses excluded)."""
+
+    metric: str
+    common_steps: int
+    only_a: list[int]
+    only_b: list[int]
+    excluded_paused: int
+    median_a: float
+    median_b: float
+    median_ratio: float
+    ratio_ci: tuple[float, float] | None
+    confidence: float = CONFIDENCE
+
+
+class StepLine(NamedTuple):
+    """One line of `--steps`: the metric in each run and the ratio B/A (None where missing)."""
+
+    step: int
+    a: float | None
+    b: float | None
+    ratio: float | None
+
+
+def metric_value(row: StepRow | None, metric: str) -> float | None:
+    """A finite metric value of a row, including the derived per-1k-tokens rollout time."""
+    if row is None:
+        return None
+    if metric == ROLLOUT_TIME_PER_1K:
+        time, length = row.metrics.get(ROLLOUT_TIME), row.metrics.get(RESPONSE_LEN)
+        if time is None or length is None or not length > 0:
+            return None
+        value = time / (length / 1000.0)
+    else:
+        found = row.metrics.get(metric)
+        if found is None:
+            return None
+        value = found
+    return value if math.isfinite(value) else None
+
+
+def _paused(row: StepRow, pauses: Sequence[Pause]) -> bool:
+    if row.t_start is None or row.t_end is None:
+        return False  # no times: cannot tell, keep the step
+    return any(row.t_start < end and start < row.t_end for start, end in pauses)
+
+
+def expand_metrics(patterns: Iterable[str], available: Iterable[str]) -> list[str]:
+    """Default metrics, then the metric names matching user fnmatch patterns, without repeats."""
+    names = sorted(set(available))
+    out = list(DEFAULT_METRICS)
+    for pattern in patterns:
+        matches = [n for n in names if fnmatchcase(n, pattern)] or [pattern]
+        out.extend(m for m in matches if m not in out)
+    return out
+
+
+def _steps(
+    metric: str,
+    rows_a: Mapping[int, StepRow],
+    rows_b: Mapping[int, StepRow],
+    steps: Iterable[int],
+    pauses: tuple[Sequence[Pause], Sequence[Pause]],
+) -> tuple[list[int], list[int], list[int], int]:
+    """(kept common steps, only-A steps, only-B steps, paused count) for one metric."""
+    steps = list(steps)
+    have_a = {s for s in steps if metric_value(rows_a.get(s), metric) is not None}
+    have_b = {s for s in steps if metric_value(rows_b.get(s), metric) is not None}
+    common = sorted(have_a & have_b)
+    kept = [s for s in common if not (_paused(rows_a[s], pauses[0]) or _paused(rows_b[s], pauses[1]))]
+    return kept, sorted(have_a - have_b), sorted(have_b - have_a), len(common) - len(kept)
+
+
+def _result(
+    metric: str,
+    rows_a: Mapping[int, StepRow],
+    rows_b: Mapping[int, StepRow],
+    split: tuple[list[int], list[int], list[int], int],
+) -> TimingResult:
+    kept, only_a, only_b, paused = split
+    values_a = [metric_value(rows_a[s], metric) or 0.0 for s in kept]
+    values_b = [metric_value(rows_b[s], metric) or 0.0 for s in kept]
+    estimate = ratio_median(values_a, values_b, CONFIDENCE)
+    return TimingResult(
+        metric=metric,
+        common_steps=len(kept),
+        only_a=only_a,
+        only_b=only_b,
+        excluded_paused=paused,
+        median_a=median(values_a),
+        median_b=median(values_b),
+        median_ratio=estimate.median,
+        ratio_ci=estimate.ci,
+    )
+
+
+def compare_timing(
+    rows_a: Mapping[int, StepRow],
+    rows_b: Mapping[int, StepRow],
+    metrics: Sequence[str] = (),
+    pauses_a: Sequence[Pause] = (),
+    pauses_b: Sequence[Pause] = (),
+) -> list[TimingResult]:
+    """Compare each metric over the steps both runs have, leaving out heat-paused steps.
+
+    `metrics` are extra fnmatch patterns on top of `DEFAULT_METRICS`; a metric neither run has is
+    left out. Rollout time brings `rollout/response_len/mean` and `perf/rollout_time_per_1k_tokens`
+    along, compared on exactly the steps rollout time was compared on.
+    """
+    available = {name for rows in (rows_a, rows_b) for row in rows.values() for name in row.metrics}
+    if ROLLOUT_TIME in available and RESPONSE_LEN in available:
+        available.add(ROLLOUT_TIME_PER_1K)
+    companions = (RESPONSE_LEN, ROLLOUT_TIME_PER_1K) if ROLLOUT_TIME in available else ()
+    all_steps = sorted(set(rows_a) | set(rows_b))
+    pauses = (pauses_a, pauses_b)
+    results = []
+    for metric in expand_metrics(metrics, available):
+        if metric not in available or metric in companions:
+            continue
+        split = _steps(metric, rows_a, rows_b, all_steps, pauses)
+        results.append(_result(metric, rows_a, rows_b, split))
+        if metric == ROLLOUT_TIME:
+            for extra in companions:
+                extra_split = _steps(extra, rows_a, rows_b, split[0], ((), ()))
+                if extra_split[0]:
+                    results.append(_result(extra, rows_a, rows_b, extra_split))
+    return results
+
+
+def step_table(rows_a: Mapping[int, StepRow], rows_b: Mapping[int, StepRow], metric: str) -> list[StepLine]:
+    """Every step either run has, with the metric in A and B and the ratio B/A."""
+    out = []
+    for step in sorted(set(rows_a) | set(rows_b)):
+        a, b = metric_value(rows_a.get(step), metric), metric_value(rows_b.get(step), metric)
+        if a is None and b is None:
+            continue
+        ratio = b / a if a is not None and b is not None and a != 0 else None
+        out.append(StepLine(step, a, b, ratio))
+    return out
