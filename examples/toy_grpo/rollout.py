@@ -1,0 +1,319 @@
+"""The rollout side of the toy trainer: the engine client and the rollout manager.
+
+The rollout manager picks prompts, asks the engine process for answers, scores them, saves or
+loads the per-rollout debug data, and logs the rollout-side lines behind the Ray prefix
+`(RolloutManager pid=N) `, as Miles' RolloutManager actor does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import engine as toy
+import numpy as np
+
+LENGTH_PENALTY = 0.05  # reward lost per generated token (the end token included)
+NO_ANSWER_REWARD = -1.0  # the reward of an answer that starts with the end token
+EVAL_PROMPTS = list(range(toy.NUM_DIGITS))
+
+
+class UsageError(Exception):
+    """Bad flags or templates: one line on stderr, exit 2."""
+
+
+class DataError(Exception):
+    """Missing or broken input files, or a failed engine: one line on stderr, exit 1."""
+
+
+def prompt_text(digit: int) -> str:
+    """The prompt shown for a digit."""
+    return f"Which digit comes after {digit}? Answer with one digit."
+
+
+def answer_for(digit: int) -> int:
+    """The right answer token for a prompt digit."""
+    return (digit + 1) % toy.NUM_DIGITS
+
+
+def score(digit: int, tokens: list[int]) -> float:
+    """1 for the right first token, minus the length penalty per token; -1 for no answer at all.
+
+    Without the no-answer penalty the policy learns to end at once: the length penalty alone
+    makes an empty answer better than most guesses.
+    """
+    if not tokens or tokens[0] == toy.EOS:
+        return NO_ANSWER_REWARD
+    return float(tokens[0] == answer_for(digit)) - LENGTH_PENALTY * len(tokens)
+
+
+def canonical_sha256(samples: list[dict[str, Any]]) -> str:
+    """The hash of a list of samples over a canonical JSON form (sorted keys, no spaces)."""
+    text = json.dumps(samples, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class EventLog:
+    """Appends JSON lines to `DIR/<name>.jsonl` (`--save-debug-event-data`); a no-op without DIR."""
+
+    def __init__(self, directory: str | None, name: str) -> None:
+        self.path = Path(directory) / f"{name}.jsonl" if directory else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def metric(self, rollout_id: int, metrics: dict[str, Any], **extra: Any) -> None:
+        """Record one logged metrics dict as a `metric` event."""
+        if self.path is None:
+            return
+        event = {"type": "metric", "rollout_id": rollout_id, **extra}
+        event.update({"metrics": metrics, "time": time.time()})
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(event) + "\n")
+
+
+class EngineClient:
+    """Starts engine.py as a child process and talks to it over two pipes."""
+
+    def __init__(self, init: dict[str, Any]) -> None:
+        read_fd, write_fd = os.pipe()
+        script = Path(__file__).resolve().parent / "engine.py"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), "--reply-fd", str(write_fd)],
+            stdin=subprocess.PIPE,
+            pass_fds=(write_fd,),
+            text=True,
+        )
+        os.close(write_fd)
+        self.replies: TextIO = os.fdopen(read_fd, "r")
+        reply = self.call({"op": "init", **init})
+        self.move_seconds = float(reply["move_seconds"])
+
+    def call(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Send one command and wait for its reply."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(command) + "\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # reported below, with the exit code
+        line = self.replies.readline()
+        if not line:
+            code = self.proc.wait()
+            raise DataError(
+                f"the engine process exited with code {code} during {command['op']!r}"
+            )
+        reply: dict[str, Any] = json.loads(line)
+        if not reply.get("ok"):
+            raise DataError(
+                f"the engine failed {command['op']!r}: {reply.get('error')}"
+            )
+        return reply
+
+    def close(self) -> None:
+        """Shut the engine down, killing it if it does not exit within 10 s."""
+        try:
+            if self.proc.poll() is None:
+                self.call({"op": "shutdown"})
+                self.proc.wait(timeout=10)
+        except (DataError, OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+        finally:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.replies.close()
+
+
+class RolloutManager:
+    """Produces the samples of each rollout: generated by the engine, or loaded in replay."""
+
+    def __init__(
+        self, args: Any, engine: EngineClient | None, events: EventLog
+    ) -> None:
+        self.args = args
+        self.engine = engine
+        self.events = events
+        self.log = toy.MilesLog("rollout_manager", actor="RolloutManager")
+
+    def get(self, rollout_id: int) -> list[dict[str, Any]]:
+        """The samples of one rollout, after logging its metrics and saving it if asked."""
+        if self.args.load_debug_rollout_data:
+            samples = self._load(rollout_id)
+        else:
+            samples = self._generate(rollout_id)
+        if self.args.save_debug_rollout_data:
+            self._save(rollout_id, samples)
+        rewards = [s["reward"] for s in samples]
+        metrics = {
+            "rollout/raw_reward": float(np.mean(rewards)),
+            "rollout/rewards": float(np.mean(rewards)),
+            "rollout/accuracy": float(
+                np.mean(
+                    [
+                        s["tokens"][:1] == [answer_for(s["prompt_digit"])]
+                        for s in samples
+                    ]
+                )
+            ),
+            "rollout/truncated": float(
+                np.mean([s["status"] == "truncated" for s in samples])
+            ),
+        }
+        self.log(f"rollout {rollout_id}: {metrics!r}")
+        self.events.metric(rollout_id, metrics)
+        return samples
+
+    def eval(self, rollout_id: int) -> None:
+        """Greedy answers to every prompt; logs `eval <id>: {...}` and saves them as `eval_<id>`."""
+        assert self.engine is not None
+        reply = self.engine.call(
+            {
+                "op": "generate",
+                "rollout_id": f"eval_{rollout_id}",
+                "digits": EVAL_PROMPTS,
+                "n": 1,
+                "temperature": 0.0,
+            }
+        )
+        samples = self._to_samples(reply["samples"], 1)
+        if self.args.save_debug_rollout_data:
+            self._save(f"eval_{rollout_id}", samples)
+        metrics = {
+            "eval/raw_reward": float(np.mean([s["reward"] for s in samples])),
+            "eval/accuracy": float(
+                np.mean(
+                    [
+                        s["tokens"][:1] == [answer_for(s["prompt_digit"])]
+                        for s in samples
+                    ]
+                )
+            ),
+            "eval/response_len/mean": float(
+                np.mean([s["response_length"] for s in samples])
+            ),
+        }
+        self.log(f"eval {rollout_id}: {metrics!r}")
+        self.events.metric(rollout_id, metrics)
+
+    def _generate(self, rollout_id: int) -> list[dict[str, Any]]:
+        assert self.engine is not None
+        args = self.args
+        # --rollout-seed picks the prompts, as it drives prompt shuffling in Miles.
+        rng = np.random.default_rng([args.rollout_seed % 2**32, rollout_id])
+        digits = rng.integers(0, toy.NUM_DIGITS, size=args.rollout_batch_size).tolist()
+        start = time.perf_counter()
+        reply = self.engine.call(
+            {
+                "op": "generate",
+                "rollout_id": rollout_id,
+                "digits": digits,
+                "n": args.n_samples_per_prompt,
+                "temperature": args.rollout_temperature,
+            }
+        )
+        elapsed = time.perf_counter() - start
+        samples = self._to_samples(reply["samples"], args.n_samples_per_prompt)
+        lengths = [s["response_length"] for s in samples]
+        perf = {
+            "perf/rollout_time": elapsed,
+            "rollout/response_len/mean": float(np.mean(lengths)),
+            "rollout/response_len/median": float(statistics.median(lengths)),
+            "rollout/response_len/max": max(lengths),
+            "rollout/response_len/min": min(lengths),
+            "perf/tokens_per_gpu_per_sec": reply["tokens"] / elapsed,
+        }
+        self.log(f"perf {rollout_id}: {perf!r}")
+        self.events.metric(rollout_id, perf)
+        return samples
+
+    @staticmethod
+    def _to_samples(raw: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+        samples = []
+        for index, item in enumerate(raw):
+            digit, tokens = item["prompt_digit"], item["tokens"]
+            samples.append(
+                {
+                    "group_index": index // n,
+                    "index": index,
+                    "prompt": prompt_text(digit),
+                    "prompt_digit": digit,
+                    "label": str(answer_for(digit)),
+                    "tokens": tokens,
+                    "response": "".join(toy.token_text(t) for t in tokens),
+                    "response_length": len(tokens),
+                    "reward": score(digit, tokens),
+                    "status": "completed" if item["finished"] else "truncated",
+                    "rollout_log_probs": item["log_probs"],
+                }
+            )
+        return samples
+
+    def _metadata(self) -> dict[str, Any]:
+        args = self.args
+        return {
+            "seed": args.seed,
+            "rollout_seed": args.rollout_seed,
+            "rollout_batch_size": args.rollout_batch_size,
+            "n_samples_per_prompt": args.n_samples_per_prompt,
+            "rollout_max_response_len": args.rollout_max_response_len,
+            "rollout_temperature": args.rollout_temperature,
+            "length_penalty": LENGTH_PENALTY,
+            "no_answer_reward": NO_ANSWER_REWARD,
+        }
+
+    def _save(self, rollout_id: int | str, samples: list[dict[str, Any]]) -> None:
+        path = Path(self.args.save_debug_rollout_data.format(rollout_id=rollout_id))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "rollout_id": rollout_id,
+            "metadata": self._metadata(),
+            "samples": samples,
+        }
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+        self.log(f"Save debug rollout data to {path}")
+
+    def _load(self, rollout_id: int) -> list[dict[str, Any]]:
+        path = Path(self.args.load_debug_rollout_data.format(rollout_id=rollout_id))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DataError(
+                f"rollout data file not found: {path} (--load-debug-rollout-data, rollout {rollout_id})"
+            ) from None
+        except (OSError, ValueError) as exc:
+            raise DataError(f"cannot read rollout data file {path}: {exc}") from None
+        samples = data.get("samples") if isinstance(data, dict) else None
+        needed = {"group_index", "prompt_digit", "tokens", "reward"}
+        if (
+            not isinstance(samples, list)
+            or not samples
+            or not all(
+                isinstance(s, dict) and needed <= s.keys() and self._usable(s)
+                for s in samples
+            )
+        ):
+            raise DataError(
+                f"rollout data file {path} has no usable samples "
+                f"(each needs {', '.join(sorted(needed))}, and 1 to "
+                f"--rollout-max-response-len tokens from the vocabulary)"
+            )
+        self.log(f"Load debug rollout data from {path}: {len(samples)} samples")
+        return samples
+
+    def _usable(self, sample: dict[str, Any]) -> bool:
+        tokens = sample["tokens"]
+        return (
+            sample["prompt_digit"] in range(toy.NUM_DIGITS)
+            and isinstance(tokens, list)
+            and 0 < len(tokens) <= self.args.rollout_max_response_len
+            and all(isinstance(t, int) and 0 <= t < toy.VOCAB_SIZE for t in tokens)
+        )
