@@ -1,0 +1,266 @@
+"""Turn a training command's arguments into a flat settings dict.
+
+`parse_settings(["--lr", "1e-6", "--colocate", "--no-offload-train"])` gives
+`{"lr": 1e-06, "colocate": True, "offload-train": False}`. The rules, in the order they apply:
+
+- a token is a flag when it starts with `-`, is not `-` or `--`, and is not a number
+  (`-1`, `-0.5`, `-1e-5` are values);
+- `--key=value` is one flag with one value, even when the value starts with `-`;
+- `--key v1 v2 ...` takes every following non-flag token: one value is a scalar, more a list;
+- a bare `--key` is `True`, a bare `--no-key` is `key: False`;
+- a flag given twice collects its values into a list (switches keep the last one, as argparse);
+- values convert: `true`/`false` (any case) to bool, `None`/`null` to None, integers to int,
+  decimals to float; numbers with leading zeros (`007`, `01.5`) and everything else, JSON-looking
+  text included, stay strings;
+- tokens before the first flag and every token after a lone `--` go under `_positional`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+POSITIONAL_KEY = "_positional"
+
+# Settings that name where a run writes or reads things, or how it reports, rather than what
+# the experiment is. They change from run to run and must not count as a difference.
+DEFAULT_IGNORE: tuple[str, ...] = (
+    "save",
+    "load",
+    "ref-load",
+    "hf-checkpoint",  # listed as output-ish in miles-facts.md; model identity is image/code side
+    "wandb-*",
+    "use-wandb",
+    "tb-*",
+    "tensorboard-*",
+    "use-tensorboard",
+    "save-debug-*",
+    "load-debug-rollout-data",
+    "dump-details",
+)
+
+_INT_RE = re.compile(r"[+-]?(0|[1-9][0-9]*)")
+_FLOAT_RE = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+_PYTHON_RE = re.compile(r"python(\d+(\.\d+)*)?")
+_PY_SHORT_RE = re.compile(r"-([bBdEhiIOPqsSuvV]*)([cmWX]?)(.*)")
+# torchrun options that take no value; every other option without `=` consumes the next token.
+_TORCHRUN_SWITCHES = frozenset(
+    {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "--module", "-m"}
+)
+_TORCHRUN_NAMES = frozenset({"torchrun"})
+_TORCH_LAUNCH_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch"})
+
+Value = object
+
+
+@dataclass
+class FlagGroup:
+    """One flag occurrence in an argv and the tokens that belong to it.
+
+    `name` is the flag without leading dashes (None for positional tokens), `tokens` the exact
+    argv tokens (`["--lr", "1e-6"]` or `["--lr=1e-6"]`), `values` the raw value strings.
+    """
+
+    name: str | None
+    tokens: list[str]
+    values: list[str] = field(default_factory=list)
+    inline: bool = False  # written as --key=value
+
+
+def is_number(token: str) -> bool:
+    """True when `token` reads as an int or float literal (signs and exponents allowed)."""
+    return _FLOAT_RE.fullmatch(token) is not None
+
+
+def is_flag(token: str) -> bool:
+    """True when `token` starts a flag (`--x`, `-x`), not a value such as `-1` or `-`."""
+    return token.startswith("-") and token not in ("-", "--") and not is_number(token)
+
+
+def flag_groups(args: Sequence[str]) -> list[FlagGroup]:
+    """Split arguments into flag groups, keeping the exact tokens of each.
+
+    Positional tokens before the first flag form a group with name None; a lone `--` and the
+    tokens after it form a final group with name None.
+    """
+    groups: list[FlagGroup] = []
+    current: FlagGroup | None = None
+    for index, token in enumerate(args):
+        if token == "--":
+            groups.append(FlagGroup(None, list(args[index:]), list(args[index + 1 :])))
+            return groups
+        if is_flag(token):
+            name, sep, inline_value = token.lstrip("-").partition("=")
+            if sep:
+                groups.append(FlagGroup(name, [token], [inline_value], inline=True))
+                current = None
+            else:
+                current = FlagGroup(name, [token])
+                groups.append(current)
+        elif current is None:
+            if groups and groups[-1].name is None:
+                groups[-1].tokens.append(token)
+                groups[-1].values.append(token)
+            else:
+                groups.append(FlagGroup(None, [token], [token]))
+        else:
+            current.tokens.append(token)
+            current.values.append(token)
+    return groups
+
+
+def convert_value(text: str) -> Value:
+    """Convert one argument string to bool, None, int, float or leave it a string."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if text in ("None", "null"):
+        return None
+    if _INT_RE.fullmatch(text):
+        return int(text)
+    if _FLOAT_RE.fullmatch(text) and not re.match(r"[+-]?0[0-9]", text):
+        return float(text)
+    return text
+
+
+def parse_settings(training_argv: Sequence[str]) -> dict[str, Value]:
+    """Parse the arguments after the training script into a flat settings dict (see module doc)."""
+    settings: dict[str, Value] = {}
+    positional: list[Value] = []
+    for group in flag_groups(training_argv):
+        if group.name is None:
+            positional.extend(convert_value(v) for v in group.values)
+            continue
+        if not group.values and not group.inline:
+            if group.name.startswith("no-") and len(group.name) > 3:
+                settings[group.name[3:]] = False
+            else:
+                settings[group.name] = True
+            continue
+        values = [convert_value(v) for v in group.values]
+        if group.name in settings and not isinstance(settings[group.name], bool):
+            previous = settings[group.name]
+            merged = list(previous) if isinstance(previous, list) else [previous]
+            settings[group.name] = merged + values
+        else:
+            settings[group.name] = values[0] if len(values) == 1 else values
+    if positional:
+        settings[POSITIONAL_KEY] = positional
+    return settings
+
+
+def _contains(value: Value, needle: str) -> bool:
+    if isinstance(value, str):
+        return needle in value
+    if isinstance(value, list):
+        return any(_contains(item, needle) for item in value)
+    return False
+
+
+def ignored_settings(
+    settings: Mapping[str, Value],
+    run_id: str | None = None,
+    extra_ignore: Iterable[str] = (),
+) -> set[str]:
+    """Names of settings that are outputs rather than experiment settings.
+
+    A name is ignored when it matches a glob of `DEFAULT_IGNORE` or `extra_ignore`, or when its
+    value mentions `run_id` (a path like `/ckpt/<run id>` differs in every run by construction).
+    """
+    globs = [*DEFAULT_IGNORE, *extra_ignore]
+    ignored = {name for name in settings if any(fnmatch.fnmatchcase(name, g) for g in globs)}
+    if run_id:
+        ignored.update(name for name, value in settings.items() if _contains(value, run_id))
+    return ignored
+
+
+def _python_script_index(argv: Sequence[str], start: int) -> int | None:
+    """Index of the script or module after a python interpreter at `start`, else None.
+
+    For `-mmodule` written as one token the index of that token is returned.
+    """
+    i = start + 1
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return i + 1 if i + 1 < len(argv) else None
+        if not token.startswith("-") or token == "-":
+            return i
+        short = _PY_SHORT_RE.fullmatch(token)
+        if short is None:  # a long option such as --check-hash-based-pycs
+            i += 1
+            continue
+        letter, attached = short.group(2), short.group(3)
+        if letter == "c":
+            return None  # inline code: no script to name
+        if letter == "m":
+            if attached:
+                return i if token.startswith("-m") else None
+            return i + 1 if i + 1 < len(argv) else None
+        i += 2 if letter in ("W", "X") and not attached else 1
+    return None
+
+
+def _torchrun_script_index(argv: Sequence[str], start: int) -> int | None:
+    """Index of the script after torchrun options starting at `start`, else None."""
+    i = start
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            return i + 1 if i + 1 < len(argv) else None
+        if token.startswith("-"):
+            i += 1 if ("=" in token or token in _TORCHRUN_SWITCHES) else 2
+            continue
+        return i
+    return None
+
+
+def is_interpreter(token: str) -> bool:
+    """True when `token` names python (`python`, `python3.11`, a path to one) or torchrun."""
+    base = os.path.basename(token)
+    return base in _TORCHRUN_NAMES or _PYTHON_RE.fullmatch(base) is not None
+
+
+def locate_training_command(argv: Sequence[str]) -> tuple[int, int] | None:
+    """(interpreter index, script index) of the python/torchrun command in `argv`, else None.
+
+    Tokens before the interpreter (`env A=1`, `nohup`) are allowed. An argv whose first token
+    is itself a `.py` file counts as interpreter and script at index 0.
+    """
+    if argv and argv[0].endswith(".py"):
+        return (0, 0)
+    for index, token in enumerate(argv):
+        base = os.path.basename(token)
+        if base in _TORCHRUN_NAMES:
+            script = _torchrun_script_index(argv, index + 1)
+            return None if script is None else (index, script)
+        if _PYTHON_RE.fullmatch(base):
+            script = _python_script_index(argv, index)
+            if script is None:
+                return None
+            if argv[script - 1] == "-m" and argv[script] in _TORCH_LAUNCH_MODULES:
+                inner = _torchrun_script_index(argv, script + 1)
+                return None if inner is None else (index, inner)
+            return (index, script)
+    return None
+
+
+def split_training_command(argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
+    """Split a command into (prefix, script, args).
+
+    `python3 -u train.py --lr 1` -> (`["python3", "-u"]`, `"train.py"`, `["--lr", "1"]`);
+    `python3 -m miles.train --lr 1` -> (`["python3", "-m"]`, `"miles.train"`, ...);
+    `torchrun --nproc_per_node 8 train.py ...` likewise. The prefix keeps anything before the
+    interpreter. When no python script is found: (`list(argv)`, None, `[]`).
+    """
+    located = locate_training_command(argv)
+    if located is None:
+        return list(argv), None, []
+    _, script_index = located
+    token = argv[script_index]
+    if token.startswith("-m") and len(token) > 2 and argv[script_index - 1] != "-m":
+        return [*argv[:script_index], "-m"], token[2:], list(argv[script_index + 1 :])
+    return list(argv[:script_index]), token, list(argv[script_index + 1 :])
