@@ -1,0 +1,413 @@
+"""DVC-tracked run data: track outputs, check them out, verify them, report cache status.
+
+With `dvcremote.py`, the only module that imports dvc, dvc_data and dvc_objects (lazily, so
+`ledger --help` stays fast).
+
+Why not `dvc add`: a run is staged under the git-ignored `.ledger/staging/<id>/`, and DVC refuses
+to add ignored paths; it would also copy the data again. Instead the output is hashed with dvc-data
+exactly as `dvc add` hashes it (md5 per file, one `.dir` object listing a folder), the objects go
+into the repository's DVC cache by hard link where the filesystem allows (so a 10 GB folder is not
+copied), and the `.dvc` file is written in the format `dvc add` writes. Any checkout of the run
+commit can then restore the data with DVC's own CLI: `dvc pull -R runs/<shard>/<id>`.
+
+Hard links share the inode: DVC marks cache files read-only (0444), so the staged files become
+read-only too, as with DVC's own `cache.type hardlink`. Nothing writes to them after the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ledger import yamlio
+from ledger.errors import DataError
+
+CacheStatus = Literal["cached", "missing", "partial"]
+
+_ROLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_HASH_NAME = "md5"  # DVC 3's default; `hash: md5` in a .dvc file (older files meant md5-dos2unix)
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """One tracked output of a run. `error` is set (and `tracked` false) when tracking failed."""
+
+    role: str
+    path: str  # relative to the run folder, e.g. "data/rollout"
+    dvc_file: str  # relative to the run folder, e.g. "data/rollout.dvc"
+    source: str  # absolute path the data was hashed from
+    hash: str | None = None  # md5, with ".dir" for a folder
+    nfiles: int | None = None
+    size: int | None = None
+    tracked: bool = False
+    error: str | None = None
+    dvc_text: str | None = None  # the .dvc file as written
+
+
+@dataclass(frozen=True)
+class DvcOut:
+    """One entry of a .dvc file's `outs` list."""
+
+    path: str  # relative to the .dvc file's folder
+    md5: str
+    size: int | None = None
+    nfiles: int | None = None
+
+    @property
+    def isdir(self) -> bool:
+        return self.md5.endswith(".dir")
+
+
+@contextmanager
+def open_dvc_repo(repo_root: Path) -> Iterator[Any]:
+    """Open the DVC repository at `repo_root` once (~0.1 s plus imports), closing it afterwards."""
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.repo import Repo
+
+    try:
+        repo = Repo(os.fspath(repo_root))
+    except NotDvcRepoError as exc:
+        raise DataError(
+            f"{repo_root} is not a DVC repository",
+            hint="run `dvc init` there and commit .dvc/",
+        ) from exc
+    except Exception as exc:  # DVC raises config and SCM errors of many types
+        raise DataError(
+            f"cannot open the DVC repository at {repo_root}: {exc}"
+        ) from exc
+    try:
+        yield repo
+    finally:
+        repo.close()
+
+
+def parse_dvc_text(text: str) -> list[DvcOut]:
+    """Parse the `outs` of a .dvc file written by `dvc add` (or `track_outputs`)."""
+    try:
+        data = yamlio.loads(text, ".dvc file")
+    except yamlio.YamlError as exc:
+        raise DataError(exc.message) from exc
+    outs = data.get("outs") if isinstance(data, dict) else None
+    if not isinstance(outs, list) or not outs:
+        raise DataError("the .dvc file has no `outs` list")
+    result = []
+    for out in outs:
+        if not isinstance(out, dict) or not isinstance(out.get("path"), str):
+            raise DataError("a .dvc file output lacks its `path`")
+        md5 = out.get("md5")
+        if not isinstance(md5, str) or not md5:
+            raise DataError(f"the .dvc file output {out['path']!r} has no md5")
+        if out.get("hash") != _HASH_NAME:
+            raise DataError(
+                f"the .dvc file output {out['path']!r} uses a legacy hash",
+                hint="re-add it with DVC 3 (`hash: md5`)",
+            )
+        result.append(DvcOut(out["path"], md5, out.get("size"), out.get("nfiles")))
+    return result
+
+
+def render_dvc_text(outs: Sequence[DvcOut]) -> str:
+    """The .dvc file text `dvc add` writes for these outputs (same keys, same order)."""
+    entries = []
+    for out in outs:
+        entry: dict[str, Any] = {"md5": out.md5, "size": out.size}
+        if out.isdir:
+            entry["nfiles"] = out.nfiles
+        entry["hash"] = _HASH_NAME
+        entry["path"] = out.path
+        entries.append(entry)
+    return yamlio.dumps({"outs": entries})
+
+
+def track_outputs(
+    repo_root: Path, staged_run_dir: Path, outputs: Sequence[tuple[str, Path]]
+) -> list[DataRecord]:
+    """Track each (role, source) output as `data/<role>` of the staged run folder.
+
+    Writes `data/<role>.dvc` and `data/.gitignore` in `staged_run_dir` and saves the data into
+    the repository's DVC cache. A source at `staged_run_dir/data/<role>` is tracked in place; one
+    elsewhere is hashed and cached from where it is (`dvc pull` restores it at `data/<role>`).
+    Files inside `staged_run_dir` are hard-linked into the cache (no second copy; they become
+    read-only); files elsewhere are copied. Never raises: a failure lands in the record's `error`.
+    """
+    data_dir = staged_run_dir / "data"
+    roles = [role for role, _ in outputs]
+    try:
+        with open_dvc_repo(repo_root) as repo:
+            cache = repo.cache.local
+            records = [
+                _track_one(cache, staged_run_dir, role, Path(src), role in roles[:i])
+                for i, (role, src) in enumerate(outputs)
+            ]
+    except DataError as exc:
+        return [_failed(role, Path(src), exc.message) for role, src in outputs]
+    tracked = [r.role for r in records if r.tracked]
+    if tracked:
+        try:
+            _add_gitignore_entries(
+                data_dir / ".gitignore", [f"/{role}" for role in tracked]
+            )
+        except OSError as exc:
+            why = f"cannot write data/.gitignore: {exc}"
+            return [
+                _failed(r.role, Path(r.source), why) if r.tracked else r
+                for r in records
+            ]
+    return records
+
+
+def _failed(role: str, source: Path, error: str) -> DataRecord:
+    return DataRecord(
+        role, f"data/{role}", f"data/{role}.dvc", str(source), error=error
+    )
+
+
+def _track_one(
+    cache: Any, staged_run_dir: Path, role: str, source: Path, repeated: bool
+) -> DataRecord:
+    data_dir = staged_run_dir / "data"
+    if not _ROLE.fullmatch(role) or role.endswith(".dvc"):
+        return _failed(
+            role, source, f"role {role!r} is not a plain name (letters, digits, _.-)"
+        )
+    if repeated:
+        return _failed(role, source, f"role {role!r} is given twice")
+    source = source.absolute()
+    if not source.exists():
+        return _failed(role, source, f"output {source} does not exist")
+    target = data_dir / role
+    if (target.exists() or target.is_symlink()) and not _same(target, source):
+        return _failed(role, source, f"{target} exists and is not the output {source}")
+    # Hard links only inside the staged run folder, which nothing rewrites after the run. A job
+    # often reuses an output path outside it run after run: rewriting a file that shares its
+    # inode with the cache would corrupt the cached object of the earlier run, so copy those.
+    link = (
+        source == staged_run_dir.absolute()
+        or staged_run_dir.absolute() in source.parents
+    )
+    try:
+        out = _save_to_cache(cache, source, role, link)
+        text = render_dvc_text([out])
+        data_dir.mkdir(parents=True, exist_ok=True)
+        _write_atomic(data_dir / f"{role}.dvc", text)
+    except Exception as exc:  # noqa: BLE001 - DVC and the OS raise many types; never raise
+        return _failed(role, source, f"cannot track {source}: {error_text(exc)}")
+    return DataRecord(
+        role, f"data/{role}", f"data/{role}.dvc", str(source), out.md5,
+        out.nfiles if out.isdir else 1, out.size, tracked=True, dvc_text=text,
+    )  # fmt: skip
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
+
+
+def _save_to_cache(cache: Any, source: Path, name: str, link: bool) -> DvcOut:
+    """Hash `source` like `dvc add` and save its objects into `cache` (hard links if `link`
+    and the filesystem allows, else copies)."""
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.transfer import transfer
+    from dvc_objects.fs.local import LocalFileSystem
+
+    fs = LocalFileSystem()  # type: ignore[no-untyped-call]
+    staging, meta, obj = build(cache, os.fspath(source), fs, _HASH_NAME)
+    result = transfer(staging, cache, {obj.hash_info}, shallow=False, hardlink=link)
+    if result.failed:
+        raise DataError(
+            f"{len(result.failed)} object(s) could not be saved into the DVC cache"
+        )
+    return DvcOut(name, str(obj.hash_info.value), meta.size, meta.nfiles)
+
+
+def _add_gitignore_entries(path: Path, entries: Sequence[str]) -> None:
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    new = [e for e in entries if e not in lines]
+    if new:
+        _write_atomic(path, "".join(f"{line}\n" for line in [*lines, *new]))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+def error_text(exc: BaseException) -> str:
+    """`Type: first line of the message` of an exception, for one-line failure reasons."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def load_tree(cache: Any, out: DvcOut) -> Any | None:
+    """The `.dir` listing of a folder output from `cache` (a dvc-data Tree), or None if absent."""
+    from dvc_data.hashfile.hash_info import HashInfo
+    from dvc_data.hashfile.tree import Tree
+    from dvc_objects.errors import ObjectFormatError
+
+    try:
+        return Tree.load(cache, HashInfo(_HASH_NAME, out.md5))
+    except (FileNotFoundError, ObjectFormatError):
+        return None
+
+
+def file_entries(tree: Any) -> list[tuple[str, str]]:
+    """(relative posix path, md5) for every file of a dvc-data Tree."""
+    return [("/".join(key), hi.value) for key, _, hi in tree]
+
+
+def in_cache(cache: Any, oid: str) -> bool:
+    """Whether object `oid` is present in the (local) cache ODB (its content is not checked)."""
+    return os.path.exists(cache.oid_to_path(oid))
+
+
+def status_data(repo_root: Path, dvc_text: str) -> CacheStatus:
+    """Whether the data a .dvc file names is all in the local DVC cache, none of it, or part."""
+    outs = parse_dvc_text(dvc_text)
+    with open_dvc_repo(repo_root) as repo:
+        found = {status_of(repo.cache.local, out) for out in outs}
+    return found.pop() if len(found) == 1 else "partial"
+
+
+def checkout_data(repo_root: Path, dvc_text: str, dest: Path) -> None:
+    """Materialise the single output of `dvc_text` at `dest` from the local DVC cache.
+
+    `dest` is the output's own path (e.g. `<folder>/data/rollout`). Files are linked or copied
+    according to the repository's `cache.type` (DVC's default: reflink, else copy). Raises
+    DataError when objects are missing from the cache (fetch them first) or `dest` holds other
+    files.
+    """
+    from dvc_data.hashfile import load
+    from dvc_data.hashfile.checkout import (
+        CheckoutError,
+        LinkError,
+        PromptError,
+        checkout,
+    )
+    from dvc_data.hashfile.hash_info import HashInfo
+    from dvc_objects.errors import ObjectFormatError
+    from dvc_objects.fs.local import LocalFileSystem
+
+    outs = parse_dvc_text(dvc_text)
+    if len(outs) != 1:
+        raise DataError(f"expected one output in the .dvc file, found {len(outs)}")
+    out = outs[0]
+    with open_dvc_repo(repo_root) as repo:
+        cache = repo.cache.local
+        if status_of(cache, out) != "cached":
+            raise DataError(
+                f"the data of {out.path!r} is not all in the local DVC cache",
+                hint="fetch it from the remote first",
+            )
+        try:
+            obj = load(cache, HashInfo(_HASH_NAME, out.md5))
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            fs = LocalFileSystem()  # type: ignore[no-untyped-call]
+            checkout(os.fspath(dest), fs, obj, cache)
+        except PromptError as exc:
+            raise DataError(
+                f"{dest} holds files that are not in the DVC cache",
+                hint="move them away or choose another destination",
+            ) from exc
+        except (CheckoutError, LinkError, ObjectFormatError, OSError) as exc:
+            raise DataError(
+                f"cannot check out {out.path!r} at {dest}: {error_text(exc)}"
+            ) from exc
+
+
+def status_of(cache: Any, out: DvcOut) -> CacheStatus:
+    """Cache status of one output given an open cache (see `status_data`)."""
+    if not in_cache(cache, out.md5):
+        return "missing"
+    if not out.isdir:
+        return "cached"
+    tree = load_tree(cache, out)
+    if tree is None:
+        return "missing"
+    if all(in_cache(cache, oid) for _, oid in file_entries(tree)):
+        return "cached"
+    return "partial"  # the listing itself is present
+
+
+def verify_data(dest: Path, dvc_text: str, repo_root: Path | None = None) -> list[str]:
+    """Problems with the single output of `dvc_text` materialised at `dest`; empty when intact.
+
+    Every file is hashed. With `repo_root` (whose DVC cache holds the `.dir` listing) each
+    missing, altered or unexpected file is named; without it, or when the listing is not cached,
+    a folder is checked as a whole against its recorded hash.
+    """
+    outs = parse_dvc_text(dvc_text)
+    if len(outs) != 1:
+        raise DataError(f"expected one output in the .dvc file, found {len(outs)}")
+    out = outs[0]
+    if not out.isdir:
+        if not dest.is_file():
+            return [f"missing: {out.path}"]
+        found = _md5_files([dest])[0]
+        return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
+    if not dest.is_dir():
+        return [f"missing: {out.path}"]
+    actual = {
+        p.relative_to(dest).as_posix(): p
+        for p in sorted(dest.rglob("*"))
+        if p.is_file()
+    }
+    hashes = dict(zip(actual, _md5_files(list(actual.values()))))
+    expected: dict[str, str] | None = None
+    if repo_root is not None:
+        with open_dvc_repo(repo_root) as repo:
+            tree = load_tree(repo.cache.local, out)
+        expected = dict(file_entries(tree)) if tree is not None else None
+    if expected is None:
+        found = _dir_md5(hashes)
+        return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
+    problems = [
+        f"missing: {out.path}/{rel}" for rel in sorted(set(expected) - set(hashes))
+    ]
+    for rel in sorted(set(expected) & set(hashes)):
+        if expected[rel] != hashes[rel]:
+            problems.append(_mismatch(f"{out.path}/{rel}", expected[rel], hashes[rel]))
+    problems += [
+        f"unexpected file: {out.path}/{rel}"
+        for rel in sorted(set(hashes) - set(expected))
+    ]
+    return problems
+
+
+def _mismatch(what: str, expected: str, found: str) -> str:
+    return f"hash mismatch: {what} (recorded md5 {expected}, found {found})"
+
+
+def _md5_files(paths: Sequence[Path]) -> list[str]:
+    def one(path: Path) -> str:
+        digest = hashlib.md5()
+        with path.open("rb") as f:
+            while chunk := f.read(_CHUNK):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) + 1)) as pool:
+        return list(pool.map(one, paths))
+
+
+def _dir_md5(hashes: dict[str, str]) -> str:
+    """The `.dir` hash DVC would give a folder whose files have these md5s."""
+    from dvc_data.hashfile.hash_info import HashInfo
+    from dvc_data.hashfile.meta import Meta
+    from dvc_data.hashfile.tree import Tree
+
+    tree = Tree()  # type: ignore[no-untyped-call]
+    for rel, md5 in hashes.items():
+        tree.add(tuple(rel.split("/")), Meta(), HashInfo(_HASH_NAME, md5))
+    tree.digest()
+    return str(tree.hash_info.value)
