@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ledger.errors import LedgerError
@@ -21,6 +22,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # a bug in ledger: one line, the traceback only on request
+        if os.environ.get("LEDGER_DEBUG"):
+            raise
+        print(f"ledger: internal error: {type(exc).__name__}: {exc} (set LEDGER_DEBUG=1 for the traceback; "
+              "staged runs are kept, `ledger recover` commits them)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

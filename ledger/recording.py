@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from ledger import yamlio
 from ledger.capture import envvars, launcher, redact, settings as settings_mod
-from ledger.capture.runner import Job
+from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.stream import OutputCapture
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
@@ -87,13 +87,38 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
         from ledger.capture.hostfacts import host_facts
 
         try:
-            holder["facts"] = host_facts("python3", cfg.host_checkouts).to_manifest()
+            facts = host_facts("python3", cfg.host_checkouts).to_manifest()
+            checkouts = facts.get("checkouts") or {}
+            packages = facts.get("packages") or {}
+            holder["facts"] = {
+                "source": "host",
+                "sglang_version": packages.get("sglang"),
+                "miles_commit": (checkouts.get("miles") or {}).get("commit"),
+                "sglang_commit": (checkouts.get("sglang") or {}).get("commit"),
+                "megatron_commit": (checkouts.get("megatron") or checkouts.get("Megatron-LM") or {}).get("commit"),
+                "packages": packages,
+                "host": {k: facts.get(k) for k in ("python", "python_version", "executable", "checkouts")},
+                "errors": facts.get("errors") or [],
+            }
         except Exception as exc:  # a fact we cannot read never stops a run
             holder["error"] = f"host facts: {exc}"
 
     thread = threading.Thread(target=host, name="ledger-hostfacts", daemon=True)
     thread.start()
     return {}, thread, holder
+
+
+def _forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bool:
+    """Whether flags appended to `argv` reach the training command.
+
+    True for a direct training command, and for a launcher whose script passes its own
+    arguments on (`"$@"` in bash, `sys.argv` in Python); never for other commands.
+    """
+    if launcher.training_command_from_argv(argv, list(cfg.training_patterns)) is not None:
+        return True
+    if launcher_text is not None:
+        return '"$@"' in launcher_text or "${@}" in launcher_text or "sys.argv" in launcher_text
+    return False
 
 
 def _copy_launcher(path: Path, run_dir: Path) -> tuple[str, str, list[str]]:
@@ -126,25 +151,26 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         m = new_manifest(run_id, started)
         m["name"], m["note"] = req.name, req.note
         m["host"] = host_section()
-        argv, argv_names = redact.redact_argv(req.argv)
+        req_argv = list(req.argv)
+        if req.data_placeholder:
+            req_argv = [a.replace(req.data_placeholder, str(staged.data_dir)) for a in req_argv]
+        argv, argv_names = redact.redact_argv(req_argv)
         m["command"].update(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root),
                             cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
         m["code"].update(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256,
                          untracked_left_out=code.untracked)
         m["replay_of"], m["replay"] = req.replay_of, req.replay
         redacted = set(argv_names)
-        launcher_path = launcher.is_launcher(req.argv, req.cwd, list(cfg.training_patterns))
+        launcher_path = launcher.is_launcher(req_argv, req.cwd, list(cfg.training_patterns))
         launcher_text = None
         if launcher_path is not None:
             name, digest, names = _copy_launcher(launcher_path, staged.run_dir)
             m["command"].update(launcher=name, launcher_sha256=digest)
             redacted.update(names)
             launcher_text = launcher_path.read_text(errors="replace")
-        job_argv = list(req.argv)
-        if req.data_placeholder:
-            job_argv = [a.replace(req.data_placeholder, str(staged.data_dir)) for a in job_argv]
+        job_argv = req_argv
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
-        if want_debug and req.replay is None:
+        if want_debug and req.replay is None and _forwards_args(req_argv, launcher_text, cfg):
             from ledger.data.outputs import inject_debug_flags
 
             job_argv, added = inject_debug_flags(job_argv, str(staged.data_dir), launcher_text)
@@ -166,24 +192,35 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
 
 def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome:
     """Run the job under ledger and record it as one commit. Returns how it ended."""
-    repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
-    env = dict(req.env if req.env is not None else os.environ)
-    try:
-        job = Job(job_argv, req.cwd, env)
-    except LedgerError:
-        staged.remove()
-        raise
-    staged.set_owner(job.pgid)
-    capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
-                            staged.run_dir / "engine.log", list(cfg.engine_patterns))
-    capture.start()
-    from ledger.heat.setup import start_monitor
+    with SignalGuard(say) as guard:
+        repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
+        env = dict(req.env if req.env is not None else os.environ)
+        try:
+            job = Job(job_argv, req.cwd, env)
+        except BaseException:
+            staged.remove()
+            raise
+        guard.attach(job, lambda: None)
+        staged.set_owner(job.pgid)
+        capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
+                                staged.run_dir / "engine.log", list(cfg.engine_patterns))
+        capture.start()
+        from ledger.heat.setup import start_monitor
 
-    monitor = start_monitor(cfg.heat, req.heat_guard, staged.run_dir / "heat.log", job.signal_group, say, repo.root)
-    try:
-        result = job.wait(before_forward=monitor.resume_if_paused)
-    finally:
-        monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
+        monitor = start_monitor(cfg.heat, req.heat_guard, staged.run_dir / "heat.log", job.signal_group, say,
+                                repo.root)
+        guard.before_forward = monitor.resume_if_paused
+        try:
+            result = job.wait()
+        finally:
+            monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
+        return _after_job(repo, cfg, staged, m, code, ctx, result, capture, monitor, say)
+
+
+def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
+               ctx: dict[str, Any], result: JobResult, capture: OutputCapture, monitor: Any,
+               say: Say) -> RunOutcome:
+    """The job has ended: gather what it left and commit the record."""
     capture.join(timeout=10)
     m["gpu"] = monitor.stop_summary()
     host_thread = ctx["host_thread"]
@@ -292,8 +329,9 @@ def _track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say)
     records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present])
     data = []
     for rec, (_, _, tmpl) in zip(records, present):
-        entry = rec.to_manifest() if hasattr(rec, "to_manifest") else dict(rec.__dict__)
-        entry["template"] = tmpl
+        entry = {k: v for k, v in rec.__dict__.items() if k not in ("source", "dvc_text")}
+        # a template inside the run's own data folder is recorded relative to the run folder
+        entry["template"] = tmpl.replace(str(staged.data_dir), "data", 1) if tmpl.startswith(str(staged.data_dir)) else tmpl
         data.append(entry)
         if entry.get("error"):
             say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")

@@ -13,7 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from ledger.errors import EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND, LedgerError
 
@@ -72,21 +72,18 @@ class Job:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def wait(self, before_forward: Callable[[], None]) -> JobResult:
-        """Wait for the job, forwarding SIGINT/SIGTERM/SIGHUP to its group meanwhile."""
+    def forward(self, signum: int, before_forward: Callable[[], None]) -> None:
+        """Send a signal ledger received to the job's group (resuming it first if paused)."""
+        if self.proc.returncode is not None:
+            return  # the job is gone; ledger is only finishing its record
+        before_forward()
+        if self.forwarded is None:
+            self.forwarded = signal.Signals(signum).name
+        self.signal_group(signum)
 
-        def forward(signum: int, _frame: object) -> None:
-            before_forward()  # resume a paused group first, or the signal would wait
-            if self.forwarded is None:
-                self.forwarded = signal.Signals(signum).name
-            self.signal_group(signum)
-
-        previous = {s: signal.signal(s, forward) for s in FORWARDED}
-        try:
-            returncode = self.proc.wait()
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+    def wait(self) -> JobResult:
+        """Wait for the job to end (run inside `forwarding_signals`)."""
+        returncode = self.proc.wait()
         duration = time.monotonic() - self.started
         if returncode < 0:
             sig = -returncode
@@ -98,3 +95,42 @@ class Job:
             except ValueError:
                 sig_name = None
         return JobResult(returncode, returncode, sig_name, self.forwarded, duration)
+
+
+class SignalGuard:
+    """Installed before anything starts, removed after the record is committed.
+
+    Before the job exists a signal aborts the start (nothing is recorded: nothing ran). While the
+    job runs, SIGINT/SIGTERM/SIGHUP go to its process group (resumed first if the heat guard
+    paused it). After it ended they are held off so ledger can finish writing the record: a run
+    is never lost to an impatient second Ctrl-C.
+    """
+
+    def __init__(self, say: Callable[[str], None]):
+        self.job: Job | None = None
+        self.before_forward: Callable[[], None] = lambda: None
+        self._say = say
+        self._previous: dict[int, Any] = {}
+
+    def attach(self, job: Job, before_forward: Callable[[], None]) -> None:
+        self.before_forward = before_forward
+        self.job = job
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        job = self.job
+        name = signal.Signals(signum).name
+        if job is None:
+            raise LedgerError(f"interrupted by {name} before the job started", "nothing ran; nothing was recorded",
+                              exit_code=128 + signum)
+        if job.proc.returncode is None and job.proc.poll() is None:
+            job.forward(signum, self.before_forward)
+        else:
+            self._say(f"ledger: got {name} while writing the record; finishing first")
+
+    def __enter__(self) -> "SignalGuard":
+        self._previous = {s: signal.signal(s, self._handle) for s in FORWARDED}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, old in self._previous.items():
+            signal.signal(s, old)
