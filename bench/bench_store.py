@@ -1,0 +1,76 @@
+"""`ledger run -- true` overhead against `true`, and `ledger list`, with 0, 1,000 and 10,000 runs.
+
+The branch is filled with synthetic run commits written through the same store code `ledger
+run` uses (one ref update at the end, to keep set-up short).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import secrets
+import subprocess
+
+from common import ledger_argv, report, scratch_repo, sh, timeit
+
+from ledger import yamlio
+from ledger.manifest import new_manifest, run_path
+from ledger.storage.git import MODE_TREE, Repo
+from ledger.storage.store import build_run_tree, commit_message
+
+SETTINGS = {f"setting-{i}": i * 0.5 for i in range(60)}
+
+
+def populate(repo_dir, n: int) -> None:
+    repo = Repo(repo_dir)
+    code = repo.code_snapshot()
+    tip = repo.branch_tip("experiments")
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    for i in range(n):
+        t = start + dt.timedelta(seconds=i)
+        rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        m = new_manifest(rid, t)
+        m["name"] = f"bench-{i}"
+        m["settings"] = dict(SETTINGS, lr=1e-6 * (i % 7))
+        m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
+        blob = repo.blob(yamlio.dumps(m).encode())
+        log = repo.blob(b"step 1\n")
+        run_tree = repo.tree_with_edits(None, {"manifest.yaml": (blob, 0o100644), "trainer.log": (log, 0o100644),
+                                               "engine.log": (log, 0o100644)})
+        tree = build_run_tree(repo, code, tip, rid, run_tree)
+        tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit],
+                          commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
+    assert tip is not None
+    old = repo.branch_tip("experiments")
+    repo.update_ref("refs/heads/experiments", tip, old, "bench populate")
+    del MODE_TREE, run_path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, nargs="*", default=[0, 1000, 10000])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    repo = scratch_repo("store")
+    rows = []
+    have = 0
+    for n in args.runs:
+        populate(repo, n - have)
+        have = n
+        base = timeit(lambda: sh(["true"], cwd=repo), args.repeat)
+        run = timeit(lambda: sh(ledger_argv("run", "--no-debug-data", "--", "true"), cwd=repo), args.repeat)
+        have += args.repeat
+        sh(["git", "gc", "-q", "--auto"], cwd=repo)
+        rows.append((f"ledger run -- true, {n:>6} runs on branch", f"{run:.3f} s  (true: {base * 1000:.1f} ms; overhead {run - base:.3f} s; target < 0.5 s)"))
+        if n:
+            cold_cache = repo / ".git" / "ledger" / "manifests.sqlite"
+            cold_cache.unlink(missing_ok=True)
+            cold = timeit(lambda: sh(ledger_argv("list", "--json"), cwd=repo), 1)
+            warm = timeit(lambda: sh(ledger_argv("list", "--json"), cwd=repo), args.repeat)
+            rows.append((f"ledger list, {n:>6} runs", f"{warm:.3f} s warm (target < 1 s); first listing (cold cache) {cold:.3f} s"))
+    report("run overhead and listing (bench/bench_store.py)", rows)
+    subprocess.run(["rm", "-rf", str(repo.parent)])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""Helpers shared by the benchmarks: timing, scratch repositories, report lines."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def timeit(fn: Callable[[], object], repeat: int = 5) -> float:
+    """Median wall time of `fn` over `repeat` calls."""
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def sh(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None, stdout: int | None = subprocess.DEVNULL) -> None:
+    subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=stdout, stderr=subprocess.DEVNULL)
+
+
+def scratch_repo(name: str) -> Path:
+    """A fresh git repository with one commit, in a temp folder, isolated from user git config."""
+    base = Path(tempfile.mkdtemp(prefix=f"ledger-bench-{name}-"))
+    home = base / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n")
+    os.environ["HOME"] = str(home)
+    os.environ["GIT_CONFIG_GLOBAL"] = str(home / ".gitconfig")
+    repo = base / "repo"
+    repo.mkdir()
+    sh(["git", "init", "-q", "-b", "main"], cwd=repo)
+    (repo / "README.md").write_text("bench\n")
+    sh(["git", "add", "-A"], cwd=repo)
+    sh(["git", "commit", "-q", "-m", "init"], cwd=repo)
+    return repo
+
+
+def ledger_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ledger", *args]
+
+
+def report(title: str, rows: list[tuple[str, str]]) -> None:
+    print(f"\n## {title}")
+    width = max(len(k) for k, _ in rows)
+    for k, v in rows:
+        print(f"  {k.ljust(width)}  {v}")
+    sys.stdout.flush()
