@@ -14,8 +14,8 @@ import subprocess
 from common import ledger_argv, report, scratch_repo, sh, timeit
 
 from ledger import yamlio
-from ledger.manifest import new_manifest, run_path
-from ledger.storage.git import MODE_TREE, Repo
+from ledger.manifest import new_manifest
+from ledger.storage.git import Repo
 from ledger.storage.store import build_run_tree, commit_message
 
 SETTINGS = {f"setting-{i}": i * 0.5 for i in range(60)}
@@ -43,7 +43,6 @@ def populate(repo_dir, n: int) -> None:
     assert tip is not None
     old = repo.branch_tip("experiments")
     repo.update_ref("refs/heads/experiments", tip, old, "bench populate")
-    del MODE_TREE, run_path
 
 
 def main() -> None:

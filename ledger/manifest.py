@@ -129,6 +129,7 @@ def host_section() -> dict[str, Any]:
     import socket
     import sys
 
+    user: str | None
     try:
         user = getpass.getuser()
     except Exception:  # no passwd entry in some containers

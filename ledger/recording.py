@@ -14,17 +14,19 @@ import mmap
 import os
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ledger import yamlio
-from ledger.capture import envvars, launcher, redact, settings as settings_mod
+from ledger.capture import envvars, launcher, redact
+from ledger.capture import settings as settings_mod
 from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.stream import OutputCapture
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
-from ledger.manifest import iso, new_manifest, new_run_id, run_path, status_line, utc_now, host_section
+from ledger.manifest import host_section, iso, new_manifest, new_run_id, run_path, status_line, utc_now
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.store import check_ledger_branch, commit_message, write_run
@@ -108,6 +110,15 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
     return {}, thread, holder
 
 
+def _scrub_code(data: bytes) -> bytes:
+    """Secrets pasted into uncommitted tracked text files never reach the run commit."""
+    if b"\0" in data[:8192]:
+        return data  # binary
+    text = data.decode("utf-8", "surrogateescape")
+    clean, _names = redact.redact_text(text)
+    return clean.encode("utf-8", "surrogateescape")
+
+
 def _forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bool:
     """Whether flags appended to `argv` reach the training command.
 
@@ -146,7 +157,7 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
     staged = staging.create(repo.root, run_id)
     try:
         staged.set_owner(None)
-        code = repo.code_snapshot()
+        code = repo.code_snapshot(scrub=_scrub_code)
         staged.save_code(code)
         m = new_manifest(run_id, started)
         m["name"], m["note"] = req.name, req.note
@@ -160,7 +171,7 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         m["code"].update(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256,
                          untracked_left_out=code.untracked)
         m["replay_of"], m["replay"] = req.replay_of, req.replay
-        redacted = set(argv_names)
+        redacted = set(argv_names) | {f"code:{p}" for p in code.scrubbed}
         launcher_path = launcher.is_launcher(req_argv, req.cwd, list(cfg.training_patterns))
         launcher_text = None
         if launcher_path is not None:
@@ -259,7 +270,8 @@ def _settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], 
         m["command"]["training_argv"] = training_argv
         settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
     if runtime_env is not None:
-        safe_env, names = redact.redact_env(dict(runtime_env.get("env_vars") or {}))
+        env_vars: Any = runtime_env.get("env_vars") or {}
+        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()})
         m["command"]["runtime_env"] = {**runtime_env, "env_vars": safe_env}
         m["redacted"] = sorted(set(m["redacted"]) | set(names))
     env = envvars.capture_env(os.environ, list(cfg.env_patterns))

@@ -24,7 +24,7 @@ class RunRef:
     back: int = 0
 
     @classmethod
-    def parse(cls, text: str) -> "RunRef":
+    def parse(cls, text: str) -> RunRef:
         if not text or not SAFE_RE.match(text) or ".." in text or "/" in text:
             raise UsageError(f"'{text}' is not a run name", "name a run by id, id prefix, --name, latest or latest~N")
         if RUN_ID_RE.match(text):

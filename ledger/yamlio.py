@@ -28,8 +28,8 @@ _LOADER = _safe()
 
 def _dumper() -> YAML:
     y = YAML(typ="safe", pure=True)
-    y.default_flow_style = False
-    y.sort_base_mapping_type_on_output = False  # keep our stable key order
+    y.default_flow_style = False  # type: ignore[assignment]
+    y.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep our key order
     y.width = 4096
     y.allow_unicode = True
     return y

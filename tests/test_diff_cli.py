@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import TOY, git, ledger, make_repo
 
 TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4",

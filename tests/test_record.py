@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import git, ledger, make_repo
 
 from ledger import yamlio

@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from conftest import TOY, git, ledger, make_repo
 from s3_server import S3Server, s3_server_fixture  # noqa: F401  (the fixture)
 

@@ -11,9 +11,10 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ledger.errors import EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND, LedgerError
 
@@ -127,7 +128,7 @@ class SignalGuard:
         else:
             self._say(f"ledger: got {name} while writing the record; finishing first")
 
-    def __enter__(self) -> "SignalGuard":
+    def __enter__(self) -> SignalGuard:
         self._previous = {s: signal.signal(s, self._handle) for s in FORWARDED}
         return self
 

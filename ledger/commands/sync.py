@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ledger.config import load_config
 from ledger.errors import EXIT_DATA, EXIT_OK, LedgerError

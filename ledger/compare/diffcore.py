@@ -196,8 +196,11 @@ def parse_utc(text: str | None) -> float | None:
 def pauses_from_manifest(manifest: Mapping[str, Any]) -> list[Pause]:
     """Heat pauses of a run as (start, end) unix seconds; an open pause runs to +inf."""
     gpu = manifest.get("gpu") or {}
+    windows = gpu.get("pause_windows")
+    if windows is None and isinstance(gpu.get("pauses"), list):
+        windows = gpu["pauses"]
     out = []
-    for pause in gpu.get("pauses") or []:
+    for pause in windows or []:
         start = parse_utc(pause.get("start"))
         end = parse_utc(pause.get("end"))
         if start is not None:

@@ -28,26 +28,26 @@ def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> M
     cache.mkdir(parents=True, exist_ok=True)
     blob = repo.tree_entry(entry.tree, "metrics.jsonl")
     if blob is not None:
-        path = cache / f"{blob[0]}.jsonl"
-        if not path.exists():
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_bytes(repo.read_blob(blob[0]))
-            tmp.replace(path)
-        return read_metrics_jsonl(path)
-    path = cache / f"tree-{entry.tree}.jsonl"
-    if path.exists():
-        table = read_metrics_jsonl(path)
+        stored = cache / f"{blob[0]}.jsonl"
+        if not stored.exists():
+            part = stored.with_name(stored.name + ".tmp")
+            part.write_bytes(repo.read_blob(blob[0]))
+            part.replace(stored)
+        return read_metrics_jsonl(stored)
+    parsed = cache / f"tree-{entry.tree}.jsonl"
+    if parsed.exists():
+        table = read_metrics_jsonl(parsed)
     else:
         with tempfile.TemporaryDirectory(prefix="ledger-logs-") as tmp:
             logs = []
             for name in ("trainer.log", "engine.log"):
                 found = repo.tree_entry(entry.tree, name)
                 if found is not None:
-                    p = Path(tmp) / name
-                    p.write_bytes(repo.read_blob(found[0]))
-                    logs.append(p)
+                    log = Path(tmp) / name
+                    log.write_bytes(repo.read_blob(found[0]))
+                    logs.append(log)
             table = parse_logs(logs)
         if data_dir is not None and (data_dir / "events").is_dir():
             table = merge(table, parse_events(data_dir / "events"))
-        write_metrics_jsonl(path, table)
+        write_metrics_jsonl(parsed, table)
     return table if (table.rows or table.train_steps) else None

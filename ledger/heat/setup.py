@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ledger.config import HeatConfig
 from ledger.heat.guard import HeatGuard

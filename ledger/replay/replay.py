@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ledger.errors import DataError, LedgerError, UsageError
 from ledger.replay.command import build_replay_argv, parse_set
@@ -65,8 +66,8 @@ def _inside(root: Path, path: Path) -> bool:
 
 def _rollout_record(m: dict[str, Any]) -> dict[str, Any] | None:
     for rec in m.get("data") or []:
-        if rec.get("role") == "rollout":
-            return rec
+        if isinstance(rec, dict) and rec.get("role") == "rollout":
+            return dict(rec)
     return None
 
 

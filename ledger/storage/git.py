@@ -14,9 +14,10 @@ import hashlib
 import os
 import stat
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 import pygit2
 
@@ -64,6 +65,7 @@ class CodeSnapshot:
     dirty: bool
     patch_sha256: str | None
     untracked: int
+    scrubbed: list[str] = field(default_factory=list)
 
 
 class Repo:
@@ -88,6 +90,10 @@ class Repo:
         self.common_dir = (Path(common) / commondir_file.read_text().strip()).resolve() \
             if commondir_file.exists() else self.git_dir
 
+    def _obj(self, oid: str) -> Any:
+        """An object by id, typed loosely (pygit2's stubs return the base class)."""
+        return self._repo[oid]
+
     # ---- reading -----------------------------------------------------------------
     def head_commit(self) -> str:
         try:
@@ -111,19 +117,19 @@ class Repo:
         return self.ref_tip(f"refs/heads/{branch}")
 
     def read_blob(self, oid: str) -> bytes:
-        return self._repo[oid].data  # type: ignore[no-any-return]
+        return bytes(self._obj(oid).data)
 
     def commit_info(self, oid: str) -> tuple[str, list[str], str]:
         """(message, parent ids, tree id) of a commit."""
-        c = self._repo[oid]
+        c = self._obj(oid)
         return c.message, [str(p) for p in c.parent_ids], str(c.tree_id)
 
     def commit_time(self, oid: str) -> int:
-        return int(self._repo[oid].commit_time)
+        return int(self._obj(oid).commit_time)
 
     def tree_entry(self, tree_or_commit: str, path: str) -> tuple[str, int] | None:
         """(oid, filemode) of `path` inside a tree or commit, or None."""
-        obj = self._repo[tree_or_commit]
+        obj = self._obj(tree_or_commit)
         tree = obj.tree if isinstance(obj, pygit2.Commit) else obj
         try:
             entry = tree[path]
@@ -133,11 +139,11 @@ class Repo:
 
     def list_tree(self, tree_oid: str) -> list[tuple[str, str, int]]:
         """(name, oid, mode) of a tree's entries."""
-        return [(e.name, str(e.id), int(e.filemode)) for e in self._repo[tree_oid]]
+        return [(e.name, str(e.id), int(e.filemode)) for e in self._obj(tree_oid)]
 
     def walk_blobs(self, tree_oid: str, prefix: str = "") -> Iterator[tuple[str, str, int]]:
         """Every blob below a tree as (path, oid, mode)."""
-        for e in self._repo[tree_oid]:
+        for e in self._obj(tree_oid):
             path = f"{prefix}{e.name}"
             if e.filemode == MODE_TREE:
                 yield from self.walk_blobs(str(e.id), path + "/")
@@ -150,7 +156,7 @@ class Repo:
         while oid is not None and (limit is None or n < limit):
             yield oid
             n += 1
-            parents = self._repo[oid].parent_ids
+            parents = self._obj(oid).parent_ids
             oid = str(parents[0]) if parents else None
 
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
@@ -159,12 +165,18 @@ class Repo:
         return bool(self._repo.descendant_of(descendant, ancestor))
 
     # ---- the code a run sees ------------------------------------------------------
-    def code_snapshot(self) -> CodeSnapshot:
-        """HEAD's tree plus uncommitted changes to tracked files, without touching the index."""
+    def code_snapshot(self, scrub: Callable[[bytes], bytes] | None = None) -> CodeSnapshot:
+        """HEAD's tree plus uncommitted changes to tracked files, without touching the index.
+
+        `scrub` may rewrite the bytes of changed files before they are stored (ledger uses it to
+        redact secrets pasted into an uncommitted launcher); files it changes are listed in
+        `CodeSnapshot.scrubbed`.
+        """
         head = self.head_commit()
         out = run_git(self.root, "diff", "HEAD", "--no-renames", "--name-only", "-z").stdout
         changed = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
-        head_tree = str(self._repo[head].tree_id)
+        head_tree = str(self._obj(head).tree_id)
+        scrubbed: list[str] = []
         patch_sha = None
         tree = head_tree
         if changed:
@@ -172,15 +184,16 @@ class Repo:
             patch_sha = hashlib.sha256(patch).hexdigest() if patch else None
             edits: dict[str, tuple[str, int] | None] = {}
             for rel in changed:
-                edits[rel] = self._blob_from_worktree(self.root / rel)
+                edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
             tree = self.tree_with_edits(head_tree, edits)
         untracked_out = run_git(self.root, "ls-files", "--others", "--exclude-standard", "-z").stdout
         untracked = sum(1 for p in untracked_out.split(b"\0") if p)
         return CodeSnapshot(commit=head, branch=self.current_branch(), tree=tree,
                             dirty=bool(changed) and tree != head_tree, patch_sha256=patch_sha,
-                            untracked=untracked)
+                            untracked=untracked, scrubbed=scrubbed)
 
-    def _blob_from_worktree(self, path: Path) -> tuple[str, int] | None:
+    def _blob_from_worktree(self, path: Path, scrub: Callable[[bytes], bytes] | None = None,
+                            scrubbed: list[str] | None = None, rel: str = "") -> tuple[str, int] | None:
         try:
             st = path.lstat()
         except FileNotFoundError:
@@ -190,6 +203,12 @@ class Repo:
         if stat.S_ISDIR(st.st_mode):  # a submodule or a file replaced by a folder: keep HEAD's
             return None
         mode = MODE_EXEC if st.st_mode & 0o111 else MODE_BLOB
+        if scrub is not None and st.st_size < (4 << 20):
+            data = path.read_bytes()
+            clean = scrub(data)
+            if clean != data and scrubbed is not None:
+                scrubbed.append(rel)
+            return str(self._repo.create_blob(clean)), int(mode)
         return str(self._repo.create_blob_fromdisk(str(path))), int(mode)
 
     # ---- writing objects -----------------------------------------------------------
@@ -222,7 +241,7 @@ class Repo:
                 below.setdefault(head, {})[rest] = value
             else:
                 here[head] = value
-        base = self._repo[base_tree] if base_tree else None
+        base = self._obj(base_tree) if base_tree else None
         tb = self._repo.TreeBuilder(base) if base is not None else self._repo.TreeBuilder()
         for name, value in here.items():
             if value is None:
@@ -234,7 +253,7 @@ class Repo:
             existing = tb.get(name)
             sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
             new_sub = self.tree_with_edits(sub_base, sub)
-            if len(self._repo[new_sub]) == 0:
+            if len(self._obj(new_sub)) == 0:
                 if tb.get(name) is not None:
                     tb.remove(name)
             else:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, run_path, shard_of
-from ledger.storage.git import MODE_TREE, CodeSnapshot, Repo, RefMoved
+from ledger.storage.git import MODE_TREE, CodeSnapshot, RefMoved, Repo
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
 TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)

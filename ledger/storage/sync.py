@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ledger.errors import LedgerError
 from ledger.manifest import run_path
-from ledger.storage.git import CodeSnapshot, Repo, RefMoved, git_remote_cmd
+from ledger.storage.git import CodeSnapshot, RefMoved, Repo, git_remote_cmd
 from ledger.storage.store import branch_ref, build_run_tree, find_run, run_id_of_commit
 
 MAX_PUSH_ATTEMPTS = 30
