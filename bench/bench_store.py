@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import secrets
 import subprocess
 
@@ -16,12 +17,15 @@ from common import ledger_argv, report, scratch_repo, sh, timeit
 from ledger import yamlio
 from ledger.manifest import new_manifest
 from ledger.storage.git import Repo
+from ledger.storage.listing import summary_of
 from ledger.storage.store import build_run_tree, commit_message
 
 SETTINGS = {f"setting-{i}": i * 0.5 for i in range(60)}
 
 
 def populate(repo_dir, n: int) -> None:
+    if n <= 0:
+        return
     repo = Repo(repo_dir)
     code = repo.code_snapshot()
     tip = repo.branch_tip("experiments")
@@ -34,15 +38,17 @@ def populate(repo_dir, n: int) -> None:
         m["settings"] = dict(SETTINGS, lr=1e-6 * (i % 7))
         m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
         blob = repo.blob(yamlio.dumps(m).encode())
+        summary = repo.blob(json.dumps(summary_of(m), separators=(",", ":")).encode())
         log = repo.blob(b"step 1\n")
-        run_tree = repo.tree_with_edits(None, {"manifest.yaml": (blob, 0o100644), "trainer.log": (log, 0o100644),
-                                               "engine.log": (log, 0o100644)})
+        run_tree = repo.tree_with_edits(None, {"manifest.yaml": (blob, 0o100644), "summary.json": (summary, 0o100644),
+                                               "trainer.log": (log, 0o100644), "engine.log": (log, 0o100644)})
         tree = build_run_tree(repo, code, tip, rid, run_tree)
         tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit],
                           commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
     assert tip is not None
     old = repo.branch_tip("experiments")
     repo.update_ref("refs/heads/experiments", tip, old, "bench populate")
+    repo.gc_auto()  # what `ledger run` does after each commit
 
 
 def main() -> None:

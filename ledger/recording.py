@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import mmap
 import os
 import re
@@ -23,12 +24,14 @@ from ledger import yamlio
 from ledger.capture import envvars, launcher, redact
 from ledger.capture import settings as settings_mod
 from ledger.capture.runner import Job, JobResult, SignalGuard
+from ledger.capture.secretvalues import known_secrets, scrub_file
 from ledger.capture.stream import OutputCapture
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.manifest import host_section, iso, new_manifest, new_run_id, run_path, status_line, utc_now
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
+from ledger.storage.listing import summary_of
 from ledger.storage.store import check_ledger_branch, commit_message, write_run
 
 Say = Callable[[str], None]
@@ -192,12 +195,14 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         if image:
             m["image"].update(image)
         m["redacted"] = sorted(redacted)
-        staged.write_json("request.json", {"job_argv": job_argv, "data_paths": req.data_paths})
-        yamlio.dump_file(staged.run_dir / "manifest.yaml", m)
+        staged.write_json("request.json", {"job_argv": redact.redact_argv(job_argv)[0], "data_paths": req.data_paths})
+        secrets = known_secrets(req_argv, req.env if req.env is not None else os.environ,
+                                [launcher_text] if launcher_text else [])
+        staged.write_json("manifest.json", m)  # JSON while staged: cheap, and enough for `recover`
     except BaseException:
         staged.remove()
         raise
-    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv}
+    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv, "secrets": secrets}
     return repo, cfg, staged, m, code, job_argv, context
 
 
@@ -246,7 +251,8 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     m["finished"] = iso(finished)
     m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
                    "duration_s": round(result.duration_s, 3)}
-    commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say)
+    commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
+                    secrets=ctx["secrets"])
     return RunOutcome(m["id"], result.exit_code, result.state, commit)
 
 
@@ -360,7 +366,7 @@ def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> 
 
 
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
-           command_lines: list[str], stream_redacted: list[str], say: Say) -> str:
+           command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
@@ -371,11 +377,16 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     _guarded(m, "tracking data", lambda: _track_data(repo, staged, m, say), say)
     for log in ("trainer.log", "engine.log"):
         (run_dir / log).touch()
+    if secrets:  # values the job itself printed in a form no pattern knows
+        logs = [run_dir / "trainer.log", run_dir / "engine.log", *sorted((run_dir / "extra-logs").glob("*"))]
+        if any([scrub_file(p, secrets) for p in logs if p.is_file()]):  # a list: scrub every file
+            m["redacted"] = sorted(set(m["redacted"]) | {"logs:known-secret-values"})
     if (run_dir / "heat.log").exists():
         m["logs"]["heat"] = "heat.log"
     st = m["status"]
     (run_dir / "status").write_text(status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
     yamlio.dump_file(run_dir / "manifest.yaml", m)
+    (run_dir / "summary.json").write_text(json.dumps(summary_of(m), default=str, separators=(",", ":")) + "\n")
     exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
     if st["state"] in ("killed", "lost"):
         exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"
@@ -383,6 +394,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     tree = repo.tree_from_dir(run_dir)
     commit = write_run(repo, cfg.branch, code, m["id"], tree, message)
     staged.remove()
+    repo.gc_auto()
     say(f"ledger: recorded run {m['id']}{' (' + m['name'] + ')' if m['name'] else ''}: {st['state']}, "
         f"exit {st['exit_code']}, {_duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
         f"({run_path(m['id'])})")
@@ -400,12 +412,12 @@ def recover(start: Path, say: Say) -> list[str]:
         if staged.release_job():
             say(f"ledger: run {staged.id}: its job was still there (maybe paused); resumed and sent SIGTERM")
         code = staged.load_code()
-        manifest_path = staged.run_dir / "manifest.yaml"
-        if code is None or not manifest_path.exists():
+        m = staged.read_json("manifest.json")
+        manifest_path = staged.dir / "manifest.json"
+        if code is None or m is None:
             say(f"ledger: run {staged.id}: staged before its record was written; nothing to recover, removed")
             staged.remove()
             continue
-        m = yamlio.load_file(manifest_path)
         logs = [staged.run_dir / n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).exists()]
         last = max([p.stat().st_mtime for p in logs] + [manifest_path.stat().st_mtime])
         from ledger.manifest import parse_iso

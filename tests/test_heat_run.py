@@ -79,6 +79,7 @@ def _start_paused_job(repo: Path) -> subprocess.Popen[str]:
         pids = subprocess.run(["pgrep", "-f", f"{sys.executable} job.py"], stdout=subprocess.PIPE, text=True).stdout.split()
         states = [Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in pids if Path(f"/proc/{p}").exists()]
         if "T" in states:
+            time.sleep(0.5)  # let the guard write its pause event
             return proc
         time.sleep(0.1)
     proc.kill()

@@ -15,7 +15,8 @@ from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
 from ledger.manifest import ManifestError
 from ledger.runref import resolve
 from ledger.storage.git import Repo, has_object, merge_base
-from ledger.storage.store import RunEntry, commit_of_run
+from ledger.storage.listing import parse_manifest
+from ledger.storage.store import RunEntry, commit_of_run, read_file_at
 
 
 @dataclass
@@ -42,6 +43,13 @@ def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bo
     return out
 
 
+def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
+    raw = read_file_at(repo, entry, "manifest.yaml")
+    if raw is None:
+        raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
+    return parse_manifest(raw, entry.path)
+
+
 def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, steps_metric: str | None,
               git_diff: bool, ignore: list[str] | None = None) -> DiffOutput:
     """Compare two runs; refused (exit 3) unless exactly one setting differs or `force`."""
@@ -52,7 +60,7 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
     for e in (ea, eb):
         if e.id in listing.broken:
             raise ManifestError(f"run {e.id}: {listing.broken[e.id]}", "the record is corrupt; compare other runs")
-    ma, mb = listing.manifests[ea.id], listing.manifests[eb.id]
+    ma, mb = _full_manifest(repo, ea), _full_manifest(repo, eb)
     code_a, code_b = ma["code"].get("commit"), mb["code"].get("commit")
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) \
             and merge_base(repo, code_a, code_b) is None:

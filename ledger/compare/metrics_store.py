@@ -7,7 +7,10 @@ one are parsed once from their logs and the result is cached by the run folder's
 
 from __future__ import annotations
 
+import os
+import pickle
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from ledger.compare.logparse import (
@@ -22,18 +25,43 @@ from ledger.storage.git import Repo
 from ledger.storage.store import RunEntry
 
 
+def _cached(path: Path, build: Callable[[], MetricsTable]) -> MetricsTable:
+    """A parsed table, pickled beside the text it came from (our own cache in .git/ledger, named by
+    the content id, so never stale; a damaged pickle is simply rebuilt)."""
+    try:
+        with open(path, "rb") as f:
+            table = pickle.load(f)
+        if isinstance(table, MetricsTable):
+            return table
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
+        pass
+    table = build()
+    part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(part, "wb") as f:
+            pickle.dump(table, f, protocol=pickle.HIGHEST_PROTOCOL)
+        part.replace(path)
+    except OSError:
+        part.unlink(missing_ok=True)
+    return table
+
+
+def _from_blob(repo: Repo, oid: str, cache: Path) -> MetricsTable:
+    text = cache / f".{oid}.{os.getpid()}.jsonl"
+    text.write_bytes(repo.read_blob(oid))
+    try:
+        return read_metrics_jsonl(text)
+    finally:
+        text.unlink(missing_ok=True)
+
+
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
     """The run's metrics table, or None when it logged no per-step metrics at all."""
     cache = repo.common_dir / "ledger" / "metrics"
     cache.mkdir(parents=True, exist_ok=True)
     blob = repo.tree_entry(entry.tree, "metrics.jsonl")
     if blob is not None:
-        stored = cache / f"{blob[0]}.jsonl"
-        if not stored.exists():
-            part = stored.with_name(stored.name + ".tmp")
-            part.write_bytes(repo.read_blob(blob[0]))
-            part.replace(stored)
-        return read_metrics_jsonl(stored)
+        return _cached(cache / f"{blob[0]}.pickle", lambda: _from_blob(repo, blob[0], cache))
     parsed = cache / f"tree-{entry.tree}.jsonl"
     if parsed.exists():
         table = read_metrics_jsonl(parsed)

@@ -20,8 +20,10 @@ it separates "the engine got slower" from "the model writes longer answers".
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import statistics
+from collections.abc import Iterable, KeysView, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from fractions import Fraction
@@ -58,14 +60,23 @@ def median(values: Sequence[float]) -> float:
     return (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
+EXACT_RANK_LIMIT = 1000  # above this many values the normal approximation is exact to the rank
+
+
+@functools.lru_cache(maxsize=256)
 def order_statistic_rank(n: int, confidence: float = 0.95) -> int | None:
     """The 1-based rank k of the lower interval bound x(k) for a median of n values.
 
     Returns the largest k with 1 - 2 * P(Bin(n, 1/2) <= k - 1) >= confidence, or None when even
-    k = 1 (the full range) covers less than `confidence`.
+    k = 1 (the full range) covers less than `confidence`. Exact up to `EXACT_RANK_LIMIT` values;
+    beyond, the normal approximation of Bin(n, 1/2) (with continuity correction) is used, which
+    the exact sums would only confirm at a much higher cost.
     """
     if n <= 0 or not 0.0 < confidence < 1.0:
         return None
+    if n > EXACT_RANK_LIMIT:
+        z = statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+        return max(1, math.floor(n / 2 - z * math.sqrt(n) / 2 + 0.5))
     # Exact: compare cumulative binomial counts against (1 - confidence) / 2 * 2**n.
     half_alpha = (1 - Fraction(str(confidence))) / 2
     limit = half_alpha * (1 << n)
@@ -150,9 +161,21 @@ def metric_value(row: StepRow | None, metric: str) -> float | None:
 
 
 def _paused(row: StepRow, pauses: Sequence[Pause]) -> bool:
-    if row.t_start is None or row.t_end is None:
+    if not pauses or row.t_start is None or row.t_end is None:
         return False  # no times: cannot tell, keep the step
     return any(row.t_start < end and start < row.t_end for start, end in pauses)
+
+
+def _values(rows: Mapping[int, StepRow], metric: str, steps: Iterable[int]) -> dict[int, float]:
+    """step -> finite value of `metric`, for the given steps that have one."""
+    if metric == ROLLOUT_TIME_PER_1K:
+        found = {s: metric_value(rows.get(s), metric) for s in steps}
+        return {s: v for s, v in found.items() if v is not None}
+    # the common case runs over 10,000s of steps: one comprehension, `v - v == 0` is isfinite
+    if steps is rows:
+        return {s: v for s, row in rows.items() if (v := row.metrics.get(metric)) is not None and v - v == 0}
+    return {s: v for s in steps if (row := rows.get(s)) is not None
+            and (v := row.metrics.get(metric)) is not None and v - v == 0}
 
 
 def expand_metrics(patterns: Iterable[str], available: Iterable[str]) -> list[str]:
@@ -165,31 +188,39 @@ def expand_metrics(patterns: Iterable[str], available: Iterable[str]) -> list[st
     return out
 
 
+Column = dict[int, float]  # step -> finite value of one metric
+
+
 def _steps(
-    metric: str,
-    rows_a: Mapping[int, StepRow],
-    rows_b: Mapping[int, StepRow],
-    steps: Iterable[int],
+    col_a: Column,
+    col_b: Column,
+    rows: tuple[Mapping[int, StepRow], Mapping[int, StepRow]],
+    steps: Iterable[int] | None,
     pauses: tuple[Sequence[Pause], Sequence[Pause]],
 ) -> tuple[list[int], list[int], list[int], int]:
     """(kept common steps, only-A steps, only-B steps, paused count) for one metric."""
-    steps = list(steps)
-    have_a = {s for s in steps if metric_value(rows_a.get(s), metric) is not None}
-    have_b = {s for s in steps if metric_value(rows_b.get(s), metric) is not None}
+    have_a: set[int] | KeysView[int] = col_a.keys()
+    have_b: set[int] | KeysView[int] = col_b.keys()
+    if steps is not None:
+        wanted = set(steps)
+        have_a, have_b = have_a & wanted, have_b & wanted
     common = sorted(have_a & have_b)
-    kept = [s for s in common if not (_paused(rows_a[s], pauses[0]) or _paused(rows_b[s], pauses[1]))]
+    if pauses[0] or pauses[1]:
+        kept = [s for s in common if not (_paused(rows[0][s], pauses[0]) or _paused(rows[1][s], pauses[1]))]
+    else:
+        kept = common
     return kept, sorted(have_a - have_b), sorted(have_b - have_a), len(common) - len(kept)
 
 
 def _result(
     metric: str,
-    rows_a: Mapping[int, StepRow],
-    rows_b: Mapping[int, StepRow],
+    col_a: Column,
+    col_b: Column,
     split: tuple[list[int], list[int], list[int], int],
 ) -> TimingResult:
     kept, only_a, only_b, paused = split
-    values_a = [metric_value(rows_a[s], metric) or 0.0 for s in kept]
-    values_b = [metric_value(rows_b[s], metric) or 0.0 for s in kept]
+    values_a = [col_a[s] for s in kept]
+    values_b = [col_b[s] for s in kept]
     estimate = ratio_median(values_a, values_b, CONFIDENCE)
     return TimingResult(
         metric=metric,
@@ -217,23 +248,25 @@ def compare_timing(
     left out. Rollout time brings `rollout/response_len/mean` and `perf/rollout_time_per_1k_tokens`
     along, compared on exactly the steps rollout time was compared on.
     """
-    available = {name for rows in (rows_a, rows_b) for row in rows.values() for name in row.metrics}
+    available: set[str] = set().union(*(row.metrics.keys() for rows in (rows_a, rows_b) for row in rows.values()))
     if ROLLOUT_TIME in available and RESPONSE_LEN in available:
         available.add(ROLLOUT_TIME_PER_1K)
     companions = (RESPONSE_LEN, ROLLOUT_TIME_PER_1K) if ROLLOUT_TIME in available else ()
-    all_steps = sorted(set(rows_a) | set(rows_b))
     pauses = (pauses_a, pauses_b)
+    rows = (rows_a, rows_b)
     results = []
     for metric in expand_metrics(metrics, available):
         if metric not in available or metric in companions:
             continue
-        split = _steps(metric, rows_a, rows_b, all_steps, pauses)
-        results.append(_result(metric, rows_a, rows_b, split))
+        col_a, col_b = _values(rows_a, metric, rows_a), _values(rows_b, metric, rows_b)
+        split = _steps(col_a, col_b, rows, None, pauses)
+        results.append(_result(metric, col_a, col_b, split))
         if metric == ROLLOUT_TIME:
             for extra in companions:
-                extra_split = _steps(extra, rows_a, rows_b, split[0], ((), ()))
+                ea, eb = _values(rows_a, extra, split[0]), _values(rows_b, extra, split[0])
+                extra_split = _steps(ea, eb, rows, split[0], ((), ()))
                 if extra_split[0]:
-                    results.append(_result(extra, rows_a, rows_b, extra_split))
+                    results.append(_result(extra, ea, eb, extra_split))
     return results
 
 

@@ -73,17 +73,31 @@ def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
 
 
 def load_listing(repo: Repo, tip: str | None) -> Listing:
-    """Every run's manifest at `tip`; corrupt ones are reported in `broken`, never fatal."""
+    """Every run's summary at `tip`; corrupt ones are reported in `broken`, never fatal.
+
+    A run folder's `summary.json` (the manifest's listing fields and settings, written beside
+    `manifest.yaml`) parses ~100x faster than the YAML; folders without one fall back to the YAML,
+    parsed once and cached by blob id.
+    """
     listing = Listing()
     if tip is None:
         return listing
     entries = iter_runs(repo, tip)
-    cache = ManifestCache(repo.common_dir)
-    blobs = [e.manifest_blob for e in entries if e.manifest_blob]
-    cached = cache.get_many(blobs)
+    yaml_only = [e for e in entries if e.summary_blob is None and e.manifest_blob]
+    cache = ManifestCache(repo.common_dir) if yaml_only else None
+    cached = cache.get_many([e.manifest_blob for e in yaml_only if e.manifest_blob]) if cache else {}
     fresh: dict[str, dict[str, Any]] = {}
     for e in entries:
         listing.entries[e.id] = e
+        if e.summary_blob is not None:
+            try:
+                data = json.loads(repo.read_blob(e.summary_blob))
+                listing.manifests[e.id] = check_manifest(data, e.path)
+            except ValueError as exc:
+                listing.broken[e.id] = f"summary.json is not valid JSON ({exc})"
+            except LedgerError as exc:
+                listing.broken[e.id] = exc.message
+            continue
         if e.manifest_blob is None:
             listing.broken[e.id] = "no manifest.yaml in the run folder"
             continue
@@ -96,5 +110,18 @@ def load_listing(repo: Repo, tip: str | None) -> Listing:
                 continue
             fresh[e.manifest_blob] = m
         listing.manifests[e.id] = m
-    cache.put_many(fresh)
+    if cache is not None:
+        cache.put_many(fresh)
     return listing
+
+
+SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of", "settings")
+
+
+def summary_of(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What `ledger list`, `log` and baseline suggestions read; commands about one or two runs
+    (`show`, `diff`, `replay`) read the full manifest."""
+    out = {k: manifest.get(k) for k in SUMMARY_KEYS}
+    gpu = manifest.get("gpu") or {}
+    out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s")}
+    return out

@@ -37,6 +37,7 @@ class RunEntry:
     path: str
     tree: str
     manifest_blob: str | None
+    summary_blob: str | None = None
 
 
 def branch_ref(branch: str) -> str:
@@ -108,8 +109,17 @@ def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
     entry = repo.tree_entry(tip, path)
     if entry is None or entry[1] != MODE_TREE:
         return None
-    manifest = repo.tree_entry(entry[0], "manifest.yaml")
-    return RunEntry(run_id, path, entry[0], manifest[0] if manifest else None)
+    return _entry(repo, run_id, path, entry[0])
+
+
+def _entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
+    manifest = summary = None
+    for name, oid, _mode in repo.list_tree(tree):
+        if name == "manifest.yaml":
+            manifest = oid
+        elif name == "summary.json":
+            summary = oid
+    return RunEntry(run_id, path, tree, manifest, summary)
 
 
 def iter_runs(repo: Repo, tip: str) -> list[RunEntry]:
@@ -124,8 +134,7 @@ def iter_runs(repo: Repo, tip: str) -> list[RunEntry]:
         for rid, tree_oid, rmode in repo.list_tree(shard_oid):
             if rmode != MODE_TREE or not RUN_ID_RE.match(rid) or shard_of(rid) != shard:
                 continue
-            manifest = repo.tree_entry(tree_oid, "manifest.yaml")
-            out.append(RunEntry(rid, f"runs/{shard}/{rid}", tree_oid, manifest[0] if manifest else None))
+            out.append(_entry(repo, rid, f"runs/{shard}/{rid}", tree_oid))
     return out
 
 

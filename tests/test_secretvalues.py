@@ -1,0 +1,33 @@
+"""Known secret values are scrubbed from logs the job wrote in any format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ledger.capture.secretvalues import BLOCK, known_secrets, removed_values, scrub_file
+
+
+def test_removed_values() -> None:
+    assert removed_values("--wandb-key=abcdef123", "--wandb-key=***") == ["abcdef123"]
+    assert removed_values("https://u:pw123456@h/x", "https://u:***@h/x") == ["pw123456"]
+    assert removed_values("a", "a") == []
+
+
+def test_known_secrets_from_argv_env_and_text() -> None:
+    argv = ["python3", "train.py", "--wandb-key", "0123456789abcdef", "--lr", "1e-6", "--max-tokens", "4096"]
+    env = {"HF_TOKEN": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "PATH": "/usr/bin", "SHORT_TOKEN": "abc"}
+    found = known_secrets(argv, env, ["export GITHUB_TOKEN=ghp_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210\n"])
+    assert found == {"0123456789abcdef", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+                     "ghp_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210"}
+
+
+def test_scrub_file_across_block_boundaries(tmp_path: Path) -> None:
+    secret = "s3cr3t-value-0123456789"
+    path = tmp_path / "trainer.log"
+    # the secret straddles the first block boundary, and appears again at the very end
+    filler = b"x" * (BLOCK - 5)
+    path.write_bytes(filler + secret.encode() + b"\nargs: {'key': '" + secret.encode() + b"'}\n" + secret.encode())
+    assert scrub_file(path, {secret}) is True
+    data = path.read_bytes()
+    assert secret.encode() not in data and data.count(b"***") == 3 and data.startswith(filler)
+    assert scrub_file(path, {secret}) is False  # nothing left to find: file untouched
