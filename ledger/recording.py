@@ -25,7 +25,7 @@ from ledger.capture import envvars, launcher, redact
 from ledger.capture import settings as settings_mod
 from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.secretvalues import known_secrets, scrub_file
-from ledger.capture.stream import OutputCapture
+from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.manifest import host_section, iso, new_manifest, new_run_id, run_path, status_line, utc_now
@@ -35,6 +35,7 @@ from ledger.storage.listing import summary_of
 from ledger.storage.store import check_ledger_branch, commit_message, write_run
 
 Say = Callable[[str], None]
+RAW_OUTPUT = "output.raw"  # the job's combined output while it runs (split into the logs at the end)
 
 
 @dataclass
@@ -219,7 +220,8 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         guard.attach(job, lambda: None)
         staged.set_owner(job.pgid)
         capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
-                                staged.run_dir / "engine.log", list(cfg.engine_patterns))
+                                staged.run_dir / "engine.log", list(cfg.engine_patterns),
+                                raw_path=staged.dir / RAW_OUTPUT)
         capture.start()
         from ledger.heat.setup import start_monitor
 
@@ -237,7 +239,12 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
                ctx: dict[str, Any], result: JobResult, capture: OutputCapture, monitor: Any,
                say: Say) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
-    capture.join(timeout=10)
+    if capture.join(timeout=10):
+        capture.split_raw()
+    else:  # a child of the job still holds the pipe open: split what arrived so far
+        m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
+        split_output(staged.dir / RAW_OUTPUT, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
+                     list(cfg.engine_patterns))
     m["gpu"] = monitor.stop_summary()
     host_thread = ctx["host_thread"]
     if host_thread is not None:
@@ -418,8 +425,18 @@ def recover(start: Path, say: Say) -> list[str]:
             say(f"ledger: run {staged.id}: staged before its record was written; nothing to recover, removed")
             staged.remove()
             continue
+        raw = staged.dir / RAW_OUTPUT
+        last_output = raw.stat().st_mtime if raw.exists() else None
+        if raw.exists():
+            split = split_output(raw, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
+                                 list(cfg.engine_patterns))
+            stream_redacted = split.redactions.as_list()
+            raw.unlink()
+        else:
+            stream_redacted = []
         logs = [staged.run_dir / n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).exists()]
-        last = max([p.stat().st_mtime for p in logs] + [manifest_path.stat().st_mtime])
+        last = max([p.stat().st_mtime for p in logs] + [manifest_path.stat().st_mtime]
+                   + ([last_output] if last_output else []))
         from ledger.manifest import parse_iso
 
         started = parse_iso(m.get("started")) or last
@@ -431,7 +448,7 @@ def recover(start: Path, say: Say) -> list[str]:
             from ledger.heat.setup import summary_from_log
 
             m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
-        done.append(finish(repo, cfg, staged, m, code, lines, [], say))
+        done.append(finish(repo, cfg, staged, m, code, lines, stream_redacted, say))
     return done
 
 

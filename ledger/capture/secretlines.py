@@ -100,11 +100,14 @@ def line_span(body: bytes, i: int) -> tuple[int, int]:
 def suspect_spans(body: bytes, scan: SecretScan) -> list[tuple[int, int]]:
     """Sorted spans of the lines of a body that need redaction, command lines included."""
     found: set[tuple[int, int]] = set()
-    i = body.find(b"+")  # memchr; "+" at a line start is rare
+    if body[:1] == b"+" and COMMAND_START.match(body, 0):
+        found.add(line_span(body, 0))
+    # "+" alone is common mid-line ("1.25E+00" in every Megatron loss line); at a line start it is rare
+    i = body.find(b"\n+")
     while i >= 0:
-        if body[i - 1] == 10 and COMMAND_START.match(body, i):
-            found.add(line_span(body, i))
-        i = body.find(b"+", i + 1)
+        if COMMAND_START.match(body, i + 1):
+            found.add(line_span(body, i + 1))
+        i = body.find(b"\n+", i + 2)
     for byte, needle in ((b"X", b"\nEXEC: "), (b"J", _ENV_REPORT)):
         if byte not in body:  # memchr: cheap; most chunks stop here
             continue
