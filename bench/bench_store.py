@@ -20,7 +20,7 @@ from ledger.storage.git import Repo
 from ledger.storage.listing import summary_of
 from ledger.storage.store import build_run_tree, commit_message
 
-SETTINGS = {f"setting-{i}": i * 0.5 for i in range(60)}
+SETTINGS = {f"setting-{i}": i * 0.5 for i in range(150)}  # a Miles run has ~150
 
 
 def populate(repo_dir, n: int) -> None:
@@ -39,8 +39,10 @@ def populate(repo_dir, n: int) -> None:
         m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
         blob = repo.blob(yamlio.dumps(m).encode())
         summary = repo.blob(json.dumps(summary_of(m), separators=(",", ":")).encode())
+        settings = repo.blob(json.dumps(m["settings"], indent=0).encode())
         log = repo.blob(b"step 1\n")
         run_tree = repo.tree_with_edits(None, {"manifest.yaml": (blob, 0o100644), "summary.json": (summary, 0o100644),
+                                               "settings.json": (settings, 0o100644),
                                                "trainer.log": (log, 0o100644), "engine.log": (log, 0o100644)})
         tree = build_run_tree(repo, code, tip, rid, run_tree)
         tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit],
@@ -48,7 +50,7 @@ def populate(repo_dir, n: int) -> None:
     assert tip is not None
     old = repo.branch_tip("experiments")
     repo.update_ref("refs/heads/experiments", tip, old, "bench populate")
-    repo.gc_auto()  # what `ledger run` does after each commit
+    sh(["git", "gc", "--quiet"], cwd=repo_dir)  # the packed state `git gc --auto` after each run leads to
 
 
 def main() -> None:

@@ -90,10 +90,10 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
         return section, None, holder
 
     def host() -> None:
-        from ledger.capture.hostfacts import host_facts
+        from ledger.capture.hostfacts import cached_host_facts
 
         try:
-            facts = host_facts("python3", cfg.host_checkouts).to_manifest()
+            facts = cached_host_facts(repo.common_dir / "ledger" / "host", "python3", cfg.host_checkouts).to_manifest()
             checkouts = facts.get("checkouts") or {}
             packages = facts.get("packages") or {}
             holder["facts"] = {
@@ -394,6 +394,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     (run_dir / "status").write_text(status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
     yamlio.dump_file(run_dir / "manifest.yaml", m)
     (run_dir / "summary.json").write_text(json.dumps(summary_of(m), default=str, separators=(",", ":")) + "\n")
+    (run_dir / "settings.json").write_text(json.dumps(m["settings"], default=str, indent=0) + "\n")
     exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
     if st["state"] in ("killed", "lost"):
         exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"

@@ -11,6 +11,9 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOY = REPO_ROOT / "examples" / "toy_grpo"
+# the installed console script: `python -m ledger` would import a `ledger/` folder in the cwd first
+_SCRIPT = Path(sys.executable).parent / "ledger"
+LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"]
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +85,7 @@ def ledger(
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "ledger", *args],
+        [*LEDGER, *args],
         cwd=cwd,
         env=full_env,
         text=True,

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import git, ledger
+from conftest import LEDGER, git, ledger
 
 COUNTER = "import time\nfor i in range({n}):\n    print(f'tick {{i}} {{time.time():.3f}}', flush=True)\n    time.sleep(0.05)\n"
 
@@ -67,16 +67,22 @@ def test_no_heat_guard_records_without_pausing(repo: Path) -> None:
     assert list(gpu["peak_temp_c"].values()) == [95.0]
 
 
+def _job_pids(repo: Path) -> list[str]:
+    """Pids of this test's job (its path is unique to the test), ledger excluded."""
+    out = subprocess.run(["pgrep", "-f", f"^{sys.executable} {repo / 'job.py'}"], stdout=subprocess.PIPE, text=True)
+    return out.stdout.split()
+
+
 def _start_paused_job(repo: Path) -> subprocess.Popen[str]:
     _configure(repo, "0 0 95\n", resume_after=100)
     (repo / "job.py").write_text(COUNTER.format(n=1000))
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "run", "--name", "hot", "--", sys.executable, "job.py"],
+    proc = subprocess.Popen([*LEDGER, "run", "--name", "hot", "--", sys.executable, str(repo / "job.py")],
                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     proc.stdout.readline()
     deadline = time.time() + 20
     while time.time() < deadline:  # wait until the guard has stopped the job (state T)
-        pids = subprocess.run(["pgrep", "-f", f"{sys.executable} job.py"], stdout=subprocess.PIPE, text=True).stdout.split()
+        pids = _job_pids(repo)
         states = [Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] for p in pids if Path(f"/proc/{p}").exists()]
         if "T" in states:
             time.sleep(0.5)  # let the guard write its pause event
@@ -94,14 +100,14 @@ def test_sigterm_during_a_pause_stops_the_job_cleanly(repo: Path) -> None:
     m = _show(repo, "hot")
     assert m["status"]["state"] == "killed" and m["gpu"]["pauses"] == 1
     assert m["gpu"]["pause_windows"][0]["end"] is not None
-    assert subprocess.run(["pgrep", "-f", f"{sys.executable} job.py"], stdout=subprocess.PIPE).returncode != 0
+    assert _job_pids(repo) == []
 
 
 def test_ledger_killed_during_a_pause_then_recover(repo: Path) -> None:
     proc = _start_paused_job(repo)
     proc.kill()  # SIGKILL: ledger cannot resume anything
     proc.wait()
-    pids = subprocess.run(["pgrep", "-f", f"{sys.executable} job.py"], stdout=subprocess.PIPE, text=True).stdout.split()
+    pids = _job_pids(repo)
     assert pids  # the job is still there, stopped
     r = ledger(repo, "recover")
     assert r.returncode == 0, r.stderr

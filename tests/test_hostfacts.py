@@ -145,3 +145,22 @@ def test_basic_host() -> None:
     assert set(host) == {"hostname", "user", "platform", "python"}
     assert host["python"] == platform.python_version()
     assert all(isinstance(v, str) and v for v in host.values())
+
+
+def test_cached_versions_follow_installs(tmp_path: Path, bare_venv: Path) -> None:
+    from ledger.capture.hostfacts import cached_host_facts
+
+    python = str(bare_venv)  # the fixture gives the venv's interpreter
+    cache = tmp_path / "cache"
+    first = cached_host_facts(cache, python)
+    assert len(list(cache.iterdir())) == 1
+    second = cached_host_facts(cache, python)
+    assert second.packages == first.packages and second.executable == first.executable
+    # a package appears: the site-packages folder changes, so the cached answer is not used
+    site = next(bare_venv.parent.parent.glob("lib/python3*/site-packages"))
+    (site / "toypkg-9.9.dist-info").mkdir()
+    (site / "toypkg-9.9.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toypkg\nVersion: 9.9\n")
+    third = cached_host_facts(cache, python)
+    assert len(list(cache.iterdir())) == 2
+    assert third.packages == first.packages  # toypkg is not a package ledger reports; the key still moved
+    assert first.packages["sglang"] == "0.5.0rc1"

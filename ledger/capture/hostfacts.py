@@ -8,13 +8,16 @@ plain subprocesses without shared state, so `host_facts` may run in a background
 from __future__ import annotations
 
 import getpass
+import hashlib
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 # Distribution names as pip knows them.
@@ -91,6 +94,51 @@ def host_facts(
     _read_versions(facts, python, packages)
     for name, path in (checkouts or {}).items():
         facts.checkouts[name] = _read_checkout(name, path, facts.errors)
+    return facts
+
+
+def interpreter_key(python: str = "python3") -> str | None:
+    """What the package versions of `python` depend on: the interpreter and its site-packages.
+
+    Installing or removing a package changes its site-packages folder's mtime, so a cached answer
+    under this key stays right without starting the interpreter. None when `python` is not found.
+    """
+    found = shutil.which(python)
+    if found is None:
+        return None
+    real = Path(found).resolve()
+    parts = [str(real), str(real.stat().st_mtime_ns)]
+    for prefix in {Path(found).parent.parent, real.parent.parent}:
+        for site in sorted(prefix.glob("lib/python3*/site-packages")):
+            parts += [str(site), str(site.stat().st_mtime_ns)]
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def cached_host_facts(cache_dir: Path, python: str = "python3",
+                      checkouts: Mapping[str, str] | None = None) -> HostFacts:
+    """`host_facts`, with the package versions cached by `interpreter_key` (checkouts are always read)."""
+    key = interpreter_key(python)
+    path = cache_dir / f"host-{key}.json" if key else None
+    if path is not None and path.exists():
+        try:
+            data = json.loads(path.read_text())
+            facts = HostFacts(python=python, python_version=data.get("python_version"),
+                              executable=data.get("executable"), packages=dict(data.get("packages") or {}))
+            for name, where in (checkouts or {}).items():
+                facts.checkouts[name] = _read_checkout(name, where, facts.errors)
+            return facts
+        except (OSError, ValueError):
+            pass
+    facts = host_facts(python, checkouts)
+    if path is not None and not facts.errors:
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            part = path.with_name(f".{path.name}.{os.getpid()}")
+            part.write_text(json.dumps({"python_version": facts.python_version, "executable": facts.executable,
+                                        "packages": facts.packages}))
+            part.replace(path)
+        except OSError:
+            pass
     return facts
 
 

@@ -56,7 +56,7 @@ def summary(m: dict[str, Any]) -> dict[str, Any]:
 def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> ListResult:
     """Every run at the branch tip (oldest first), optionally with what changed run to run."""
     repo, cfg, tip = _open(start)
-    listing = load_listing(repo, tip)
+    listing = load_listing(repo, tip, with_settings=changed)
     rows = listing.ordered()
     result = ListResult(rows[-limit:] if limit else rows, listing.broken)
     if changed:
@@ -155,9 +155,9 @@ def run_folder(start: Path, name: str) -> str:
     return resolve(repo, tip, name).path
 
 
-def listing_for(start: Path) -> tuple[Repo, Any, str | None, Listing]:
+def listing_for(start: Path, with_settings: bool = False) -> tuple[Repo, Any, str | None, Listing]:
     repo, cfg, tip = _open(start)
-    return repo, cfg, tip, load_listing(repo, tip)
+    return repo, cfg, tip, load_listing(repo, tip, with_settings)
 
 
 def dump(m: dict[str, Any]) -> str:

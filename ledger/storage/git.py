@@ -137,6 +137,17 @@ class Repo:
             return None
         return str(entry.id), int(entry.filemode)
 
+    def entries_named(self, tree_oid: str, names: tuple[str, ...]) -> list[str | None]:
+        """The blob/tree ids of the given names in one tree (None where absent), one object read."""
+        tree = self._obj(tree_oid)
+        out: list[str | None] = []
+        for name in names:
+            try:
+                out.append(str(tree[name].id))
+            except KeyError:
+                out.append(None)
+        return out
+
     def list_tree(self, tree_oid: str) -> list[tuple[str, str, int]]:
         """(name, oid, mode) of a tree's entries."""
         return [(e.name, str(e.id), int(e.filemode)) for e in self._obj(tree_oid)]

@@ -15,7 +15,7 @@ from typing import Any
 
 from ledger import yamlio
 from ledger.errors import LedgerError
-from ledger.manifest import check_manifest
+from ledger.manifest import SCHEMA, ManifestError, check_manifest
 from ledger.storage.git import Repo
 from ledger.storage.store import RunEntry, iter_runs
 
@@ -72,56 +72,65 @@ def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
     return check_manifest(yamlio.loads(raw, f"{where}/manifest.yaml"), where)
 
 
-def load_listing(repo: Repo, tip: str | None) -> Listing:
-    """Every run's summary at `tip`; corrupt ones are reported in `broken`, never fatal.
+def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Listing:
+    """Every run's summary at `tip` (and its settings when asked); corrupt runs are reported in
+    `broken`, never fatal.
 
-    A run folder's `summary.json` (the manifest's listing fields and settings, written beside
-    `manifest.yaml`) parses ~100x faster than the YAML; folders without one fall back to the YAML,
+    A run folder keeps `summary.json` (what `ledger list` shows) and `settings.json` beside
+    `manifest.yaml`: JSON parses ~100x faster than YAML, and the settings (often 150+ of them)
+    are read only by the commands that compare runs. Folders without them fall back to the YAML,
     parsed once and cached by blob id.
     """
     listing = Listing()
     if tip is None:
         return listing
     entries = iter_runs(repo, tip)
-    yaml_only = [e for e in entries if e.summary_blob is None and e.manifest_blob]
-    cache = ManifestCache(repo.common_dir) if yaml_only else None
-    cached = cache.get_many([e.manifest_blob for e in yaml_only if e.manifest_blob]) if cache else {}
+    need_yaml = [e for e in entries if e.manifest_blob and (e.summary_blob is None
+                                                           or (with_settings and e.settings_blob is None))]
+    cache = ManifestCache(repo.common_dir) if need_yaml else None
+    cached = cache.get_many([e.manifest_blob for e in need_yaml if e.manifest_blob]) if cache else {}
     fresh: dict[str, dict[str, Any]] = {}
     for e in entries:
         listing.entries[e.id] = e
-        if e.summary_blob is not None:
-            try:
-                data = json.loads(repo.read_blob(e.summary_blob))
-                listing.manifests[e.id] = check_manifest(data, e.path)
-            except ValueError as exc:
-                listing.broken[e.id] = f"summary.json is not valid JSON ({exc})"
-            except LedgerError as exc:
-                listing.broken[e.id] = exc.message
+        try:
+            if e.summary_blob is not None and (not with_settings or e.settings_blob is not None):
+                m = check_summary(json.loads(repo.read_blob(e.summary_blob)), e.path)
+                if with_settings and e.settings_blob is not None:
+                    settings = json.loads(repo.read_blob(e.settings_blob))
+                    m["settings"] = settings if isinstance(settings, dict) else {}
+            elif e.manifest_blob is None:
+                raise ManifestError(f"{e.path}: no manifest.yaml in the run folder", "the record is damaged")
+            else:
+                m = cached.get(e.manifest_blob) or parse_manifest(repo.read_blob(e.manifest_blob), e.path)
+                fresh.setdefault(e.manifest_blob, m)
+        except ValueError as exc:
+            listing.broken[e.id] = f"{e.path}: summary or settings is not valid JSON ({exc})"
             continue
-        if e.manifest_blob is None:
-            listing.broken[e.id] = "no manifest.yaml in the run folder"
+        except LedgerError as exc:
+            listing.broken[e.id] = exc.message
             continue
-        m = cached.get(e.manifest_blob)
-        if m is None:
-            try:
-                m = parse_manifest(repo.read_blob(e.manifest_blob), e.path)
-            except LedgerError as exc:
-                listing.broken[e.id] = exc.message
-                continue
-            fresh[e.manifest_blob] = m
         listing.manifests[e.id] = m
     if cache is not None:
-        cache.put_many(fresh)
+        cache.put_many({k: v for k, v in fresh.items() if k not in cached})
     return listing
 
 
-SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of", "settings")
+def check_summary(data: Any, where: str) -> dict[str, Any]:
+    """Validate a run's summary.json (the listing fields of its manifest)."""
+    if not isinstance(data, dict) or not isinstance(data.get("schema"), int) or "id" not in data:
+        raise ManifestError(f"{where}: summary.json is not a run summary", "the record is corrupt")
+    if data["schema"] > SCHEMA:
+        raise ManifestError(f"{where}: manifest schema {data['schema']} is newer than this ledger understands "
+                            f"({SCHEMA})", "upgrade ledger (`pip install -U ledger`)")
+    return data
+
+
+SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of")
 
 
 def summary_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What `ledger list`, `log` and baseline suggestions read; commands about one or two runs
-    (`show`, `diff`, `replay`) read the full manifest."""
+    """What `ledger list` shows; `settings.json` holds the settings, `manifest.yaml` everything."""
     out = {k: manifest.get(k) for k in SUMMARY_KEYS}
     gpu = manifest.get("gpu") or {}
-    out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s")}
+    out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s", "unavailable")}
     return out

@@ -38,6 +38,7 @@ class RunEntry:
     tree: str
     manifest_blob: str | None
     summary_blob: str | None = None
+    settings_blob: str | None = None
 
 
 def branch_ref(branch: str) -> str:
@@ -113,13 +114,8 @@ def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
 
 
 def _entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
-    manifest = summary = None
-    for name, oid, _mode in repo.list_tree(tree):
-        if name == "manifest.yaml":
-            manifest = oid
-        elif name == "summary.json":
-            summary = oid
-    return RunEntry(run_id, path, tree, manifest, summary)
+    manifest, summary, settings = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json"))
+    return RunEntry(run_id, path, tree, manifest, summary, settings)
 
 
 def iter_runs(repo: Repo, tip: str) -> list[RunEntry]:
