@@ -212,6 +212,8 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
     with SignalGuard(say) as guard:
         repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
         env = dict(req.env if req.env is not None else os.environ)
+        env["LEDGER_RUN_ID"] = m["id"]  # so a launcher can name outputs after the run
+        env["LEDGER_DATA_DIR"] = str(staged.data_dir)  # bulky outputs here are tracked with DVC
         try:
             job = Job(job_argv, req.cwd, env)
         except BaseException:

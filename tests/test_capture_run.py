@@ -148,3 +148,24 @@ def test_no_secret_reaches_any_object_on_the_branch(repo: Path) -> None:
     assert m["redacted"]  # the manifest says what was redacted (names, never values)
     assert "code:run.sh" in m["redacted"]
     assert m["settings"]["wandb-key"] == "***" and m["settings"]["lr"] == 1e-06
+
+
+def test_extra_logs_env_report_and_environment(repo: Path) -> None:
+    (repo / ".ledger.yaml").write_text("logs:\n  extra: ['ray-logs/*.log']\ncapture:\n  env_patterns: ['MY_*']\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "config")
+    job = ("import os, json\n"
+           "os.makedirs('ray-logs', exist_ok=True)\n"
+           "open('ray-logs/worker-1.log', 'w').write('worker says hi\\n')\n"
+           "rep = {'role': 'actor', 'rank': 0, 'git_repos': [{'package_name': 'miles', 'commit': 'abc123', 'dirty': True}]}\n"
+           "print('(MegatronTrainRayActor pid=5) ENV_REPORT_JSON=' + json.dumps(rep))\n")
+    env = {"NCCL_ALGO": "Ring", "MY_KNOB": "7", "UNRELATED": "x"}
+    r = ledger(repo, "run", "--no-debug-data", "--", sys.executable, "-c", job, env=env)
+    assert r.returncode == 0, r.stderr
+    m = _manifest(repo)
+    folder = f"runs/{m['id'][-4:-2]}/{m['id']}"
+    assert m["logs"]["extra"] == ["extra-logs/worker-1.log"]
+    assert git(repo, "show", f"experiments:{folder}/extra-logs/worker-1.log") == "worker says hi\n"
+    assert m["env_report"] == [{"role": "actor", "rank": 0, "packages": {"miles": {"commit": "abc123", "dirty": True}}}]
+    assert m["settings"]["env.NCCL_ALGO"] == "Ring" and m["settings"]["env.MY_KNOB"] == "7"
+    assert "env.UNRELATED" not in m["settings"]

@@ -176,3 +176,16 @@ def test_newer_schema_is_refused_with_version(tmp_path: Path) -> None:
     r = ledger(repo_dir, "list")
     assert r.returncode == 0 and "skipped" in r.stderr and "schema 2" in r.stderr  # others still listed
     assert len(r.stdout.splitlines()) == 2
+
+
+def test_paths_holding_the_run_id_are_not_settings(repo: Path) -> None:
+    (repo / "train.py").write_text("print('ok')\n")
+    (repo / "run.sh").write_text('set -x\npython3 train.py --out-dir "/tmp/out/$LEDGER_RUN_ID" --lr "$1"\n')
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "launcher")
+    for lr in ("1", "1", "2"):
+        assert ledger(repo, "run", "--no-debug-data", "--", "bash", "run.sh", lr).returncode == 0
+    r = ledger(repo, "diff", "latest~2", "latest~1", "--json")
+    assert r.returncode == 3 and json.loads(r.stdout)["changed"] == []  # only the run-id paths differ
+    r = ledger(repo, "diff", "latest~1", "latest", "--json")
+    assert r.returncode == 0 and [c["name"] for c in json.loads(r.stdout)["changed"]] == ["lr"]

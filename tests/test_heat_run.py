@@ -78,8 +78,6 @@ def _start_paused_job(repo: Path) -> subprocess.Popen[str]:
     (repo / "job.py").write_text(COUNTER.format(n=1000))
     proc = subprocess.Popen([*LEDGER, "run", "--name", "hot", "--", sys.executable, str(repo / "job.py")],
                             cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    proc.stdout.readline()
     deadline = time.time() + 20
     while time.time() < deadline:  # wait until the guard has stopped the job (state T)
         pids = _job_pids(repo)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.capture.settings import DEFAULT_IGNORE
+from ledger.capture.settings import DEFAULT_IGNORE, ignored_settings
 from ledger.commands.listing import listing_for
 from ledger.compare.diffcore import build_report
 from ledger.compare.metrics_store import load_metrics
@@ -82,6 +82,8 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
                           "compare runs recorded from the same project")
     assert tip is not None
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
+    # a path that holds the run's own id differs in every run by construction: not a setting
+    all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ea.id) | ignored_settings(mb.get("settings") or {}, eb.id))
     earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), mb.get("started") or "")
     report = build_report(ma, mb, load_metrics(repo, ea), load_metrics(repo, eb), ignore=all_ignore,
                           metrics=metrics, force=force, earlier_runs=earlier, max_age_hours=cfg.max_age_hours,
