@@ -190,7 +190,7 @@ def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
 @app.command()
 def recover() -> None:
     """Commit every staged run whose ledger process died, with state `lost`."""
-    from ledger.recording import recover as do_recover
+    from ledger.recover import recover as do_recover
 
     done = do_recover(Path.cwd(), _say)
     _say(f"ledger: recovered {len(done)} run(s)")

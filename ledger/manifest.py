@@ -8,7 +8,6 @@ one read back from git and refuses newer schema versions.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
 import secrets
 from typing import Any
@@ -121,18 +120,3 @@ def status_line(exit_code: int | None, signal_name: str | None, duration: float,
     """The one-line `status` file."""
     code = "-" if exit_code is None else str(exit_code)
     return f"exit={code} signal={signal_name or '-'} duration={duration:.3f} finished={finished}\n"
-
-
-def host_section() -> dict[str, Any]:
-    import getpass
-    import platform
-    import socket
-    import sys
-
-    user: str | None
-    try:
-        user = getpass.getuser()
-    except Exception:  # no passwd entry in some containers
-        user = os.environ.get("USER")
-    return {"hostname": socket.gethostname(), "user": user, "platform": platform.platform(),
-            "python": sys.version.split()[0]}

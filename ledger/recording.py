@@ -8,27 +8,24 @@ folder for `ledger recover`.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import json
-import mmap
 import os
-import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import yamlio
-from ledger.capture import envvars, launcher, redact
-from ledger.capture import settings as settings_mod
+from ledger import facts, yamlio
+from ledger.capture import launcher, redact
+from ledger.capture.hostfacts import basic_host
 from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.secretvalues import known_secrets, scrub_file
 from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
-from ledger.manifest import host_section, iso, new_manifest, new_run_id, run_path, status_line, utc_now
+from ledger.manifest import iso, new_manifest, new_run_id, run_path, status_line, utc_now
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.listing import summary_of
@@ -165,7 +162,7 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         staged.save_code(code)
         m = new_manifest(run_id, started)
         m["name"], m["note"] = req.name, req.note
-        m["host"] = host_section()
+        m["host"] = basic_host()
         req_argv = list(req.argv)
         if req.data_placeholder:
             req_argv = [a.replace(req.data_placeholder, str(staged.data_dir)) for a in req_argv]
@@ -265,106 +262,6 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     return RunOutcome(m["id"], result.exit_code, result.state, commit)
 
 
-def _settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str]) -> None:
-    """Fill command.training_argv, settings, seeds and env from what the job really ran."""
-    found = launcher.find_training_command(command_lines, list(cfg.training_patterns))
-    if found is not None:
-        training_argv = list(found.argv)
-        m["command"]["training_source"] = found.source
-        m["command"]["ray_argv"] = redact.redact_argv(list(found.ray_argv))[0] if found.ray_argv else None
-        runtime_env = found.runtime_env
-    elif settings_mod.locate_training_command(job_argv) is not None:
-        training_argv, runtime_env = list(job_argv), None
-        m["command"]["training_source"] = "argv"
-    else:
-        training_argv, runtime_env = None, None
-    settings: dict[str, Any] = {}
-    if training_argv is not None:
-        training_argv, names = redact.redact_argv(training_argv)
-        m["redacted"] = sorted(set(m["redacted"]) | set(names))
-        m["command"]["training_argv"] = training_argv
-        settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
-    if runtime_env is not None:
-        env_vars: Any = runtime_env.get("env_vars") or {}
-        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()})
-        m["command"]["runtime_env"] = {**runtime_env, "env_vars": safe_env}
-        m["redacted"] = sorted(set(m["redacted"]) | set(names))
-    env = envvars.capture_env(os.environ, list(cfg.env_patterns))
-    env_settings = envvars.env_settings(env, (m["command"]["runtime_env"] or {}))
-    env_settings, names = redact.redact_env(env_settings)
-    m["redacted"] = sorted(set(m["redacted"]) | set(names))
-    settings.update(env_settings)
-    m["env_report"] = launcher.env_report(command_lines)
-    m["seeds"] = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
-    image = m["image"]
-    settings["image.digest"] = image.get("digest")
-    settings["image.miles_commit"] = image.get("miles_commit")
-    settings["image.sglang_version"] = image.get("sglang_version")
-    settings["code.commit"] = m["code"]["commit"]
-    settings["code.patch"] = m["code"]["patch"]
-    m["settings"] = dict(sorted(settings.items()))
-
-
-def _metrics(run_dir: Path, data_dir: Path, m: dict[str, Any]) -> None:
-    from ledger.compare.logparse import merge, parse_events, parse_logs, write_metrics_jsonl
-
-    table = parse_logs([run_dir / "trainer.log", run_dir / "engine.log"])
-    events = data_dir / "events"
-    if events.is_dir():
-        table = merge(table, parse_events(events))
-    if table.rows or table.train_steps:
-        write_metrics_jsonl(run_dir / "metrics.jsonl", table)
-        m["logs"]["metrics"] = "metrics.jsonl"
-    if table.malformed:
-        m["warnings"].append(f"{table.malformed} malformed metric lines in the logs")
-
-
-def _extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any]) -> None:
-    copied = []
-    for pattern in cfg.extra_logs:
-        base = pattern if os.path.isabs(pattern) else str(root / pattern)
-        for path in sorted(glob.glob(base, recursive=True))[:200]:
-            p = Path(path)
-            if p.is_file():
-                dest = run_dir / "extra-logs" / p.name
-                dest.parent.mkdir(exist_ok=True)
-                text = p.read_bytes()
-                dest.write_bytes(b"\n".join(redact.redact_line(line) for line in text.split(b"\n")))
-                copied.append(f"extra-logs/{p.name}")
-    m["logs"]["extra"] = copied
-
-
-def _track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
-    from ledger.data.outputs import find_outputs
-
-    req = staged.read_json("request.json") or {}
-    training_argv = m["command"].get("training_argv") or req.get("job_argv") or []
-    outputs: list[tuple[str, Path, str]] = []
-    for out in find_outputs(training_argv):
-        path = Path(out.path)
-        if not path.is_absolute():
-            path = Path(m["command"]["cwd"]) / path
-        outputs.append((out.role, path, out.template))
-    for extra in req.get("data_paths") or []:
-        p = Path(extra)
-        outputs.append(("other", p if p.is_absolute() else Path(m["command"]["cwd"]) / p, extra))
-    present = [(role, path, tmpl) for role, path, tmpl in outputs if path.exists()]
-    if not present:
-        return
-    from ledger.data.dvcops import track_outputs
-
-    records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present])
-    data = []
-    for rec, (_, _, tmpl) in zip(records, present):
-        entry = {k: v for k, v in rec.__dict__.items() if k not in ("source", "dvc_text")}
-        # a template inside the run's own data folder is recorded relative to the run folder
-        entry["template"] = tmpl.replace(str(staged.data_dir), "data", 1) if tmpl.startswith(str(staged.data_dir)) else tmpl
-        data.append(entry)
-        if entry.get("error"):
-            say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
-    m["data"] = data
-
-
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
     try:
         fn()
@@ -380,10 +277,10 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
     m["redacted"] = sorted(set(m["redacted"]) | set(stream_redacted))
-    _guarded(m, "reading the training command", lambda: _settings_section(m, cfg, command_lines, job_argv), say)
-    _guarded(m, "copying extra logs", lambda: _extra_logs(cfg, repo.root, run_dir, m), say)
-    _guarded(m, "parsing metrics", lambda: _metrics(run_dir, staged.data_dir, m), say)
-    _guarded(m, "tracking data", lambda: _track_data(repo, staged, m, say), say)
+    _guarded(m, "reading the training command", lambda: facts.settings_section(m, cfg, command_lines, job_argv), say)
+    _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m), say)
+    _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m), say)
+    _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
     for log in ("trainer.log", "engine.log"):
         (run_dir / log).touch()
     if secrets:  # values the job itself printed in a form no pattern knows
@@ -409,59 +306,3 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
         f"exit {st['exit_code']}, {_duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
         f"({run_path(m['id'])})")
     return commit
-
-
-def recover(start: Path, say: Say) -> list[str]:
-    """Commit every staged run whose ledger process is gone, with state `lost`."""
-    repo = Repo(start)
-    cfg = load_config(repo.root)
-    done = []
-    for staged in staging.orphans(repo.root):
-        if not staged.claim():
-            continue
-        if staged.release_job():
-            say(f"ledger: run {staged.id}: its job was still there (maybe paused); resumed and sent SIGTERM")
-        code = staged.load_code()
-        m = staged.read_json("manifest.json")
-        manifest_path = staged.dir / "manifest.json"
-        if code is None or m is None:
-            say(f"ledger: run {staged.id}: staged before its record was written; nothing to recover, removed")
-            staged.remove()
-            continue
-        raw = staged.dir / RAW_OUTPUT
-        last_output = raw.stat().st_mtime if raw.exists() else None
-        if raw.exists():
-            split = split_output(raw, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
-                                 list(cfg.engine_patterns))
-            stream_redacted = split.redactions.as_list()
-            raw.unlink()
-        else:
-            stream_redacted = []
-        logs = [staged.run_dir / n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).exists()]
-        last = max([p.stat().st_mtime for p in logs] + [manifest_path.stat().st_mtime]
-                   + ([last_output] if last_output else []))
-        from ledger.manifest import parse_iso
-
-        started = parse_iso(m.get("started")) or last
-        m["finished"] = iso(last)
-        m["status"] = {"state": "lost", "exit_code": None, "signal": None, "duration_s": round(max(0.0, last - started), 3)}
-        m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
-        lines = command_lines_from_log(staged.run_dir / "trainer.log") if logs else []
-        if m.get("gpu") is None and (staged.run_dir / "heat.log").exists():
-            from ledger.heat.setup import summary_from_log
-
-            m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
-        done.append(finish(repo, cfg, staged, m, code, lines, stream_redacted, say))
-    return done
-
-
-COMMAND_LINE_RE = re.compile(rb"^(?:\++ |EXEC: |ENV_REPORT_JSON=|\([^)]*\) ENV_REPORT_JSON=).*$", re.M)
-
-
-def command_lines_from_log(path: Path, limit: int = 2000) -> list[str]:
-    """The launcher's command lines (`+ ...`, `EXEC: ...`) found in an already written log."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        found = COMMAND_LINE_RE.finditer(mm)
-        return [m.group(0).decode("utf-8", "replace") for _, m in zip(range(limit), found)]

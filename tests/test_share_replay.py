@@ -191,3 +191,34 @@ def test_s3_remote_push_pull_replay(tmp_path: Path, s3_server: S3Server) -> None
     r = ledger(two, "replay", "base", "--steps", "2:4", "--name", "s3r")
     assert r.returncode == 0, r.stderr
     assert _hashes(_log(two, "s3r")) == {0: original[2], 1: original[3]}
+
+
+def test_replay_checks_the_environment_against_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    repo = make_repo(tmp_path / "r", {"README.md": "x\n"})
+    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
+    assert ledger(repo, "init").returncode == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "toy")
+    r = ledger(repo, "run", "--image", "ghost/miles:1", "--", *TRAIN[:-1], "3")
+    assert r.returncode == 0, r.stderr
+    git(repo, "commit", "-q", "--allow-empty", "-m", "later code")
+    r = ledger(repo, "replay", "latest", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "the run used image ghost/miles:1" in r.stderr and "the code is at" in r.stderr
+    r = ledger(repo, "replay", "latest", "--dry-run", "--strict")
+    assert r.returncode == 1 and "the run used image ghost/miles:1" in r.stderr and "--strict" in r.stderr
+
+
+def test_without_dvc_the_run_lands_and_replay_says_why(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "r", {"README.md": "x\n"})
+    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "toy, no ledger init")
+    r = ledger(repo, "run", "--", *TRAIN)
+    assert r.returncode == 0 and "not tracked" in r.stderr
+    m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
+    rollout = [d for d in m["data"] if d["role"] == "rollout"][0]
+    assert rollout["tracked"] is False and rollout["error"]
+    r = ledger(repo, "replay", "latest")
+    assert r.returncode == 5 and "never tracked" in r.stderr and "ledger init" in r.stderr

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger import __version__
 from ledger.capture.settings import DEFAULT_IGNORE, ignored_settings
-from ledger.commands.listing import listing_for
-from ledger.compare.diffcore import build_report
+from ledger.commands.listing import open_branch
+from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
 from ledger.manifest import ManifestError
-from ledger.runref import resolve
+from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo, has_object, merge_base
-from ledger.storage.listing import load_listing, parse_manifest
+from ledger.storage.listing import Listing, load_listing, parse_manifest
 from ledger.storage.store import RunEntry, commit_of_run, read_file_at
 
 
@@ -57,6 +62,33 @@ class _EarlierRuns:
                      if m["id"] not in self.skip and (m.get("started") or "") <= self.before])
 
 
+def _report_key(ea: RunEntry, eb: RunEntry, *options: Any) -> str:
+    """Everything a comparison depends on: both run folders (their tree ids name every byte of
+    them, metrics included) and the options; a new ledger version invalidates too."""
+    text = json.dumps([__version__, ea.tree, eb.tree, *options], default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _cached_report(repo: Repo, key: str) -> DiffReport | None:
+    try:
+        with open(repo.common_dir / "ledger" / "diffs" / f"{key}.pickle", "rb") as f:
+            report = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ImportError):
+        return None
+    return report if isinstance(report, DiffReport) else None
+
+
+def _store_report(repo: Repo, key: str, report: DiffReport) -> None:
+    folder = repo.common_dir / "ledger" / "diffs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        part = folder / f".{key}.{os.getpid()}"
+        part.write_bytes(pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL))
+        part.replace(folder / f"{key}.pickle")
+    except OSError:
+        pass  # a cache we cannot write only costs time
+
+
 def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
@@ -67,27 +99,45 @@ def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
 def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, steps_metric: str | None,
               git_diff: bool, ignore: list[str] | None = None) -> DiffOutput:
     """Compare two runs; refused (exit 3) unless exactly one setting differs or `force`."""
-    repo, cfg, tip, listing = listing_for(start)
-    ea, eb = resolve(repo, tip, a, listing), resolve(repo, tip, b, listing)
+    repo, cfg, tip = open_branch(start)
+    listing: Listing | None = None
+    entries = []
+    for name in (a, b):  # ids and latest~N resolve without reading every run; names need the listing
+        if listing is None and RunRef.parse(name).kind == "other":
+            listing = load_listing(repo, tip)
+        entries.append(resolve(repo, tip, name, listing))
+    ea, eb = entries
     if ea.id == eb.id:
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")
-    for e in (ea, eb):
-        if e.id in listing.broken:
-            raise ManifestError(f"run {e.id}: {listing.broken[e.id]}", "the record is corrupt; compare other runs")
+    assert tip is not None
+    key = _report_key(ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours)
+    report = _cached_report(repo, key)  # the same comparison again: nothing to parse or compute
+    if report is None:
+        report = _compare(repo, cfg, tip, ea, eb, metrics, force, steps_metric, ignore)
+        if not report.refused:  # a refusal's baseline hint depends on the other runs: not cached
+            _store_report(repo, key, report)
+    return _output(repo, tip, ea, eb, report, git_diff, steps_metric)
+
+
+def _compare(repo: Repo, cfg: Any, tip: str, ea: RunEntry, eb: RunEntry, metrics: list[str], force: bool,
+             steps_metric: str | None, ignore: list[str] | None) -> DiffReport:
     ma, mb = _full_manifest(repo, ea), _full_manifest(repo, eb)
     code_a, code_b = ma["code"].get("commit"), mb["code"].get("commit")
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) \
             and merge_base(repo, code_a, code_b) is None:
         raise LedgerError(f"runs {ea.id} and {eb.id} come from different ledgers (unrelated code histories)",
                           "compare runs recorded from the same project")
-    assert tip is not None
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
     # a path that holds the run's own id differs in every run by construction: not a setting
     all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ea.id) | ignored_settings(mb.get("settings") or {}, eb.id))
     earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), mb.get("started") or "")
-    report = build_report(ma, mb, load_metrics(repo, ea), load_metrics(repo, eb), ignore=all_ignore,
-                          metrics=metrics, force=force, earlier_runs=earlier, max_age_hours=cfg.max_age_hours,
-                          steps_metric=steps_metric)
+    return build_report(ma, mb, load_metrics(repo, ea), load_metrics(repo, eb), ignore=all_ignore,
+                        metrics=metrics, force=force, earlier_runs=earlier, max_age_hours=cfg.max_age_hours,
+                        steps_metric=steps_metric)
+
+
+def _output(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport, git_diff: bool,
+            steps_metric: str | None) -> DiffOutput:
     text_diff = None
     if git_diff and not report.refused:
         code_changed = any(c.name in CODE_SETTINGS for c in report.changed)

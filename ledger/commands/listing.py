@@ -33,6 +33,11 @@ class ListResult:
         return out
 
 
+def open_branch(start: Path) -> tuple[Repo, Any, str | None]:
+    """The repository, its configuration and the tip of its ledger branch (None before any run)."""
+    return _open(start)
+
+
 def _open(start: Path) -> tuple[Repo, Any, str | None]:
     repo = Repo(start)
     cfg = load_config(repo.root)

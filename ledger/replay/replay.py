@@ -112,17 +112,35 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
     return where
 
 
-def _environment_warnings(m: dict[str, Any], strict: bool) -> list[str]:
-    """The recorded image/Miles commit against what this machine would run."""
+def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) -> list[str]:
+    """The recorded image / Miles / SGLang against what this replay will run on.
+
+    Warnings by default; with `--strict` a different image digest or Miles commit is an error.
+    """
     image = m.get("image") or {}
-    found: list[str] = []
-    if image.get("digest") or image.get("miles_commit"):
-        if image.get("source") == "image":
-            found.append(f"the run used image {image.get('ref')} ({image.get('digest') or image.get('id')}); "
-                         "this replay runs on the host unless --in-image")
-    if found and strict:
-        raise LedgerError(found[0], "drop --strict to replay anyway, or use --in-image")
-    return found
+    hard: list[str] = []
+    soft: list[str] = []
+    if image.get("source") == "image":
+        if not opts.in_image:
+            hard.append(f"the run used image {image.get('ref')} ({image.get('digest') or image.get('id')}); "
+                        "this replay runs on the host (add --in-image to use that exact image)")
+    else:
+        from ledger.capture.hostfacts import cached_host_facts
+
+        now = cached_host_facts(repo.common_dir / "ledger" / "host").packages
+        was = image.get("packages") or {}
+        for pkg in ("sglang", "torch", "megatron-core", "miles"):
+            if was.get(pkg) != now.get(pkg) and (was.get(pkg) or now.get(pkg)):
+                (hard if pkg == "miles" else soft).append(
+                    f"{pkg} was {was.get(pkg) or 'absent'} when recorded, is {now.get(pkg) or 'absent'} here")
+    head = repo.head_commit()
+    recorded = (m.get("code") or {}).get("commit")
+    if recorded and recorded != head:
+        soft.append(f"the code is at {head[:10]}, the run was recorded at {recorded[:10]} "
+                    "(the replay runs this checkout's code)")
+    if hard and opts.strict:
+        raise LedgerError(hard[0], "drop --strict to replay anyway")
+    return hard + soft
 
 
 def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "origin") -> ReplayPlan:
@@ -137,7 +155,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
         raise UsageError(f"run {entry.id} has no recorded training command", "replay needs a run of `python3 train.py ...`")
     sets = [parse_set(s) for s in opts.sets]
     chosen = parse_steps(opts.step, opts.steps)
-    warnings = _environment_warnings(m, opts.strict)
+    warnings = _environment_warnings(repo, m, opts)
     rec_root = (m.get("command") or {}).get("repo_root")
     training = [_rebase_path(a, rec_root, repo.root) for a in training]
     cwd_rel = (m.get("command") or {}).get("cwd_in_repo") or "."
@@ -158,7 +176,10 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
                                  num_rollout=(max(chosen) + 1) if chosen else None, sets=sets, extra=opts.extra)
         return ReplayPlan(entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {})
     rec = _rollout_record(m)
-    if rec is None or not rec.get("tracked", rec.get("hash") is not None):
+    if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
+        raise DataError(f"the rollout data of run {entry.id} was never tracked: {rec.get('error') or 'unknown reason'}",
+                        "run `ledger init` (it sets up DVC) before recording runs you want to replay")
+    if rec is None:
         raise DataError(f"run {entry.id} has no recorded rollout data to replay",
                         "record runs with --save-debug-rollout-data (ledger adds it unless --no-debug-data)")
     data_dir = locate_data(repo, entry, rec, remote_hint)
