@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import yamlio
 from ledger.config import load_config
 from ledger.runref import resolve
 from ledger.storage.git import Repo
@@ -164,6 +163,3 @@ def listing_for(start: Path, with_settings: bool = False) -> tuple[Repo, Any, st
     repo, cfg, tip = _open(start)
     return repo, cfg, tip, load_listing(repo, tip, with_settings)
 
-
-def dump(m: dict[str, Any]) -> str:
-    return yamlio.dumps(m)

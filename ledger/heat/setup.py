@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -73,12 +72,3 @@ def summary_from_log(path: Path) -> dict[str, Any]:
             "pauses": len(pauses), "paused_s": round(paused_s, 3),
             "pause_windows": [{"start": iso_utc(a), "end": None if b is None else iso_utc(b)} for a, b in pauses]}
 
-
-def job_group_signal(pgid: int) -> Callable[[int], None]:
-    def send(sig: int) -> None:
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-    return send

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import DataError, LedgerError, UsageError
+from ledger.errors import DataError, LedgerError, RunNotFound, UsageError
 from ledger.replay.command import build_replay_argv, parse_set
 from ledger.replay.steps import file_name_template, link_steps, parse_steps
 from ledger.runref import resolve
@@ -213,7 +213,7 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
     cfg = load_config(repo.root)
     tip = check_ledger_branch(repo, cfg.branch)
     if tip is None:
-        raise LedgerError("no runs recorded yet", "record one with `ledger run -- CMD`")
+        raise RunNotFound(f"no run named '{opts.run}': no runs recorded yet", "record one with `ledger run -- CMD`")
     plan = plan_replay(repo, tip, opts)
     shown = shlex.join(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)
     for w in plan.warnings:

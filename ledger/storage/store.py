@@ -14,7 +14,6 @@ import random
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, run_path, shard_of
@@ -155,12 +154,3 @@ def read_file_at(repo: Repo, entry: RunEntry, name: str) -> bytes | None:
     found = repo.tree_entry(entry.tree, name)
     return repo.read_blob(found[0]) if found else None
 
-
-def extract_run(repo: Repo, entry: RunEntry, dest: Path) -> None:
-    """Write a run folder's files (not its DVC data) to `dest`."""
-    for rel, oid, mode in repo.walk_blobs(entry.tree):
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(repo.read_blob(oid))
-        if mode == 0o100755:
-            target.chmod(0o755)
