@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import ledger
+
 from ledger.cli import app
 from ledger.main import main
-
-from conftest import ledger
 
 
 def test_every_command_has_help() -> None:
