@@ -30,7 +30,8 @@ def main() -> None:
 
     first = diff()
     again = sorted(diff() for _ in range(5))[2]
-    report("ledger diff, 10,000 steps and ~100 MB of logs per run (bench/bench_diff.py)", [
+    log_mb = args.steps * (args.engine_lines * 128 + 250) / 1e6
+    report(f"ledger diff, {args.steps:,} steps and ~{log_mb:.0f} MB of logs per run (bench/bench_diff.py)", [
         ("record one run (ledger run of the log writer)", f"{record:.2f} s"),
         ("repository size after two runs", f"{size:.0f} MB"),
         ("ledger diff, first time", f"{first:.3f} s"),
