@@ -26,6 +26,7 @@ ignore: []                   # extra settings (fnmatch globs) that `ledger diff`
 logs:
   engine_patterns: []        # extra regexes (at line start) for engine lines
   extra: []                  # globs of extra log files copied into the run at the end
+  git_max_mb: 64             # a bigger trainer/engine log is tracked with DVC; git keeps head and tail
 capture:
   debug_data: true           # add --save-debug-rollout-data / --save-debug-event-data when absent
   env_patterns: []           # extra environment variable globs recorded as env.<NAME> settings
@@ -65,6 +66,7 @@ class Config:
     ignore: tuple[str, ...] = ()
     engine_patterns: tuple[str, ...] = tuple(DEFAULT_ENGINE_PATTERNS)
     extra_logs: tuple[str, ...] = ()
+    log_git_max_mb: float = 64.0
     debug_data: bool = True
     env_patterns: tuple[str, ...] = tuple(DEFAULT_ENV_PATTERNS)
     training_patterns: tuple[str, ...] = tuple(DEFAULT_TRAINING_PATTERNS)
@@ -88,6 +90,13 @@ def _strings(value: Any, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise LedgerError(f"{CONFIG_NAME}: '{key}' must be a list of strings", f"fix '{key}' in {CONFIG_NAME}")
     return tuple(value)
+
+
+def _number(value: Any, key: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError) as exc:
+        raise LedgerError(f"{CONFIG_NAME}: '{key}' must be a number", f"fix '{key}' in {CONFIG_NAME}") from exc
 
 
 def load_config(root: Path) -> Config:
@@ -125,6 +134,7 @@ def load_config(root: Path) -> Config:
         ignore=_strings(data.get("ignore"), "ignore"),
         engine_patterns=tuple(DEFAULT_ENGINE_PATTERNS) + _strings(logs.get("engine_patterns"), "logs.engine_patterns"),
         extra_logs=_strings(logs.get("extra"), "logs.extra"),
+        log_git_max_mb=_number(logs.get("git_max_mb", 64), "logs.git_max_mb"),
         debug_data=bool(capture.get("debug_data", True)),
         env_patterns=tuple(DEFAULT_ENV_PATTERNS) + _strings(capture.get("env_patterns"), "capture.env_patterns"),
         training_patterns=tuple(DEFAULT_TRAINING_PATTERNS)

@@ -13,6 +13,7 @@ from typing import Any
 from ledger.capture import envvars, launcher, redact
 from ledger.capture import settings as settings_mod
 from ledger.config import Config
+from ledger.manifest import run_path
 from ledger.storage import staging
 from ledger.storage.git import Repo
 
@@ -107,7 +108,7 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
         return
     from ledger.data.dvcops import track_outputs
 
-    records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present])
+    records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present], [staged.dir])
     data = []
     for rec, (_, _, tmpl) in zip(records, present):
         entry = {k: v for k, v in rec.__dict__.items() if k not in ("source", "dvc_text")}
@@ -117,3 +118,44 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
         if entry.get("error"):
             say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
     m["data"] = data
+
+
+EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
+
+
+def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+    """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
+
+    A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
+    and `dvc pull` brings it back on demand. The run folder keeps the log's first and last MiB in
+    its place, so `git show`, `ledger diff`'s git diff and a quick look still work.
+    """
+    limit = cfg.log_git_max_mb * (1 << 20)
+    big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
+    if not big:
+        return
+    from ledger.data.dvcops import track_outputs
+
+    dest = staged.data_dir / "logs"
+    dest.mkdir(exist_ok=True)
+    for name in big:
+        full = dest / name
+        os.replace(staged.run_dir / name, full)
+        size = full.stat().st_size
+        with open(full, "rb") as f:
+            head = f.read(EXCERPT)
+            f.seek(max(size - EXCERPT, EXCERPT))
+            tail = f.read()
+        note = (f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
+                f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n")
+        (staged.run_dir / name).write_bytes(head + note.encode() + tail)
+    [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir])
+    if record.error:  # keep the whole logs in git rather than lose them
+        for name in big:
+            os.replace(dest / name, staged.run_dir / name)
+        say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
+        return
+    entry = {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
+    entry["template"] = "data/logs"
+    m["data"] = [*m["data"], entry]
+    m["logs"]["in_dvc"] = big

@@ -287,6 +287,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
         logs = [run_dir / "trainer.log", run_dir / "engine.log", *sorted((run_dir / "extra-logs").glob("*"))]
         if any([scrub_file(p, secrets) for p in logs if p.is_file()]):  # a list: scrub every file
             m["redacted"] = sorted(set(m["redacted"]) | {"logs:known-secret-values"})
+    _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say), say)
     if (run_dir / "heat.log").exists():
         m["logs"]["heat"] = "heat.log"
     st = m["status"]

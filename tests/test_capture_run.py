@@ -169,3 +169,31 @@ def test_extra_logs_env_report_and_environment(repo: Path) -> None:
     assert m["env_report"] == [{"role": "actor", "rank": 0, "packages": {"miles": {"commit": "abc123", "dirty": True}}}]
     assert m["settings"]["env.NCCL_ALGO"] == "Ring" and m["settings"]["env.MY_KNOB"] == "7"
     assert "env.UNRELATED" not in m["settings"]
+
+
+def test_big_logs_are_tracked_with_dvc_and_git_keeps_head_and_tail(repo: Path, tmp_path: Path) -> None:
+    assert ledger(repo, "init").returncode == 0
+    (repo / ".ledger.yaml").write_text("logs:\n  git_max_mb: 0.05\n")  # 50 kB
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "init")
+    job = ("for i in range(40000):\n"
+           "    print(f'[2026-11-29 10:00:00.000 main] train.py:1 - perf {i}: {{\"perf/step_time\": 1.5}}')\n")
+    expected = "".join(f'[2026-11-29 10:00:00.000 main] train.py:1 - perf {i}: {{"perf/step_time": 1.5}}\n'
+                       for i in range(40000)).encode()
+    r = ledger(repo, "run", "--no-debug-data", "--", sys.executable, "-c", job)
+    assert r.returncode == 0, r.stderr
+    m = _manifest(repo)
+    folder = f"runs/{m['id'][-4:-2]}/{m['id']}"
+    assert m["logs"]["in_dvc"] == ["trainer.log"] and m["logs"]["metrics"] == "metrics.jsonl"
+    excerpt = subprocess.run(["git", "show", f"experiments:{folder}/trainer.log"], cwd=repo, capture_output=True,
+                             check=True).stdout
+    assert len(excerpt) < len(expected) and b"bytes elided" in excerpt and excerpt.startswith(expected[:1000])
+    assert excerpt.endswith(expected[-1000:])
+    [logs] = [d for d in m["data"] if d["role"] == "logs"]
+    assert logs["tracked"] is True and logs["nfiles"] == 1
+    from ledger.data.dvcops import checkout_data, status_data
+
+    dvc_text = git(repo, "show", f"experiments:{folder}/data/logs.dvc")
+    assert status_data(repo, dvc_text) == "cached"
+    checkout_data(repo, dvc_text, tmp_path / "logs")
+    assert (tmp_path / "logs" / "trainer.log").read_bytes() == expected

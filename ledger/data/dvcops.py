@@ -128,7 +128,10 @@ def render_dvc_text(outs: Sequence[DvcOut]) -> str:
 
 
 def track_outputs(
-    repo_root: Path, staged_run_dir: Path, outputs: Sequence[tuple[str, Path]]
+    repo_root: Path,
+    staged_run_dir: Path,
+    outputs: Sequence[tuple[str, Path]],
+    private: Sequence[Path] = (),
 ) -> list[DataRecord]:
     """Track each (role, source) output as `data/<role>` of the staged run folder.
 
@@ -136,7 +139,9 @@ def track_outputs(
     the repository's DVC cache. A source at `staged_run_dir/data/<role>` is tracked in place; one
     elsewhere is hashed and cached from where it is (`dvc pull` restores it at `data/<role>`).
     Files inside `staged_run_dir` are hard-linked into the cache (no second copy; they become
-    read-only); files elsewhere are copied. Never raises: a failure lands in the record's `error`.
+    read-only); so are files inside the `private` folders (the run's own staging area, which
+    nothing rewrites after the run); files elsewhere are copied. Never raises: a failure lands in
+    the record's `error`.
     """
     data_dir = staged_run_dir / "data"
     roles = [role for role, _ in outputs]
@@ -144,7 +149,7 @@ def track_outputs(
         with open_dvc_repo(repo_root) as repo:
             cache = repo.cache.local
             records = [
-                _track_one(cache, staged_run_dir, role, Path(src), role in roles[:i])
+                _track_one(cache, staged_run_dir, role, Path(src), role in roles[:i], private)
                 for i, (role, src) in enumerate(outputs)
             ]
     except DataError as exc:
@@ -171,7 +176,12 @@ def _failed(role: str, source: Path, error: str) -> DataRecord:
 
 
 def _track_one(
-    cache: Any, staged_run_dir: Path, role: str, source: Path, repeated: bool
+    cache: Any,
+    staged_run_dir: Path,
+    role: str,
+    source: Path,
+    repeated: bool,
+    private: Sequence[Path] = (),
 ) -> DataRecord:
     data_dir = staged_run_dir / "data"
     if not _ROLE.fullmatch(role) or role.endswith(".dvc"):
@@ -189,9 +199,9 @@ def _track_one(
     # Hard links only inside the staged run folder, which nothing rewrites after the run. A job
     # often reuses an output path outside it run after run: rewriting a file that shares its
     # inode with the cache would corrupt the cached object of the earlier run, so copy those.
-    link = (
-        source == staged_run_dir.absolute()
-        or staged_run_dir.absolute() in source.parents
+    link = any(
+        source == root.absolute() or root.absolute() in source.parents
+        for root in (staged_run_dir, *private)
     )
     try:
         out = _save_to_cache(cache, source, role, link)
