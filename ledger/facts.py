@@ -134,6 +134,9 @@ def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[st
     big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
     if not big:
         return
+    if not (repo.root / ".dvc").is_dir():
+        say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
+        return
     from ledger.data.dvcops import track_outputs
 
     dest = staged.data_dir / "logs"
