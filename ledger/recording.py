@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -271,6 +272,18 @@ def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> 
         say(f"ledger: {text}")
 
 
+def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+    """Data that could not be tracked stays on disk (never deleted with the staging folder)."""
+    for rec in m.get("data") or []:
+        source = Path(rec.get("source") or staged.data_dir / str(rec.get("role")))
+        if rec.get("tracked") or not source.exists() or staged.dir not in source.parents:
+            continue
+        dest = staging.ledger_dir(root) / "untracked" / m["id"] / source.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(source), dest)
+        say(f"ledger: untracked {rec.get('role')} data of run {m['id']} kept at {dest}")
+
+
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
            command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
@@ -301,6 +314,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     message = commit_message(m["id"], m["name"], exit_text, _duration_text(st["duration_s"] or 0.0), code.commit)
     tree = repo.tree_from_dir(run_dir)
     commit = write_run(repo, cfg.branch, code, m["id"], tree, message)
+    _keep_untracked_data(repo.root, staged, m, say)
     staged.remove()
     repo.gc_auto()
     say(f"ledger: recorded run {m['id']}{' (' + m['name'] + ')' if m['name'] else ''}: {st['state']}, "

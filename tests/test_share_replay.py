@@ -220,5 +220,7 @@ def test_without_dvc_the_run_lands_and_replay_says_why(tmp_path: Path) -> None:
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
     rollout = [d for d in m["data"] if d["role"] == "rollout"][0]
     assert rollout["tracked"] is False and rollout["error"]
+    kept = repo / ".ledger" / "untracked" / m["id"] / "rollout"
+    assert "kept at" in r.stderr and len(list(kept.iterdir())) == 6  # never deleted with the staging area
     r = ledger(repo, "replay", "latest")
     assert r.returncode == 5 and "never tracked" in r.stderr and "ledger init" in r.stderr
