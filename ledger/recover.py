@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import mmap
-import re
 from pathlib import Path
 
 from ledger.capture.stream import split_output
@@ -31,23 +29,23 @@ def recover(start: Path, say: Say) -> list[str]:
             say(f"ledger: run {staged.id}: staged before its record was written; nothing to recover, removed")
             staged.remove()
             continue
+        # the job's output is the best clock of when it last did anything; read it before the
+        # split below rewrites the logs (and their mtimes)
         raw = staged.dir / RAW_OUTPUT
-        last_output = raw.stat().st_mtime if raw.exists() else None
+        stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log")
+                                                     if p.exists()]
+        last = max(stamps)
+        lines: list[str] = []
+        stream_redacted: list[str] = []
         if raw.exists():
             split = split_output(raw, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
                                  list(cfg.engine_patterns))
-            stream_redacted = split.redactions.as_list()
+            lines, stream_redacted = split.command_lines, split.redactions.as_list()
             raw.unlink()
-        else:
-            stream_redacted = []
-        logs = [staged.run_dir / n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).exists()]
-        last = max([p.stat().st_mtime for p in logs] + [manifest_path.stat().st_mtime]
-                   + ([last_output] if last_output else []))
         started = parse_iso(m.get("started")) or last
         m["finished"] = iso(last)
         m["status"] = {"state": "lost", "exit_code": None, "signal": None, "duration_s": round(max(0.0, last - started), 3)}
         m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
-        lines = command_lines_from_log(staged.run_dir / "trainer.log") if logs else []
         if m.get("gpu") is None and (staged.run_dir / "heat.log").exists():
             from ledger.heat.setup import summary_from_log
 
@@ -55,14 +53,3 @@ def recover(start: Path, say: Say) -> list[str]:
         done.append(finish(repo, cfg, staged, m, code, lines, stream_redacted, say))
     return done
 
-
-COMMAND_LINE_RE = re.compile(rb"^(?:\++ |EXEC: |ENV_REPORT_JSON=|\([^)]*\) ENV_REPORT_JSON=).*$", re.M)
-
-
-def command_lines_from_log(path: Path, limit: int = 2000) -> list[str]:
-    """The launcher's command lines (`+ ...`, `EXEC: ...`) found in an already written log."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        found = COMMAND_LINE_RE.finditer(mm)
-        return [m.group(0).decode("utf-8", "replace") for _, m in zip(range(limit), found)]

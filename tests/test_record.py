@@ -171,11 +171,17 @@ def test_sigkilled_ledger_is_recovered_as_lost(repo: Path) -> None:
     proc.wait()
     staged = list((repo / ".ledger" / "staging").iterdir())
     assert len(staged) == 1
+    time.sleep(1.1)
+    before_recover = time.time()
     r = ledger(repo, "recover")
     assert r.returncode == 0, r.stderr
     [rid] = _run_ids(repo)
     m = _manifest(repo, rid)
     assert m["status"]["state"] == "lost" and m["name"] == "crashy"
+    from ledger.manifest import parse_iso
+
+    finished = parse_iso(m["finished"])
+    assert finished is not None and finished < before_recover  # when the job was last heard of, not now
     log = git(repo, "show", f"experiments:runs/{rid[-4:-2]}/{rid}/trainer.log")
     assert "step 1" in log
     assert not any((repo / ".ledger" / "staging").iterdir())
