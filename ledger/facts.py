@@ -89,6 +89,12 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any]) -> Non
     m["logs"]["extra"] = copied
 
 
+def data_entry(record: Any) -> dict[str, Any]:
+    """A tracked output as the manifest lists it: not its machine-local source path, not the
+    .dvc text (that file sits beside the manifest)."""
+    return {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
+
+
 def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
     from ledger.data.outputs import find_outputs
 
@@ -111,7 +117,7 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
     records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present], [staged.dir])
     data = []
     for rec, (_, _, tmpl) in zip(records, present):
-        entry = {k: v for k, v in rec.__dict__.items() if k not in ("source", "dvc_text")}
+        entry = data_entry(rec)
         # a template inside the run's own data folder is recorded relative to the run folder
         entry["template"] = tmpl.replace(str(staged.data_dir), "data", 1) if tmpl.startswith(str(staged.data_dir)) else tmpl
         data.append(entry)
@@ -158,7 +164,7 @@ def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[st
             os.replace(dest / name, staged.run_dir / name)
         say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
         return
-    entry = {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
+    entry = data_entry(record)
     entry["template"] = "data/logs"
     m["data"] = [*m["data"], entry]
     m["logs"]["in_dvc"] = big

@@ -120,3 +120,12 @@ def status_line(exit_code: int | None, signal_name: str | None, duration: float,
     """The one-line `status` file."""
     code = "-" if exit_code is None else str(exit_code)
     return f"exit={code} signal={signal_name or '-'} duration={duration:.3f} finished={finished}\n"
+
+
+def duration_text(seconds: float) -> str:
+    """1.5s, 2m05s, 1h02m05s: how commit messages, stderr and `ledger list` show a duration."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"

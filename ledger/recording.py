@@ -26,7 +26,7 @@ from ledger.capture.secretvalues import known_secrets, scrub_file
 from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
-from ledger.manifest import iso, new_manifest, new_run_id, run_path, status_line, utc_now
+from ledger.manifest import duration_text, iso, new_manifest, new_run_id, run_path, status_line, utc_now
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.listing import summary_of
@@ -61,14 +61,6 @@ class RunOutcome:
     exit_code: int
     state: str
     commit: str | None
-
-
-def _duration_text(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
 def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[dict[str, Any], threading.Thread | None, dict[str, Any]]:
@@ -311,13 +303,13 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
     if st["state"] in ("killed", "lost"):
         exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"
-    message = commit_message(m["id"], m["name"], exit_text, _duration_text(st["duration_s"] or 0.0), code.commit)
+    message = commit_message(m["id"], m["name"], exit_text, duration_text(st["duration_s"] or 0.0), code.commit)
     tree = repo.tree_from_dir(run_dir)
     commit = write_run(repo, cfg.branch, code, m["id"], tree, message)
     _keep_untracked_data(repo.root, staged, m, say)
     staged.remove()
     repo.gc_auto()
     say(f"ledger: recorded run {m['id']}{' (' + m['name'] + ')' if m['name'] else ''}: {st['state']}, "
-        f"exit {st['exit_code']}, {_duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
+        f"exit {st['exit_code']}, {duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
         f"({run_path(m['id'])})")
     return commit

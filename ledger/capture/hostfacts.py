@@ -156,17 +156,16 @@ def basic_host() -> dict[str, str]:
     }
 
 
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """One bounded, non-interactive helper command; OSError and TimeoutExpired are the caller's."""
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=_TIMEOUT_S,
+                          stdin=subprocess.DEVNULL)
+
+
 def _read_versions(facts: HostFacts, python: str, packages: Sequence[str]) -> None:
     argv = [python, "-c", _VERSIONS_SCRIPT, json.dumps(list(packages))]
     try:
-        proc = subprocess.run(
-            argv,
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = _run(argv)
     except FileNotFoundError:
         facts.errors.append(f"python not found: {python}")
         return
@@ -206,14 +205,7 @@ def _read_checkout(name: str, path: str, errors: list[str]) -> CheckoutFacts:
         "--untracked-files=no",
     ]
     try:
-        proc = subprocess.run(
-            argv,
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
+        proc = _run(argv)
     except (OSError, subprocess.TimeoutExpired) as exc:
         errors.append(f"checkout {name} ({path}): {_first_line(str(exc))}")
         return facts

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.config import load_config
+from ledger.manifest import duration_text
 from ledger.runref import resolve
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, load_listing, parse_manifest
@@ -34,10 +35,6 @@ class ListResult:
 
 def open_branch(start: Path) -> tuple[Repo, Any, str | None]:
     """The repository, its configuration and the tip of its ledger branch (None before any run)."""
-    return _open(start)
-
-
-def _open(start: Path) -> tuple[Repo, Any, str | None]:
     repo = Repo(start)
     cfg = load_config(repo.root)
     tip = check_ledger_branch(repo, cfg.branch)
@@ -59,7 +56,7 @@ def summary(m: dict[str, Any]) -> dict[str, Any]:
 
 def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> ListResult:
     """Every run at the branch tip (oldest first), optionally with what changed run to run."""
-    repo, cfg, tip = _open(start)
+    repo, cfg, tip = open_branch(start)
     listing = load_listing(repo, tip, with_settings=changed)
     rows = listing.ordered()
     result = ListResult(rows[-limit:] if limit else rows, listing.broken)
@@ -74,9 +71,7 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> L
 
 
 def _fmt_duration(s: Any) -> str:
-    if not isinstance(s, (int, float)):
-        return "-"
-    return f"{s:.1f}s" if s < 100 else f"{int(s) // 60}m{int(s) % 60:02d}s"
+    return duration_text(s) if isinstance(s, (int, float)) else "-"
 
 
 def _value(v: Any) -> str:
@@ -143,7 +138,7 @@ def render_change_log(result: ListResult) -> str:
 
 def show_run(start: Path, name: str) -> tuple[dict[str, Any], str]:
     """One run's manifest, as data and as its YAML text."""
-    repo, _cfg, tip = _open(start)
+    repo, _cfg, tip = open_branch(start)
     entry = resolve(repo, tip, name)
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
@@ -155,11 +150,11 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str]:
 
 
 def run_folder(start: Path, name: str) -> str:
-    repo, _cfg, tip = _open(start)
+    repo, _cfg, tip = open_branch(start)
     return resolve(repo, tip, name).path
 
 
 def listing_for(start: Path, with_settings: bool = False) -> tuple[Repo, Any, str | None, Listing]:
-    repo, cfg, tip = _open(start)
+    repo, cfg, tip = open_branch(start)
     return repo, cfg, tip, load_listing(repo, tip, with_settings)
 
