@@ -57,7 +57,7 @@ def init() -> None:
 def run(name: str | None, note: str | None, image: str | None, no_heat_guard: bool,
         data_paths: tuple[str, ...], debug_data: bool | None, command: tuple[str, ...]) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
-    from ledger.recording import RunRequest, record_run
+    from ledger.record.run import RunRequest, record_run
 
     argv = list(command)
     if argv and argv[0] == "--":
@@ -158,7 +158,7 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
 def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
            name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, extra: tuple[str, ...]) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
-    from ledger.commands.replay import ReplayOptions, replay_run
+    from ledger.replay.replay import ReplayOptions, replay_run
 
     opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
                          extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
@@ -190,7 +190,7 @@ def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
 @app.command()
 def recover() -> None:
     """Commit every staged run whose ledger process died, with state `lost`."""
-    from ledger.recover import recover as do_recover
+    from ledger.record.recover import recover as do_recover
 
     done = do_recover(Path.cwd(), _say)
     _say(f"ledger: recovered {len(done)} run(s)")

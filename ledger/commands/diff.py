@@ -13,13 +13,13 @@ from typing import Any
 
 from ledger import __version__
 from ledger.capture.settings import DEFAULT_IGNORE, ignored_settings
-from ledger.commands.listing import open_branch
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
 from ledger.manifest import ManifestError
 from ledger.runref import RunRef, resolve
+from ledger.storage.branch import open_branch
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_manifest
 from ledger.storage.store import RunEntry, commit_of_run, read_file_at

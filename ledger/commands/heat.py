@@ -5,12 +5,12 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ledger.commands.listing import listing_for
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError
 from ledger.heat.heatlog import read_heat_log
 from ledger.heat.summary import render_heat_summary
 from ledger.runref import resolve
+from ledger.storage.branch import listing_for
 from ledger.storage.store import read_file_at
 
 

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.config import load_config
 from ledger.manifest import duration_text
 from ledger.runref import resolve
-from ledger.storage.git import Repo
-from ledger.storage.listing import Listing, load_listing, parse_manifest
-from ledger.storage.store import check_ledger_branch, read_file_at
+from ledger.storage.branch import open_branch
+from ledger.storage.listing import load_listing, parse_manifest
+from ledger.storage.store import read_file_at
 
 
 @dataclass
@@ -32,13 +31,6 @@ class ListResult:
             out.append(item)
         return out
 
-
-def open_branch(start: Path) -> tuple[Repo, Any, str | None]:
-    """The repository, its configuration and the tip of its ledger branch (None before any run)."""
-    repo = Repo(start)
-    cfg = load_config(repo.root)
-    tip = check_ledger_branch(repo, cfg.branch)
-    return repo, cfg, tip
 
 
 def summary(m: dict[str, Any]) -> dict[str, Any]:
@@ -152,9 +144,3 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str]:
 def run_folder(start: Path, name: str) -> str:
     repo, _cfg, tip = open_branch(start)
     return resolve(repo, tip, name).path
-
-
-def listing_for(start: Path, with_settings: bool = False) -> tuple[Repo, Any, str | None, Listing]:
-    repo, cfg, tip = open_branch(start)
-    return repo, cfg, tip, load_listing(repo, tip, with_settings)
-

@@ -207,7 +207,7 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
                stdout: Callable[[str], None]) -> int:
     """Plan the replay, show it, and record it as a run with `replay_of`."""
     from ledger.config import load_config
-    from ledger.recording import RunRequest, record_run
+    from ledger.record.run import RunRequest, record_run
 
     repo = Repo(start)
     cfg = load_config(repo.root)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import facts, yamlio
+from ledger import yamlio
 from ledger.capture import launcher, redact
 from ledger.capture.hostfacts import basic_host
 from ledger.capture.runner import Job, JobResult, SignalGuard
@@ -27,6 +27,7 @@ from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.manifest import duration_text, iso, new_manifest, new_run_id, run_path, status_line, utc_now
+from ledger.record import facts
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.listing import summary_of
