@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from ledger.errors import LedgerError
+from ledger.timefmt import iso, utc_now
 
 SCHEMA = 1
 STATES = ("finished", "failed", "killed", "lost")
@@ -27,28 +28,6 @@ TOP_KEYS = (
 
 class ManifestError(LedgerError):
     """A manifest on the branch is corrupt or from a newer ledger."""
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def iso(t: dt.datetime | float | None) -> str | None:
-    """UTC ISO-8601 with a Z, to the millisecond."""
-    if t is None:
-        return None
-    if not isinstance(t, dt.datetime):
-        t = dt.datetime.fromtimestamp(t, dt.timezone.utc)
-    return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_iso(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:

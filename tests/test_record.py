@@ -179,7 +179,7 @@ def test_sigkilled_ledger_is_recovered_as_lost(repo: Path) -> None:
     [rid] = _run_ids(repo)
     m = _manifest(repo, rid)
     assert m["status"]["state"] == "lost" and m["name"] == "crashy"
-    from ledger.manifest import parse_iso
+    from ledger.timefmt import parse_iso
 
     finished = parse_iso(m["finished"])
     assert finished is not None and finished < before_recover  # when the job was last heard of, not now

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.fsutil import write_atomic
+
 METRICS_VERSION = 1
 MAX_EXAMPLES = 5
 
@@ -319,10 +321,7 @@ def write_metrics_jsonl(path: Path, table: MetricsTable) -> None:
     for number in sorted(table.train_steps):
         step = {"train_step": number, "metrics": _finite_or_none(table.train_steps[number])}
         lines.append(json.dumps(step, allow_nan=False))
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(Path(path), "\n".join(lines) + "\n")
 
 
 def _records(text: str) -> tuple[list[Any], list[int]]:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from ledger.capture.stream import split_output
 from ledger.config import load_config
-from ledger.manifest import iso, parse_iso
 from ledger.record.run import RAW_OUTPUT, Say, finish
 from ledger.storage import staging
 from ledger.storage.git import Repo
+from ledger.timefmt import iso, parse_iso
 
 
 def recover(start: Path, say: Say) -> list[str]:
