@@ -16,14 +16,7 @@ from ledger.errors import LedgerError
 from ledger.timefmt import iso, utc_now
 
 SCHEMA = 1
-STATES = ("finished", "failed", "killed", "lost")
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
-
-TOP_KEYS = (
-    "schema", "id", "name", "note", "started", "finished", "host", "command", "code", "image",
-    "seeds", "settings", "logs", "gpu", "data", "status", "replay_of", "replay", "redacted",
-    "env_report", "warnings",
-)
 
 
 class ManifestError(LedgerError):

@@ -85,13 +85,6 @@ class MetricsTable:
     malformed_examples: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
 
-    def metric_names(self) -> set[str]:
-        """Every metric name present in at least one row."""
-        names: set[str] = set()
-        for row in self.rows.values():
-            names.update(row.metrics)
-        return names
-
     def _note_malformed(self, where: str) -> None:
         self.malformed += 1
         if len(self.malformed_examples) < MAX_EXAMPLES:
