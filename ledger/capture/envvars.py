@@ -6,18 +6,7 @@ import fnmatch
 import json
 from collections.abc import Iterable, Mapping, Sequence
 
-DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
-    "CUDA_*",
-    "NCCL_*",
-    "NVTE_*",
-    "TORCH_*",
-    "PYTORCH_*",
-    "CUBLAS_*",
-    "SGLANG_*",
-    "MILES_*",
-    "RAY_*",
-    "PYTHONHASHSEED",
-)
+from ledger.config import DEFAULT_ENV_PATTERNS
 
 ENV_PREFIX = "env."
 

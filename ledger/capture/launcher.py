@@ -26,8 +26,7 @@ from ledger.capture.settings import (
     locate_training_command,
     split_training_command,
 )
-
-DEFAULT_TRAINING_PATTERNS: tuple[str, ...] = (r"(^|/)train(_async)?\.py$", r"^miles\.")
+from ledger.config import DEFAULT_TRAINING_PATTERNS
 
 _MAX_CONTINUATION = 200
 _XTRACE_RE = re.compile(r"^(\++) (.*)$")

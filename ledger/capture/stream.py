@@ -36,10 +36,10 @@ from ledger.capture.secretlines import (
     split_regex,
     suspect_spans,
 )
+from ledger.config import DEFAULT_ENGINE_PATTERNS
 
 __all__ = ["DEFAULT_ENGINE_PATTERNS", "LineSplitter", "OutputCapture", "SecretScan"]
 
-DEFAULT_ENGINE_PATTERNS: tuple[str, ...] = (r"^\(SGLangEngine pid=\d+(?:, ip=[^)\n]*)?\)",)
 CHUNK = 1 << 20
 MAX_LINE = 8 << 20
 MAX_COMMAND_LINES = 2000

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ledger.config import HEAT
 from ledger.errors import UsageError
 
 
@@ -48,11 +49,11 @@ class Action:
 class GuardSettings:
     """The guard's thresholds, as recorded in the manifest and the heat log."""
 
-    enabled: bool = True
-    pause_at: float = 85.0
-    resume_at: float = 75.0
-    resume_after: float = 30.0
-    max_pause: float = 600.0
+    enabled: bool = HEAT.enabled
+    pause_at: float = HEAT.pause_at
+    resume_at: float = HEAT.resume_at
+    resume_after: float = HEAT.resume_after
+    max_pause: float = HEAT.max_pause
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for the manifest's `gpu.guard`."""
@@ -64,10 +65,10 @@ class HeatGuard:
 
     def __init__(
         self,
-        pause_at: float = 85.0,
-        resume_at: float = 75.0,
-        resume_after: float = 30.0,
-        max_pause: float = 600.0,
+        pause_at: float = HEAT.pause_at,
+        resume_at: float = HEAT.resume_at,
+        resume_after: float = HEAT.resume_after,
+        max_pause: float = HEAT.max_pause,
         enabled: bool = True,
         warn_every: float = 60.0,
     ):

@@ -25,6 +25,7 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ledger.config import HEAT
 from ledger.errors import DataError
 from ledger.heat.guard import GuardSettings
 from ledger.heat.sensor import Sample
@@ -214,10 +215,10 @@ def _read_comment(log: HeatLog, line: str) -> None:
         try:
             log.guard = GuardSettings(
                 enabled=pairs.get("enabled", "true") == "true",
-                pause_at=float(pairs.get("pause_at", 85)),
-                resume_at=float(pairs.get("resume_at", 75)),
-                resume_after=float(pairs.get("resume_after", 30)),
-                max_pause=float(pairs.get("max_pause", 600)),
+                pause_at=float(pairs.get("pause_at", HEAT.pause_at)),
+                resume_at=float(pairs.get("resume_at", HEAT.resume_at)),
+                resume_after=float(pairs.get("resume_after", HEAT.resume_after)),
+                max_pause=float(pairs.get("max_pause", HEAT.max_pause)),
             )
         except ValueError:
             log.guard = None  # an unreadable comment is not worth failing the log for

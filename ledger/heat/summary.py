@@ -6,10 +6,11 @@ import itertools
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from ledger.config import HEAT
 from ledger.heat.heatlog import HeatLog
 
 LEVELS = "_.:-=+*#%@"  # coolest to hottest
-DEFAULT_PAUSE_AT = 85.0
+DEFAULT_PAUSE_AT = HEAT.pause_at
 
 
 def format_duration(seconds: float) -> str:

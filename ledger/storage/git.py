@@ -375,3 +375,8 @@ def git_remote_cmd(repo: Repo, *args: str) -> tuple[int, str]:
     """
     result = run_git(repo.root, *args, check=False)
     return result.returncode, result.stderr
+
+
+def valid_branch_name(name: str) -> bool:
+    """Whether git accepts `name` as a branch (the rules of `git check-ref-format --branch`)."""
+    return not name.startswith("-") and bool(pygit2.reference_is_valid_name(f"refs/heads/{name}"))
