@@ -112,7 +112,9 @@ def show(run_name: str, as_json: bool) -> None:
     """Print one run's manifest (by id, id prefix, name, latest, latest~N)."""
     from ledger.commands.listing import show_run
 
-    manifest, text = show_run(Path.cwd(), run_name)
+    manifest, text, note = show_run(Path.cwd(), run_name)
+    if note:
+        _say(f"ledger: {note}")
     if as_json:
         _emit_json(manifest)
     else:

@@ -67,11 +67,11 @@ class HeatConfig(_Section):
     """`heat_guard:`: pause the job while a GPU is too hot (see ledger/heat)."""
 
     enabled: bool = True
-    interval_s: float = Field(5.0, gt=0)
+    interval_s: Annotated[float, Field(gt=0)] = 5.0
     pause_at: float = 85.0
     resume_at: float = 75.0
-    resume_after: float = Field(30.0, ge=0)
-    max_pause: float = Field(600.0, ge=0)
+    resume_after: Annotated[float, Field(ge=0)] = 30.0
+    max_pause: Annotated[float, Field(ge=0)] = 600.0
     sensor: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -84,7 +84,7 @@ class HeatConfig(_Section):
 class LogsSection(_Section):
     engine_patterns: list[Regex] = Field(default_factory=list)
     extra: list[str] = Field(default_factory=list)
-    git_max_mb: float = Field(64.0, gt=0)
+    git_max_mb: Annotated[float, Field(gt=0)] = 64.0
 
 
 class CaptureSection(_Section):
@@ -95,11 +95,11 @@ class CaptureSection(_Section):
 
 class JobSection(_Section):
     # after ledger forwards SIGTERM/SIGINT/SIGHUP, the job's group gets SIGKILL this much later
-    stop_grace_s: float = Field(30.0, ge=0)
+    stop_grace_s: Annotated[float, Field(ge=0)] = 30.0
 
 
 class DiffSection(_Section):
-    max_age_hours: float = Field(24.0, ge=0)
+    max_age_hours: Annotated[float, Field(ge=0)] = 24.0
 
 
 class ConfigFile(_Section):

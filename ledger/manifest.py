@@ -7,6 +7,8 @@ one read back from git and refuses newer schema versions.
 
 from __future__ import annotations
 
+import base64
+import copy
 import datetime as dt
 import re
 import secrets
@@ -101,3 +103,57 @@ def duration_text(seconds: float) -> str:
     m, s = divmod(int(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def storable(m: dict[str, Any]) -> dict[str, Any]:
+    """The manifest as valid UTF-8 text, losslessly.
+
+    Bytes that are not UTF-8 (in argv, `--name`, `--note`, the environment) arrive as Python's
+    surrogate escapes. Each such string is stored readable, with U+FFFD in place of the bad
+    bytes, and its exact bytes go to `raw_bytes` (key path -> base64) for `original` to restore.
+    """
+    raw: dict[str, str] = {}
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, str) and _has_surrogates(value):
+            data = value.encode("utf-8", "surrogateescape")
+            raw[path] = base64.b64encode(data).decode("ascii")
+            return data.decode("utf-8", "replace")
+        if isinstance(value, dict):
+            return {walk(k, f"{path}.<key>") if isinstance(k, str) else k: walk(v, f"{path}.{k}" if path else str(k))
+                    for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, f"{path}.{i}") for i, v in enumerate(value)]
+        return value
+
+    out: dict[str, Any] = walk({k: v for k, v in m.items() if k != "raw_bytes"}, "")
+    if raw:
+        out["raw_bytes"] = raw
+    return out
+
+
+def original(m: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with the exact bytes of `raw_bytes` put back (as surrogate-escaped strings)."""
+    raw = m.get("raw_bytes") or {}
+    if not raw:
+        return m
+    out = copy.deepcopy({k: v for k, v in m.items() if k != "raw_bytes"})
+    for path, b64 in raw.items():
+        parts = path.split(".")
+        node: Any = out
+        try:
+            for part in parts[:-1]:
+                node = node[int(part)] if isinstance(node, list) else node[part]
+            key: Any = int(parts[-1]) if isinstance(node, list) else parts[-1]
+            node[key] = base64.b64decode(b64).decode("utf-8", "surrogateescape")
+        except (KeyError, IndexError, ValueError, TypeError):
+            continue  # a path this version does not know: the readable text stays
+    return out

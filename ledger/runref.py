@@ -12,7 +12,28 @@ from ledger.storage.listing import Listing, load_listing
 from ledger.storage.store import RunEntry, find_run, run_commits
 
 LATEST_RE = re.compile(r"^latest(?:~(\d+))?$")
-SAFE_RE = re.compile(r"^[A-Za-z0-9._~:+-][A-Za-z0-9._~:+@-]*$")
+BACK_RE = re.compile(r"^(.+)~(\d+)$")  # NAME~N: the Nth older run of that name
+# what could be the start of a run id (20261201-102332-94d6): never a name, it would shadow ids
+ID_PREFIX_RE = re.compile(r"^\d{1,8}(?:-\d{0,6}(?:-[0-9a-f]{0,4})?)?$")
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_run_name(name: str) -> None:
+    """Refuse a `--name` that would break commit messages, shadow ids or `latest`, or look like an option."""
+    fix = "pick a name of letters, digits and . _ - + @ :, e.g. --name lr-3e-6"
+    shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if not name.strip():
+        raise UsageError("--name is empty", fix)
+    if CONTROL_RE.search(name):
+        raise UsageError(f"--name {shown!r} holds a newline or control character", fix)
+    if "/" in name or "~" in name:
+        raise UsageError(f"--name {shown!r} holds '/' or '~' (they name paths and older runs)", fix)
+    if name.startswith("-"):
+        raise UsageError(f"--name {shown!r} starts with '-' (it would read as an option)", fix)
+    if LATEST_RE.match(name):
+        raise UsageError(f"--name {shown!r} is reserved (latest, latest~N name the newest runs)", fix)
+    if RUN_ID_RE.match(name) or ID_PREFIX_RE.match(name):
+        raise UsageError(f"--name {shown!r} looks like a run id or the start of one", fix)
 
 
 @dataclass(frozen=True)
@@ -25,14 +46,27 @@ class RunRef:
 
     @classmethod
     def parse(cls, text: str) -> RunRef:
-        if not text or not SAFE_RE.match(text) or ".." in text or "/" in text:
-            raise UsageError(f"'{text}' is not a run name", "name a run by id, id prefix, --name, latest or latest~N")
+        if not text or CONTROL_RE.search(text) or "/" in text:
+            raise UsageError(f"{text!r} is not a run name", "name a run by id, id prefix, --name, NAME~N, latest or latest~N")
         if RUN_ID_RE.match(text):
             return cls(text, "id")
         m = LATEST_RE.match(text)
         if m:
             return cls(text, "latest", int(m.group(1) or 0))
+        m = BACK_RE.match(text)
+        if m:
+            return cls(m.group(1), "other", int(m.group(2)))
         return cls(text, "other")
+
+
+def _text(name: str) -> str:
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def runs_named(listing: Listing, name: str) -> list[str]:
+    """Ids of the runs called `name`, oldest first (a name with bad bytes matches its stored text)."""
+    want = _text(name)
+    return [m["id"] for m in listing.ordered() if m.get("name") is not None and m.get("name") in (name, want)]
 
 
 def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = None) -> RunEntry:
@@ -54,12 +88,13 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
             raise RunNotFound(f"'{text}' points at run {runs[ref.back][0]} which has no folder", "the branch is damaged")
         return entry
     listing = listing or load_listing(repo, tip)
-    by_name = [m["id"] for m in listing.ordered() if m.get("name") == text]
-    if len(by_name) == 1:
-        return listing.entries[by_name[0]]
-    if len(by_name) > 1:
-        raise RunNotFound(f"run name '{text}' is ambiguous: {', '.join(by_name)}",
-                          "name one of these ids (or a unique prefix) instead")
+    by_name = runs_named(listing, ref.text)
+    if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones
+        if ref.back >= len(by_name):
+            raise RunNotFound(f"'{text}': only {len(by_name)} run(s) named '{ref.text}'", "`ledger list` shows the runs")
+        return listing.entries[by_name[-1 - ref.back]]
+    if ref.back:
+        raise RunNotFound(f"no run named '{ref.text}'", "`ledger list` shows the runs")
     by_prefix = sorted(rid for rid in listing.entries if rid.startswith(text))
     if len(by_prefix) == 1:
         return listing.entries[by_prefix[0]]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.manifest import duration_text
-from ledger.runref import resolve
+from ledger.runref import resolve, runs_named
 from ledger.storage.branch import open_branch
 from ledger.storage.listing import load_listing, parse_manifest
 from ledger.storage.store import read_file_at
@@ -119,17 +119,26 @@ def render_change_log(result: ListResult) -> str:
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 
 
-def show_run(start: Path, name: str) -> tuple[dict[str, Any], str]:
-    """One run's manifest, as data and as its YAML text."""
+def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
+    """One run's manifest, as data and as its YAML text, and a note when its name is shared."""
     repo, _cfg, tip = open_branch(start)
-    entry = resolve(repo, tip, name)
+    listing = load_listing(repo, tip) if tip is not None else None
+    entry = resolve(repo, tip, name, listing)
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
         from ledger.manifest import ManifestError
 
         raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
     manifest = parse_manifest(raw, entry.path)
-    return manifest, raw.decode("utf-8", "replace")
+    note = None
+    run_name = manifest.get("name")
+    if listing is not None and run_name:
+        same = runs_named(listing, run_name)
+        older = same.index(entry.id) if entry.id in same else 0
+        if older:
+            note = (f"{older} older run(s) share the name '{run_name}': "
+                    + ", ".join(f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]))
+    return manifest, raw.decode("utf-8", "replace"), note
 
 
 def run_folder(start: Path, name: str) -> str:

@@ -43,9 +43,14 @@ def recover(start: Path, say: Say) -> list[str]:
             lines, stream_redacted = split.command_lines, split.redactions.as_list()
             raw.unlink()
         started = parse_iso(m.get("started")) or last
-        m["finished"] = iso(last)
-        m["status"] = {"state": "lost", "exit_code": None, "signal": None, "duration_s": round(max(0.0, last - started), 3)}
-        m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
+        ended = (m.get("status") or {}).get("state") not in (None, "running")
+        if ended:  # the job ended and its status was saved; only the commit failed
+            m["warnings"].append("ledger could not commit the record when the job ended; committed by `ledger recover`")
+        else:
+            m["finished"] = iso(last)
+            m["status"] = {"state": "lost", "exit_code": None, "signal": None,
+                           "duration_s": round(max(0.0, last - started), 3)}
+            m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
         if m.get("gpu") is None and (staged.run_dir / "heat.log").exists():
             from ledger.heat.setup import summary_from_log
 

@@ -27,12 +27,13 @@ from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
-from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line
+from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
 from ledger.record import facts
+from ledger.runref import check_run_name
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.listing import summary_of
-from ledger.storage.store import check_ledger_branch, commit_message, write_run
+from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 
 Say = Callable[[str], None]
@@ -143,10 +144,12 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
     if not req.argv:
         raise StartError("no command to run", "put the command after `--`: ledger run -- bash run.sh")
     try:
+        if req.name is not None:
+            check_run_name(req.name)
         repo = Repo(req.cwd)
         repo.head_commit()
         cfg = load_config(repo.root)
-        check_ledger_branch(repo, cfg.branch)
+        check_branch_writable(repo, cfg.branch)
     except LedgerError as exc:
         raise StartError(exc.message, exc.hint) from exc
     started = utc_now()
@@ -253,6 +256,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     m["finished"] = iso(finished)
     m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
                    "duration_s": round(result.duration_s, 3)}
+    staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
     commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
                     secrets=ctx["secrets"])
     return RunOutcome(m["id"], result.exit_code, result.state, commit)
@@ -300,19 +304,20 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
         m["logs"]["heat"] = "heat.log"
     st = m["status"]
     write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
-    yamlio.dump_file(run_dir / "manifest.yaml", m)
-    write_atomic(run_dir / "summary.json", json.dumps(summary_of(m), default=str, separators=(",", ":")) + "\n")
-    write_atomic(run_dir / "settings.json", json.dumps(m["settings"], default=str, indent=0) + "\n")
+    text = storable(m)  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`
+    yamlio.dump_file(run_dir / "manifest.yaml", text)
+    write_atomic(run_dir / "summary.json", json.dumps(summary_of(text), default=str, separators=(",", ":")) + "\n")
+    write_atomic(run_dir / "settings.json", json.dumps(text["settings"], default=str, indent=0) + "\n")
     exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
     if st["state"] in ("killed", "lost"):
         exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"
-    message = commit_message(m["id"], m["name"], exit_text, duration_text(st["duration_s"] or 0.0), code.commit)
+    message = commit_message(m["id"], text["name"], exit_text, duration_text(st["duration_s"] or 0.0), code.commit)
     tree = repo.tree_from_dir(run_dir)
     commit = write_run(repo, cfg.branch, code, m["id"], tree, message)
     _keep_untracked_data(repo.root, staged, m, say)
     staged.remove()
     repo.gc_auto()
-    say(f"ledger: recorded run {m['id']}{' (' + m['name'] + ')' if m['name'] else ''}: {st['state']}, "
+    say(f"ledger: recorded run {m['id']}{' (' + text['name'] + ')' if text['name'] else ''}: {st['state']}, "
         f"exit {st['exit_code']}, {duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
         f"({run_path(m['id'])})")
     return commit

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from ledger.fsutil import write_atomic
 from ledger.storage.git import CodeSnapshot
 
 LEDGER_DIR = ".ledger"
+_CLAIMS: dict[Path, int] = {}  # finalising locks this process holds (path -> fd)
 
 
 def ledger_dir(root: Path) -> Path:
@@ -97,13 +99,30 @@ class Staged:
         return CodeSnapshot(**data) if data else None
 
     def claim(self) -> bool:
-        """Take the right to finalise this run (one recoverer wins)."""
+        """Take the right to finalise this run (one recoverer wins).
+
+        A real lock (`flock` on `finalising`), held until this process removes the folder or
+        dies: the kernel drops the lock of a `ledger recover` that died, so its marker never
+        blocks the run forever.
+        """
+        path = self.dir / "finalising"
+        if path in _CLAIMS:
+            return True
         try:
-            fd = os.open(self.dir / "finalising", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+        except FileNotFoundError:
+            return False  # another recoverer already committed and removed it
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
             return False
+        if not self.dir.is_dir():  # removed between our open and our lock
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
-        os.close(fd)
+        _CLAIMS[path] = fd
         return True
 
     def release_job(self) -> bool:
@@ -122,6 +141,9 @@ class Staged:
 
     def remove(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
+        fd = _CLAIMS.pop(self.dir / "finalising", None)
+        if fd is not None:
+            os.close(fd)
 
 
 def create(root: Path, run_id: str) -> Staged:

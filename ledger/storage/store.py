@@ -14,6 +14,7 @@ import random
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, run_path, shard_of
@@ -61,6 +62,29 @@ def check_ledger_branch(repo: Repo, branch: str) -> str | None:
     return tip
 
 
+def _ref_lock(repo: Repo, branch: str) -> Path:
+    ref = repo.common_dir / branch_ref(branch)
+    return ref.with_name(ref.name + ".lock")
+
+
+def check_branch_writable(repo: Repo, branch: str) -> str | None:
+    """Everything that would stop a run commit at the end, checked before the job starts.
+
+    The branch must be ledger's (or absent), checked out in no worktree (the user's next commit
+    there would drop the run records), and its ref must not be locked by another git process.
+    """
+    tip = check_ledger_branch(repo, branch)
+    where = repo.checked_out_branches().get(branch)
+    if where is not None:
+        raise LedgerError(f"branch '{branch}' is checked out in the worktree {where}; recording there would move "
+                          "it under your feet", f"switch that worktree to another branch (`git -C {where} switch -`)")
+    lock = _ref_lock(repo, branch)
+    if lock.exists():
+        raise LedgerError(f"branch '{branch}' is locked by another git process ({lock} exists)",
+                          f"wait for that git command to end; if none is running, remove {lock}")
+    return tip
+
+
 def _runs_tree(repo: Repo, commit_or_tree: str) -> str | None:
     entry = repo.tree_entry(commit_or_tree, "runs")
     return entry[0] if entry and entry[1] == MODE_TREE else None
@@ -97,7 +121,11 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
         try:
             repo.update_ref(ref, commit, tip, f"ledger: record run {run_id}")
             return commit
-        except RefMoved:
+        except RefMoved as exc:
+            if _ref_lock(repo, branch).exists():  # a lock, not a race: retrying cannot win
+                raise LedgerError(f"could not record run {run_id}: branch '{branch}' is locked ({exc})",
+                                  "the run is still staged; when the other git command ended (or the stale "
+                                  f"{_ref_lock(repo, branch).name} is removed), `ledger recover` commits it") from exc
             time.sleep(random.uniform(0.001, 0.02) * min(attempt + 1, 10))
     raise LedgerError(f"could not record run {run_id}: branch '{branch}' kept moving",
                       "the run is still staged under .ledger/staging; `ledger recover` commits it")
