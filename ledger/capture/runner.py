@@ -2,7 +2,9 @@
 
 The job gets stdin from /dev/null and one pipe for stdout+stderr (read by `OutputCapture`).
 SIGINT, SIGTERM and SIGHUP sent to ledger are forwarded to the job's whole process group, after
-resuming it if the heat guard had paused it, so a Ctrl-C during a pause still stops the job.
+resuming it if the heat guard had paused it, so a Ctrl-C during a pause still stops the job. A job
+that ignores the signal gets SIGKILL after `stop_grace_s` (`.ledger.yaml` `job.stop_grace_s`,
+default 30 s); a second signal (the second Ctrl-C) sends SIGKILL at once. The record says so.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ class JobResult:
     signal_name: str | None  # the signal that ended the job, if any
     forwarded: str | None  # the first signal ledger forwarded to it, if any
     duration_s: float
+    escalated: str | None = None  # why ledger sent SIGKILL to the group, if it did
 
     @property
     def state(self) -> str:
@@ -41,7 +45,7 @@ class JobResult:
 class Job:
     """A started job: a process group whose output arrives on `output_fd`."""
 
-    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str]):
+    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], stop_grace_s: float = 30.0):
         read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
@@ -66,6 +70,9 @@ class Job:
         self.pgid = self.proc.pid  # start_new_session: the job leads its own group
         self.started = time.monotonic()
         self.forwarded: str | None = None
+        self.escalated: str | None = None
+        self.stop_grace_s = stop_grace_s
+        self._timer: threading.Timer | None = None
 
     def signal_group(self, sig: int) -> None:
         try:
@@ -74,28 +81,48 @@ class Job:
             pass
 
     def forward(self, signum: int, before_forward: Callable[[], None]) -> None:
-        """Send a signal ledger received to the job's group (resuming it first if paused)."""
+        """Send a signal ledger received to the job's group (resuming it first if paused).
+
+        The first one starts the grace timer; a second one escalates to SIGKILL at once.
+        """
         if self.proc.returncode is not None:
             return  # the job is gone; ledger is only finishing its record
         before_forward()
-        if self.forwarded is None:
-            self.forwarded = signal.Signals(signum).name
+        name = signal.Signals(signum).name
+        if self.forwarded is not None:
+            self.escalate(f"SIGKILL sent at once on a second signal ({name}) after {self.forwarded}")
+            return
+        self.forwarded = name
         self.signal_group(signum)
+        self._timer = threading.Timer(self.stop_grace_s, self.escalate,
+                                      (f"SIGKILL sent: the job was still running {self.stop_grace_s:g} s after {name}",))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def escalate(self, why: str) -> None:
+        """SIGKILL the job's whole group (it ignored the stop signal), and remember why."""
+        if self.proc.returncode is not None or self.escalated is not None:
+            return
+        self.escalated = why
+        self.signal_group(signal.SIGCONT)
+        self.signal_group(signal.SIGKILL)
 
     def wait(self) -> JobResult:
         """Wait for the job to end (run inside `forwarding_signals`)."""
         returncode = self.proc.wait()
         duration = time.monotonic() - self.started
+        if self._timer is not None:
+            self._timer.cancel()
         if returncode < 0:
             sig = -returncode
-            return JobResult(128 + sig, None, signal.Signals(sig).name, self.forwarded, duration)
+            return JobResult(128 + sig, None, signal.Signals(sig).name, self.forwarded, duration, self.escalated)
         sig_name = None
         if returncode > 128 and self.forwarded is not None:
             try:
                 sig_name = signal.Signals(returncode - 128).name
             except ValueError:
                 sig_name = None
-        return JobResult(returncode, returncode, sig_name, self.forwarded, duration)
+        return JobResult(returncode, returncode, sig_name, self.forwarded, duration, self.escalated)
 
 
 class SignalGuard:

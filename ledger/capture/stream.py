@@ -74,6 +74,7 @@ class _Sink:
         self.path = path
         self.fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.error: OSError | None = None
+        self.written = 0
 
     def write(self, buffers: Buffers) -> None:
         """Write the buffers in order with ``writev`` (no copy into one block)."""
@@ -83,9 +84,12 @@ class _Sink:
             for i in range(0, len(buffers), _IOV_MAX):
                 batch = buffers[i : i + _IOV_MAX]
                 done = os.writev(self.fd, batch)
+                self.written += done
                 view = memoryview(b"".join(batch))[done:] if done < sum(map(len, batch)) else None
                 while view:  # after a short write (a signal, a full disk)
-                    view = view[os.write(self.fd, view) :]
+                    done = os.write(self.fd, view)
+                    self.written += done
+                    view = view[done:]
         except OSError as exc:
             self.error = exc
             self.close()
@@ -143,6 +147,7 @@ class LineSplitter:
         self._pending: list[bytes] = []
         self._pending_len = 0
         self._long_target: _Sink | None = None  # where the rest of an over-long line goes
+        self._long_suspect = False  # whether that line's start looked like it may hold a secret
 
     def feed(self, data: bytes) -> None:
         """Process one chunk; a trailing partial line is kept until its newline arrives."""
@@ -184,7 +189,11 @@ class LineSplitter:
         if self._long_target is None:
             is_engine = self._engine.match(piece) is not None
             self._long_target = self.engine if is_engine else self.trainer
-        self._long_target.write([redact_line(piece, self.redactions)])
+            # the cheap pre-filter ordinary lines get, decided on the line's start: a suspect
+            # line is redacted piece by piece, any other is copied (full redaction of every
+            # piece cost ~0.5 s/MB: a 200 MB line took minutes)
+            self._long_suspect = bool(suspect_spans(b"\n" + piece, self._scan))
+        self._long_target.write([redact_line(piece, self.redactions) if self._long_suspect else piece])
         if final:
             self._long_target = None
 
@@ -299,6 +308,8 @@ class OutputCapture:
         self._thread = threading.Thread(target=self._run, name="ledger-capture", daemon=True)
         self.bytes_in = 0
         self.error: BaseException | None = None
+        self.raw_error: OSError | None = None  # writing the raw file failed (a full disk)
+        self.raw_kept = 0  # bytes of output in the raw file when that happened
 
     def start(self) -> None:
         """Start the reader thread."""
@@ -373,18 +384,45 @@ class OutputCapture:
                 self.bytes_in += len(data)
                 self._to_terminal(data)
                 if self._raw_fd is not None:
-                    _write_all(self._raw_fd, data)
-                else:
+                    try:
+                        _write_all(self._raw_fd, data)
+                    except OSError as exc:  # keep draining to the terminal; the record says where it stopped
+                        self._raw_failed(exc)
+                elif self._raw_path is None:
                     self._splitter.feed(data)
         except BaseException as exc:  # noqa: BLE001 - reported through .error, never lost
             self.error = exc
             self._drain()
         finally:
-            if self._raw_fd is not None:
-                os.close(self._raw_fd)
+            if self._raw_path is not None:
+                if self._raw_fd is not None:
+                    os.close(self._raw_fd)
             else:
                 self._splitter.finish()
             os.close(self._fd)
+
+    def _raw_failed(self, exc: OSError) -> None:
+        fd, self._raw_fd = self._raw_fd, None
+        if fd is not None:
+            try:
+                self.raw_kept = os.lseek(fd, 0, os.SEEK_CUR)
+                os.close(fd)
+            except OSError:
+                pass
+        self.raw_error = exc
+
+    def truncation_notes(self) -> list[str]:
+        """One line per log that is shorter than the job's output, saying where and why."""
+        notes = []
+        if self.raw_error is not None:
+            notes.append(f"logs truncated: saving the job's output failed after {self.raw_kept} of "
+                         f"{self.bytes_in} bytes ({self.raw_error.strerror or self.raw_error}); "
+                         "the rest reached the terminal only")
+        for sink in (self._splitter.trainer, self._splitter.engine):
+            if sink.error is not None:
+                notes.append(f"{sink.path.name} truncated at byte {sink.written}: "
+                             f"{sink.error.strerror or sink.error}")
+        return notes
 
     def _drain(self) -> None:
         """After an internal error keep the pipe flowing so the job never blocks on it."""

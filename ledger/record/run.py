@@ -211,7 +211,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         env["LEDGER_RUN_ID"] = m["id"]  # so a launcher can name outputs after the run
         env["LEDGER_DATA_DIR"] = str(staged.data_dir)  # bulky outputs here are tracked with DVC
         try:
-            job = Job(job_argv, req.cwd, env)
+            job = Job(job_argv, req.cwd, env, cfg.stop_grace_s)
         except BaseException:
             staged.remove()
             raise
@@ -243,6 +243,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         split_output(staged.dir / RAW_OUTPUT, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
                      list(cfg.engine_patterns))
+    _note_truncation(staged.run_dir, m, capture.truncation_notes(), say)
     m["gpu"] = monitor.stop_summary()
     host_thread = ctx["host_thread"]
     if host_thread is not None:
@@ -255,11 +256,30 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     finished = utc_now()
     m["finished"] = iso(finished)
     m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
-                   "duration_s": round(result.duration_s, 3)}
+                   "duration_s": round(result.duration_s, 3), **({"warnings": m["status"]["warnings"]}
+                                                                 if m["status"].get("warnings") else {})}
+    if result.escalated:
+        m["status"]["escalated"] = result.escalated
+        m["warnings"].append(result.escalated)
     staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
     commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
                     secrets=ctx["secrets"])
     return RunOutcome(m["id"], result.exit_code, result.state, commit)
+
+
+def _note_truncation(run_dir: Path, m: dict[str, Any], notes: list[str], say: Say) -> None:
+    """A capture error never goes unsaid: in the manifest, and as the last line of trainer.log."""
+    if not notes:
+        return
+    m["warnings"].extend(notes)
+    m["status"]["warnings"] = list(notes)  # kept when `status` is rewritten below
+    for note in notes:
+        say(f"ledger: {note}")
+    try:
+        with open(run_dir / "trainer.log", "ab") as f:
+            f.write(("\n[ledger] " + " | ".join(notes) + "\n").encode())
+    except OSError:
+        pass  # still no space: the manifest says it
 
 
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
