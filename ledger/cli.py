@@ -185,7 +185,10 @@ def push(remote: str | None) -> int:
 @click.argument("runs", nargs=-1)
 @click.option("--all-data", is_flag=True, help="Fetch the data of every run.")
 def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
-    """Fetch the experiments branch, and the data of the named runs."""
+    """Fetch the experiments branch, and the data of the named runs.
+
+    `ledger pull RUN...` (a first argument that is no git remote) pulls from the default remote.
+    """
     from ledger.commands.sync import pull_runs
 
     return pull_runs(Path.cwd(), remote, list(runs), all_data, _say)

@@ -45,12 +45,28 @@ def _pending_file(repo: Repo) -> Path:
     return repo.common_dir / "ledger" / "data-pending"
 
 
+def pick_remote(repo: Repo, remote: str | None) -> str:
+    """The git remote to share with: the one named, else `origin`, else the only one."""
+    names = repo.remote_names()
+    if remote is not None:
+        if remote not in names:
+            known = f" (remotes here: {', '.join(names)})" if names else ""
+            raise LedgerError(f"no git remote named '{remote}'{known}", f"add it: `git remote add {remote} URL`")
+        return remote
+    if "origin" in names or len(names) != 1:
+        if "origin" not in names:
+            raise LedgerError("no git remote 'origin' to share runs with" + (f" (remotes here: {', '.join(names)})"
+                              if names else ""), "name one (`ledger push REMOTE`) or add it: `git remote add origin URL`")
+        return "origin"
+    return names[0]
+
+
 def push_runs(start: Path, remote: str | None, say: Say) -> int:
     """Push runs' data to the DVC remote, then the branch to the git remote (rebuilding on rejection)."""
     repo = Repo(start)
     cfg = load_config(repo.root)
     tip = check_ledger_branch(repo, cfg.branch)
-    remote = remote or "origin"
+    remote = pick_remote(repo, remote)  # before any data moves: no "pushed data" before a failure
     if tip is None:
         raise LedgerError(f"no runs to push: branch '{cfg.branch}' does not exist yet", "record a run first")
     base = repo.ref_tip(sync.remote_ref(remote, cfg.branch))
@@ -72,7 +88,7 @@ def push_runs(start: Path, remote: str | None, say: Say) -> int:
             pending_path.write_text("\n".join(sorted(local)) + "\n")
             for f in result.failed[:5]:
                 say(f"ledger: data not pushed: {f.what}: {f.reason}")
-            say("ledger: the branch is pushed anyway; `ledger push` retries the data")
+            say("ledger: the branch is pushed all the same; `ledger push` again retries the data")
             code = EXIT_DATA
         else:
             pending_path.unlink(missing_ok=True)
@@ -91,7 +107,10 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
     repo = Repo(start)
     cfg = load_config(repo.root)
     check_ledger_branch(repo, cfg.branch)
-    remote = remote or "origin"
+    if remote is not None and remote not in repo.remote_names():
+        runs = [remote, *runs]  # `ledger pull RUN`: a run from the default remote
+        remote = None
+    remote = pick_remote(repo, remote)
     remote_tip = sync.fetch(repo, remote, cfg.branch)
     if remote_tip is None:
         raise LedgerError(f"remote '{remote}' has no branch '{cfg.branch}'", "push runs there first (`ledger push`)")

@@ -250,9 +250,9 @@ def _add_gitignore_entries(path: Path, entries: Sequence[str]) -> None:
 
 
 def error_text(exc: BaseException) -> str:
-    """`Type: first line of the message` of an exception, for one-line failure reasons."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    """`Type: message` of an exception on one line (all of it: DVC's advice is often on line 2)."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def load_tree(cache: Any, out: DvcOut) -> Any | None:

@@ -27,6 +27,16 @@ class SyncResult:
     dropped: list[str] = field(default_factory=list)  # local runs already on the remote
 
 
+def git_error(err: str, code: int) -> str:
+    """git's complaint as one whole line: from its first `fatal:`/`error:` line to the end."""
+    lines = [line.strip() for line in err.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if line.startswith(("fatal:", "error:"))), 0)
+    text = " ".join(lines[start:])
+    for prefix in ("fatal: ", "error: "):
+        text = text.replace(prefix, "")
+    return text or f"git exited with {code}"
+
+
 def remote_ref(remote: str, branch: str) -> str:
     return f"refs/remotes/{remote}/{branch}"
 
@@ -37,7 +47,7 @@ def fetch(repo: Repo, remote: str, branch: str) -> str | None:
     if code != 0:
         if "couldn't find remote ref" in err or "could not find remote ref" in err.lower():
             return None
-        raise LedgerError(f"cannot fetch '{branch}' from remote '{remote}': {err.strip().splitlines()[-1] if err.strip() else code}",
+        raise LedgerError(f"cannot fetch '{branch}' from remote '{remote}': {git_error(err, code)}",
                           f"check `git remote -v` and that '{remote}' is reachable; your runs are safe locally")
     return repo.ref_tip(remote_ref(remote, branch))
 
@@ -116,8 +126,7 @@ def push(repo: Repo, remote: str, branch: str) -> SyncResult:
         rejected = any(s in err for s in ("rejected", "non-fast-forward", "fetch first", "cannot lock ref",
                                           "failed to update ref", "incorrect old value"))
         if not rejected:
-            last = err.strip().splitlines()[-1] if err.strip() else f"exit {code}"
-            raise LedgerError(f"cannot push '{branch}' to '{remote}': {last}",
+            raise LedgerError(f"cannot push '{branch}' to '{remote}': {git_error(err, code)}",
                               "your runs stay recorded locally; fix the remote and run `ledger push` again")
         remote_tip = fetch(repo, remote, branch)
         if remote_tip is not None:
