@@ -45,7 +45,7 @@ class JobResult:
 class Job:
     """A started job: a process group whose output arrives on `output_fd`."""
 
-    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], stop_grace_s: float = 30.0):
+    def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], stop_grace_s: float):
         read_fd, write_fd = os.pipe()
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
