@@ -95,7 +95,8 @@ def test_plain_git_worktree_and_dvc_pull_flow(shared: tuple[Path, Path, Path]) -
     original = _hashes(_log(one, "base"))
     git(two, "fetch", "-q", "origin", "experiments:experiments")
     exp = two.parent / "exp"
-    git(two, "worktree", "add", "-q", str(exp), "experiments")
+    # detached: with `experiments` checked out there, recording would move it under that worktree
+    git(two, "worktree", "add", "-q", "--detach", str(exp), "experiments")
     folder = ledger(exp, "path", "base").stdout.strip()
     r = _dvc(exp, "pull", "-R", folder)
     assert r.returncode == 0, r.stderr
@@ -119,7 +120,8 @@ def test_replay_refuses_missing_unpulled_and_tampered_data(shared: tuple[Path, P
     assert r.returncode == 5 and "no recorded rollout data" in r.stderr
     # tampered: pull into a worktree, change one byte of one file
     exp = two.parent / "exp"
-    git(two, "worktree", "add", "-q", str(exp), "experiments")
+    # detached: with `experiments` checked out there, recording would move it under that worktree
+    git(two, "worktree", "add", "-q", "--detach", str(exp), "experiments")
     folder = ledger(exp, "path", "base").stdout.strip()
     assert _dvc(exp, "pull", "-R", folder).returncode == 0
     victim = sorted((exp / folder / "data" / "rollout").iterdir())[0]
