@@ -129,6 +129,71 @@ def _forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> b
     return False
 
 
+def _debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged,
+                      m: dict[str, Any], say: Say) -> tuple[list[str], list[tuple[str, str]]]:
+    """How the debug-data flags reach the trainer: appended to the argv when it is the training
+    command or a launcher that forwards "$@"; else added by the PATH wrappers (`shim`); said on
+    one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
+    from ledger.capture.image import detect_image_in_argv
+    from ledger.data.outputs import debug_flag_values, inject_debug_flags, without_comments
+
+    if _forwards_args(argv, launcher_text, cfg):
+        job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text)
+        if added:
+            m["command"]["added_args"] = added
+            m["command"]["debug_data"] = {"via": "argv", "added": added}
+            say(f"ledger: keeping debug data for replay: added {' '.join(added)}")
+        return job_argv, []
+    if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
+        m["command"]["debug_data"] = {"via": None, "added": []}
+        say("ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
+            "add --save-debug-rollout-data DIR/{rollout_id}.pt --save-debug-event-data DIR to the training command, "
+            "or run `ledger run` inside the container")
+        return argv, []
+    m["command"]["debug_data"] = {"via": "wrapper", "added": []}
+    return argv, debug_flag_values(str(staged.data_dir))
+
+
+def _job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any],
+             wrapper_flags: list[tuple[str, str]]) -> dict[str, str]:
+    """The variables ledger sets for the job, recorded in `command.ledger_env`."""
+    from ledger.capture import shim
+
+    ledger_env = {"LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
+                  "LEDGER_DATA_DIR": str(staged.data_dir)}  # bulky outputs here are tracked with DVC
+    ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
+    wrappers = shim.install(staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns),
+                            wrapper_flags, list(cfg.env_patterns), env)
+    recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
+    recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
+    m["command"]["ledger_env"] = recorded
+    return {**ledger_env, **wrappers}
+
+
+_SOURCE_RE = r"^\s*(?:source|\.)\s+(\S+)"
+
+
+def _tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, launcher_text: str | None,
+                           cwd: Path) -> str | None:
+    """The code tree with the launcher and the files it sources left out (issue 9, item 6)."""
+    import re
+
+    files = [launcher_path.resolve()]
+    for match in re.finditer(_SOURCE_RE, launcher_text or "", re.M):
+        target = re.sub(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\([^)]*\))/", "", match.group(1).strip("\"'"))
+        for base in (cwd, launcher_path.parent, repo.root):
+            if (base / target).is_file():
+                files.append((base / target).resolve())
+                break
+    edits: dict[str, tuple[str, int] | None] = {}
+    for path in files:
+        try:
+            edits[str(path.relative_to(repo.root))] = None
+        except ValueError:
+            continue  # outside the repository: not part of the code snapshot
+    return repo.tree_with_edits(code.tree, edits) if edits else None
+
+
 def _copy_launcher(path: Path, run_dir: Path) -> tuple[str, str, list[str]]:
     raw = path.read_bytes()
     text, names = redact.redact_text(raw.decode("utf-8", "surrogateescape"))
@@ -176,15 +241,13 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
             m["command"].update(launcher=name, launcher_sha256=digest)
             redacted.update(names)
             launcher_text = launcher_path.read_text(errors="replace")
+        if launcher_path is not None:
+            m["code"]["tree_without_launcher"] = _tree_without_launcher(repo, code, launcher_path, launcher_text, req.cwd)
         job_argv = req_argv
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
-        if want_debug and req.replay is None and _forwards_args(req_argv, launcher_text, cfg):
-            from ledger.data.outputs import inject_debug_flags
-
-            job_argv, added = inject_debug_flags(job_argv, str(staged.data_dir), launcher_text)
-            if added:
-                m["command"]["added_args"] = added
-                say(f"ledger: keeping debug data for replay: added {' '.join(added)}")
+        wrapper_flags: list[tuple[str, str]] = []
+        if want_debug and req.replay is None:
+            job_argv, wrapper_flags = _debug_data_route(req_argv, launcher_text, cfg, staged, m, say)
         image, host_thread, host_holder = _image_facts(req, cfg, repo, say)
         if image:
             m["image"].update(image)
@@ -196,7 +259,8 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
     except BaseException:
         staged.remove()
         raise
-    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv, "secrets": secrets}
+    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv, "secrets": secrets,
+               "wrapper_flags": wrapper_flags}
     return repo, cfg, staged, m, code, job_argv, context
 
 
@@ -204,9 +268,9 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
     """Run the job under ledger and record it as one commit. Returns how it ended."""
     with SignalGuard(say) as guard:
         repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
+        ctx["environ"] = dict(req.env if req.env is not None else os.environ)
         env = dict(req.env if req.env is not None else os.environ)
-        env["LEDGER_RUN_ID"] = m["id"]  # so a launcher can name outputs after the run
-        env["LEDGER_DATA_DIR"] = str(staged.data_dir)  # bulky outputs here are tracked with DVC
+        env.update(_job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
         try:
             job = Job(job_argv, req.cwd, env)
         except BaseException:
@@ -254,7 +318,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
                    "duration_s": round(result.duration_s, 3)}
     commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
-                    secrets=ctx["secrets"])
+                    secrets=ctx["secrets"], environ=ctx.get("environ"))
     return RunOutcome(m["id"], result.exit_code, result.state, commit)
 
 
@@ -268,24 +332,34 @@ def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> 
 
 
 def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
-    """Data that could not be tracked stays on disk (never deleted with the staging folder)."""
-    for rec in m.get("data") or []:
-        source = Path(rec.get("source") or staged.data_dir / str(rec.get("role")))
-        if rec.get("tracked") or not source.exists() or staged.dir not in source.parents:
+    """Whatever the job wrote under the run's data folder and no tracked record holds stays on
+    disk (never deleted with the staging folder)."""
+    tracked = {str(rec.get("template") or "").split("/")[1] for rec in m.get("data") or []
+               if rec.get("tracked") and str(rec.get("template") or "").startswith("data/")}
+    if not staged.data_dir.is_dir():
+        return
+    for source in sorted(staged.data_dir.iterdir()):
+        if source.name in tracked:
             continue
         dest = staging.ledger_dir(root) / "untracked" / m["id"] / source.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(source), dest)
-        say(f"ledger: untracked {rec.get('role')} data of run {m['id']} kept at {dest}")
+        say(f"ledger: untracked data of run {m['id']} kept at {dest}")
 
 
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
-           command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None) -> str:
+           command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None,
+           environ: dict[str, str] | None = None) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
     m["redacted"] = sorted(set(m["redacted"]) | set(stream_redacted))
-    _guarded(m, "reading the training command", lambda: facts.settings_section(m, cfg, command_lines, job_argv), say)
+    from ledger.capture import shim, tracescan
+
+    records = shim.read_log(staged.dir / shim.LOG_NAME)
+    lines = tracescan.command_lines([run_dir / "trainer.log", run_dir / "engine.log"]) or command_lines
+    _guarded(m, "reading the training command",
+             lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m), say)
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
