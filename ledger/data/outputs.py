@@ -77,15 +77,28 @@ def find_outputs(argv: Sequence[str]) -> list[Output]:
     """The debug outputs a training command writes, in the order rollout, events, train, details.
 
     `argv` may be the whole command (`ray job submit ... -- python3 train.py ARGS`) or its ARGS.
+    `--dump-details DIR` stands for `DIR/rollout_data/{rollout_id}.pt`, `DIR/events`,
+    `DIR/train_data/{rollout_id}_{rank}.pt` where no explicit flag names them, and its
+    `DIR/trajectory` files are the `details` output (so replay finds the rollouts either way).
     """
     values = _last_values(training_args(argv))
+    details = values.get(DETAILS_FLAG, "").rstrip("/")
+    derived = {
+        ROLLOUT_FLAG: f"{details}/rollout_data/{{rollout_id}}.pt",
+        EVENTS_FLAG: f"{details}/events",
+        TRAIN_FLAG: f"{details}/train_data/{{rollout_id}}_{{rank}}.pt",
+        DETAILS_FLAG: f"{details}/trajectory/{{rollout_id}}.jsonl",
+    } if details else {}
     outputs: list[Output] = []
     for flag, (role, is_template) in _OUTPUT_FLAGS.items():
-        value = values.get(flag)
+        value = values.get(flag) if flag != DETAILS_FLAG else None
+        source_flag = flag
+        if not value and flag in derived:
+            value, is_template, source_flag = derived[flag], flag != EVENTS_FLAG, DETAILS_FLAG
         if not value:
             continue
         path = template_folder(value) if is_template else value.rstrip("/") or "/"
-        outputs.append(Output(role=role, flag=flag, template=value, path=path))
+        outputs.append(Output(role=role, flag=source_flag, template=value, path=path))
     return outputs
 
 
