@@ -269,6 +269,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
     with SignalGuard(say) as guard:
         repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
         ctx["environ"] = dict(req.env if req.env is not None else os.environ)
+        ctx["terminal_fd"] = terminal_fd
         env = dict(req.env if req.env is not None else os.environ)
         env.update(_job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
         try:
@@ -299,9 +300,11 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
                say: Say) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
     if capture.join(timeout=10):
+        ray_end = _follow_submitted(staged, m, ctx.get("terminal_fd"), say)
         capture.split_raw()
     else:  # a child of the job still holds the pipe open: split what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
+        ray_end = None
         split_output(staged.dir / RAW_OUTPUT, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
                      list(cfg.engine_patterns))
     m["gpu"] = monitor.stop_summary()
@@ -317,9 +320,52 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     m["finished"] = iso(finished)
     m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
                    "duration_s": round(result.duration_s, 3)}
+    if ray_end is not None:
+        _ray_status(m, ray_end, say)
     commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
                     secrets=ctx["secrets"], environ=ctx.get("environ"))
-    return RunOutcome(m["id"], result.exit_code, result.state, commit)
+    st = m["status"]
+    return RunOutcome(m["id"], st["exit_code"] if st["exit_code"] is not None else result.exit_code, st["state"], commit)
+
+
+def _follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say) -> Any:
+    """After the launcher ended: follow the last job it submitted with `--no-wait` (issue 9, item 8),
+    its logs appended to the run's raw output. None when nothing was submitted that way."""
+    from ledger.capture import shim
+
+    pending = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.no_wait and r.submission_id]
+    if not pending:
+        return None
+    record = pending[-1]
+    from ledger.capture.rayjob import follow
+
+    say(f"ledger: following Ray job {record.submission_id} to its end (Ctrl-C stops it)")
+    with open(staged.dir / RAW_OUTPUT, "ab") as raw:
+        def write(data: bytes) -> None:
+            raw.write(data)
+            if terminal_fd is not None:
+                try:
+                    os.write(terminal_fd, data)
+                except OSError:
+                    pass
+
+        return follow(record.address, str(record.submission_id), write, say=say)
+
+
+def _ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
+    """The run's status from the followed Ray job's own state."""
+    m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status,
+                              "message": end.message}
+    if end.status is None:
+        m["status"]["state"] = "unknown"
+        m["warnings"].append(f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)")
+        say(f"ledger: {end.error}; recorded what is known")
+        return
+    m["status"]["exit_code"] = end.exit_code
+    m["status"]["state"] = {"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}[end.status]
+    m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
+    if end.stopped_by_ledger:
+        m["status"]["signal"] = "SIGINT"
 
 
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
