@@ -62,6 +62,16 @@ def follow(address: str | None, submission_id: str, write: Callable[[bytes], Non
     """Stream the job's logs to `write` until it ends; Ctrl-C (SIGINT) stops the job."""
     address = address or DEFAULT_ADDRESS
     started = time.monotonic()
+    interrupted = threading.Event()  # set before importing ray (seconds): no Ctrl-C is lost meanwhile
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+    try:
+        return _follow(address, submission_id, write, poll_s, say, interrupted, started)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _follow(address: str, submission_id: str, write: Callable[[bytes], None], poll_s: float,
+            say: Callable[[str], None], interrupted: threading.Event, started: float) -> JobEnd:
     try:
         client = _client(address)
     except ImportError:
@@ -75,8 +85,6 @@ def follow(address: str | None, submission_id: str, write: Callable[[bytes], Non
         written.extend(data)
         write(data)
 
-    interrupted = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     tail_done = threading.Event()
     tail = threading.Thread(target=_tail, args=(client, submission_id, keep, tail_done), daemon=True,
                             name="ledger-ray-tail")
@@ -84,32 +92,29 @@ def follow(address: str | None, submission_id: str, write: Callable[[bytes], Non
     stopped = False
     status: str | None = None
     error: str | None = None
-    try:
-        while True:
-            if interrupted.is_set() and not stopped:
-                say(f"ledger: stopping Ray job {submission_id}")
-                client.stop_job(submission_id)
-                stopped = True
-            try:
-                status = str(client.get_job_status(submission_id).value)
-            except Exception as exc:  # the cluster went away while we followed it
-                error = f"lost the Ray job {submission_id} at {address}: {exc}"
-                break
-            if status in TERMINAL:
-                break
-            time.sleep(poll_s)
-        tail_done.wait(5)
-        info: Any = None
+    info: Any = None
+    while True:
+        if interrupted.is_set() and not stopped:
+            say(f"ledger: stopping Ray job {submission_id}")
+            client.stop_job(submission_id)
+            stopped = True
         try:
-            info = client.get_job_info(submission_id)
-            logs = client.get_job_logs(submission_id).encode("utf-8", "surrogateescape")
-            if not tail_done.is_set() or len(logs) > len(written):
-                if logs.startswith(bytes(written)):
-                    write(logs[len(written):])  # what the tail had not delivered
-        except Exception:  # noqa: BLE001 - the logs are a best effort once the status is known
-            pass
-    finally:
-        signal.signal(signal.SIGINT, previous)
+            status = str(client.get_job_status(submission_id).value)
+        except Exception as exc:  # the cluster went away while we followed it
+            error = f"lost the Ray job {submission_id} at {address}: {exc}"
+            break
+        if status in TERMINAL:
+            break
+        time.sleep(poll_s)
+    tail_done.wait(5)
+    try:
+        info = client.get_job_info(submission_id)
+        logs = client.get_job_logs(submission_id).encode("utf-8", "surrogateescape")
+        if not tail_done.is_set() or len(logs) > len(written):
+            if logs.startswith(bytes(written)):
+                write(logs[len(written):])  # what the tail had not delivered
+    except Exception:  # noqa: BLE001 - the logs are a best effort once the status is known
+        pass
     message = getattr(info, "message", None) if info is not None else None
     driver_code = getattr(info, "driver_exit_code", None) if info is not None else None
     exit_code = {"SUCCEEDED": 0, "STOPPED": 130 if stopped else 143}.get(status or "")

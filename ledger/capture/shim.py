@@ -38,6 +38,7 @@ ENV_PATTERNS = "LEDGER_SHIM_PATTERNS"
 ENV_ADD = "LEDGER_SHIM_ADD"
 ENV_ENV_PATTERNS = "LEDGER_SHIM_ENV_PATTERNS"
 ENV_RUN_ID = "LEDGER_RUN_ID"
+ENV_JOB_ENV = "LEDGER_SHIM_JOB_ENV"
 DETAILS_FLAG = "--dump-details"
 
 
@@ -53,10 +54,12 @@ class ShimRecord:
     submission_id: str | None = None
     no_wait: bool = False
     address: str | None = None
+    job_env_added: list[str] = field(default_factory=list)  # ledger's job variables put in the runtime env
 
 
 def install(bin_dir: Path, log_path: Path, patterns: Sequence[str], add: Sequence[tuple[str, str]],
-            env_patterns: Sequence[str], environ: Mapping[str, str]) -> dict[str, str]:
+            env_patterns: Sequence[str], environ: Mapping[str, str],
+            job_env: Mapping[str, str] | None = None) -> dict[str, str]:
     """Write the wrappers into `bin_dir`; return the environment variables the job needs."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     here = Path(__file__).resolve()
@@ -71,6 +74,7 @@ def install(bin_dir: Path, log_path: Path, patterns: Sequence[str], add: Sequenc
         ENV_PATTERNS: json.dumps(list(patterns)),
         ENV_ADD: json.dumps([list(pair) for pair in add]),
         ENV_ENV_PATTERNS: json.dumps(list(env_patterns)),
+        ENV_JOB_ENV: json.dumps(dict(job_env or {})),
     }
 
 
@@ -154,6 +158,32 @@ def _ray_option(opts: Sequence[str], name: str) -> str | None:
     return None
 
 
+def _with_job_env(opts: list[str], job_env: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """`opts` with ledger's job variables added to `--runtime-env-json`'s env_vars where the
+    launcher does not set them: a job on a cluster started elsewhere gets the cluster's
+    environment, not the submitter's, so RAY_DEDUP_LOGS=0 must travel in the runtime env."""
+    if not job_env or any(t == "--runtime-env" or t.startswith("--runtime-env=") for t in opts):
+        return opts, []  # a runtime-env YAML file: left as the user wrote it
+    index = next((i for i, t in enumerate(opts) if t == "--runtime-env-json" or t.startswith("--runtime-env-json=")), None)
+    runtime: dict[str, object] = {}
+    if index is not None:
+        token = opts[index]
+        text = token.split("=", 1)[1] if "=" in token else (opts[index + 1] if index + 1 < len(opts) else "")
+        try:
+            runtime = json.loads(text)
+        except ValueError:
+            return opts, []
+        if not isinstance(runtime, dict):
+            return opts, []
+        opts = opts[:index] + opts[index + (1 if "=" in token else 2):]
+    env_vars = runtime.get("env_vars")
+    env_vars = dict(env_vars) if isinstance(env_vars, dict) else {}
+    added = [k for k in job_env if k not in env_vars]
+    env_vars.update({k: job_env[k] for k in added})
+    runtime["env_vars"] = env_vars
+    return [*opts, "--runtime-env-json", json.dumps(runtime)], added
+
+
 def _append(log: str, record: ShimRecord) -> None:
     line = json.dumps(record.__dict__, separators=(",", ":")) + "\n"
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -183,9 +213,11 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
             opts = [*opts, "--submission-id", submission]
         new_entry = [*entry, *added]
         address = _ray_option(opts, "--address") or environ.get("RAY_ADDRESS")
+        run_opts, env_added = _with_job_env(opts, json.loads(environ.get(ENV_JOB_ENV, "{}")))
+        # the record keeps the launcher's own options: ledger's variables are not its settings
         record = ShimRecord("ray", ["ray", *opts], new_entry, [w for w in added if w.startswith("--")],
-                            submission_id=submission, no_wait=no_wait, address=address)
-        return [*opts, "--", *new_entry], record
+                            submission_id=submission, no_wait=no_wait, address=address, job_env_added=env_added)
+        return [*run_opts, "--", *new_entry], record
     argv = [name, *args]
     if not _is_training(argv, patterns + _submitted_scripts(environ)):
         return args, None

@@ -162,8 +162,9 @@ def _job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[s
     ledger_env = {"LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
                   "LEDGER_DATA_DIR": str(staged.data_dir)}  # bulky outputs here are tracked with DVC
     ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
+    job_vars = {k: v for k, v in cfg.job_env.items() if k not in env}
     wrappers = shim.install(staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns),
-                            wrapper_flags, list(cfg.env_patterns), env)
+                            wrapper_flags, list(cfg.env_patterns), env, job_vars)
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
     m["command"]["ledger_env"] = recorded
