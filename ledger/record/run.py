@@ -28,7 +28,7 @@ from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line
-from ledger.record import facts
+from ledger.record import facts, jobsetup
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.listing import summary_of
@@ -36,7 +36,7 @@ from ledger.storage.store import check_ledger_branch, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 
 Say = Callable[[str], None]
-RAW_OUTPUT = "output.raw"  # the job's combined output while it runs (split into the logs at the end)
+RAW_OUTPUT = jobsetup.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
 
 
 @dataclass
@@ -116,85 +116,6 @@ def _scrub_code(data: bytes) -> bytes:
     return clean.encode("utf-8", "surrogateescape")
 
 
-def _forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bool:
-    """Whether flags appended to `argv` reach the training command.
-
-    True for a direct training command, and for a launcher whose script passes its own
-    arguments on (`"$@"` in bash, `sys.argv` in Python); never for other commands.
-    """
-    if launcher.training_command_from_argv(argv, list(cfg.training_patterns)) is not None:
-        return True
-    if launcher_text is not None:
-        return '"$@"' in launcher_text or "${@}" in launcher_text or "sys.argv" in launcher_text
-    return False
-
-
-def _debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged,
-                      m: dict[str, Any], say: Say) -> tuple[list[str], list[tuple[str, str]]]:
-    """How the debug-data flags reach the trainer: appended to the argv when it is the training
-    command or a launcher that forwards "$@"; else added by the PATH wrappers (`shim`); said on
-    one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
-    from ledger.capture.image import detect_image_in_argv
-    from ledger.data.outputs import debug_flag_values, inject_debug_flags, without_comments
-
-    if _forwards_args(argv, launcher_text, cfg):
-        job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text)
-        if added:
-            m["command"]["added_args"] = added
-            m["command"]["debug_data"] = {"via": "argv", "added": added}
-            say(f"ledger: keeping debug data for replay: added {' '.join(added)}")
-        return job_argv, []
-    if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
-        m["command"]["debug_data"] = {"via": None, "added": []}
-        say("ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
-            "add --save-debug-rollout-data DIR/{rollout_id}.pt --save-debug-event-data DIR to the training command, "
-            "or run `ledger run` inside the container")
-        return argv, []
-    m["command"]["debug_data"] = {"via": "wrapper", "added": []}
-    return argv, debug_flag_values(str(staged.data_dir))
-
-
-def _job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any],
-             wrapper_flags: list[tuple[str, str]]) -> dict[str, str]:
-    """The variables ledger sets for the job, recorded in `command.ledger_env`."""
-    from ledger.capture import shim
-
-    ledger_env = {"LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
-                  "LEDGER_DATA_DIR": str(staged.data_dir)}  # bulky outputs here are tracked with DVC
-    ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
-    job_vars = {k: v for k, v in cfg.job_env.items() if k not in env}
-    wrappers = shim.install(staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns),
-                            wrapper_flags, list(cfg.env_patterns), env, job_vars)
-    recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
-    recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
-    m["command"]["ledger_env"] = recorded
-    return {**ledger_env, **wrappers}
-
-
-_SOURCE_RE = r"^\s*(?:source|\.)\s+(\S+)"
-
-
-def _tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, launcher_text: str | None,
-                           cwd: Path) -> str | None:
-    """The code tree with the launcher and the files it sources left out (issue 9, item 6)."""
-    import re
-
-    files = [launcher_path.resolve()]
-    for match in re.finditer(_SOURCE_RE, launcher_text or "", re.M):
-        target = re.sub(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\([^)]*\))/", "", match.group(1).strip("\"'"))
-        for base in (cwd, launcher_path.parent, repo.root):
-            if (base / target).is_file():
-                files.append((base / target).resolve())
-                break
-    edits: dict[str, tuple[str, int] | None] = {}
-    for path in files:
-        try:
-            edits[str(path.relative_to(repo.root))] = None
-        except ValueError:
-            continue  # outside the repository: not part of the code snapshot
-    return repo.tree_with_edits(code.tree, edits) if edits else None
-
-
 def _copy_launcher(path: Path, run_dir: Path) -> tuple[str, str, list[str]]:
     raw = path.read_bytes()
     text, names = redact.redact_text(raw.decode("utf-8", "surrogateescape"))
@@ -243,12 +164,12 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
             redacted.update(names)
             launcher_text = launcher_path.read_text(errors="replace")
         if launcher_path is not None:
-            m["code"]["tree_without_launcher"] = _tree_without_launcher(repo, code, launcher_path, launcher_text, req.cwd)
+            m["code"]["tree_without_launcher"] = jobsetup.tree_without_launcher(repo, code, launcher_path, launcher_text, req.cwd)
         job_argv = req_argv
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
         wrapper_flags: list[tuple[str, str]] = []
         if want_debug and req.replay is None:
-            job_argv, wrapper_flags = _debug_data_route(req_argv, launcher_text, cfg, staged, m, say)
+            job_argv, wrapper_flags = jobsetup.debug_data_route(req_argv, launcher_text, cfg, staged, m, say)
         image, host_thread, host_holder = _image_facts(req, cfg, repo, say)
         if image:
             m["image"].update(image)
@@ -272,7 +193,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         ctx["environ"] = dict(req.env if req.env is not None else os.environ)
         ctx["terminal_fd"] = terminal_fd
         env = dict(req.env if req.env is not None else os.environ)
-        env.update(_job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
+        env.update(jobsetup.job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
         try:
             job = Job(job_argv, req.cwd, env)
         except BaseException:
@@ -301,7 +222,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
                say: Say) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
     if capture.join(timeout=10):
-        ray_end = _follow_submitted(staged, m, ctx.get("terminal_fd"), say)
+        ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say)
         capture.split_raw()
     else:  # a child of the job still holds the pipe open: split what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
@@ -322,51 +243,11 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
                    "duration_s": round(result.duration_s, 3)}
     if ray_end is not None:
-        _ray_status(m, ray_end, say)
+        jobsetup.ray_status(m, ray_end, say)
     commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
                     secrets=ctx["secrets"], environ=ctx.get("environ"))
     st = m["status"]
     return RunOutcome(m["id"], st["exit_code"] if st["exit_code"] is not None else result.exit_code, st["state"], commit)
-
-
-def _follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say) -> Any:
-    """After the launcher ended: follow the last job it submitted with `--no-wait` (issue 9, item 8),
-    its logs appended to the run's raw output. None when nothing was submitted that way."""
-    from ledger.capture import shim
-
-    pending = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.no_wait and r.submission_id]
-    if not pending:
-        return None
-    record = pending[-1]
-    from ledger.capture.rayjob import follow
-
-    say(f"ledger: following Ray job {record.submission_id} to its end (Ctrl-C stops it)")
-    with open(staged.dir / RAW_OUTPUT, "ab") as raw:
-        def write(data: bytes) -> None:
-            raw.write(data)
-            if terminal_fd is not None:
-                try:
-                    os.write(terminal_fd, data)
-                except OSError:
-                    pass
-
-        return follow(record.address, str(record.submission_id), write, say=say)
-
-
-def _ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
-    """The run's status from the followed Ray job's own state."""
-    m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status,
-                              "message": end.message}
-    if end.status is None:
-        m["status"]["state"] = "unknown"
-        m["warnings"].append(f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)")
-        say(f"ledger: {end.error}; recorded what is known")
-        return
-    m["status"]["exit_code"] = end.exit_code
-    m["status"]["state"] = {"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}[end.status]
-    m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
-    if end.stopped_by_ledger:
-        m["status"]["signal"] = "SIGINT"
 
 
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
