@@ -154,3 +154,31 @@ def test_debug_data_into_a_container_is_refused_aloud(miles_repo: tuple[Path, di
     lines = [line for line in r.stderr.splitlines() if "debug data cannot reach" in line]
     assert len(lines) == 1 and "add --save-debug-rollout-data" in lines[0]
     assert shutil.which("bash")
+
+
+def test_untracked_files_in_the_data_folder_are_kept_and_paths_are_portable(miles_repo: tuple[Path, dict[str, str]]) -> None:
+    """Item 3: nothing a job wrote under the run's data folder is deleted untracked. Item 9: a
+    PYTHONPATH naming this checkout is stored with `<repo>`, so another checkout agrees."""
+    repo, env = miles_repo
+    (repo / "stray.sh").write_text('#!/bin/bash\nset -ex\nmkdir -p "$LEDGER_DATA_DIR/scratch"\n'
+                                   'echo kept > "$LEDGER_DATA_DIR/scratch/notes.txt"\n'
+                                   'ray job submit --runtime-env-json="{\\"env_vars\\": {\\"PYTHONPATH\\": \\"$PWD/src:/root/M\\"}}"'
+                                   ' -- python3 miles_grpo.py --num-rollout 1\n')
+    r = ledger(repo, "run", "--", "bash", "stray.sh", env={**env, "LEDGER_TEST": "1"})
+    assert r.returncode == 0, r.stderr
+    m = _show(repo)
+    kept = repo / ".ledger" / "untracked" / m["id"] / "scratch" / "notes.txt"
+    assert kept.read_text() == "kept\n"
+    assert "kept at" in r.stderr
+    assert m["command"]["training_argv"][1:] == _seen(repo)
+    assert m["settings"]["env.PYTHONPATH"] == "<repo>/src:/root/M"
+    assert m["command"]["runtime_env"]["env_vars"]["PYTHONPATH"] == f"{repo}/src:/root/M"  # the raw value kept
+
+
+def test_env_report_behind_a_coloured_ray_prefix_is_read(tmp_path: Path) -> None:
+    # shape: miles-facts.md (`--env-report` lines from actors, Ray 2.60 colours the prefix)
+    log = tmp_path / "engine.log"
+    report = {"role": "rollout", "rank": 0, "git_repos": [{"package_name": "sglang", "commit": "abc", "dirty": False}]}
+    log.write_bytes(b"\x1b[36m(SGLangEngine pid=3, ip=10.0.0.2)\x1b[0m ENV_REPORT_JSON=" + json.dumps(report).encode() + b"\n")
+    lines = tracescan.command_lines([log])
+    assert launcher.env_report(lines) == [{"role": "rollout", "rank": 0, "packages": {"sglang": {"commit": "abc", "dirty": False}}}]

@@ -15,7 +15,8 @@ A `ray job submit --no-wait` without `--submission-id` gets one (`ledger-<run id
 can follow the job to its end through Ray's Job API after the launcher returned.
 
 The wrappers run this file with ledger's own interpreter in `-SE` mode (no site, no PYTHONPATH),
-importing only the standard library and `ledger.capture.settings`: about 30 ms per call.
+importing only the standard library and `ledger.capture.settings`: one short interpreter start per
+call (`bench/bench_wrappers.py`).
 Nothing here may raise into the job: on any internal error the real program runs unchanged.
 """
 
