@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -182,3 +183,18 @@ def test_env_report_behind_a_coloured_ray_prefix_is_read(tmp_path: Path) -> None
     log.write_bytes(b"\x1b[36m(SGLangEngine pid=3, ip=10.0.0.2)\x1b[0m ENV_REPORT_JSON=" + json.dumps(report).encode() + b"\n")
     lines = tracescan.command_lines([log])
     assert launcher.env_report(lines) == [{"role": "rollout", "rank": 0, "packages": {"sglang": {"commit": "abc", "dirty": False}}}]
+
+
+def test_no_wait_with_no_reachable_ray_is_said_and_recorded_as_unknown(miles_repo: tuple[Path, dict[str, str]]) -> None:
+    """Item 8: a `--no-wait` job ledger cannot follow is `unknown`, never `finished, exit 0`."""
+    repo, env = miles_repo
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = ledger(repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--no-wait",
+               "--address", f"http://127.0.0.1:{port}", "--", "python3", "miles_grpo.py", env=env)
+    m = _show(repo)
+    assert m["status"]["state"] == "unknown"
+    assert m["status"]["ray_job"]["submission_id"].startswith("ledger-") and m["status"]["ray_job"]["status"] is None
+    assert any(f"127.0.0.1:{port}" in w for w in m["warnings"])
+    assert "recorded what is known" in r.stderr
