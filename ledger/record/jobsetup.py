@@ -27,7 +27,10 @@ def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bo
     if launcher.training_command_from_argv(argv, list(cfg.training_patterns)) is not None:
         return True
     if launcher_text is not None:
-        return '"$@"' in launcher_text or "${@}" in launcher_text or "sys.argv" in launcher_text
+        from ledger.data.outputs import without_comments
+
+        code = without_comments(launcher_text)  # a "$@" in a comment forwards nothing
+        return '"$@"' in code or "${@}" in code or "sys.argv" in code
     return False
 
 
