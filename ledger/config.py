@@ -36,6 +36,10 @@ DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
     "CUDA_*", "NCCL_*", "NVTE_*", "TORCH_*", "PYTORCH_*", "CUBLAS_*",
     "SGLANG_*", "MILES_*", "RAY_*", "PYTHONHASHSEED",
 )
+# set in the job's environment unless the user's environment already sets them (README, "What
+# ledger sets in the job's environment"): Ray's log de-duplication drops metric lines it thinks
+# repeated (a second trainer cell's per-step lines), so ledger turns it off.
+DEFAULT_JOB_ENV: dict[str, str] = {"RAY_DEDUP_LOGS": "0"}
 
 
 def _regex(pattern: str) -> str:
@@ -91,6 +95,8 @@ class CaptureSection(_Section):
     debug_data: bool = True
     env_patterns: list[str] = Field(default_factory=list)
     training_patterns: list[Regex] = Field(default_factory=list)
+    # merged over DEFAULT_JOB_ENV; a null value removes a default
+    job_env: dict[str, str | int | float | None] = Field(default_factory=dict)
 
 
 class JobSection(_Section):
@@ -134,6 +140,7 @@ capture:
   debug_data: {str(CaptureSection().debug_data).lower()}           # add --save-debug-rollout-data / --save-debug-event-data when absent
   env_patterns: []           # extra environment variable globs recorded as env.<NAME> settings
   training_patterns: []      # extra regexes naming the training script inside launcher output
+  job_env: {{}}                # variables ledger sets for the job (default RAY_DEDUP_LOGS: "0"; null removes one)
 host_checkouts: {{}}           # name: path of source checkouts whose commits a host run records
 heat_guard:
   enabled: {str(HEAT.enabled).lower()}
@@ -164,6 +171,7 @@ class Config:
     debug_data: bool = CaptureSection().debug_data
     env_patterns: tuple[str, ...] = DEFAULT_ENV_PATTERNS
     training_patterns: tuple[str, ...] = DEFAULT_TRAINING_PATTERNS
+    job_env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_JOB_ENV))
     image_probes: dict[str, Any] = field(default_factory=dict)
     host_checkouts: dict[str, str] = field(default_factory=dict)
     heat: HeatConfig = HEAT
@@ -183,6 +191,7 @@ class Config:
             debug_data=f.capture.debug_data,
             env_patterns=DEFAULT_ENV_PATTERNS + tuple(f.capture.env_patterns),
             training_patterns=DEFAULT_TRAINING_PATTERNS + tuple(f.capture.training_patterns),
+            job_env=_job_env(f.capture.job_env),
             image_probes=dict(f.image_probes),
             host_checkouts=dict(f.host_checkouts),
             heat=f.heat_guard,
@@ -190,6 +199,11 @@ class Config:
             dvc_remote=f.dvc_remote,
             stop_grace_s=f.job.stop_grace_s,
         )
+
+
+def _job_env(given: dict[str, str | int | float | None]) -> dict[str, str]:
+    merged = {**DEFAULT_JOB_ENV, **{k: None if v is None else str(v) for k, v in given.items()}}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
