@@ -85,7 +85,7 @@ def _show(repo: Path) -> dict:
 
 def _logs(repo: Path, m: dict) -> tuple[str, str]:
     folder = repo / ".." / "logs"
-    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", str(folder), "experiments"], check=True)
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(folder), "experiments"], check=True)
     run = folder / f"runs/{m['id'][-4:-2]}/{m['id']}"
     return (run / "trainer.log").read_text(), (run / "engine.log").read_text()
 
