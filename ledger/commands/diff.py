@@ -38,13 +38,14 @@ CODE_SETTINGS = ("code.commit", "code.patch")
 
 def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bool) -> str:
     """The manifests' diff, plus the code diff (outside runs/) when the code is what changed."""
-    out = repo.git("diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml",
-                   check=False).stdout.decode("utf-8", "replace")
+    out = "manifest diff:\n" + repo.git(
+        "diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml",
+        check=False).stdout.decode("utf-8", "replace")
     if code_changed:
         ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
         if ca and cb:
-            out += repo.git("diff", "--no-color", "--stat", "-p", ca, cb, "--", ".", ":(exclude)runs",
-                            check=False).stdout.decode("utf-8", "replace")
+            out += "\ncode diff:\n" + repo.git("diff", "--no-color", "--stat", "-p", ca, cb, "--", ".",
+                                                ":(exclude)runs", check=False).stdout.decode("utf-8", "replace")
     return out
 
 
