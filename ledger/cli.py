@@ -203,13 +203,29 @@ def recover() -> None:
 
 
 @app.command()
+@click.argument("runs", nargs=-1)
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The page to write (one self-contained file).")
+def report(runs: tuple[str, ...], html: Path) -> None:
+    """Write the runs table (as `ledger list`, with change sets and small curves) as an HTML page."""
+    from ledger.commands.report import write_report
+
+    result = write_report(Path.cwd(), list(runs), html)
+    _say(f"page written to {result.path} ({result.runs} run{'' if result.runs == 1 else 's'})")
+
+
+@app.command()
 @click.argument("run_name")
-@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot.")
-def heat(run_name: str, png: Path | None) -> None:
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot (needs ledger[plot]).")
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write a self-contained HTML page.")
+def heat(run_name: str, png: Path | None, html: Path | None) -> None:
     """Temperature over time for a run, with pauses and step boundaries."""
     from ledger.commands.heat import heat_report
 
-    click.echo(heat_report(Path.cwd(), run_name, png), nl=False)
+    result = heat_report(Path.cwd(), run_name, png, html)
+    click.echo(result.text, nl=False)
+    for path in result.written:
+        _say(f"plot written to {path}")
 
 
 @app.command()

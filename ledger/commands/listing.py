@@ -9,7 +9,7 @@ from typing import Any
 from ledger.manifest import duration_text
 from ledger.runref import resolve
 from ledger.storage.branch import open_branch
-from ledger.storage.listing import load_listing, parse_manifest
+from ledger.storage.listing import list_fields, load_listing, parse_manifest
 from ledger.storage.store import read_file_at
 from ledger.textfmt import MISSING, show_value
 
@@ -35,15 +35,7 @@ class ListResult:
 
 def summary(m: dict[str, Any]) -> dict[str, Any]:
     """The fields `ledger list` shows."""
-    status = m.get("status") or {}
-    gpu = m.get("gpu") or {}
-    return {
-        "id": m["id"], "name": m.get("name"), "state": status.get("state"), "exit_code": status.get("exit_code"),
-        "duration_s": status.get("duration_s"), "started": m.get("started"),
-        "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
-        "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
-        "replay_of": m.get("replay_of"), "note": m.get("note"),
-    }
+    return list_fields(m)
 
 
 def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> ListResult:

@@ -131,7 +131,8 @@ def _sparklines(
     def column(t: float) -> int:
         return min(width - 1, max(0, int((t - t0) / bin_s)))
 
-    lines = [f"temperature {lo:g}..{hi:g} C, one column = {format_duration(bin_s)}:"]
+    column_text = format_duration(bin_s) if bin_s >= 10 else f"{bin_s:.2g}s"
+    lines = [f"temperature {lo:g}..{hi:g} C, one column = {column_text}:"]
     for gpu, points in series.items():
         peaks: list[float | None] = [None] * width
         for t, temp in points:
@@ -160,4 +161,10 @@ def _sparklines(
             if t0 <= t_end <= t1:
                 marks[column(t_end)] = "^"
         lines.append(f"  {'steps':<7}|{''.join(marks)}|")
+    legend = f"  legend: {LEVELS[0]} coolest ({lo:g} C) .. {LEVELS[-1]} hottest ({hi:g} C)"
+    if heatlog.pauses:
+        legend += "; P paused"
+    if steps:
+        legend += "; ^ a step ended"
+    lines.append(legend)
     return lines
