@@ -134,8 +134,8 @@ def _run_curves(table: MetricsTable | None) -> str:
         axis, points = series_of(table, metric)
         if points:
             charts.append(render(Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)]),
-                                 width=300, height=110, legend_width=0))
-    return "".join(charts) or "-"
+                                 width=280, height=110, legend_width=0))
+    return f'<div class="curves">{"".join(charts)}</div>' if charts else "-"
 
 
 def report_page(rows: Sequence[ReportRow], heading: str) -> str:

@@ -119,11 +119,11 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
         x0, x1 = px(start), px(end)
         out.append(f'<rect data-kind="span" x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1.5):.1f}" '
                    f'height="{plot_h}" fill="#d62728" fill-opacity="0.15"/>')
-    for tick in nice_ticks(y_lo, y_hi):
+    for tick in nice_ticks(y_lo, y_hi, max(2, plot_h // 35)):
         y = py(tick)
         out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
                    f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(tick)}</text>')
-    for tick in nice_ticks(x_lo, x_hi, 8):
+    for tick in nice_ticks(x_lo, x_hi, max(3, plot_w // 70)):
         x = px(tick)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>'
                    f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{tick_text(tick)}</text>')
@@ -183,7 +183,7 @@ body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 h1{font-size:20px} h2{font-size:16px;margin-top:28px}
 .chart text{font:11px system-ui,sans-serif;fill:#333} .chart .title{font-weight:600;font-size:12px}
 .chart .plot{fill:none;stroke:#bbb} .chart .grid{stroke:#eee} .chart .axis{stroke:#888}
-.side{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
+.curves{display:flex;gap:8px} .side{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
 pre{background:#f6f6f6;padding:10px;font-size:12px;overflow-x:auto;max-width:540px}
 table{border-collapse:collapse;font-size:13px} td,th{border-bottom:1px solid #ddd;padding:4px 8px;
 text-align:left;vertical-align:top} .refused{color:#b00} .forced{color:#b60}
