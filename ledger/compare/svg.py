@@ -18,7 +18,7 @@ from html import escape
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#7f7f7f", "#bcbd22")
-MAX_POINTS = 2000  # beyond this a series is thinned to its min and max per bucket (shape kept)
+MAX_POINTS = 1200  # beyond this a series is thinned to its min and max per bucket (2 per pixel of width)
 
 
 @dataclass
