@@ -12,10 +12,20 @@ import click
 
 from ledger import __version__
 from ledger.errors import EXIT_USAGE, LedgerError
+from ledger.textfmt import plural
 
 
 def _say(text: str) -> None:
-    click.echo(text, err=True)
+    from ledger.termstyle import colour_enabled, paint_lines
+
+    click.echo(paint_lines(text) if colour_enabled(sys.stderr) else text, err=True, color=True)
+
+
+def _out(text: str) -> None:
+    """A report to stdout, coloured only on a terminal without NO_COLOR."""
+    from ledger.termstyle import colour_enabled, paint_lines
+
+    click.echo(paint_lines(text) if colour_enabled(sys.stdout) else text, nl=False, color=True)
 
 
 def _emit_json(data: Any, compact: bool = False) -> None:
@@ -82,13 +92,16 @@ def _terminal_fd() -> int | None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--changed", is_flag=True, help="Show which settings changed from the run before.")
 @click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
-def list_cmd(as_json: bool, changed: bool, limit: int | None) -> None:
-    """List the recorded runs (read from the branch tip, no checkout)."""
+@click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
+def list_cmd(as_json: bool, changed: bool, limit: int | None, reverse: bool) -> None:
+    """List the recorded runs, newest first (read from the branch tip, no checkout)."""
     from ledger.commands.listing import list_runs, render_list
 
-    result = list_runs(Path.cwd(), changed=changed, limit=limit)
+    result = list_runs(Path.cwd(), changed=changed, limit=limit, reverse=reverse)
     for run_id, reason in result.broken.items():
         _say(f"ledger: warning: run {run_id} skipped: {reason}")
+    if result.unpulled:
+        _say(f"ledger: {result.unpulled}")
     if as_json:
         _emit_json(result.to_json(), compact=True)
     else:
@@ -97,11 +110,14 @@ def list_cmd(as_json: bool, changed: bool, limit: int | None) -> None:
 
 @app.command()
 @click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
-def log(limit: int | None) -> None:
-    """For each run, the settings that changed from the run before it."""
+@click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
+def log(limit: int | None, reverse: bool) -> None:
+    """For each run (newest first), the settings that changed from the run before it."""
     from ledger.commands.listing import list_runs, render_change_log
 
-    result = list_runs(Path.cwd(), changed=True, limit=limit)
+    result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
+    if result.unpulled:
+        _say(f"ledger: {result.unpulled}")
     click.echo(render_change_log(result), nl=False)
 
 
@@ -145,7 +161,7 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
     if as_json:
         _emit_json(out.json)
     else:
-        click.echo(out.text, nl=False)
+        _out(out.text)
     return out.exit_code
 
 
@@ -202,7 +218,7 @@ def recover() -> None:
     from ledger.record.recover import recover as do_recover
 
     done = do_recover(Path.cwd(), _say)
-    _say(f"ledger: recovered {len(done)} run(s)")
+    _say(f"ledger: recovered {plural(len(done), 'run')}")
 
 
 @app.command()
@@ -214,7 +230,7 @@ def report(runs: tuple[str, ...], html: Path) -> None:
     from ledger.commands.report import write_report
 
     result = write_report(Path.cwd(), list(runs), html)
-    _say(f"page written to {result.path} ({result.runs} run{'' if result.runs == 1 else 's'})")
+    _say(f"page written to {result.path} ({plural(result.runs, 'run')})")
 
 
 @app.command()

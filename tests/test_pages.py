@@ -71,7 +71,7 @@ def test_report_page(runs: Path, tmp_path: Path) -> None:
     page = open_page(out, tmp_path)
     assert page.console == []
     ids = [x["id"] for x in json.loads(ledger(runs, "list", "--json").stdout)]
-    assert page.dom.index(f'data-run="{ids[-1]}"') < page.dom.index(f'data-run="{ids[0]}"')  # newest first
+    assert page.dom.index(f'data-run="{ids[0]}"') < page.dom.index(f'data-run="{ids[-1]}"')  # newest first
     assert "num-rollout: 6 -&gt; 8" in page.dom
     assert polylines(page.dom)["train/loss"] == [16, 12] and polylines(page.dom)["perf/rollout_time"] == [8, 6]
 

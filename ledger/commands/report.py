@@ -14,7 +14,7 @@ from ledger.fsutil import write_atomic
 from ledger.runref import resolve
 from ledger.storage.branch import open_branch
 from ledger.storage.listing import list_fields, load_listing
-from ledger.textfmt import show_value
+from ledger.textfmt import plural, show_value
 
 DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read each run's metrics)
 
@@ -47,6 +47,6 @@ def write_report(start: Path, names: list[str], out: Path) -> ReportResult:
         first = m is ordered[0]
         rows.append(ReportRow(list_fields(m), "(first run)" if first else text or "(no setting changed)",
                               load_metrics(repo, entry)))
-    heading = f"ledger: {len(rows)} run" + ("" if len(rows) == 1 else "s")
+    heading = f"ledger: {plural(len(rows), 'run')}"
     write_atomic(out, report_page(rows, heading))
     return ReportResult(out, len(rows))

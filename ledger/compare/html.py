@@ -140,7 +140,7 @@ def _run_curves(table: MetricsTable | None) -> str:
 
 def report_page(rows: Sequence[ReportRow], heading: str) -> str:
     """The whole `ledger report --html` page: the runs table with change sets and curves."""
-    head = ["id", "name", "state", "exit", "time", "paused", "started", "changed (vs the run above)", "curves"]
+    head = ["id", "name", "state", "exit", "time", "paused", "started", "changed (vs the run before it)", "curves"]
     lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
         s = row.summary
