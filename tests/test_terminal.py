@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import select
 import subprocess
 from pathlib import Path
 
@@ -73,8 +74,14 @@ def test_progress_bar_only_on_a_terminal() -> None:
         report = progress("pushing data", terminal)
         for done in range(0, 11):
             report(done, 10)
-    shown = os.read(master, 65536).decode()
+    chunks = []
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunks.append(os.read(master, 65536))
+        except OSError:  # EIO: everything written was read and the terminal is closed
+            break
     os.close(master)
+    shown = b"".join(chunks).decode()
     assert "ledger: pushing data" in shown and "10/10" in shown
 
 
