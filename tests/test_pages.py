@@ -58,6 +58,9 @@ def test_diff_page(runs: Path, tmp_path: Path) -> None:
     assert lines[a] == [6, 6, 6, 6, 12, 6] and lines[b] == [8, 8, 8, 8, 16, 8]
     assert page.dom.count('data-kind="mark"') == 2 * 5 + 4  # steps only in B, under each chart
     assert "learning on common steps" in page.dom  # the text report beside the charts
+    # a paused step is shaded in each of the five charts on rollout ids (whether the scripted
+    # pause falls inside a logged step depends on start-up time; test_svg checks it exactly)
+    assert page.dom.count('data-kind="span"') % 5 == 0
     assert page.screenshot.stat().st_size > 10_000
 
 

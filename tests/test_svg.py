@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ledger.compare.diffcore import build_report
+from ledger.compare.html import DiffPageInput, diff_charts, diff_title
+from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.compare.svg import MAX_POINTS, Chart, Series, nice_ticks, render
 from ledger.heat.chart import heat_plot, time_unit
 from ledger.heat.guard import GuardSettings
@@ -68,3 +71,26 @@ def test_ascii_chart_has_a_legend_and_a_real_column_width(tmp_path: Path) -> Non
     text = render_heat_summary(read_heat_log(path), [(0, T0 + 6)])
     assert "one column = 0.22s" in text
     assert "legend: _ coolest (60 C) .. @ hottest (73 C); ^ a step ended" in text
+
+
+def _table(steps: range, start: float) -> MetricsTable:
+    table = MetricsTable()
+    for s in steps:
+        table.rows[s] = StepRow(s, start + 10 * s, start + 10 * s + 10, {"perf/rollout_time": 5.0 + s})
+        table.train_steps[2 * s] = {"train/loss": 1.0 / (1 + s)}
+    return table
+
+
+def test_diff_charts_shade_paused_steps_and_mark_unshared_ones() -> None:
+    ma = {"id": "a", "settings": {"lr": 1}, "gpu": {"pause_windows": [
+        {"start": "2025-11-24T16:00:22Z", "end": "2025-11-24T16:00:25Z"}]}}  # inside step 2 of A
+    mb = {"id": "b", "settings": {"lr": 2}}
+    t = 1_764_000_000.0  # 2025-11-24T16:00:00Z
+    ta, tb = _table(range(0, 5), t), _table(range(0, 7), t + 1000)
+    report = build_report(ma, mb, ta, tb)
+    charts = diff_charts(DiffPageInput(report, "", ma, mb, ta, tb))
+    assert diff_title(report) == "lr: 1 -> 2"
+    rollout, loss = charts[0], charts[-1]
+    assert rollout.title == "rollout time (perf/rollout_time)" and rollout.spans == [(1.5, 2.5)]
+    assert [(x, label) for x, label, _ in rollout.marks] == [(5.0, "only in B"), (6.0, "only in B")]
+    assert loss.x_label == "train step" and loss.spans == [] and len(loss.series[1].points) == 7
