@@ -66,19 +66,31 @@ class LearningResult:
     confidence: float = CONFIDENCE
 
 
-def _columns(table: MetricsTable | None) -> dict[str, tuple[str, dict[int, float]]]:
-    """metric -> (axis, step -> finite value); train-step numbering wins where a metric has both."""
+def _columns(table: MetricsTable | None, wanted: Sequence[str] | None = None) -> dict[str, tuple[str, dict[int, float]]]:
+    """metric -> (axis, step -> finite value); train-step numbering wins where a metric has both.
+
+    Only learning metrics matching `wanted` globs (all of them when None); each name is judged once.
+    """
     out: dict[str, tuple[str, dict[int, float]]] = {}
     if table is None:
         return out
+    keep: dict[str, bool] = {}
+
+    def kept(name: str) -> bool:
+        found = keep.get(name)
+        if found is None:
+            found = keep[name] = not is_timing(name) and (
+                wanted is None or any(fnmatchcase(name, p) for p in wanted))
+        return found
+
     for step, row in table.rows.items():
         for name, value in row.metrics.items():
-            if math.isfinite(value) and not is_timing(name):
+            if kept(name) and value - value == 0:  # finite
                 out.setdefault(name, (ROLLOUT_AXIS, {}))[1][step] = value
     train: dict[str, dict[int, float]] = {}
     for step, metrics in table.train_steps.items():
         for name, value in metrics.items():
-            if math.isfinite(value) and not is_timing(name):
+            if kept(name) and value - value == 0:
                 train.setdefault(name, {})[step] = value
     out.update({name: (TRAIN_AXIS, col) for name, col in train.items()})
     return out
@@ -138,12 +150,10 @@ def compare_learning(table_a: MetricsTable | None, table_b: MetricsTable | None,
 
     A metric one run logs per train step and the other per rollout is compared on rollout ids.
     """
-    cols_a, cols_b = _columns(table_a), _columns(table_b)
     wanted = [*DEFAULT_LEARNING, *patterns]
+    cols_a, cols_b = _columns(table_a, wanted), _columns(table_b, wanted)
     results = []
     for name in sorted(cols_a.keys() & cols_b.keys()):
-        if not any(fnmatchcase(name, p) for p in wanted):
-            continue
         (axis_a, col_a), (axis_b, col_b) = cols_a[name], cols_b[name]
         if axis_a != axis_b:
             continue  # numbered differently in the two runs: no common step to compare on
@@ -154,7 +164,7 @@ def compare_learning(table_a: MetricsTable | None, table_b: MetricsTable | None,
 
 def step_diffs(table_a: MetricsTable | None, table_b: MetricsTable | None, metric: str) -> list[StepDiff] | None:
     """Every common step of a learning metric (for `--steps METRIC`), or None when not one."""
-    cols_a, cols_b = _columns(table_a), _columns(table_b)
+    cols_a, cols_b = _columns(table_a, [metric]), _columns(table_b, [metric])
     if metric not in cols_a or metric not in cols_b:
         return None
     col_a, col_b = cols_a[metric][1], cols_b[metric][1]
