@@ -27,7 +27,7 @@ from ledger.compare.logparse import MetricsTable
 from ledger.compare.stats import CONFIDENCE, is_timing, median, median_with_ci
 
 # The default learning metrics, as globs over the names the runs logged (one source for them).
-DEFAULT_LEARNING = ("*loss*", "*grad_norm*", "*reward*", "*score*", "*/kl*", "*_kl*", "*kl_loss*",
+DEFAULT_LEARNING = ("*loss*", "*grad_norm*", "*reward*", "*score*", "*accuracy*", "*/kl*", "*_kl*", "*kl_loss*",
                     "*entropy*", "*clipfrac*", "*clip_frac*", "*clip_ratio*", "eval/*")
 NOISE_REL = 1e-6  # relative difference below which two values are the same up to float noise
 NOISE_ABS = 1e-12
