@@ -36,7 +36,7 @@ class DiffOutput:
     html_path: Path | None = None
 
 
-CODE_SETTINGS = ("code.commit", "code.patch")
+CODE_SETTINGS = ("code.commit", "code.patch", "code.tree")
 
 
 def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bool) -> str:
