@@ -133,7 +133,7 @@ def test_non_utf8_staged_run_is_recovered(repo: Path) -> None:
         except ProcessLookupError:
             pass
     rec = ledger(repo, "recover")
-    assert rec.returncode == 0 and "recovered 1 run(s)" in rec.stderr, rec.stderr
+    assert rec.returncode == 0 and "recovered 1 run" in rec.stderr, rec.stderr
     (run_id,) = _run_ids(repo)
     assert base64.b64decode(_manifest(repo, run_id)["raw_bytes"]["name"]) == b"n\xff"
 
@@ -187,5 +187,5 @@ def test_stale_claim_of_a_dead_recover_is_reclaimed(repo: Path) -> None:
     staged = next(staging.iterdir())
     (staged / "finalising").write_text("99999999")  # what a recover that died left behind
     rec = ledger(repo, "recover")
-    assert "recovered 1 run(s)" in rec.stderr, rec.stderr
+    assert "recovered 1 run" in rec.stderr, rec.stderr
     assert len(_run_ids(repo)) == 1
