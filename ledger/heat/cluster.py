@@ -184,8 +184,10 @@ class ClusterSensor:
 
         try:
             gcs = resolve_gcs_address(self.target.address, self._env)
+            # a node may lack ledger: ship the package with this driver's actors (job-level py_modules)
+            ledger_dir = str(Path(__file__).resolve().parents[1])
             ray.init(address=gcs, namespace="ledger", log_to_driver=False, configure_logging=False,
-                     logging_level=logging.ERROR)
+                     logging_level=logging.ERROR, runtime_env={"py_modules": [ledger_dir]})
         except Exception as exc:  # noqa: BLE001 - any failure: say it, try again later
             text = f"cannot connect to the Ray cluster at {self.target.address}: {type(exc).__name__}: {exc}"
             text = text.splitlines()[0]
@@ -214,7 +216,6 @@ class ClusterSensor:
                 watch.left_at, watch.unwatched = time.time(), "the node left the cluster"
         used = {w.label for w in self._nodes.values()}
         remote_cls = ray.remote(NodeSampler)
-        ledger_dir = str(Path(__file__).resolve().parents[1])
         for node_id, node in alive.items():
             if node_id in self._nodes:
                 continue
@@ -227,8 +228,6 @@ class ClusterSensor:
                 watch.handle = remote_cls.options(  # type: ignore[attr-defined]
                     num_cpus=0, num_gpus=0, max_restarts=0,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-                    # the node may lack ledger: ship the package with the actor
-                    runtime_env={"py_modules": [ledger_dir]},
                 ).remote(label, watch.names, self._spec)
                 watch.info_ref = watch.handle.info.remote()
             except Exception as exc:  # noqa: BLE001
@@ -314,7 +313,7 @@ class ClusterSensor:
         from ray.util.state import list_jobs
 
         own = ray.get_runtime_context().get_job_id()
-        jobs = [j for j in list_jobs(address=self._gcs, limit=1000, raise_on_missing_output=False) if j.job_id != own]
+        jobs = [j for j in list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False) if j.job_id != own]
         return pick_job([_job_dict(j) for j in jobs], self.target, self._started_at, self._local_pids())
 
     def job_processes(self, job: dict[str, Any]) -> dict[str, list[int]]:
@@ -409,7 +408,7 @@ def pick_job(jobs: list[dict[str, Any]], target: ClusterTarget, started_at: floa
     ours = [j for j in alive if j["type"] == "DRIVER" and j["driver_pid"] and int(j["driver_pid"]) in local_pids]
     if len(ours) == 1:
         return ours[0]
-    recent = [j for j in alive if j["type"] == "SUBMISSION" and (j["start_time"] or 0) / 1000 >= started_at - 5]
+    recent = [j for j in alive if j["type"] == "SUBMISSION" and (j["start_time"] or 0) / 1000 >= started_at - 30]
     if target.entrypoint:
         want = " ".join(target.entrypoint.split())
         same = [j for j in recent if " ".join((j["entrypoint"] or "").split()) == want]
