@@ -307,14 +307,20 @@ class ClusterSensor:
             ray.shutdown()
 
     # -- the job, pause and resume ---------------------------------------------------------
-    def find_job(self) -> dict[str, Any] | None:
+    def find_job(self) -> dict[str, Any]:
         """The Ray job of this run (see `pick_job`), as {job_id, submission_id, driver_pid, driver_node}."""
         import ray
         from ray.util.state import list_jobs
 
         own = ray.get_runtime_context().get_job_id()
-        jobs = [j for j in list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False) if j.job_id != own]
-        return pick_job([_job_dict(j) for j in jobs], self.target, self._started_at, self._local_pids())
+        jobs = [_job_dict(j) for j in list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False)
+                if j.job_id != own]
+        job = pick_job(jobs, self.target, self._started_at, self._local_pids())
+        if job is None:
+            alive = [j.get("submission_id") or j.get("job_id") for j in jobs if j["status"] in ("PENDING", "RUNNING")]
+            raise RuntimeError(f"cannot tell which Ray job is this run's among the running ones {alive} "
+                               f"(give `ray job submit --submission-id ID`)")
+        return job
 
     def job_processes(self, job: dict[str, Any]) -> dict[str, list[int]]:
         """node id -> pids of the job there: its driver, alive actors and running tasks."""
@@ -347,8 +353,6 @@ class ClusterSensor:
 
         with self._lock:
             job = self.find_job()
-            if job is None:
-                raise RuntimeError("cannot tell which Ray job is this run's (give `ray job submit --submission-id`)")
             self._job = job
             by_node = self.job_processes(job)
             missing = [n for n in by_node if n not in self._nodes or self._nodes[n].handle is None]
