@@ -141,7 +141,7 @@ def main() -> None:
         guard = HeatGuard(pause_at=85, resume_at=75, resume_after=resume_after)
         monitor = HeatMonitor(sensor, guard, args.interval, tmp / "heat.log", sensor.pause, sensor.resume)
         monitor.start()
-        while len(sensor.gpus()) < 4:  # both samplers up (2 GPUs each in the timeline)
+        while len(sensor.gpus()) < 2:  # both samplers up (GPU 0 on each node)
             time.sleep(0.1)
         t_sampling = time.time()
         print("sampling on both nodes", flush=True)
