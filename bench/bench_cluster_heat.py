@@ -129,7 +129,6 @@ def main() -> None:
 
         work_times()  # warm-up: worker processes, imports
         base = work_times()
-        print("baseline done", base, flush=True)
 
         T = args.hot_at
         spec = {"kind": "scripted", "path": "bench", "entries": [
@@ -144,20 +143,26 @@ def main() -> None:
         while len(sensor.gpus()) < 2:  # both samplers up (GPU 0 on each node)
             time.sleep(0.1)
         t_sampling = time.time()
-        print("sampling on both nodes", flush=True)
         import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from ledger.heat.node_sampler import NodeSampler
 
         handles = [w.handle for w in sensor._nodes.values()]  # noqa: SLF001 - the bench reads its own samplers
+        # control: the same actor on each node, never asked to sample (what any idle Ray actor costs)
+        idle = [ray.remote(NodeSampler).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(w.node_id, soft=False))
+                .remote("idle", [], {"kind": "scripted", "entries": []}) for w in sensor._nodes.values()]  # noqa: SLF001
+        ray.get([h.info.remote() for h in idle], timeout=60)
+        handles += idle
         cpu0 = ray.get([h.cpu_seconds.remote() for h in handles], timeout=30)
-        print("cost job with sampling", flush=True)
         own0 = os.times()
         loaded = work_times()
         time.sleep(max(0.0, 20 - (time.time() - t_sampling)))  # at least 20 s of sampling
         cpu1 = ray.get([h.cpu_seconds.remote() for h in handles], timeout=30)
-        print("latency job", flush=True)
         own1 = os.times()
         window = time.time() - t_sampling
-        sampler_pct = [100 * (b - a) / window for a, b in zip(cpu0, cpu1)]
+        pct = [100 * (b - a) / window for a, b in zip(cpu0, cpu1)]
+        sampler_pct, idle_pct = pct[: len(pct) // 2], pct[len(pct) // 2 :]
         driver_pct = 100 * ((own1.user + own1.system) - (own0.user + own0.system)) / window
 
         # latency: the timeline's clock started at each sampler's first reading
@@ -178,8 +183,6 @@ def main() -> None:
                 raise SystemExit(f"the tick job did not start: {client.get_job_status(job)} {client.get_job_logs(job)[-2000:]}")
             time.sleep(0.05)
         pids = [int(p) for p in pidfile.read_text().split()]
-        from ray.util.state import list_jobs
-        print("DEBUG", [(j.submission_id, j.status, j.start_time) for j in list_jobs(address=sensor._gcs, detail=True)], time.time(), t_hot, flush=True)
         stopped: dict[int, float] = {}
         resumed: dict[int, float] = {}
         deadline = t_hot + 2 + resume_after + 6 * args.interval
@@ -200,6 +203,7 @@ def main() -> None:
             ("cost job per node, ledger sampling (s)", " ".join(f"{t:.2f}" for t in loaded)),
             ("job time ratio ledger / none", " ".join(f"{b / a:.3f}x" for a, b in zip(base, loaded))),
             (f"sampler CPU per node at {args.interval:g} s (% of a core)", " ".join(f"{p:.2f}%" for p in sampler_pct)),
+            ("same actor idle, never sampling (control)", " ".join(f"{p:.2f}%" for p in idle_pct)),
             ("ledger-side driver CPU (% of a core)", f"{driver_pct:.2f}%"),
         ]
         for n, pid in enumerate(pids, start=1):

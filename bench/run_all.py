@@ -25,6 +25,7 @@ def main() -> None:
         ["bench_capture.py", "--gib", "1" if args.full else "0.25"],
         ["bench_diff.py", "--steps", "10000", "--engine-lines", "100" if args.full else "20"],
         ["bench_data.py", *([] if args.full else ["--files", "16"])],
+        ["bench_cluster_heat.py", "--interval", "1"],
     ]
     failed = 0
     for argv in plan:
