@@ -12,6 +12,9 @@ from typing import Any
 
 from ledger.capture import envvars, launcher, redact
 from ledger.capture import settings as settings_mod
+from ledger.capture.redact import Redactions
+from ledger.capture.runscrub import add_redacted
+from ledger.capture.scanner import Redactor
 from ledger.config import Config
 from ledger.manifest import run_path
 from ledger.storage import staging
@@ -26,7 +29,7 @@ def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], j
     if found is not None:
         training_argv = list(found.argv)
         m["command"]["training_source"] = found.source
-        m["command"]["ray_argv"] = redact.redact_argv(list(found.ray_argv))[0] if found.ray_argv else None
+        m["command"]["ray_argv"] = redact.redact_argv(list(found.ray_argv), _extra(cfg))[0] if found.ray_argv else None
         runtime_env = found.runtime_env
     elif settings_mod.locate_training_command(job_argv) is not None:
         training_argv, runtime_env = list(job_argv), None
@@ -35,19 +38,19 @@ def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], j
         training_argv, runtime_env = None, None
     settings: dict[str, Any] = {}
     if training_argv is not None:
-        training_argv, names = redact.redact_argv(training_argv)
-        m["redacted"] = sorted(set(m["redacted"]) | set(names))
+        training_argv, names = redact.redact_argv(training_argv, _extra(cfg))
+        add_redacted(m, (f"training_argv: {n}" for n in names))
         m["command"]["training_argv"] = training_argv
         settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
     if runtime_env is not None:
         env_vars: Any = runtime_env.get("env_vars") or {}
-        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()})
+        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()}, _extra(cfg))
         m["command"]["runtime_env"] = {**runtime_env, "env_vars": safe_env}
-        m["redacted"] = sorted(set(m["redacted"]) | set(names))
+        add_redacted(m, (f"runtime_env: {n}" for n in names))
     env = envvars.capture_env(os.environ, list(cfg.env_patterns))
     env_settings = envvars.env_settings(env, (m["command"]["runtime_env"] or {}))
-    env_settings, names = redact.redact_env(env_settings)
-    m["redacted"] = sorted(set(m["redacted"]) | set(names))
+    env_settings, names = redact.redact_env(env_settings, _extra(cfg))
+    add_redacted(m, (f"env: {n}" for n in names))
     settings.update(env_settings)
     m["env_report"] = launcher.env_report(command_lines)
     m["seeds"] = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
@@ -74,7 +77,11 @@ def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any]) -> None:
         m["warnings"].append(f"{table.malformed} malformed metric lines in the logs")
 
 
-def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any]) -> None:
+def _extra(cfg: Config) -> frozenset[str]:
+    return frozenset(n.upper() for n in cfg.secret_names)
+
+
+def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any], secrets: set[str]) -> None:
     copied = []
     for pattern in cfg.extra_logs:
         base = pattern if os.path.isabs(pattern) else str(root / pattern)
@@ -83,8 +90,9 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any]) -> Non
             if p.is_file():
                 dest = run_dir / "extra-logs" / p.name
                 dest.parent.mkdir(exist_ok=True)
-                text = p.read_bytes()
-                dest.write_bytes(b"\n".join(redact.redact_line(line) for line in text.split(b"\n")))
+                acc = Redactions()
+                Redactor(secrets, cfg.secret_names).redact_file(p, dest, acc)
+                add_redacted(m, acc.at(f"extra-logs/{p.name}"))
                 copied.append(f"extra-logs/{p.name}")
     m["logs"]["extra"] = copied
 
