@@ -42,13 +42,14 @@ MAX_FOUND = 10000  # values remembered from rule hits, to find them again in oth
 BLOCK = 4 << 20
 
 _W = rb"(?:key|token|auth|pat|pass|pwd|secrets?|passwords?|passwd|passphrase|credentials?|private|apikey"
-_N = rb"[\w.-]{0,64}"
+_N = rb"[\w.-]*"
 # (pattern, caseless): every secret a rule hides is matched by one of these (see the module doc)
 _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
-    (_W + b"%s)" + _N + rb"\\?[\"']\s{0,8}[:,]", True),  # "name": v   ['--name', v]
-    (_W + b"%s)" + _N + rb"[ \t]{0,8}[:=][ \t]{0,8}(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})", True),
+    # one pattern for the named forms: fewer engines woken by the common word "token"
+    (_W + b"%s)" + _N + rb"(?:\\?[\"']\s{0,8}[:,]"  # "name": v   ['--name', v]
+     rb"|[ \t]*[:=][ \t]*(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})"  # name=v, name: v (not a count)
+     rb"| \.\.\.)", True),  # Megatron's argument dump
     (rb"-" + _N + _W + b"%s)" + _N + rb"(?:[ \t]|\\\n){1,8}[^\s-]", True),  # --name value
-    (_W + b"%s)" + _N + rb" \.\.\.", True),  # Megatron's argument dump
     (rb"\bhf_[A-Za-z0-9]{30}", False),
     (rb"\b(?:gh[pousr]_[A-Za-z0-9]{20}|github_pat_[A-Za-z0-9_]{20})", False),
     (rb"\bglpat-[A-Za-z0-9_-]{20}", False),
@@ -72,6 +73,9 @@ def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] 
     return out + [(re.escape(lit), False) for lit in sorted(set(literals))]
 
 
+_COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
+
+
 class _Engine:
     """Finds the end offsets of trigger matches in a block (Hyperscan, or Python's re)."""
 
@@ -84,10 +88,17 @@ class _Engine:
         try:
             import hyperscan
 
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            db.compile(expressions=[p for p, _ in patterns], ids=list(range(len(patterns))),
-                       elements=len(patterns),
-                       flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns])
+            key = tuple(patterns)
+            if key not in _COMPILED:  # compiling takes ~0.2 s; loading a serialized copy ~1 ms
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                db.compile(expressions=[p for p, _ in patterns], ids=list(range(len(patterns))),
+                           elements=len(patterns),
+                           flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns])
+                _COMPILED.clear()  # keep one: a process records one run
+                _COMPILED[key] = hyperscan.dumpb(db)
+            # each engine its own database and scratch: one per stream, so one per thread
+            db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
+            db.scratch = hyperscan.Scratch(db)
             self._db, self.kind = db, "hyperscan"
         except Exception:  # no wheel for this platform, or a pattern it refuses: same result in re
             alts = [(b"(?i:" if c else b"(?:") + p + b")" for p, c in patterns]
