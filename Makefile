@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install demo test lint bench clean
+.PHONY: install system-deps demo test lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,11 +14,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# What the tests need beyond pip (a Docker engine, .debs for a registry and a tiny image):
+# installed here, never by a test; tolerant, so a machine without root only skips those tests.
+system-deps:
+	bash tools/system-deps.sh $(VENV)/debs
+
 demo: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/demo.sh
 
-test: install
-	$(PY) -m pytest -q -x -p no:cacheprovider
+test: install system-deps
+	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider
 
 lint: install
 	$(VENV)/bin/ruff check ledger tests examples bench

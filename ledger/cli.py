@@ -41,8 +41,10 @@ def init() -> None:
     """Set up ledger in this git repository (.ledger.yaml, DVC, runs/)."""
     from ledger.commands.init import init_repo
 
-    for line in init_repo(Path.cwd()):
+    result = init_repo(Path.cwd())
+    for line in result.done:
         _say(line)
+    _say(f"commit the set-up: {result.next_step}")
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

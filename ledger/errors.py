@@ -46,10 +46,6 @@ class RunNotFound(LedgerError):
     exit_code = EXIT_NOT_FOUND
 
 
-class DiffRefused(LedgerError):
-    exit_code = EXIT_REFUSED
-
-
 class DataError(LedgerError):
     exit_code = EXIT_DATA
 

@@ -13,42 +13,14 @@ import secrets
 from typing import Any
 
 from ledger.errors import LedgerError
+from ledger.timefmt import iso, utc_now
 
 SCHEMA = 1
-STATES = ("finished", "failed", "killed", "lost")
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
-
-TOP_KEYS = (
-    "schema", "id", "name", "note", "started", "finished", "host", "command", "code", "image",
-    "seeds", "settings", "logs", "gpu", "data", "status", "replay_of", "replay", "redacted",
-    "env_report", "warnings",
-)
 
 
 class ManifestError(LedgerError):
     """A manifest on the branch is corrupt or from a newer ledger."""
-
-
-def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
-
-
-def iso(t: dt.datetime | float | None) -> str | None:
-    """UTC ISO-8601 with a Z, to the millisecond."""
-    if t is None:
-        return None
-    if not isinstance(t, dt.datetime):
-        t = dt.datetime.fromtimestamp(t, dt.timezone.utc)
-    return t.astimezone(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_iso(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:

@@ -14,6 +14,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from ledger.errors import LedgerError
+from ledger.fsutil import write_atomic
 
 
 def _safe() -> YAML:
@@ -64,6 +65,4 @@ def load_file(path: Path, what: str | None = None) -> Any:
 
 def dump_file(path: Path, data: Any) -> None:
     """Write YAML atomically (temp file then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(dumps(data), encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, dumps(data))

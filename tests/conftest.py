@@ -8,6 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from repos import git, head, make_repo
+
+__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOY = REPO_ROOT / "examples" / "toy_grpo"
@@ -40,31 +43,6 @@ def isolated_home(
     return home
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args],
-        cwd=cwd,
-        check=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    ).stdout
-
-
-def make_repo(
-    path: Path, files: dict[str, str] | None = None, commit: bool = True
-) -> Path:
-    """A git repository at `path` with `files` committed (one call)."""
-    path.mkdir(parents=True, exist_ok=True)
-    git(path, "init", "-q")
-    for rel, text in (files or {"README.md": "hello\n"}).items():
-        f = path / rel
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(text)
-    if commit:
-        git(path, "add", "-A")
-        git(path, "commit", "-q", "-m", "initial")
-    return path
 
 
 @pytest.fixture

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from repos import git, head, make_repo
 
-APT_ENV = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+RUN_ENV = dict(os.environ)
 SGLANG_STUB_VERSION = "0.5.9.post2"
 IMAGE_INPUTS_LABEL = "ab12cd34ef56"
 # Applets linked into the stub rootfs: enough for the probe fallbacks, no git, no python.
@@ -95,7 +96,7 @@ def _run(argv: list[str], cwd: Path | None = None, timeout: float = 600) -> None
     proc = subprocess.run(
         argv,
         cwd=cwd,
-        env=APT_ENV,
+        env=RUN_ENV,
         check=False,
         capture_output=True,
         text=True,
@@ -108,26 +109,15 @@ def _run(argv: list[str], cwd: Path | None = None, timeout: float = 600) -> None
         )
 
 
-def _apt_install(package: str) -> None:
-    """`apt-get install -y -q PACKAGE`, refreshing the package lists once if needed."""
-    argv = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", package]
-    try:
-        _run(argv)
-    except RuntimeError:
-        _run(["apt-get", "update", "-qq"])
-        _run(argv)
+# Debian packages the set-up (`make system-deps`, run by `make test`) provides; tests never install
+DEBS = Path(os.environ.get("LEDGER_TEST_DEBS", Path(__file__).resolve().parent.parent / ".venv" / "debs"))
 
 
-def _apt_download(package: str, into: Path) -> Path:
-    """Download PACKAGE's .deb into `into` (once per session) and return its path."""
-    found = sorted(into.glob(f"{package}_*.deb"))
+def _deb(package: str) -> Path:
+    """The .deb `make system-deps` downloaded for PACKAGE; skips the test when there is none."""
+    found = sorted(DEBS.glob(f"{package}_*.deb"))
     if not found:
-        try:
-            _run(["apt-get", "download", "-qq", package], cwd=into)
-        except RuntimeError:
-            _run(["apt-get", "update", "-qq"])
-            _run(["apt-get", "download", "-qq", package], cwd=into)
-        found = sorted(into.glob(f"{package}_*.deb"))
+        pytest.skip(f"no {package} .deb in {DEBS} (`make system-deps` downloads it; it could not here)")
     return found[0]
 
 
@@ -161,28 +151,17 @@ def _wait_until(
     return False
 
 
-@pytest.fixture(scope="session")
-def apt_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding downloaded .deb files for the whole session."""
-    return tmp_path_factory.mktemp("apt-downloads")
-
 
 @pytest.fixture(scope="session")
 def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEngine]:
-    """Start a private dockerd (installing docker.io if needed); skip when impossible."""
+    """Start a private dockerd (docker.io comes from `make system-deps`); skip when impossible."""
     if os.geteuid() != 0:
         pytest.skip("a private dockerd needs root")
     timings: dict[str, float] = {}
     start = time.monotonic()
-    if shutil.which("dockerd") is None:
-        try:
-            _apt_install("docker.io")
-        except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-            pytest.skip(f"cannot install docker.io: {exc}")
-    timings["install"] = time.monotonic() - start
     dockerd = shutil.which("dockerd")
     if dockerd is None:
-        pytest.skip("docker.io installed but dockerd is not on PATH")
+        pytest.skip("no dockerd on PATH (`make system-deps` installs docker.io; it could not here)")
     beside = Path(dockerd).with_name("docker")
     cli_path = str(beside) if beside.exists() else shutil.which("docker")
     if cli_path is None:
@@ -227,15 +206,11 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEn
 @pytest.fixture(scope="session")
 def docker_registry(
     docker_engine: DockerEngine,
-    apt_cache: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[str]:
     """Debian's docker-registry on 127.0.0.1:<free port>; yields `127.0.0.1:PORT`."""
     start = time.monotonic()
-    try:
-        deb = _apt_download("docker-registry", apt_cache)
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot download docker-registry: {exc}")
+    deb = _deb("docker-registry")
     root = tmp_path_factory.mktemp("registry")
     _run(["dpkg", "-x", str(deb), str(root / "pkg")])
     port = _free_port()
@@ -265,40 +240,15 @@ def docker_registry(
         log.close()
 
 
-def _git(repo: Path, *args: str) -> str:
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(repo),
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_AUTHOR_NAME": "t",
-        "GIT_AUTHOR_EMAIL": "t@example.com",
-        "GIT_COMMITTER_NAME": "t",
-        "GIT_COMMITTER_EMAIL": "t@example.com",
-    }
-    proc = subprocess.run(
-        ["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True
-    )
-    return proc.stdout.strip()
-
-
 def _make_repo(path: Path, files: dict[str, str]) -> str:
     """A git repo at `path` with one commit holding `files`; returns the commit id."""
-    path.mkdir(parents=True, exist_ok=True)
-    _git(path, "init", "-q", "-b", "main")
-    for name, text in files.items():
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        (path / name).write_text(text)
-    _git(path, "add", "-A")
-    _git(path, "commit", "-q", "-m", "stub")
-    return _git(path, "rev-parse", "HEAD")
+    return head(make_repo(path, files))
 
 
 @pytest.fixture(scope="session")
 def miles_stub_image(
     docker_engine: DockerEngine,
     docker_registry: str,
-    apt_cache: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> StubImage:
     """Build, import and push a busybox image laid out like the Miles image (no git, no python).
@@ -307,10 +257,7 @@ def miles_stub_image(
     are packed, /sgl-workspace/sglang one with a detached HEAD and a version.py.
     """
     start = time.monotonic()
-    try:
-        deb = _apt_download("busybox-static", apt_cache)
-    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot download busybox-static: {exc}")
+    deb = _deb("busybox-static")
     work = tmp_path_factory.mktemp("miles-stub")
     rootfs = work / "rootfs"
     _run(["dpkg", "-x", str(deb), str(rootfs)])
@@ -323,10 +270,10 @@ def miles_stub_image(
     host_repos = work / "host-repos"
     miles = _make_repo(host_repos / "miles", {"README.md": "miles stub\n"})
     megatron = _make_repo(host_repos / "Megatron-LM", {"setup.py": "# megatron stub\n"})
-    _git(host_repos / "Megatron-LM", "pack-refs", "--all")
+    git(host_repos / "Megatron-LM", "pack-refs", "--all")
     version_py = f'__version__ = "{SGLANG_STUB_VERSION}"\n'
     sglang = _make_repo(host_repos / "sglang", {"python/sglang/version.py": version_py})
-    _git(host_repos / "sglang", "checkout", "-q", "--detach")
+    git(host_repos / "sglang", "checkout", "-q", "--detach")
     # The image holds the .git folders made on the host, plus sglang's sources.
     for name, dest in (
         ("miles", "root/miles"),

@@ -148,7 +148,7 @@ def test_log_shows_one_change_set_per_run(toy_runs: Path) -> None:
     assert r.returncode == 0
     lines = r.stdout.splitlines()
     assert len(lines) == 8
-    assert "lr: absent -> 0.02" in lines[1] and "comparable" in lines[1]
+    assert "lr: <absent> -> 0.02" in lines[1] and "comparable" in lines[1]
     r = ledger(toy_runs, "list", "--changed", "--json")
     rows = json.loads(r.stdout)
     assert [c["name"] for c in rows[1]["changed"]] == ["lr"]
@@ -156,9 +156,10 @@ def test_log_shows_one_change_set_per_run(toy_runs: Path) -> None:
 
 def test_newer_schema_is_refused_with_version(tmp_path: Path) -> None:
     from ledger import yamlio
-    from ledger.manifest import new_manifest, utc_now
+    from ledger.manifest import new_manifest
     from ledger.storage.git import Repo
     from ledger.storage.store import commit_message, write_run
+    from ledger.timefmt import utc_now
 
     repo_dir = make_repo(tmp_path / "r")
     assert ledger(repo_dir, "run", "--", "true").returncode == 0

@@ -18,7 +18,8 @@ from ledger.compare.diffcore import (
     suggest_baseline,
 )
 from ledger.compare.logparse import MetricsTable, StepRow
-from ledger.compare.render import compact_steps, render_text, show_value
+from ledger.compare.render import compact_steps, render_text
+from ledger.textfmt import show_value
 
 
 def manifest(run_id: str, started: str = "2026-11-29T11:00:00Z", **settings: Any) -> dict[str, Any]:

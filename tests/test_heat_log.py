@@ -12,8 +12,6 @@ from ledger.heat.guard import GuardSettings
 from ledger.heat.heatlog import (
     HEADER,
     HeatLogWriter,
-    iso_utc,
-    parse_iso_utc,
     read_heat_log,
 )
 from ledger.heat.plot import plot_heat_png
@@ -50,16 +48,6 @@ def write_log(path: Path) -> None:
         if i == 9:
             writer.write_event(t, "resume")
     writer.close()
-
-
-def test_iso_time_round_trip() -> None:
-    assert iso_utc(0.0) == "1970-01-01T00:00:00.000Z"
-    assert iso_utc(1.9996) == "1970-01-01T00:00:02.000Z"
-    stamp = iso_utc(T0 + 0.123)
-    assert stamp.endswith(".123Z")
-    assert parse_iso_utc(stamp) == pytest.approx(T0 + 0.123, abs=1e-6)
-    with pytest.raises(ValueError):
-        parse_iso_utc("2026-11-29T11:13:54.123")
 
 
 def test_round_trip(tmp_path: Path) -> None:

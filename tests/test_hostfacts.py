@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import os
 import platform
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from repos import git, head, make_repo
 
 from ledger.capture.hostfacts import PACKAGES, basic_host, host_facts
 
@@ -40,27 +40,11 @@ def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t")
-    env.update(GIT_COMMITTER_EMAIL="t@e")
-    proc = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.strip()
+    return git(repo, *args).strip()
 
 
 def _repo(path: Path) -> str:
-    path.mkdir()
-    _git(path, "init", "-q", "-b", "main")
-    (path / "a.py").write_text("x = 1\n")
-    _git(path, "add", "a.py")
-    _git(path, "commit", "-q", "-m", "one")
-    return _git(path, "rev-parse", "HEAD")
+    return head(make_repo(path, {"a.py": "x = 1\n"}))
 
 
 def test_versions_from_a_fresh_venv(bare_venv: Path) -> None:

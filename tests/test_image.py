@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from repos import git
 
 from ledger.capture.image import (
     DEFAULT_PROBES,
@@ -122,18 +122,7 @@ def test_normalize_probes_rejects_bad_entries() -> None:
 
 
 def _git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
-    env.update(GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@e", GIT_COMMITTER_NAME="t")
-    env.update(GIT_COMMITTER_EMAIL="t@e")
-    out = subprocess.run(
-        ["git", "-C", str(repo), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
+    return git(repo, *args).strip()
 
 
 @pytest.mark.parametrize("layout", ["loose", "packed", "detached"])

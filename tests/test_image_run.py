@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import ledger
-from docker_env import DockerEngine, StubImage, apt_cache, docker_engine, docker_host, docker_registry, miles_stub_image  # noqa: F401
+from docker_env import DockerEngine, StubImage, docker_engine, docker_host, docker_registry, miles_stub_image  # noqa: F401
 
 
 @pytest.mark.docker
 def test_run_records_the_image_facts_and_caches_them(repo: Path, docker_engine: DockerEngine,  # noqa: F811
                                                      miles_stub_image: StubImage, docker_host: str) -> None:  # noqa: F811
     stub = miles_stub_image
+    started = str(int(time.time()) - 1)
     r = ledger(repo, "run", "--image", stub.ref, "--", sys.executable, "-c", "print('on the host')")
     assert r.returncode == 0, r.stderr
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
@@ -27,13 +29,24 @@ def test_run_records_the_image_facts_and_caches_them(repo: Path, docker_engine: 
     assert image["errors"] == []
     assert m["settings"]["image.digest"] == stub.repo_digest
     assert m["settings"]["image.miles_commit"] == stub.miles_commit
-    # a second run on the same image reads the cache: no probe container is created
-    before = docker_engine.cli("ps", "-aq", "--filter", "label=ledger.probe").stdout
+    # a second run on the same image reads the cache: no probe container is created (probe
+    # containers are removed at once, so count their `create` events, not the containers left)
+    between = str(int(time.time()) + 1)
+    time.sleep(1.1)  # docker events have 1 s resolution
     r = ledger(repo, "run", "--", "docker", "run", "--rm", "--network", "none", stub.ref, "true")
     assert r.returncode == 0, r.stderr
     m2 = json.loads(ledger(repo, "show", "latest", "--json").stdout)
     assert m2["image"]["ref"] == stub.ref and m2["image"]["digest"] == stub.repo_digest  # detected from `docker run`
-    assert docker_engine.cli("ps", "-aq", "--filter", "label=ledger.probe").stdout == before
+    until = str(int(time.time()) + 1)
+
+    def probe_creates(since: str, end: str) -> list[str]:
+        out = docker_engine.cli("events", "--since", since, "--until", end, "--filter", "type=container",
+                                "--filter", "event=create", "--filter", "label=ledger.probe",
+                                "--format", "{{.ID}}").stdout
+        return out.split()
+
+    assert len(probe_creates(started, between)) == 1  # the first run probed the image once
+    assert probe_creates(between, until) == []
 
 
 def test_unknown_image_or_no_engine_never_stops_the_run(repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

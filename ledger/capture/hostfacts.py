@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.cache import LocalCache
+
 # Distribution names as pip knows them.
 PACKAGES: tuple[str, ...] = (
     "miles",
@@ -118,27 +120,18 @@ def cached_host_facts(cache_dir: Path, python: str = "python3",
                       checkouts: Mapping[str, str] | None = None) -> HostFacts:
     """`host_facts`, with the package versions cached by `interpreter_key` (checkouts are always read)."""
     key = interpreter_key(python)
-    path = cache_dir / f"host-{key}.json" if key else None
-    if path is not None and path.exists():
-        try:
-            data = json.loads(path.read_text())
-            facts = HostFacts(python=python, python_version=data.get("python_version"),
-                              executable=data.get("executable"), packages=dict(data.get("packages") or {}))
-            for name, where in (checkouts or {}).items():
-                facts.checkouts[name] = _read_checkout(name, where, facts.errors)
-            return facts
-        except (OSError, ValueError):
-            pass
+    cache = LocalCache.at(cache_dir)
+    data = cache.read_json(f"host-{key}") if key else None
+    if isinstance(data, dict):
+        facts = HostFacts(python=python, python_version=data.get("python_version"),
+                          executable=data.get("executable"), packages=dict(data.get("packages") or {}))
+        for name, where in (checkouts or {}).items():
+            facts.checkouts[name] = _read_checkout(name, where, facts.errors)
+        return facts
     facts = host_facts(python, checkouts)
-    if path is not None and not facts.errors:
-        try:
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            part = path.with_name(f".{path.name}.{os.getpid()}")
-            part.write_text(json.dumps({"python_version": facts.python_version, "executable": facts.executable,
-                                        "packages": facts.packages}))
-            part.replace(path)
-        except OSError:
-            pass
+    if key and not facts.errors:
+        cache.write_json(f"host-{key}", {"python_version": facts.python_version, "executable": facts.executable,
+                                         "packages": facts.packages})
     return facts
 
 

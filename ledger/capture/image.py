@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import os
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -22,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.cache import LocalCache
 from ledger.capture.dockerargv import detect_image_in_argv
 
 __all__ = ["ImageFacts", "detect_image_in_argv", "probe_image"]
@@ -260,8 +259,9 @@ def _fill_probes(
     """Answer the probes from the cache, or from one container whose answers are then cached."""
     script = build_probe_script(specs)
     key = hashlib.sha256(script.encode()).hexdigest()[:16]
-    cache_file = cache_dir / f"{image_id.replace(':', '-')}-{key}.json"
-    cached = _read_cache(cache_file)
+    cache = LocalCache.at(cache_dir)
+    entry = f"{image_id.replace(':', '-')}-{key}"
+    cached = _read_cache(cache.read_json(entry))
     if cached is not None:
         facts.probes, probe_errors = cached
         facts.errors += probe_errors
@@ -275,7 +275,7 @@ def _fill_probes(
         return
     facts.probes, probe_errors = parse_probe_output(list(specs), stdout, stderr)
     facts.errors += probe_errors
-    _write_cache(cache_file, image_id, facts.probes, probe_errors)
+    cache.write_json(entry, {"image_id": image_id, "probes": facts.probes, "errors": probe_errors})
 
 
 def _run_script(client: Any, image_id: str, script: str) -> tuple[str, str]:
@@ -331,26 +331,11 @@ def _normalize_repo(repo: str) -> str:
     return repo.removeprefix("library/")
 
 
-def _read_cache(path: Path) -> tuple[dict[str, str | None], list[str]] | None:
+def _read_cache(data: Any) -> tuple[dict[str, str | None], list[str]] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
         return dict(data["probes"]), list(data["errors"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, ValueError):
         return None
-
-
-def _write_cache(
-    path: Path, image_id: str, answers: dict[str, str | None], errors: list[str]
-) -> None:
-    """Write the cache entry atomically; a cache that cannot be written is only a lost speed-up."""
-    data = {"image_id": image_id, "probes": answers, "errors": errors}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 def _first_line(exc: BaseException) -> str:

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ledger import __version__
+from ledger.cache import LocalCache
 from ledger.capture.settings import DEFAULT_IGNORE, ignored_settings
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.metrics_store import load_metrics
@@ -70,23 +69,11 @@ def _report_key(ea: RunEntry, eb: RunEntry, *options: Any) -> str:
 
 
 def _cached_report(repo: Repo, key: str) -> DiffReport | None:
-    try:
-        with open(repo.common_dir / "ledger" / "diffs" / f"{key}.pickle", "rb") as f:
-            report = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError, ImportError):
-        return None
-    return report if isinstance(report, DiffReport) else None
+    return LocalCache(repo.common_dir, "diffs").read_pickle(key, DiffReport)
 
 
 def _store_report(repo: Repo, key: str, report: DiffReport) -> None:
-    folder = repo.common_dir / "ledger" / "diffs"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        part = folder / f".{key}.{os.getpid()}"
-        part.write_bytes(pickle.dumps(report, protocol=pickle.HIGHEST_PROTOCOL))
-        part.replace(folder / f"{key}.pickle")
-    except OSError:
-        pass  # a cache we cannot write only costs time
+    LocalCache(repo.common_dir, "diffs").write_pickle(key, report)
 
 
 def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.config import CONFIG_NAME, DEFAULT_TEXT
@@ -24,8 +25,16 @@ launcher copy, metrics and `.dvc` files for bulky data. Look at them with:
 """
 
 
-def init_repo(start: Path) -> list[str]:
-    """Create .ledger.yaml, runs/README.md and DVC (if absent). Returns what was done."""
+@dataclass(frozen=True)
+class InitResult:
+    """What `ledger init` did, a line each, and the command that commits the set-up."""
+
+    done: list[str]
+    next_step: str
+
+
+def init_repo(start: Path) -> InitResult:
+    """Create .ledger.yaml, runs/README.md and DVC (if absent)."""
     repo = Repo(start)
     root = repo.root
     done: list[str] = []
@@ -52,5 +61,4 @@ def init_repo(start: Path) -> list[str]:
                               "run `dvc init` yourself, then `ledger init` again")
         done.append("initialised DVC (.dvc/)")
     staging.ledger_dir(root)
-    done.append(f"commit the set-up: git add {CONFIG_NAME} runs/README.md .dvc .dvcignore && git commit -m 'ledger init'")
-    return done
+    return InitResult(done, f"git add {CONFIG_NAME} runs/README.md .dvc .dvcignore && git commit -m 'ledger init'")

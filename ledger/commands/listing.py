@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from ledger.runref import resolve
 from ledger.storage.branch import open_branch
 from ledger.storage.listing import load_listing, parse_manifest
 from ledger.storage.store import read_file_at
+from ledger.textfmt import MISSING, show_value
 
 
 @dataclass
@@ -63,20 +63,11 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> L
 
 
 def _fmt_duration(s: Any) -> str:
-    return duration_text(s) if isinstance(s, (int, float)) else "-"
+    return duration_text(s) if isinstance(s, (int, float)) else MISSING
 
 
 def _value(v: Any) -> str:
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if v is None:
-        return "null"
-    if isinstance(v, str) and v.startswith("<absent"):
-        return "absent"
-    text = v if isinstance(v, str) else json.dumps(v, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return show_value(v, width=40)
 
 
 def change_text(changes: list[dict[str, Any]]) -> str:

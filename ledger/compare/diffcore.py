@@ -34,7 +34,6 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -48,6 +47,8 @@ from ledger.compare.stats import (
     compare_timing,
     step_table,
 )
+from ledger.textfmt import ABSENT
+from ledger.timefmt import parse_iso
 
 __all__ = [
     "ABSENT",
@@ -68,19 +69,6 @@ __all__ = [
     "suggest_baseline",
 ]
 
-
-class _Absent(str):
-    """The value of a setting that one run does not have.
-
-    A `str` subclass so that dumping a `Change` as JSON writes "<absent>" instead of failing; tell
-    it from a real string with `value is ABSENT`.
-    """
-
-    def __repr__(self) -> str:
-        return "<absent>"
-
-
-ABSENT: Any = _Absent("<absent>")
 
 
 @dataclass(frozen=True)
@@ -180,19 +168,6 @@ def change_log(
 # ---------------------------------------------------------------------------- context
 
 
-def parse_utc(text: str | None) -> float | None:
-    """Unix seconds of an ISO timestamp (`2026-11-29T11:13:54Z`); naive times are UTC."""
-    if not text:
-        return None
-    try:
-        parsed = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return parsed.timestamp()
-
-
 def pauses_from_manifest(manifest: Mapping[str, Any]) -> list[Pause]:
     """Heat pauses of a run as (start, end) unix seconds; an open pause runs to +inf."""
     gpu = manifest.get("gpu") or {}
@@ -201,8 +176,8 @@ def pauses_from_manifest(manifest: Mapping[str, Any]) -> list[Pause]:
         windows = gpu["pauses"]
     out = []
     for pause in windows or []:
-        start = parse_utc(pause.get("start"))
-        end = parse_utc(pause.get("end"))
+        start = parse_iso(pause.get("start"))
+        end = parse_iso(pause.get("end"))
         if start is not None:
             out.append((start, math.inf if end is None else end))
     return out
@@ -234,7 +209,7 @@ def context_warnings(ma: Mapping[str, Any], mb: Mapping[str, Any], max_age_hours
             warnings.append(f"different GPUs: {', '.join(gpu_a[0])} vs {', '.join(gpu_b[0])}")
         if gpu_a[1] != gpu_b[1]:
             warnings.append(f"different GPU drivers: {', '.join(gpu_a[1])} vs {', '.join(gpu_b[1])}")
-    start_a, start_b = parse_utc(ma.get("started")), parse_utc(mb.get("started"))
+    start_a, start_b = parse_iso(ma.get("started")), parse_iso(mb.get("started"))
     if start_a is not None and start_b is not None:
         hours = abs(start_b - start_a) / 3600
         if hours > max_age_hours:

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.fsutil import write_atomic
+
 METRICS_VERSION = 1
 MAX_EXAMPLES = 5
 
@@ -82,13 +84,6 @@ class MetricsTable:
     malformed: int = 0
     malformed_examples: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
-
-    def metric_names(self) -> set[str]:
-        """Every metric name present in at least one row."""
-        names: set[str] = set()
-        for row in self.rows.values():
-            names.update(row.metrics)
-        return names
 
     def _note_malformed(self, where: str) -> None:
         self.malformed += 1
@@ -319,10 +314,7 @@ def write_metrics_jsonl(path: Path, table: MetricsTable) -> None:
     for number in sorted(table.train_steps):
         step = {"train_step": number, "metrics": _finite_or_none(table.train_steps[number])}
         lines.append(json.dumps(step, allow_nan=False))
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(Path(path), "\n".join(lines) + "\n")
 
 
 def _records(text: str) -> tuple[list[Any], list[int]]:

@@ -8,11 +8,11 @@ one are parsed once from their logs and the result is cached by the run folder's
 from __future__ import annotations
 
 import os
-import pickle
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from ledger.cache import LocalCache
 from ledger.compare.logparse import (
     MetricsTable,
     merge,
@@ -25,24 +25,12 @@ from ledger.storage.git import Repo
 from ledger.storage.store import RunEntry
 
 
-def _cached(path: Path, build: Callable[[], MetricsTable]) -> MetricsTable:
-    """A parsed table, pickled beside the text it came from (our own cache in .git/ledger, named by
-    the content id, so never stale; a damaged pickle is simply rebuilt)."""
-    try:
-        with open(path, "rb") as f:
-            table = pickle.load(f)
-        if isinstance(table, MetricsTable):
-            return table
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
-        pass
-    table = build()
-    part = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(part, "wb") as f:
-            pickle.dump(table, f, protocol=pickle.HIGHEST_PROTOCOL)
-        part.replace(path)
-    except OSError:
-        part.unlink(missing_ok=True)
+def _cached(cache: LocalCache, key: str, build: Callable[[], MetricsTable]) -> MetricsTable:
+    """A parsed table, pickled under the content id it came from (so never stale)."""
+    table = cache.read_pickle(key, MetricsTable)
+    if table is None:
+        table = build()
+        cache.write_pickle(key, table)
     return table
 
 
@@ -57,12 +45,12 @@ def _from_blob(repo: Repo, oid: str, cache: Path) -> MetricsTable:
 
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
     """The run's metrics table, or None when it logged no per-step metrics at all."""
-    cache = repo.common_dir / "ledger" / "metrics"
-    cache.mkdir(parents=True, exist_ok=True)
+    cache = LocalCache(repo.common_dir, "metrics")
+    cache.dir.mkdir(parents=True, exist_ok=True)
     blob = repo.tree_entry(entry.tree, "metrics.jsonl")
     if blob is not None:
-        return _cached(cache / f"{blob[0]}.pickle", lambda: _from_blob(repo, blob[0], cache))
-    parsed = cache / f"tree-{entry.tree}.jsonl"
+        return _cached(cache, blob[0], lambda: _from_blob(repo, blob[0], cache.dir))
+    parsed = cache.path(f"tree-{entry.tree}", ".jsonl")
     if parsed.exists():
         table = read_metrics_jsonl(parsed)
     else:

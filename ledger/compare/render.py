@@ -9,37 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
-from ledger.compare.diffcore import ABSENT, Change, DiffReport, TimingResult
-
-_AMBIGUOUS = {"true", "false", "null", "yes", "no", "on", "off", "~", ""}
-
-
-def show_value(value: Any) -> str:
-    """A setting value as it would read in YAML."""
-    if value is ABSENT:
-        return "<absent>"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(show_value(v) for v in value) + "]"
-    text = str(value)
-    if text.lower() in _AMBIGUOUS or text != text.strip() or "\n" in text or _looks_numeric(text):
-        return repr(text)
-    return text
-
-
-def _looks_numeric(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+from ledger.compare.diffcore import Change, DiffReport, TimingResult
+from ledger.textfmt import MISSING, show_value
 
 
 def _change_line(change: Change) -> str:
@@ -48,7 +20,7 @@ def _change_line(change: Change) -> str:
 
 def _number(value: float | None) -> str:
     if value is None or not math.isfinite(value):
-        return "-"
+        return MISSING
     if abs(value) >= 1000:
         return f"{value:.0f}"
     if abs(value) >= 1:
@@ -58,7 +30,7 @@ def _number(value: float | None) -> str:
 
 def _ratio(result: TimingResult) -> str:
     if not math.isfinite(result.median_ratio):
-        return "-"
+        return MISSING
     text = f"{result.median_ratio:.3f}"
     if result.ratio_ci is not None:
         low, high = result.ratio_ci
@@ -130,7 +102,7 @@ def _steps_lines(report: DiffReport) -> list[str]:
     lines = [f"per-step {report.steps_metric}:"]
     rows = [["step", "A", "B", "B/A"]]
     for line in report.steps:
-        ratio = "-" if line.ratio is None else f"{line.ratio:.3f}"
+        ratio = MISSING if line.ratio is None else f"{line.ratio:.3f}"
         rows.append([str(line.step), _number(line.a), _number(line.b), ratio])
     return lines + _table(rows, right={0, 1, 2, 3})
 

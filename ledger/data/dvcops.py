@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from ledger import yamlio
 from ledger.errors import DataError
+from ledger.fsutil import write_atomic
 
 CacheStatus = Literal["cached", "missing", "partial"]
 
@@ -207,7 +208,7 @@ def _track_one(
         out = _save_to_cache(cache, source, role, link)
         text = render_dvc_text([out])
         data_dir.mkdir(parents=True, exist_ok=True)
-        _write_atomic(data_dir / f"{role}.dvc", text)
+        write_atomic(data_dir / f"{role}.dvc", text)
     except Exception as exc:  # noqa: BLE001 - DVC and the OS raise many types; never raise
         return _failed(role, source, f"cannot track {source}: {error_text(exc)}")
     return DataRecord(
@@ -244,13 +245,8 @@ def _add_gitignore_entries(path: Path, entries: Sequence[str]) -> None:
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     new = [e for e in entries if e not in lines]
     if new:
-        _write_atomic(path, "".join(f"{line}\n" for line in [*lines, *new]))
+        write_atomic(path, "".join(f"{line}\n" for line in [*lines, *new]))
 
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def error_text(exc: BaseException) -> str:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from ledger.errors import DataError
 from ledger.heat.guard import GuardSettings
 from ledger.heat.sensor import Sample
+from ledger.timefmt import iso, parse_iso
 
 COLUMNS = (
     "time",
@@ -46,22 +46,16 @@ EVENTS = ("pause", "resume", "warn")
 NONE = "-"
 
 
-def iso_utc(t: float) -> str:
-    """Unix seconds -> `2026-11-29T11:13:54.123Z`."""
-    ms = round(t * 1000)
-    whole = datetime.fromtimestamp(ms // 1000, tz=timezone.utc)
-    return whole.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+def _stamp(t: float) -> str:
+    text = iso(t)
+    assert text is not None
+    return text
 
 
-def parse_iso_utc(text: str) -> float:
-    """`2026-11-29T11:13:54.123Z` -> unix seconds; ValueError when malformed."""
-    if not text.endswith("Z"):
-        raise ValueError(f"not a UTC time: {text!r}")
-    return (
-        datetime.strptime(text[:-1], "%Y-%m-%dT%H:%M:%S.%f")
-        .replace(tzinfo=timezone.utc)
-        .timestamp()
-    )
+def _parse_stamp(text: str) -> float:
+    t = parse_iso(text, strict=True)
+    assert t is not None
+    return t
 
 
 def _num(value: float | None) -> str:
@@ -147,7 +141,7 @@ class HeatLogWriter:
     def write_samples(self, t: float, samples: list[Sample]) -> None:
         """One line per GPU sample, then flush."""
         f = self._require()
-        stamp = iso_utc(t)
+        stamp = _stamp(t)
         for s in samples:
             throttle = ",".join(s.throttle) if s.throttle else NONE
             values = (s.temp_c, s.power_w, s.sm_clock_mhz, s.util_pct, s.mem_used_mib)
@@ -164,7 +158,7 @@ class HeatLogWriter:
         f = self._require()
         gpu_cell = NONE if gpu is None else str(gpu)
         f.write(
-            "\t".join([iso_utc(t), gpu_cell, _num(temp_c), *([NONE] * 5), kind]) + "\n"
+            "\t".join([_stamp(t), gpu_cell, _num(temp_c), *([NONE] * 5), kind]) + "\n"
         )
         f.flush()
 
@@ -233,7 +227,7 @@ def _read_record(log: HeatLog, line: str) -> None:
     cells = line.split("\t")
     if len(cells) != len(COLUMNS):
         raise ValueError(f"expected {len(COLUMNS)} columns, got {len(cells)}")
-    t = parse_iso_utc(cells[0])
+    t = _parse_stamp(cells[0])
     gpu = None if cells[1] == NONE else int(cells[1])
     event = cells[8]
     if event == NONE:

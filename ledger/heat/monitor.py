@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from ledger.heat.guard import PAUSE, RESUME, WARN, Action, GuardSettings, HeatGuard
-from ledger.heat.heatlog import HeatLogWriter, iso_utc
+from ledger.heat.heatlog import HeatLogWriter
 from ledger.heat.sensor import GpuInfo, Sensor
+from ledger.timefmt import iso
 
 
 def _stderr_line(text: str) -> None:
@@ -58,7 +59,7 @@ class HeatSummary:
             "pauses": self.pauses,
             "paused_s": round(self.paused_s, 3),
             "pause_windows": [
-                {"start": iso_utc(start), "end": None if end is None else iso_utc(end)}
+                {"start": iso(start), "end": None if end is None else iso(end)}
                 for start, end in self.pause_windows
             ],
             "guard": self.guard.to_dict(),

@@ -59,7 +59,8 @@ def start_monitor(cfg: HeatConfig, guard_enabled: bool, log_path: Path, signal_g
 
 def summary_from_log(path: Path) -> dict[str, Any]:
     """A `gpu` section rebuilt from a heat log alone (for runs recovered after a crash)."""
-    from ledger.heat.heatlog import iso_utc, read_heat_log
+    from ledger.heat.heatlog import read_heat_log
+    from ledger.timefmt import iso
 
     log = read_heat_log(path)
     peaks: dict[int, float] = {}
@@ -70,5 +71,5 @@ def summary_from_log(path: Path) -> dict[str, Any]:
     paused_s = sum((end - start) for start, end in pauses if end is not None)
     return {"sensor": "recovered from heat.log", "unavailable": None, "gpus": [], "peak_temp_c": peaks,
             "pauses": len(pauses), "paused_s": round(paused_s, 3),
-            "pause_windows": [{"start": iso_utc(a), "end": None if b is None else iso_utc(b)} for a, b in pauses]}
+            "pause_windows": [{"start": iso(a), "end": None if b is None else iso(b)} for a, b in pauses]}
 

@@ -16,6 +16,7 @@ from ledger.capture.redact import Redactions
 from ledger.capture.runscrub import add_redacted
 from ledger.capture.scanner import Redactor
 from ledger.config import Config
+from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
 from ledger.storage import staging
 from ledger.storage.git import Repo
@@ -165,7 +166,7 @@ def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[st
             tail = f.read()
         note = (f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
                 f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n")
-        (staged.run_dir / name).write_bytes(head + note.encode() + tail)
+        write_atomic(staged.run_dir / name, head + note.encode() + tail)
     [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir])
     if record.error:  # keep the whole logs in git rather than lose them
         for name in big:

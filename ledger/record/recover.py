@@ -8,10 +8,10 @@ from ledger.capture.runscrub import load_secrets
 from ledger.capture.scanner import Redactor
 from ledger.capture.stream import split_output
 from ledger.config import load_config
-from ledger.manifest import iso, parse_iso
 from ledger.record.run import RAW_OUTPUT, Say, finish
 from ledger.storage import staging
 from ledger.storage.git import Repo
+from ledger.timefmt import iso, parse_iso
 
 
 def recover(start: Path, say: Say) -> list[str]:

@@ -29,12 +29,14 @@ from ledger.capture.secretvalues import known_secrets
 from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
-from ledger.manifest import duration_text, iso, new_manifest, new_run_id, run_path, status_line, utc_now
+from ledger.fsutil import write_atomic
+from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line
 from ledger.record import facts
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.listing import summary_of
 from ledger.storage.store import check_ledger_branch, commit_message, write_run
+from ledger.timefmt import iso, utc_now
 
 Say = Callable[[str], None]
 RAW_OUTPUT = "output.raw"  # the job's combined output while it runs (split into the logs at the end)
@@ -327,10 +329,10 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say), say)
     scrub_manifest(m, secrets or set(), found or set(), cfg.secret_names)
     st = m["status"]
-    (run_dir / "status").write_text(status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
+    write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
     yamlio.dump_file(run_dir / "manifest.yaml", m)
-    (run_dir / "summary.json").write_text(json.dumps(summary_of(m), default=str, separators=(",", ":")) + "\n")
-    (run_dir / "settings.json").write_text(json.dumps(m["settings"], default=str, indent=0) + "\n")
+    write_atomic(run_dir / "summary.json", json.dumps(summary_of(m), default=str, separators=(",", ":")) + "\n")
+    write_atomic(run_dir / "settings.json", json.dumps(m["settings"], default=str, indent=0) + "\n")
     exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
     if st["state"] in ("killed", "lost"):
         exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"

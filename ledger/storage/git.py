@@ -28,6 +28,12 @@ MODE_TREE = pygit2.enums.FileMode.TREE
 MODE_BLOB = pygit2.enums.FileMode.BLOB
 MODE_EXEC = pygit2.enums.FileMode.BLOB_EXECUTABLE
 MODE_LINK = pygit2.enums.FileMode.LINK
+# a path whose content differs from HEAD in the index or the working tree (untracked alone is not)
+_CHANGED = (pygit2.enums.FileStatus.INDEX_NEW | pygit2.enums.FileStatus.INDEX_MODIFIED
+            | pygit2.enums.FileStatus.INDEX_DELETED | pygit2.enums.FileStatus.INDEX_RENAMED
+            | pygit2.enums.FileStatus.INDEX_TYPECHANGE | pygit2.enums.FileStatus.WT_MODIFIED
+            | pygit2.enums.FileStatus.WT_DELETED | pygit2.enums.FileStatus.WT_TYPECHANGE
+            | pygit2.enums.FileStatus.WT_RENAMED)
 
 
 class GitError(LedgerError):
@@ -38,21 +44,36 @@ class RefMoved(Exception):
     """The compare-and-swap on a ref failed: somebody else moved it first."""
 
 
-def git_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["GIT_OPTIONAL_LOCKS"] = "0"
-    env.setdefault("LC_ALL", "C")
-    return env
+# git runs with GIT_OPTIONAL_LOCKS=0 so that reads never refresh the user's index stat cache
+_GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
 
 
-def run_git(root: Path, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run git in `root`; a failure raises GitError showing the command, code and output."""
-    proc = subprocess.run(["git", *args], cwd=root, env=git_env(), input=input,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if check and proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise GitError(f"`git {' '.join(args)}` failed with exit {proc.returncode}: {err[-1] if err else ''}")
-    return proc
+@dataclass(frozen=True)
+class GitResult:
+    """What a git command printed, and how it ended."""
+
+    returncode: int
+    stdout: bytes
+    stderr: str
+
+
+def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
+    """Run `git ARGS` in `root` through GitPython's command wrapper (imported on first use: it costs
+    ~85 ms, and the object hot path never needs it). With `check`, a failure raises GitError
+    showing the command, its exit code and git's last line of output."""
+    import git as gitpython
+
+    try:
+        code, out, err = gitpython.Git(str(root)).execute(
+            ["git", *args], env=_GIT_ENV, with_extended_output=True, with_exceptions=False,
+            stdout_as_string=False, strip_newline_in_stdout=False, istream=subprocess.DEVNULL)
+    except gitpython.GitCommandNotFound as exc:
+        raise GitError("git is not installed or not on PATH", "install git") from exc
+    result = GitResult(int(code or 0), bytes(out or b""), str(err or ""))
+    if check and result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        raise GitError(f"`git {' '.join(args)}` failed with exit {result.returncode}: {lines[-1] if lines else ''}")
+    return result
 
 
 @dataclass(frozen=True)
@@ -184,23 +205,25 @@ class Repo:
         `CodeSnapshot.scrubbed`.
         """
         head = self.head_commit()
-        out = run_git(self.root, "diff", "HEAD", "--no-renames", "--name-only", "-z").stdout
-        changed = [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+        # libgit2's status compares HEAD, index and working tree like `git status`, in-process and
+        # without writing the index (no stat-cache refresh: the user's index stays byte-for-byte)
+        status = self._repo.status(untracked_files="all")
+        changed = sorted(p for p, flags in status.items() if flags & _CHANGED)
+        untracked = sum(1 for flags in status.values() if flags & pygit2.enums.FileStatus.WT_NEW)
         head_tree = str(self._obj(head).tree_id)
         scrubbed: list[str] = []
         patch_sha = None
         tree = head_tree
         if changed:
-            patch = run_git(self.root, "diff", "HEAD", "--no-renames", "--binary").stdout
-            patch_sha = hashlib.sha256(patch).hexdigest() if patch else None
             edits: dict[str, tuple[str, int] | None] = {}
             for rel in changed:
                 edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
             tree = self.tree_with_edits(head_tree, edits)
-        untracked_out = run_git(self.root, "ls-files", "--others", "--exclude-standard", "-z").stdout
-        untracked = sum(1 for p in untracked_out.split(b"\0") if p)
+            # one id for the uncommitted state: the changed paths and what each now holds
+            text = "".join(f"{rel}\0{edit[1] if edit else 0:o}\0{edit[0] if edit else '-'}\n" for rel, edit in edits.items())
+            patch_sha = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
         return CodeSnapshot(commit=head, branch=self.current_branch(), tree=tree,
-                            dirty=bool(changed) and tree != head_tree, patch_sha256=patch_sha,
+                            dirty=bool(changed) and tree != head_tree, patch_sha256=patch_sha if tree != head_tree else None,
                             untracked=untracked, scrubbed=scrubbed)
 
     def _blob_from_worktree(self, path: Path, scrub: Callable[[bytes], bytes] | None = None,
@@ -225,9 +248,6 @@ class Repo:
     # ---- writing objects -----------------------------------------------------------
     def blob(self, data: bytes) -> str:
         return str(self._repo.create_blob(data))
-
-    def blob_from_file(self, path: Path) -> str:
-        return str(self._repo.create_blob_fromdisk(str(path)))
 
     def tree_from_dir(self, folder: Path) -> str:
         """A tree of every file below `folder` (symlinks stored as links, never followed)."""
@@ -287,7 +307,7 @@ class Repo:
         """Move `ref` to `new` only if it is still at `old` (None: must not exist). Raises RefMoved."""
         proc = run_git(self.root, "update-ref", "-m", message, ref, new, old or ZERO_OID, check=False)
         if proc.returncode != 0:
-            raise RefMoved(proc.stderr.decode(errors="replace").strip())
+            raise RefMoved(proc.stderr.strip())
 
     def gc_auto(self) -> None:
         """Let git pack loose objects when it thinks it is time (`git gc --auto` detaches itself).
@@ -295,12 +315,40 @@ class Repo:
         ledger writes objects through pygit2, which never triggers git's own housekeeping; without
         this, 10,000 runs leave ~50,000 loose objects and every read gets slower.
         """
-        subprocess.run(["git", "gc", "--auto", "--quiet"], cwd=self.root, env=git_env(),
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        run_git(self.root, "gc", "--auto", "--quiet", check=False)
 
-    # ---- remotes (GitPython's command wrapper) -----------------------------------------
-    def git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
+    # ---- porcelain (GitPython) ----------------------------------------------------------
+    def git(self, *args: str, check: bool = True) -> GitResult:
+        """Any other git command (diffs for display, plumbing without a pygit2 equivalent)."""
         return run_git(self.root, *args, check=check)
+
+    def remote_names(self) -> list[str]:
+        """The repository's git remotes, by name."""
+        import git as gitpython
+
+        return [r.name for r in gitpython.Repo(str(self.root)).remotes]
+
+    def checked_out_branches(self) -> dict[str, Path]:
+        """Branch name -> the worktree that has it checked out, over every worktree of the repo."""
+        out = run_git(self.root, "worktree", "list", "--porcelain").stdout.decode("utf-8", "surrogateescape")
+        found: dict[str, Path] = {}
+        where: Path | None = None
+        for line in out.splitlines():
+            if line.startswith("worktree "):
+                where = Path(line[len("worktree "):])
+            elif line.startswith("branch refs/heads/") and where is not None:
+                found[line[len("branch refs/heads/"):]] = where
+        return found
+
+    def config_value(self, section: str, option: str) -> str | None:
+        """A git config value as git reads it (repository, user and system files), or None."""
+        import git as gitpython
+
+        reader = gitpython.Repo(str(self.root)).config_reader()
+        try:
+            return str(reader.get_value(section, option))
+        except Exception:  # GitPython raises configparser's NoSectionError/NoOptionError
+            return None
 
 
 def merge_base(repo: Repo, a: str, b: str) -> str | None:
@@ -325,11 +373,5 @@ def git_remote_cmd(repo: Repo, *args: str) -> tuple[int, str]:
     Returns (exit status, stderr text) instead of raising, since a rejected push is an
     expected outcome the caller handles.
     """
-    import git as gitpython  # GitPython is imported here only
-
-    g = gitpython.Git(str(repo.root))
-    try:
-        g.execute(["git", *args], env={"GIT_TERMINAL_PROMPT": "0"}, with_extended_output=False)
-    except gitpython.GitCommandError as exc:
-        return int(exc.status) if isinstance(exc.status, int) else 1, str(exc.stderr or exc)
-    return 0, ""
+    result = run_git(repo.root, *args, check=False)
+    return result.returncode, result.stderr

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger.fsutil import write_atomic
 from ledger.storage.git import CodeSnapshot
 
 LEDGER_DIR = ".ledger"
@@ -69,9 +70,7 @@ class Staged:
         return self.dir / "data"
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(json.dumps(data, indent=1, default=str))
-        tmp.replace(self.dir / name)
+        write_atomic(self.dir / name, json.dumps(data, indent=1, default=str))
 
     def read_json(self, name: str) -> dict[str, Any] | None:
         try:

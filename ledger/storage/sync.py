@@ -25,8 +25,6 @@ class SyncResult:
     pushed: bool = False
     rebuilt: list[str] = field(default_factory=list)  # run ids rebuilt on a newer remote tip
     dropped: list[str] = field(default_factory=list)  # local runs already on the remote
-    attempts: int = 0
-    local_only: list[str] = field(default_factory=list)
 
 
 def remote_ref(remote: str, branch: str) -> str:
@@ -108,7 +106,6 @@ def push(repo: Repo, remote: str, branch: str) -> SyncResult:
     if local is None:
         raise LedgerError(f"no runs to push: branch '{branch}' does not exist yet", "record a run with `ledger run -- CMD`")
     for attempt in range(1, MAX_PUSH_ATTEMPTS + 1):
-        result.attempts = attempt
         local = repo.branch_tip(branch)
         assert local is not None
         code, err = git_remote_cmd(repo, "push", "--quiet", remote, f"{branch_ref(branch)}:{branch_ref(branch)}")

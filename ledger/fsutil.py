@@ -1,0 +1,39 @@
+"""The one way ledger replaces a file: write a temp file beside it, then `os.replace`.
+
+A reader (another ledger, `git`, a crash-time `ledger recover`) sees the old bytes or the new ones,
+never half a file. Temp names carry the pid and thread id, so concurrent writers of the same path
+never share a temp file; the temp file is removed when the write fails.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+
+def _temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+
+
+@contextmanager
+def atomic_writer(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that replaces `path` when the block ends without an error."""
+    path = Path(path)
+    tmp = _temp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Replace `path` with `data` (text is written as UTF-8) in one step."""
+    with atomic_writer(path) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -1,0 +1,71 @@
+"""The one way values read in ledger's text output: settings, table cells, absent and missing.
+
+`ledger diff`, `ledger list --changed`, `ledger log` and the heat summary all print values through
+these functions, so a setting one run lacks reads `<absent>` everywhere, and a number that was not
+measured reads `-` everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+ABSENT_TEXT = "<absent>"  # a setting the run does not have
+MISSING = "-"  # a cell with no value (not measured, not known)
+
+_AMBIGUOUS = {"true", "false", "null", "yes", "no", "on", "off", "~", ""}
+
+
+class _Absent(str):
+    """The value of a setting that one run does not have.
+
+    A `str` subclass so that dumping it as JSON writes "<absent>" instead of failing; tell it from a
+    real string with `value is ABSENT`.
+    """
+
+    def __repr__(self) -> str:
+        return ABSENT_TEXT
+
+
+ABSENT: Any = _Absent(ABSENT_TEXT)
+
+
+def is_absent(value: Any) -> bool:
+    """True for ABSENT, and for its JSON form read back from a stored report."""
+    return value is ABSENT or (isinstance(value, str) and value == ABSENT_TEXT)
+
+
+def show_value(value: Any, width: int | None = None) -> str:
+    """A setting value as it would read in YAML, cut to `width` characters when given."""
+    if is_absent(value):
+        return ABSENT_TEXT
+    if value is None:
+        text = "null"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, (int, float)):
+        text = repr(value)
+    elif isinstance(value, (list, tuple)):
+        text = "[" + ", ".join(show_value(v) for v in value) + "]"
+    else:
+        text = str(value)
+        if text.lower() in _AMBIGUOUS or text != text.strip() or "\n" in text or _looks_numeric(text):
+            text = repr(text)
+    if width is not None and len(text) > width:
+        text = text[: width - 3] + "..."
+    return text
+
+
+def cell(value: Any) -> str:
+    """A table cell: `-` for None or a non-finite number, else the value's text."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return MISSING
+    return str(value)
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
