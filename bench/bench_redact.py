@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from ledger.capture import scanner  # noqa: E402
-from ledger.capture.scanner import BLOCK, Redactor  # noqa: E402
+from ledger.capture.scanner import Redactor  # noqa: E402
 
 W = "(key|token|auth|pat|pass|pwd|secrets?|passwords?|passwd|passphrase|credentials?|private|apikey)"
 N = "[[:alnum:]_.-]{0,64}"
@@ -155,7 +155,7 @@ def main() -> None:
             finally:
                 scanner._Engine = real  # type: ignore[misc]
             rows.append(("ledger scan (re fallback)", f"first 16 MiB: cpu {c_re:.2f} s, ratio {c_re / c_small:.1f}x grep cpu"))
-    print("\n## secret scan vs grep -cE, same file, same run (median of %d)" % args.repeat)
+    print(f"\n## secret scan vs grep -cE, same file, same run (median of {args.repeat})")
     for k, v in rows:
         print(f"  {k.ljust(28)}  {v}")
 

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import LEDGER, git, ledger
+from conftest import LEDGER, ledger
+from repos import git
 from secret_corpus import escaped_forms, named_lines, pem_block, rand, shape_lines, tokens
 
 # The job prints every corpus line on stdout, stderr and as an engine line, and the values of the
