@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -94,7 +94,8 @@ class _Engine:
                 db.compile(expressions=[p for p, _ in patterns], ids=list(range(len(patterns))),
                            elements=len(patterns),
                            flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns])
-                _COMPILED.clear()  # keep one: a process records one run
+                if len(_COMPILED) >= 4:  # a run uses a few sets (triggers + its values, values alone)
+                    _COMPILED.clear()
                 _COMPILED[key] = hyperscan.dumpb(db)
             # each engine its own database and scratch: one per stream, so one per thread
             db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
@@ -248,7 +249,9 @@ class Redactor:
             win = data[pos:] if final else data[pos : pos + WINDOW + OVERLAP]
             if final:
                 win = win[: _content_end(win)]
-            spans, _ = self._spans(win, acc, pem_open)
+            # the rules only where the trigger scan hits: a clean 200 MB line costs one fast pass
+            hit = pem_open or bool(self._get_engine().ends(win))
+            spans = self._spans(win, acc, pem_open)[0] if hit else []
             cut = len(win) if final else WINDOW
             for s, e in rules.merge(spans):
                 if s < cut:
@@ -382,8 +385,3 @@ def _chunks(f: BinaryIO) -> Iterator[tuple[bytes, str]]:
         yield pending, "end"
     elif pending:
         yield pending, "lines"
-
-
-def redact_files(paths: Iterable[Path], make: Callable[[], Redactor], acc_for: Callable[[Path], Redactions]) -> list[Path]:
-    """Redact each file in place with a fresh Redactor; the paths that changed."""
-    return [p for p in paths if p.is_file() and make().redact_file(p, acc=acc_for(p))]
