@@ -24,8 +24,10 @@ def main() -> None:
         ["bench_run.py", "--gib", "1" if args.full else "0.25"],
         ["bench_capture.py", "--gib", "1" if args.full else "0.25"],
         ["bench_longline.py", "--mb", "200" if args.full else "64"],
+        ["bench_redact.py", *(["--mib", "1024", "--no-fallback"] if args.full else ["--mib", "64"])],
         ["bench_diff.py", "--steps", "10000", "--engine-lines", "100" if args.full else "20"],
         ["bench_data.py", *([] if args.full else ["--files", "16"])],
+        ["bench_cluster_heat.py", "--interval", "1"],
     ]
     failed = 0
     for argv in plan:

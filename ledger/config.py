@@ -104,6 +104,10 @@ class JobSection(_Section):
     stop_grace_s: Annotated[float, Field(ge=0)] = 30.0
 
 
+class SecretsSection(_Section):
+    names: list[str] = Field(default_factory=list)  # extra words that make a variable/flag/key name secret
+
+
 class DiffSection(_Section):
     max_age_hours: Annotated[float, Field(ge=0)] = 24.0
 
@@ -122,6 +126,7 @@ class ConfigFile(_Section):
     diff: DiffSection = Field(default_factory=DiffSection)
     dvc_remote: str | None = None
     image_probes: dict[str, Any] = Field(default_factory=dict)
+    secrets: SecretsSection = Field(default_factory=SecretsSection)
 
 
 HEAT = HeatConfig()  # the heat defaults, for modules that take thresholds as arguments
@@ -155,6 +160,7 @@ job:
 diff:
   max_age_hours: {DiffSection().max_age_hours:g}
 # dvc_remote: myremote
+# secrets: {{names: [SIGNATURE]}}   # extra words that make a variable/flag/key name secret
 """
 
 
@@ -178,6 +184,7 @@ class Config:
     max_age_hours: float = DiffSection().max_age_hours
     dvc_remote: str | None = None
     stop_grace_s: float = JobSection().stop_grace_s
+    secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
 
     @classmethod
     def from_file(cls, f: ConfigFile) -> Config:
@@ -198,6 +205,7 @@ class Config:
             max_age_hours=f.diff.max_age_hours,
             dvc_remote=f.dvc_remote,
             stop_grace_s=f.job.stop_grace_s,
+            secret_names=tuple(f.secrets.names),
         )
 
 
