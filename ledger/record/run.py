@@ -284,8 +284,6 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     if ray_end is not None:
         jobsetup.ray_status(m, ray_end, say)
     staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
-    commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
-                    secrets=ctx["secrets"], environ=ctx.get("environ"))
     commit = finish(repo, cfg, staged, m, code, split.command_lines, split.redacted, say,
                     secrets=ctx["secrets"], environ=ctx.get("environ"), found=split.redactor.found_values())
     st = m["status"]
