@@ -22,9 +22,9 @@ def main() -> None:
     plan = [
         ["bench_store.py", "--runs", *runs],
         ["bench_run.py", "--gib", "1" if args.full else "0.25"],
-        ["bench_capture.py", "--gib", "1" if args.full else "0.25"],
+        ["bench_capture.py", "--mib", "1024" if args.full else "128"],
         ["bench_diff.py", "--steps", "10000", "--engine-lines", "100" if args.full else "20"],
-        ["bench_data.py", *([] if args.full else ["--files", "16"])],
+        ["bench_data.py", *([] if args.full else ["--files", "8"])],
     ]
     failed = 0
     for argv in plan:
