@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import yamlio
 from ledger.errors import LedgerError
 
 CONFIG_NAME = ".ledger.yaml"
@@ -104,6 +103,8 @@ def load_config(root: Path) -> Config:
     path = root / CONFIG_NAME
     if not path.exists():
         return Config()
+    from ledger import yamlio  # lazily: ruamel costs ~30 ms of `ledger run`'s start-up
+
     data = yamlio.load_file(path, CONFIG_NAME) or {}
     if not isinstance(data, dict):
         raise LedgerError(f"{CONFIG_NAME} must be a mapping", f"see `ledger init` for an example {CONFIG_NAME}")

@@ -18,25 +18,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import yamlio
 from ledger.capture import launcher, redact
 from ledger.capture.hostfacts import basic_host
 from ledger.capture.runner import Job, JobResult, SignalGuard
-from ledger.capture.secretvalues import known_secrets, scrub_file
+from ledger.capture.secretvalues import known_secrets
 from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line
-from ledger.record import facts
 from ledger.storage import staging
-from ledger.storage.git import CodeSnapshot, Repo
-from ledger.storage.listing import summary_of
+from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
 from ledger.storage.store import check_ledger_branch, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 
 Say = Callable[[str], None]
 RAW_OUTPUT = "output.raw"  # the job's combined output while it runs (split into the logs at the end)
+# Modules only the end of a run needs: imported on a thread while the job runs, not before it starts.
+END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.listing", "ledger.compare.logparse")
 
 
 @dataclass
@@ -213,6 +212,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
             staged.remove()
             raise
         guard.attach(job, lambda: None)
+        threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
         staged.set_owner(job.pgid)
         capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
                                 staged.run_dir / "engine.log", list(cfg.engine_patterns),
@@ -258,6 +258,21 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     return RunOutcome(m["id"], result.exit_code, result.state, commit)
 
 
+def _import_end_modules() -> None:
+    """Pay the imports the record needs while the job runs (a failure shows up, later, where used)."""
+    import importlib
+
+    for name in END_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the import is retried, and reported, where the module is used
+            pass
+    try:
+        preload_gitpython()
+    except Exception:  # noqa: BLE001 - as above: `run_git` reports a missing GitPython itself
+        pass
+
+
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
     try:
         fn()
@@ -282,6 +297,11 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
            command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
+    from ledger import yamlio
+    from ledger.capture.secretvalues import scrub_file
+    from ledger.record import facts
+    from ledger.storage.listing import summary_of
+
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
     m["redacted"] = sorted(set(m["redacted"]) | set(stream_redacted))
