@@ -1,4 +1,8 @@
-"""`ledger list`, `ledger log`, `ledger show`, `ledger path`."""
+"""`ledger list`, `ledger log`, `ledger show`, `ledger path`.
+
+`ledger list` shows the recorded runs, then the runs in progress (state `running`, read from the
+staging area by `ledger.record.live`), newest last.
+"""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ class ListResult:
     rows: list[dict[str, Any]]
     broken: dict[str, str]
     changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    running: list[dict[str, Any]] = field(default_factory=list)  # `LiveRun.summary()`s, oldest first
 
     def to_json(self) -> list[dict[str, Any]]:
         out = []
@@ -29,8 +34,7 @@ class ListResult:
             if self.changes:
                 item["changed"] = self.changes.get(m["id"], [])
             out.append(item)
-        return out
-
+        return out + [dict(r) for r in self.running]
 
 
 def summary(m: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +55,11 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> L
     repo, cfg, tip = open_branch(start)
     listing = load_listing(repo, tip, with_settings=changed)
     rows = listing.ordered()
-    result = ListResult(rows[-limit:] if limit else rows, listing.broken)
+    from ledger.record.live import running_runs
+
+    recorded = {m["id"] for m in rows}
+    running = [r.summary() for r in running_runs(repo.root) if r.id not in recorded]
+    result = ListResult(rows[-limit:] if limit else rows, listing.broken, running=running)
     if changed:
         from ledger.capture.settings import DEFAULT_IGNORE
         from ledger.compare.diffcore import change_log
@@ -78,7 +86,7 @@ def change_text(changes: list[dict[str, Any]]) -> str:
 
 def render_list(result: ListResult) -> str:
     """A table, one run a line."""
-    if not result.rows:
+    if not result.rows and not result.running:
         return "no runs recorded yet (record one with `ledger run -- CMD`)\n"
     header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
     lines = []
@@ -91,6 +99,15 @@ def render_list(result: ListResult) -> str:
             row[2] += "*"
         if result.changes:
             row.append(change_text(result.changes.get(s["id"], [])) if m is not result.rows[0] else "(first shown)")
+        lines.append(row)
+    for live in result.running:
+        state = "running" if live["step"] is None else f"running: step {live['step']}"
+        if live["last_step_at"]:
+            state += f" ({live['last_step_at']})"
+        row = [live["id"], live["name"] or "-", state, "-", "-", "-",
+               (live["started"] or "-")[:19].replace("T", " ")]
+        if result.changes:
+            row.append("(running)")
         lines.append(row)
     if result.changes:
         header.append("CHANGED")

@@ -33,7 +33,6 @@ from ledger.storage.store import check_ledger_branch, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 
 Say = Callable[[str], None]
-RAW_OUTPUT = "output.raw"  # the job's combined output while it runs (split into the logs at the end)
 # Modules only the end of a run needs: imported on a thread while the job runs, not before it starts.
 END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.listing", "ledger.compare.logparse")
 
@@ -216,7 +215,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         staged.set_owner(job.pgid)
         capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
                                 staged.run_dir / "engine.log", list(cfg.engine_patterns),
-                                raw_path=staged.dir / RAW_OUTPUT)
+                                raw_path=staged.raw_output)
         capture.start()
         from ledger.heat.setup import start_monitor
 
@@ -238,7 +237,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
         capture.split_raw()
     else:  # a child of the job still holds the pipe open: split what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
-        split_output(staged.dir / RAW_OUTPUT, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
+        split_output(staged.raw_output, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
                      list(cfg.engine_patterns))
     m["gpu"] = monitor.stop_summary()
     host_thread = ctx["host_thread"]
