@@ -222,10 +222,15 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         monitor = start_monitor(cfg.heat, req.heat_guard, staged.run_dir / "heat.log", job.signal_group, say,
                                 repo.root)
         guard.before_forward = monitor.resume_if_paused
+        from ledger.data.prehash import PreHasher
+
+        hasher = PreHasher(repo.root, staged.data_dir)  # debug data is hashed as each file is closed
+        hasher.start()
         try:
             result = job.wait()
         finally:
             monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
+            hasher.stop()
         return _after_job(repo, cfg, staged, m, code, ctx, result, capture, monitor, say)
 
 
