@@ -17,6 +17,11 @@ DEFAULT_ENV_PATTERNS = [
     "SGLANG_*", "MILES_*", "RAY_*", "PYTHONHASHSEED",
 ]
 
+# set in the job's environment unless the user's environment already sets them (README, "What
+# ledger sets in the job's environment"): Ray's log de-duplication drops metric lines it thinks
+# repeated (a second trainer cell's per-step lines), so ledger turns it off.
+DEFAULT_JOB_ENV = {"RAY_DEDUP_LOGS": "0"}
+
 DEFAULT_TEXT = """\
 # ledger configuration (see README.md, "Configuration"). Every key is optional.
 branch: experiments          # where run commits go
@@ -30,6 +35,7 @@ capture:
   debug_data: true           # add --save-debug-rollout-data / --save-debug-event-data when absent
   env_patterns: []           # extra environment variable globs recorded as env.<NAME> settings
   training_patterns: []      # extra regexes naming the training script inside launcher output
+  job_env: {}                # variables ledger sets for the job (default RAY_DEDUP_LOGS: "0"; null removes one)
 host_checkouts: {}           # name: path of source checkouts whose commits a host run records
 heat_guard:
   enabled: true
@@ -69,6 +75,7 @@ class Config:
     debug_data: bool = True
     env_patterns: tuple[str, ...] = tuple(DEFAULT_ENV_PATTERNS)
     training_patterns: tuple[str, ...] = tuple(DEFAULT_TRAINING_PATTERNS)
+    job_env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_JOB_ENV))
     image_probes: dict[str, Any] = field(default_factory=dict)
     host_checkouts: dict[str, str] = field(default_factory=dict)
     heat: HeatConfig = field(default_factory=HeatConfig)
@@ -96,6 +103,16 @@ def _number(value: Any, key: str) -> float:
         return float(value)
     except (TypeError, ValueError) as exc:
         raise LedgerError(f"{CONFIG_NAME}: '{key}' must be a number", f"fix '{key}' in {CONFIG_NAME}") from exc
+
+
+def _job_env(value: Any) -> dict[str, str]:
+    if value is None:
+        return dict(DEFAULT_JOB_ENV)
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise LedgerError(f"{CONFIG_NAME}: 'capture.job_env' must map variable names to values",
+                          f"fix 'capture.job_env' in {CONFIG_NAME}, e.g. job_env: {{RAY_DEDUP_LOGS: \"1\"}}")
+    merged: dict[str, str | None] = {**DEFAULT_JOB_ENV, **{k: None if v is None else str(v) for k, v in value.items()}}
+    return {k: v for k, v in merged.items() if v is not None}
 
 
 def load_config(root: Path) -> Config:
@@ -140,6 +157,7 @@ def load_config(root: Path) -> Config:
         env_patterns=tuple(DEFAULT_ENV_PATTERNS) + _strings(capture.get("env_patterns"), "capture.env_patterns"),
         training_patterns=tuple(DEFAULT_TRAINING_PATTERNS)
         + _strings(capture.get("training_patterns"), "capture.training_patterns"),
+        job_env=_job_env(capture.get("job_env")),
         image_probes=dict(data.get("image_probes") or {}),
         host_checkouts={str(k): str(v) for k, v in (data.get("host_checkouts") or {}).items()},
         heat=heat_cfg,

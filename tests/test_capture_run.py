@@ -67,8 +67,8 @@ def test_three_forms_give_the_same_settings(repo: Path) -> None:
         assert r.returncode == 0, r.stderr
         results.append(_manifest(repo))
     bash, py, direct = results
-    assert bash["command"]["training_source"] == "xtrace" and py["command"]["training_source"] == "exec"
-    assert direct["command"]["training_source"] == "argv"
+    # ledger's python3/ray wrappers on the job's PATH saw the exact argv in all three forms
+    assert [r["command"]["training_source"] for r in results] == ["wrapper", "wrapper", "wrapper"]
     assert _experiment_settings(bash) == _experiment_settings(py) == _experiment_settings(direct)
     s = _experiment_settings(direct)
     assert s["lr"] == 1e-06 and s["colocate"] is True and s["offload-train"] is False

@@ -279,3 +279,16 @@ def test_crlf_line_endings(tmp_path: Path) -> None:
     text = "[2026-04-15 07:57:53] rollout.py:1 - perf 0: {'perf/rollout_time': 1.0}\r\n" * 2
     table = parse_logs([write(tmp_path / "t.log", text)])
     assert table.rows[0].metrics == {"perf/rollout_time": 1.0} and table.malformed == 0
+
+
+def test_critic_multi_turn_and_coloured_repeated_lines(tmp_path: Path) -> None:
+    # shapes: miles-facts.md "More per-step lines" and Ray's dedup summary with colour codes
+    log = write(tmp_path / "trainer.log", (
+        "\x1b[36m(MegatronTrainRayActor pid=9)\x1b[0m [2026-04-15 07:58:10] model.py:500 - critic-step 3: {'value_loss': 0.25}\n"
+        "\x1b[36m(RolloutManager pid=7)\x1b[0m [2026-04-15 07:58:11] rollout.py:9 - multi_turn 3: {'num_turns': 2.5}\n"
+        "\x1b[36m(RolloutManager pid=7)\x1b[0m [2026-04-15 07:58:12] rollout.py:9 - perf 3: {'perf/rollout_time': 4.0}\x1b[32m [repeated 2x across cluster]\x1b[0m\n"
+    ))
+    table = parse_logs([log])
+    assert table.malformed == 0
+    assert table.train_steps == {3: {"critic/value_loss": 0.25}}
+    assert table.rows[3].metrics == {"multi_turn/num_turns": 2.5, "perf/rollout_time": 4.0}

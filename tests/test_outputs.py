@@ -26,8 +26,33 @@ def test_find_outputs_reads_every_debug_flag() -> None:
         Output("events", "--save-debug-event-data", "/data/run/events/", "/data/run/events"),
         Output("train", "--save-debug-train-data", "/data/run/train/{rollout_id}_{rank}.pt",
                "/data/run/train"),
-        Output("details", "--dump-details", "/data/details", "/data/details"),
+        Output("details", "--dump-details", "/data/details/trajectory/{rollout_id}.jsonl",
+               "/data/details/trajectory"),
     ]  # fmt: skip
+
+
+def test_dump_details_stands_for_each_dump_so_replay_finds_the_rollouts() -> None:
+    # miles-facts.md: --dump-details DIR writes DIR/rollout_data/{rollout_id}.pt, DIR/events, ...
+    argv = ["ray", "job", "submit", "--", "python3", "train.py", "--dump-details", "/d/x/"]
+    assert [(o.role, o.template, o.path) for o in find_outputs(argv)] == [
+        ("rollout", "/d/x/rollout_data/{rollout_id}.pt", "/d/x/rollout_data"),
+        ("events", "/d/x/events", "/d/x/events"),
+        ("train", "/d/x/train_data/{rollout_id}_{rank}.pt", "/d/x/train_data"),
+        ("details", "/d/x/trajectory/{rollout_id}.jsonl", "/d/x/trajectory"),
+    ]
+
+
+def test_outputs_are_found_after_ray_job_submit_separator() -> None:
+    # issue 9, item 3: flags after `ray job submit ... --` were never looked at
+    argv = ["ray", "job", "submit", "--address", "http://127.0.0.1:1", "--", "python3", "train.py",
+            "--save-debug-rollout-data", "/r/{rollout_id}.pt"]
+    assert [o.path for o in find_outputs(argv)] == ["/r"]
+
+
+def test_a_flag_named_only_in_a_comment_does_not_count() -> None:
+    # the bundled examples/run.sh mentions --save-debug-event-data in a comment (issue 9, item 4)
+    text = "#!/bin/bash\n# add --save-debug-event-data DIR to keep events\npython3 train.py \"$@\"  # --save-debug-rollout-data\n"
+    assert inject_debug_flags(["bash", "run.sh"], "/d", text)[1] == ["--save-debug-rollout-data", "--save-debug-event-data"]
 
 
 def test_find_outputs_without_debug_flags_is_empty() -> None:

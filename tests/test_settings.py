@@ -59,15 +59,19 @@ def test_negative_numbers_are_values_not_flags() -> None:
     assert is_flag("-v") and is_flag("--lr")
 
 
-def test_multi_value_and_repeated_flags_become_lists() -> None:
+def test_multi_value_flags_are_lists_and_a_repeated_flag_keeps_its_last_value() -> None:
+    # Shape from radixark/miles examples/**/run-*.sh: MODEL_ARGS from a sourced model file first,
+    # MISC_ARGS overrides later; Megatron/argparse keep the last value (issue 9, item 5).
     settings = parse_settings(
         ["--offload-rollout-level", "kv_cache", "weight", "--tag", "a", "--tag", "b",
-         "--ids", "1", "2", "--ids", "3"]
+         "--ids", "1", "2", "--ids", "3",
+         "--moe-token-dispatcher-type", "alltoall", "--moe-token-dispatcher-type", "flex"]
     )  # fmt: skip
     assert settings == {
         "offload-rollout-level": ["kv_cache", "weight"],
-        "tag": ["a", "b"],
-        "ids": [1, 2, 3],
+        "tag": "b",
+        "ids": 3,
+        "moe-token-dispatcher-type": "flex",
     }
 
 

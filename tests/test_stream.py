@@ -300,3 +300,34 @@ def test_job_closing_stdout_early_ends_capture(tmp_path: Path) -> None:
     finally:
         job.kill()
         job.wait()
+
+
+# Ray 2.60's real output shapes (miles-facts.md, "Real launchers and real Ray output"): prefixes
+# coloured even into pipes, `ip=` from other nodes, de-duplication summaries.
+RAY_COLOURED = [
+    (b"\x1b[36m(SGLangEngine pid=22987)\x1b[0m [2026-12-01 06:49:10 TP1] Decode batch. #running-req: 3\n", "engine"),
+    (b"\x1b[36m(SGLangEngine pid=22987, ip=10.0.0.2)\x1b[0m INFO:     127.0.0.1:5 - \"POST /generate\" 200\n", "engine"),
+    (b"\x1b[33m(SGLangEngine pid=5)\x1b[0m Decode batch. gen throughput (token/s): 1.0\x1b[32m [repeated 8x across cluster]\x1b[0m\n", "engine"),
+    (b"\x1b[36m(MegatronTrainRayActor pid=9, ip=10.0.0.3)\x1b[0m [2026-12-01 06:49:10] model.py:1 - step 0: {'train/loss': 1.0}\n", "trainer"),
+    (b"\x1b[36m(RolloutManager pid=7)\x1b[0m ENV_REPORT_JSON={\"role\": \"rollout\"}\n", "trainer"),
+]
+
+
+@pytest.mark.parametrize(("line", "log"), RAY_COLOURED)
+def test_classify_line_ignores_colour_codes(line: bytes, log: str) -> None:
+    from ledger.capture.stream import classify_line
+
+    assert classify_line(line) == log
+    assert classify_line(line.decode()) == log
+
+
+def test_coloured_engine_lines_reach_engine_log_with_their_bytes(tmp_path: Path) -> None:
+    stream = b"".join(line for line, _ in RAY_COLOURED) * 50 + b"plain trainer line\n" + ENGINE[0]
+    splitter = LineSplitter(tmp_path / "t.log", tmp_path / "e.log")
+    for i in range(0, len(stream), 777):  # odd chunk sizes: lines cut across chunks
+        splitter.feed(stream[i : i + 777])
+    splitter.finish()
+    engine = b"".join(line for line, log in RAY_COLOURED if log == "engine") * 50 + ENGINE[0]
+    trainer = b"".join(line for line, log in RAY_COLOURED if log == "trainer") * 50 + b"plain trainer line\n"
+    assert (tmp_path / "e.log").read_bytes() == engine
+    assert (tmp_path / "t.log").read_bytes() == trainer

@@ -228,7 +228,8 @@ def training_command_from_argv(
 ) -> TrainingCommand | None:
     """The training command in one simple command's argv, or None when its script does not match.
 
-    Understands `ray job submit [opts] -- python3 train.py ...` as well as a direct command.
+    Understands `ray job submit [opts] -- python3 X.py ...` (any script: what Ray runs is the
+    training command) as well as a direct command (its script must match `patterns`).
     """
     argv = list(argv)
     body, ray_argv = argv, None
@@ -252,7 +253,9 @@ def training_command_from_argv(
     if located is None:
         return None
     prefix, script, args = split_training_command(body[located[0] :])
-    if script is None or not _matches(script, patterns):
+    # whatever `ray job submit ... --` runs is the training command, whatever its name;
+    # the patterns only pick it out of launchers that do not go through Ray
+    if script is None or (ray_argv is None and not _matches(script, patterns)):
         return None
     return TrainingCommand(
         argv=[*prefix, script, *args],

@@ -8,7 +8,8 @@
 - `--key=value` is one flag with one value, even when the value starts with `-`;
 - `--key v1 v2 ...` takes every following non-flag token: one value is a scalar, more a list;
 - a bare `--key` is `True`, a bare `--no-key` is `key: False`;
-- a flag given twice collects its values into a list (switches keep the last one, as argparse);
+- a flag given twice keeps its LAST value, as argparse and Megatron do (launchers put defaults
+  first and overrides later); the raw argv is recorded beside the settings;
 - values convert: `true`/`false` (any case) to bool, `None`/`null` to None, integers to int,
   decimals to float; numbers with leading zeros (`007`, `01.5`) and everything else, JSON-looking
   text included, stay strings;
@@ -141,12 +142,7 @@ def parse_settings(training_argv: Sequence[str]) -> dict[str, Value]:
                 settings[group.name] = True
             continue
         values = [convert_value(v) for v in group.values]
-        if group.name in settings and not isinstance(settings[group.name], bool):
-            previous = settings[group.name]
-            merged = list(previous) if isinstance(previous, list) else [previous]
-            settings[group.name] = merged + values
-        else:
-            settings[group.name] = values[0] if len(values) == 1 else values
+        settings[group.name] = values[0] if len(values) == 1 else values
     if positional:
         settings[POSITIONAL_KEY] = positional
     return settings

@@ -19,6 +19,7 @@ split across two pieces can escape). `bench/bench_capture.py` measures it agains
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import re
 import threading
@@ -40,6 +41,28 @@ from ledger.capture.secretlines import (
 __all__ = ["DEFAULT_ENGINE_PATTERNS", "LineSplitter", "OutputCapture", "SecretScan"]
 
 DEFAULT_ENGINE_PATTERNS: tuple[str, ...] = (r"^\(SGLangEngine pid=\d+(?:, ip=[^)\n]*)?\)",)
+# Ray colours actor prefixes even into pipes and files (`ESC[36m(SGLangEngine pid=1)ESC[0m ...`,
+# miles-facts.md): lines are classified as if these codes were not there; the bytes are kept.
+ANSI_CODES = rb"(?:\x1b\[[0-9;]*m)*"
+
+
+def colour_tolerant(patterns: Sequence[str]) -> list[str]:
+    """The engine patterns, each allowing colour codes before it (and inside the prefix)."""
+    return [ANSI_CODES.decode() + p.removeprefix("^") for p in patterns]
+
+
+@functools.lru_cache(maxsize=16)
+def _classifier(patterns: tuple[str, ...]) -> re.Pattern[bytes]:
+    return re.compile(engine_alternatives(colour_tolerant(patterns)))
+
+
+def classify_line(line: bytes | str, patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS) -> str:
+    """Which log one line of job output belongs to: "engine" or "trainer".
+
+    A pure function of the line (colour codes ignored), the same rule the splitter applies.
+    """
+    data = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
+    return "engine" if _classifier(tuple(patterns)).match(data) else "trainer"
 CHUNK = 1 << 20
 MAX_LINE = 8 << 20
 MAX_COMMAND_LINES = 2000
@@ -125,9 +148,10 @@ class LineSplitter:
         secret_scan: SecretScan = "commands",
         max_line: int = MAX_LINE,
     ):
-        self._split = split_regex(engine_patterns)
+        tolerant = colour_tolerant(engine_patterns)
+        self._split = split_regex(tolerant)
         self._stride = self._split.groups + 1
-        self._engine = re.compile(engine_alternatives(engine_patterns))
+        self._engine = re.compile(engine_alternatives(tolerant))
         self._verify = re.compile(rb"\n(?:" + engine_alternatives(engine_patterns) + rb")")
         prefix, whole = literal_prefix(engine_patterns[0]) if len(engine_patterns) == 1 else (b"", False)
         self._needle = b"\n" + prefix if len(prefix) >= 4 else None
@@ -218,7 +242,7 @@ class LineSplitter:
 
     def _split_lines(self, seg: bytes, trainer: Buffers, engine: Buffers) -> None:
         """Sort the lines of `seg` ("\\n" + content, repeated) into `trainer` and `engine`."""
-        if self._needle is not None:
+        if self._needle is not None and b"\x1b" not in seg:  # no colour codes: the literal fast path
             parts = seg.split(self._needle)
             if len(parts) == 1:
                 trainer.append(seg)

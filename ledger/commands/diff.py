@@ -33,7 +33,7 @@ class DiffOutput:
     forced_banner: str | None
 
 
-CODE_SETTINGS = ("code.commit", "code.patch")
+CODE_SETTINGS = ("code.commit", "code.patch", "code.tree")
 
 
 def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bool) -> str:

@@ -7,7 +7,10 @@ Miles logs one Python dict literal per step and kind (see shared/miles-facts.md,
 
 - `perf N` comes twice per rollout id (rollout manager, then trainer); both merge into row N.
 - `rollout N` merges into row N; `eval N` too, its keys prefixed `eval/` where they are not already.
-- `step N` is the TRAIN step (Megatron logs it twice); it goes to `train_steps`, never to the rows.
+- `step N` is the TRAIN step (Megatron logs it twice); it goes to `train_steps`, never to the rows;
+  `critic-step N` (PPO critic) too, its bare keys prefixed `critic/`.
+- `multi_turn N` merges into row N, its bare keys prefixed `multi_turn/`.
+- Colour codes and Ray's `[repeated Nx across cluster]` suffix are removed before parsing.
 - Each row gets `t_end` = the timestamp of the last line for that rollout id and `t_start` = the
   previous row's `t_end` (the first timestamp in the logs for the first row). Log timestamps carry
   no zone; they are read as UTC (Miles containers run on UTC).
@@ -48,7 +51,8 @@ METRICS_VERSION = 1
 MAX_EXAMPLES = 5
 
 # Candidate lines: the message part of a Miles line. Everything else is checked on the few hits.
-_CANDIDATE = re.compile(rb" - (perf|rollout|step|eval) (\d+): ")
+_CANDIDATE = re.compile(rb" - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ")
+_ANSI_TEXT = re.compile(r"\x1b\[[0-9;]*m")
 # What precedes " - " on a real Miles line: optional ANSI colour, optional Ray actor prefix
 # `(Name pid=N)` / `(Name pid=N, ip=A)`, the timestamp with optional millis and process, file:line.
 _ANSI = rb"(?:\x1b\[[0-9;]*m)*"
@@ -169,7 +173,7 @@ class _LogScan:
                 end = len(data) if truncated else end
                 kind, number = m.group(1).decode(), int(m.group(2))
                 text = data[m.end() : end].decode("utf-8", "replace")
-                text = _RAY_REPEATED.sub("", text).strip()
+                text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
                 try:
                     metrics = _numbers(_literal(text))
                 except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -184,9 +188,13 @@ class _LogScan:
                 self._add(kind, number, metrics, _unix(head.groups()))
 
     def _add(self, kind: str, number: int, metrics: dict[str, float], ts: float) -> None:
-        if kind == "step":
+        if kind in ("step", "critic-step"):  # critic-step N: the PPO critic's train step N
+            if kind == "critic-step":
+                metrics = {(k if "/" in k else f"critic/{k}"): v for k, v in metrics.items()}
             self.table.train_steps.setdefault(number, {}).update(metrics)
             return
+        if kind == "multi_turn":
+            metrics = {(k if "/" in k else f"multi_turn/{k}"): v for k, v in metrics.items()}
         if kind == "eval":
             metrics = {(k if k.startswith("eval/") else f"eval/{k}"): v for k, v in metrics.items()}
         row = self.table.rows.get(number)

@@ -8,10 +8,11 @@ feeds back in.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ledger.capture.settings import flag_groups
+from ledger.capture.settings import flag_groups, locate_training_command, split_training_command
 
 ROLLOUT_FLAG = "--save-debug-rollout-data"
 EVENTS_FLAG = "--save-debug-event-data"
@@ -63,27 +64,70 @@ def _last_values(argv: Sequence[str]) -> dict[str, str]:
     return values
 
 
+def training_args(argv: Sequence[str]) -> list[str]:
+    """The arguments of the training script inside `argv`, wherever it is: after an interpreter,
+    after `ray job submit ... --`, after `env A=1`; `argv` itself when it names no interpreter."""
+    located = locate_training_command(argv)
+    if located is None:
+        return list(argv)
+    return split_training_command(argv[located[0] :])[2]
+
+
 def find_outputs(argv: Sequence[str]) -> list[Output]:
-    """The debug outputs a training argv writes, in the order rollout, events, train, details."""
-    values = _last_values(argv)
+    """The debug outputs a training command writes, in the order rollout, events, train, details.
+
+    `argv` may be the whole command (`ray job submit ... -- python3 train.py ARGS`) or its ARGS.
+    `--dump-details DIR` stands for `DIR/rollout_data/{rollout_id}.pt`, `DIR/events`,
+    `DIR/train_data/{rollout_id}_{rank}.pt` where no explicit flag names them, and its
+    `DIR/trajectory` files are the `details` output (so replay finds the rollouts either way).
+    """
+    values = _last_values(training_args(argv))
+    details = values.get(DETAILS_FLAG, "").rstrip("/")
+    derived = {
+        ROLLOUT_FLAG: f"{details}/rollout_data/{{rollout_id}}.pt",
+        EVENTS_FLAG: f"{details}/events",
+        TRAIN_FLAG: f"{details}/train_data/{{rollout_id}}_{{rank}}.pt",
+        DETAILS_FLAG: f"{details}/trajectory/{{rollout_id}}.jsonl",
+    } if details else {}
     outputs: list[Output] = []
     for flag, (role, is_template) in _OUTPUT_FLAGS.items():
-        value = values.get(flag)
+        value = values.get(flag) if flag != DETAILS_FLAG else None
+        source_flag = flag
+        if not value and flag in derived:
+            value, is_template, source_flag = derived[flag], flag != EVENTS_FLAG, DETAILS_FLAG
         if not value:
             continue
         path = template_folder(value) if is_template else value.rstrip("/") or "/"
-        outputs.append(Output(role=role, flag=flag, template=value, path=path))
+        outputs.append(Output(role=role, flag=source_flag, template=value, path=path))
     return outputs
 
 
+def without_comments(text: str) -> str:
+    """Launcher text without `#` comments (bash and Python), so a flag only mentioned in a comment
+    does not count as set (the bundled examples/run.sh names --save-debug-event-data in one)."""
+    kept = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        kept.append(re.sub(r"(^|\s)#(?![{!]).*$", "", line))
+    return "\n".join(kept)
+
+
 def _mentions(flag: str, argv: Sequence[str], launcher_text: str | None) -> bool:
-    """Whether the argv sets `flag`, or the launcher text names it (dashes or underscores)."""
+    """Whether the argv sets `flag`, or the launcher's code (not its comments) names it."""
     if any(token == flag or token.startswith(flag + "=") for token in argv):
         return True
     if launcher_text is None:
         return False
+    code = without_comments(launcher_text)
     name = flag.lstrip("-")
-    return name in launcher_text or name.replace("-", "_") in launcher_text
+    return name in code or name.replace("-", "_") in code
+
+
+def debug_flag_values(data_dir: str) -> list[tuple[str, str]]:
+    """The debug-data flags ledger adds and their values under the run's data folder."""
+    base = data_dir.rstrip("/")
+    return [(ROLLOUT_FLAG, f"{base}/rollout/{{rollout_id}}.pt"), (EVENTS_FLAG, f"{base}/events")]
 
 
 def inject_debug_flags(
@@ -100,12 +144,7 @@ def inject_debug_flags(
     added: list[str] = []
     if _mentions(DETAILS_FLAG, argv, launcher_text):
         return new_argv, added
-    base = data_dir.rstrip("/")
-    wanted = (
-        (ROLLOUT_FLAG, f"{base}/rollout/{{rollout_id}}.pt"),
-        (EVENTS_FLAG, f"{base}/events"),
-    )
-    for flag, value in wanted:
+    for flag, value in debug_flag_values(data_dir):
         if not _mentions(flag, argv, launcher_text):
             new_argv += [flag, value]
             added.append(flag)

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ledger.capture import envvars, launcher, redact
+from ledger.capture import envvars, launcher, redact, tracescan
 from ledger.capture import settings as settings_mod
+from ledger.capture.shim import ShimRecord
 from ledger.config import Config
 from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
@@ -21,19 +23,55 @@ from ledger.storage.git import Repo
 Say = Callable[[str], None]
 
 
-def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str]) -> None:
-    """Fill command.training_argv, settings, seeds and env from what the job really ran."""
-    found = launcher.find_training_command(command_lines, list(cfg.training_patterns))
+def _training_facts(m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str],
+                    records: list[ShimRecord]) -> tuple[list[str] | None, dict[str, Any] | None]:
+    """(training argv, runtime env) from the best source: the wrappers (exact), else the
+    launcher's xtrace/EXEC lines, else the job's own argv."""
+    patterns = list(cfg.training_patterns)
+    found = launcher.find_training_command(command_lines, patterns)
+    rays = [r for r in records if r.via == "ray"]
+    pythons = [r for r in records if r.via != "ray"]
+    ray_argv = found.ray_argv if found is not None else None
+    runtime_env = found.runtime_env if found is not None else None
+    if rays:
+        ray_argv = rays[-1].argv
+        runtime_env = envvars.runtime_env_from_ray_argv(ray_argv)
+    direct = launcher.training_command_from_argv(job_argv, patterns)
+    if direct is not None and ray_argv is None and direct.ray_argv is not None:
+        ray_argv, runtime_env = direct.ray_argv, direct.runtime_env
+    if ray_argv is not None:
+        m["command"]["ray_argv"] = redact.redact_argv(list(ray_argv))[0]
+    if pythons:
+        m["command"]["training_source"] = "wrapper"
+        return list(pythons[-1].argv), runtime_env
+    if rays and rays[-1].entrypoint:
+        m["command"]["training_source"] = "wrapper"
+        return list(rays[-1].entrypoint), runtime_env
     if found is not None:
-        training_argv = list(found.argv)
         m["command"]["training_source"] = found.source
-        m["command"]["ray_argv"] = redact.redact_argv(list(found.ray_argv))[0] if found.ray_argv else None
-        runtime_env = found.runtime_env
-    elif settings_mod.locate_training_command(job_argv) is not None:
-        training_argv, runtime_env = list(job_argv), None
+        return list(found.argv), runtime_env
+    if direct is not None:
         m["command"]["training_source"] = "argv"
-    else:
-        training_argv, runtime_env = None, None
+        return list(direct.argv), runtime_env
+    if settings_mod.locate_training_command(job_argv) is not None:
+        m["command"]["training_source"] = "argv"
+        return list(job_argv), runtime_env
+    return None, runtime_env
+
+
+def _portable(value: str, repo_root: str | None) -> str:
+    """A path-list value with this checkout's root written as `<repo>`, so two checkouts of the
+    same code (PYTHONPATH=/home/a/x/src vs /home/b/x/src) do not look like a setting change."""
+    if not repo_root or repo_root == "/":
+        return value
+    return re.sub(re.escape(repo_root.rstrip("/")) + r"(?=/|:|$)", "<repo>", value)
+
+
+def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str],
+                     records: list[ShimRecord] | None = None, environ: Mapping[str, str] | None = None) -> None:
+    """Fill command.training_argv, settings, seeds and env from what the job really ran."""
+    records = records or []
+    training_argv, runtime_env = _training_facts(m, cfg, command_lines, job_argv, records)
     settings: dict[str, Any] = {}
     if training_argv is not None:
         training_argv, names = redact.redact_argv(training_argv)
@@ -45,20 +83,54 @@ def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], j
         safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()})
         m["command"]["runtime_env"] = {**runtime_env, "env_vars": safe_env}
         m["redacted"] = sorted(set(m["redacted"]) | set(names))
-    env = envvars.capture_env(os.environ, list(cfg.env_patterns))
+    # the trainer's own environment when a wrapper saw it; else ledger's, plus the launcher's exports
+    outer = dict(os.environ if environ is None else environ)
+    for name in m["command"].get("ledger_env") or {}:
+        outer.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
+    pythons = [r for r in records if r.via != "ray"]
+    if pythons:
+        seen = dict(pythons[-1].env)
+        for name in m["command"].get("ledger_env") or {}:
+            seen.pop(name, None)
+        env = envvars.capture_env(seen, list(cfg.env_patterns))
+    else:
+        outer.update(tracescan.exported_env(command_lines))
+        env = envvars.capture_env(outer, list(cfg.env_patterns))
     env_settings = envvars.env_settings(env, (m["command"]["runtime_env"] or {}))
+    root = m["command"].get("repo_root")
+    env_settings = {k: _portable(v, root) for k, v in env_settings.items()}
     env_settings, names = redact.redact_env(env_settings)
     m["redacted"] = sorted(set(m["redacted"]) | set(names))
     settings.update(env_settings)
     m["env_report"] = launcher.env_report(command_lines)
     m["seeds"] = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
+    _debug_data_reached(m, records, training_argv)
     image = m["image"]
     settings["image.digest"] = image.get("digest")
     settings["image.miles_commit"] = image.get("miles_commit")
     settings["image.sglang_version"] = image.get("sglang_version")
-    settings["code.commit"] = m["code"]["commit"]
-    settings["code.patch"] = m["code"]["patch"]
+    code_tree = m["code"].get("tree_without_launcher")
+    if code_tree and training_argv is not None:  # the launcher's effect is in the settings above: only other code counts as code
+        settings["code.tree"] = code_tree
+    else:
+        settings["code.commit"] = m["code"]["commit"]
+        settings["code.patch"] = m["code"]["patch"]
     m["settings"] = dict(sorted(settings.items()))
+
+
+def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_argv: list[str] | None) -> None:
+    """Record how the debug-data flags reached the trainer, and warn when they did not."""
+    debug = m["command"].get("debug_data")
+    if not debug or debug.get("via") != "wrapper":
+        return
+    added = sorted({flag for r in records for flag in r.added})
+    debug["added"] = added
+    from ledger.data.outputs import EVENTS_FLAG, ROLLOUT_FLAG, find_outputs
+
+    present = {o.flag for o in find_outputs(training_argv or [])}
+    if training_argv is None or not ({ROLLOUT_FLAG, EVENTS_FLAG} <= present or "--dump-details" in present):
+        debug["via"] = None
+        m["warnings"].append("the debug-data flags did not reach the training command: this run cannot be replayed")
 
 
 def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any]) -> None:
@@ -100,6 +172,7 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
     from ledger.data.outputs import find_outputs
 
     req = staged.read_json("request.json") or {}
+    # the whole job argv when no training command was found: find_outputs looks past `ray ... --`
     training_argv = m["command"].get("training_argv") or req.get("job_argv") or []
     outputs: list[tuple[str, Path, str]] = []
     for out in find_outputs(training_argv):

@@ -27,6 +27,7 @@ from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line
+from ledger.record import jobsetup
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
 from ledger.storage.store import check_ledger_branch, commit_message, write_run
@@ -114,19 +115,6 @@ def _scrub_code(data: bytes) -> bytes:
     return clean.encode("utf-8", "surrogateescape")
 
 
-def _forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bool:
-    """Whether flags appended to `argv` reach the training command.
-
-    True for a direct training command, and for a launcher whose script passes its own
-    arguments on (`"$@"` in bash, `sys.argv` in Python); never for other commands.
-    """
-    if launcher.training_command_from_argv(argv, list(cfg.training_patterns)) is not None:
-        return True
-    if launcher_text is not None:
-        return '"$@"' in launcher_text or "${@}" in launcher_text or "sys.argv" in launcher_text
-    return False
-
-
 def _copy_launcher(path: Path, run_dir: Path) -> tuple[str, str, list[str]]:
     raw = path.read_bytes()
     text, names = redact.redact_text(raw.decode("utf-8", "surrogateescape"))
@@ -174,15 +162,13 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
             m["command"].update(launcher=name, launcher_sha256=digest)
             redacted.update(names)
             launcher_text = launcher_path.read_text(errors="replace")
+        if launcher_path is not None:
+            m["code"]["tree_without_launcher"] = jobsetup.tree_without_launcher(repo, code, launcher_path, launcher_text, req.cwd)
         job_argv = req_argv
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
-        if want_debug and req.replay is None and _forwards_args(req_argv, launcher_text, cfg):
-            from ledger.data.outputs import inject_debug_flags
-
-            job_argv, added = inject_debug_flags(job_argv, str(staged.data_dir), launcher_text)
-            if added:
-                m["command"]["added_args"] = added
-                say(f"ledger: keeping debug data for replay: added {' '.join(added)}")
+        wrapper_flags: list[tuple[str, str]] = []
+        if want_debug and req.replay is None:
+            job_argv, wrapper_flags = jobsetup.debug_data_route(req_argv, launcher_text, cfg, staged, m, say)
         image, host_thread, host_holder = _image_facts(req, cfg, repo, say)
         if image:
             m["image"].update(image)
@@ -194,7 +180,8 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
     except BaseException:
         staged.remove()
         raise
-    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv, "secrets": secrets}
+    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv, "secrets": secrets,
+               "wrapper_flags": wrapper_flags}
     return repo, cfg, staged, m, code, job_argv, context
 
 
@@ -202,9 +189,10 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
     """Run the job under ledger and record it as one commit. Returns how it ended."""
     with SignalGuard(say) as guard:
         repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
+        ctx["environ"] = dict(req.env if req.env is not None else os.environ)
+        ctx["terminal_fd"] = terminal_fd
         env = dict(req.env if req.env is not None else os.environ)
-        env["LEDGER_RUN_ID"] = m["id"]  # so a launcher can name outputs after the run
-        env["LEDGER_DATA_DIR"] = str(staged.data_dir)  # bulky outputs here are tracked with DVC
+        env.update(jobsetup.job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
         try:
             job = Job(job_argv, req.cwd, env)
         except BaseException:
@@ -239,9 +227,11 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
                say: Say) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
     if capture.join(timeout=10):
+        ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say)
         capture.split_raw()
     else:  # a child of the job still holds the pipe open: split what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
+        ray_end = None
         split_output(staged.raw_output, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
                      list(cfg.engine_patterns))
     m["gpu"] = monitor.stop_summary()
@@ -257,9 +247,12 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     m["finished"] = iso(finished)
     m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
                    "duration_s": round(result.duration_s, 3)}
+    if ray_end is not None:
+        jobsetup.ray_status(m, ray_end, say)
     commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
-                    secrets=ctx["secrets"])
-    return RunOutcome(m["id"], result.exit_code, result.state, commit)
+                    secrets=ctx["secrets"], environ=ctx.get("environ"))
+    st = m["status"]
+    return RunOutcome(m["id"], st["exit_code"] if st["exit_code"] is not None else result.exit_code, st["state"], commit)
 
 
 def _import_end_modules() -> None:
@@ -287,19 +280,24 @@ def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> 
 
 
 def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
-    """Data that could not be tracked stays on disk (never deleted with the staging folder)."""
-    for rec in m.get("data") or []:
-        source = Path(rec.get("source") or staged.data_dir / str(rec.get("role")))
-        if rec.get("tracked") or not source.exists() or staged.dir not in source.parents:
+    """Whatever the job wrote under the run's data folder and no tracked record holds stays on
+    disk (never deleted with the staging folder)."""
+    tracked = {str(rec.get("template") or "").split("/")[1] for rec in m.get("data") or []
+               if rec.get("tracked") and str(rec.get("template") or "").startswith("data/")}
+    if not staged.data_dir.is_dir():
+        return
+    for source in sorted(staged.data_dir.iterdir()):
+        if source.name in tracked:
             continue
         dest = staging.ledger_dir(root) / "untracked" / m["id"] / source.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(source), dest)
-        say(f"ledger: untracked {rec.get('role')} data of run {m['id']} kept at {dest}")
+        say(f"ledger: untracked data of run {m['id']} kept at {dest}")
 
 
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
-           command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None) -> str:
+           command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None,
+           environ: dict[str, str] | None = None) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
     from ledger import yamlio
     from ledger.capture.secretvalues import scrub_file
@@ -309,7 +307,12 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
     m["redacted"] = sorted(set(m["redacted"]) | set(stream_redacted))
-    _guarded(m, "reading the training command", lambda: facts.settings_section(m, cfg, command_lines, job_argv), say)
+    from ledger.capture import shim, tracescan
+
+    records = shim.read_log(staged.dir / shim.LOG_NAME)
+    lines = tracescan.command_lines([run_dir / "trainer.log", run_dir / "engine.log"]) or command_lines
+    _guarded(m, "reading the training command",
+             lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m), say)
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)

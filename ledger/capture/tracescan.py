@@ -1,0 +1,98 @@
+"""Read launcher command lines back out of a finished run's log files.
+
+bash's `set -x` prints one command over several output lines when an argument holds a newline
+(Miles launchers build `--runtime-env-json` as a multi-line string; miles-facts.md, "Real
+launchers"): only the first line starts with `+ `. The capture keeps `+ ` lines only, so the
+command lines are read again here from trainer.log after the job, each with the lines that
+continue it until its quotes close. `ENV_REPORT_JSON=` lines are taken from every log, behind
+any Ray prefix or colour code. The files are mapped, and searched with C-level regexes: lines
+are decoded only where a candidate is found.
+"""
+
+from __future__ import annotations
+
+import mmap
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ledger.capture.launcher import Operator, shell_words
+
+ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_ANSI_B = rb"(?:\x1b\[[0-9;]*m)*"
+_XTRACE = re.compile(rb"(?m)^" + _ANSI_B + rb"\++ ")
+_MARKERS = re.compile(rb"EXEC: |ENV_REPORT_JSON=")
+_MAX_CONTINUATION = 200
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@contextmanager
+def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
+    with open(path, "rb") as f:
+        try:
+            view: bytes | mmap.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            view = b""
+        try:
+            yield view
+        finally:
+            if isinstance(view, mmap.mmap):
+                view.close()
+
+
+def _open_quote(text: str) -> bool:
+    """Whether shell text leaves a quote open (so the next output line continues it)."""
+    from ledger.capture.launcher import _tokenize
+
+    return not _tokenize(text)[1]
+
+
+def command_lines(paths: Iterable[Path]) -> list[str]:
+    """Launcher command lines (`+ ...`, `EXEC: ...`, `ENV_REPORT_JSON=...`) of the logs, in file
+    order, colour codes removed, each followed by its continuation lines."""
+    out: list[str] = []
+    for path in paths:
+        if not path.is_file():
+            continue
+        with _mapped(path) as data:
+            starts = {m.start() for m in _XTRACE.finditer(data)}
+            starts.update(data.rfind(b"\n", 0, m.start()) + 1 for m in _MARKERS.finditer(data))
+            for start in sorted(starts):
+                out.extend(_logical_line(data, start))
+    return out
+
+
+def _line_at(data: bytes | mmap.mmap, start: int) -> tuple[str, int]:
+    end = data.find(b"\n", start)
+    end = len(data) if end < 0 else end
+    return ANSI.sub("", bytes(data[start:end]).decode("utf-8", "replace")).rstrip("\r"), end + 1
+
+
+def _logical_line(data: bytes | mmap.mmap, start: int) -> list[str]:
+    first, pos = _line_at(data, start)
+    lines = [first]
+    if "ENV_REPORT_JSON=" in first and "EXEC: " not in first and not first.startswith("+"):
+        return lines
+    text = first
+    while _open_quote(text.split("EXEC: ", 1)[-1].lstrip("+ ")) and len(lines) <= _MAX_CONTINUATION and pos < len(data):
+        line, pos = _line_at(data, pos)
+        lines.append(line)
+        text += "\n" + line
+    return lines
+
+
+def exported_env(lines: Iterable[str]) -> dict[str, str]:
+    """`NAME=value` of every `+ export NAME=value` in an xtrace (the last one wins)."""
+    env: dict[str, str] = {}
+    for line in lines:
+        if not line.startswith("+") or " export " not in line[:40]:
+            continue
+        words = [w for w in shell_words(line.lstrip("+ ")) if not isinstance(w, Operator)]
+        if not words or words[0] != "export":
+            continue
+        for word in words[1:]:
+            name, sep, value = word.partition("=")
+            if sep and _NAME_RE.fullmatch(name):
+                env[name] = value
+    return env
