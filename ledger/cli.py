@@ -12,10 +12,20 @@ import click
 
 from ledger import __version__
 from ledger.errors import EXIT_USAGE, LedgerError
+from ledger.textfmt import plural
 
 
 def _say(text: str) -> None:
-    click.echo(text, err=True)
+    from ledger.termstyle import colour_enabled, paint_lines
+
+    click.echo(paint_lines(text) if colour_enabled(sys.stderr) else text, err=True, color=True)
+
+
+def _out(text: str) -> None:
+    """A report to stdout, coloured only on a terminal without NO_COLOR."""
+    from ledger.termstyle import colour_enabled, paint_lines
+
+    click.echo(paint_lines(text) if colour_enabled(sys.stdout) else text, nl=False, color=True)
 
 
 def _emit_json(data: Any, compact: bool = False) -> None:
@@ -82,13 +92,16 @@ def _terminal_fd() -> int | None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--changed", is_flag=True, help="Show which settings changed from the run before.")
 @click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
-def list_cmd(as_json: bool, changed: bool, limit: int | None) -> None:
-    """List the recorded runs (read from the branch tip, no checkout)."""
+@click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
+def list_cmd(as_json: bool, changed: bool, limit: int | None, reverse: bool) -> None:
+    """List the recorded runs, newest first (read from the branch tip, no checkout)."""
     from ledger.commands.listing import list_runs, render_list
 
-    result = list_runs(Path.cwd(), changed=changed, limit=limit)
+    result = list_runs(Path.cwd(), changed=changed, limit=limit, reverse=reverse)
     for run_id, reason in result.broken.items():
         _say(f"ledger: warning: run {run_id} skipped: {reason}")
+    if result.unpulled:
+        _say(f"ledger: {result.unpulled}")
     if as_json:
         _emit_json(result.to_json(), compact=True)
     else:
@@ -97,11 +110,14 @@ def list_cmd(as_json: bool, changed: bool, limit: int | None) -> None:
 
 @app.command()
 @click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
-def log(limit: int | None) -> None:
-    """For each run, the settings that changed from the run before it."""
+@click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
+def log(limit: int | None, reverse: bool) -> None:
+    """For each run (newest first), the settings that changed from the run before it."""
     from ledger.commands.listing import list_runs, render_change_log
 
-    result = list_runs(Path.cwd(), changed=True, limit=limit)
+    result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
+    if result.unpulled:
+        _say(f"ledger: {result.unpulled}")
     click.echo(render_change_log(result), nl=False)
 
 
@@ -154,19 +170,23 @@ def show(run_name: str, as_json: bool) -> None:
               help="Per-step table for a metric (default perf/step_time).")
 @click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
+@click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the comparison as one self-contained HTML page (charts A vs B per step).")
 def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
-         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...]) -> int:
+         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...], html: Path | None) -> int:
     """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
     from ledger.commands.diff import diff_runs
 
     out = diff_runs(Path.cwd(), a, b, metrics=list(metrics), force=force, steps_metric=steps_metric,
-                    git_diff=not no_git_diff and not as_json, ignore=list(ignore))
+                    git_diff=not no_git_diff and not as_json, ignore=list(ignore), html=html)
     if out.forced_banner:
         _say(out.forced_banner)
+    if out.html_path is not None:
+        _say(f"page written to {out.html_path}")
     if as_json:
         _emit_json(out.json)
     else:
-        click.echo(out.text, nl=False)
+        _out(out.text)
     return out.exit_code
 
 
@@ -180,17 +200,20 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
 @click.option("--dry-run", is_flag=True, help="Print the command and change nothing.")
 @click.option("--strict", is_flag=True, help="A different image digest or Miles commit is an error.")
 @click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
+@click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
-           name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, extra: tuple[str, ...]) -> int:
+           name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, force: bool,
+           extra: tuple[str, ...]) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
     from ledger.replay.replay import ReplayOptions, replay_run
 
     opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
                          extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
-                         in_image=in_image)
-    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo)
+                         in_image=in_image, force=force)
+    ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
+    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo, confirm=ask)
     return code
 
 
@@ -220,17 +243,33 @@ def recover() -> None:
     from ledger.record.recover import recover as do_recover
 
     done = do_recover(Path.cwd(), _say)
-    _say(f"ledger: recovered {len(done)} run(s)")
+    _say(f"ledger: recovered {plural(len(done), 'run')}")
+
+
+@app.command()
+@click.argument("runs", nargs=-1)
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The page to write (one self-contained file).")
+def report(runs: tuple[str, ...], html: Path) -> None:
+    """Write the runs table (as `ledger list`, with change sets and small curves) as an HTML page."""
+    from ledger.commands.report import write_report
+
+    result = write_report(Path.cwd(), list(runs), html)
+    _say(f"page written to {result.path} ({plural(result.runs, 'run')})")
 
 
 @app.command()
 @click.argument("run_name")
-@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot.")
-def heat(run_name: str, png: Path | None) -> None:
+@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot (needs ledger[plot]).")
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write a self-contained HTML page.")
+def heat(run_name: str, png: Path | None, html: Path | None) -> None:
     """Temperature over time for a run, with pauses and step boundaries."""
     from ledger.commands.heat import heat_report
 
-    click.echo(heat_report(Path.cwd(), run_name, png), nl=False)
+    result = heat_report(Path.cwd(), run_name, png, html)
+    click.echo(result.text, nl=False)
+    for path in result.written:
+        _say(f"plot written to {path}")
 
 
 @app.command()

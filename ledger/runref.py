@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from ledger.manifest import RUN_ID_RE
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, load_listing
 from ledger.storage.store import RunEntry, find_run, run_commits
+from ledger.textfmt import plural
 
 LATEST_RE = re.compile(r"^latest(?:~(\d+))?$")
 SAFE_RE = re.compile(r"^[A-Za-z0-9._~:+-][A-Za-z0-9._~:+@-]*$")
@@ -48,7 +50,7 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
     if ref.kind == "latest":
         runs = run_commits(repo, tip, ref.back + 1)
         if len(runs) <= ref.back:
-            raise RunNotFound(f"'{text}': only {len(runs)} runs recorded", "`ledger list` shows the runs")
+            raise RunNotFound(f"'{text}': only {plural(len(runs), 'run')} recorded", "`ledger list` shows the runs")
         entry = find_run(repo, tip, runs[ref.back][0])
         if entry is None:
             raise RunNotFound(f"'{text}' points at run {runs[ref.back][0]} which has no folder", "the branch is damaged")
@@ -66,6 +68,10 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
     if len(by_prefix) > 1:
         shown = ", ".join(by_prefix[:10]) + (" ..." if len(by_prefix) > 10 else "")
         raise RunNotFound(f"run prefix '{text}' is ambiguous: {shown}", "give more characters of the id")
+    names = sorted({m["name"] for m in listing.manifests.values() if m.get("name")})
+    close = difflib.get_close_matches(text, names, n=3, cutoff=0.6)
+    if close:
+        raise RunNotFound(f"no run named '{text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
     recent = [m["id"] + (f" ({m['name']})" if m.get("name") else "") for m in listing.ordered()[-5:]]
     hint = "recent runs: " + ", ".join(recent) if recent else "`ledger list` shows the runs"
     raise RunNotFound(f"no run named '{text}'", hint)

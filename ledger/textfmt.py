@@ -69,3 +69,17 @@ def _looks_numeric(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 run`, `2 runs`, `0 runs`."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+_SHA = __import__("re").compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+SHORT_SHA = 10
+
+
+def short_sha(value: Any) -> Any:
+    """A full git or sha256 hash shortened to its first 10 characters; anything else unchanged."""
+    return value[:SHORT_SHA] if isinstance(value, str) and _SHA.fullmatch(value) else value

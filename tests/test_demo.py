@@ -17,7 +17,7 @@ def test_demo_script_records_diffs_and_replays(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "refused: 2 settings differ" in r.stdout and "(exit 3)" in r.stdout
     assert "offload-rollout: <absent> -> true" in r.stdout and "lr: 0.05 -> 0.02" in r.stdout
-    runs = json.loads(ledger(clone, "list", "--json").stdout)
+    runs = json.loads(ledger(clone, "list", "--json", "--reverse").stdout)
     assert [x["name"] for x in runs] == ["demo-base", "demo-offload", "demo-two", "demo-replay-a", "demo-replay-b"]
     assert runs[3]["replay_of"] == runs[0]["id"]
     assert git(clone, "rev-parse", "HEAD") == main_before  # main is never touched

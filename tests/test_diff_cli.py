@@ -144,14 +144,18 @@ def test_bad_names(toy_runs: Path) -> None:
 
 
 def test_log_shows_one_change_set_per_run(toy_runs: Path) -> None:
-    r = ledger(toy_runs, "log")
+    r = ledger(toy_runs, "log", "--reverse")
     assert r.returncode == 0
     lines = r.stdout.splitlines()
     assert len(lines) == 8
+    assert "(first run)" in lines[0]
     assert "lr: <absent> -> 0.02" in lines[1] and "comparable" in lines[1]
-    r = ledger(toy_runs, "list", "--changed", "--json")
+    assert ledger(toy_runs, "log").stdout.splitlines() == lines[::-1]  # newest first by default
+    r = ledger(toy_runs, "list", "--changed", "--json", "--reverse")
     rows = json.loads(r.stdout)
     assert [c["name"] for c in rows[1]["changed"]] == ["lr"]
+    newest_first = [x["name"] for x in json.loads(ledger(toy_runs, "list", "--json").stdout)]
+    assert newest_first == [x["name"] for x in rows][::-1]
 
 
 def test_newer_schema_is_refused_with_version(tmp_path: Path) -> None:

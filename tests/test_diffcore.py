@@ -176,7 +176,7 @@ def test_one_change_gives_timing_and_renders_it_first() -> None:
     text = render_text(report)
     lines = text.splitlines()
     assert lines[3] == "offload-rollout: false -> true"
-    assert "perf/rollout_time" in text and "1.100 [1.100, 1.100]" in text
+    assert "perf/rollout_time" in text and "1.100x [1.100, 1.100]" in text
     assert "steps only in B (perf/rollout_time): 8-9" in text
     assert "per-step perf/rollout_time:" in text
     assert "per-step perf" not in render_text(report, show_steps=False)
@@ -252,7 +252,7 @@ def test_timing_unavailable_and_malformed_lines_are_reported() -> None:
 
 def test_render_appends_git_diff() -> None:
     report = build_report(manifest("a"), manifest("b", lr=3e-06), None, None, ignore=["save"])
-    assert render_text(report, git_diff="diff --git a/x b/x\n").endswith("code diff:\ndiff --git a/x b/x\n")
+    assert render_text(report, git_diff="diff --git a/x b/x\n").endswith("\n\ndiff --git a/x b/x\n")
 
 
 @pytest.mark.parametrize(

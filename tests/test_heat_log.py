@@ -218,7 +218,8 @@ def test_summary(tmp_path: Path) -> None:
     steps = [(1, T0 + 10), (2, T0 + 30), (3, T0 + 45)]
     text = render_heat_summary(read_heat_log(path), steps, width=10)
     lines = text.splitlines()
-    assert lines[0].startswith("heat: 2 GPU(s), 2026-11-18 ")
+    assert lines[0].startswith("heat: 2 GPUs, 2026-11-18 ")
+    assert lines[2].split() == ["GPU", "min", "C", "mean", "C", "peak", "C", "above", "85C"]
     assert "(45s), sensor nvml" in lines[0]
     assert "pause at 85 C, resume at or below 75 C after 30 s" in lines[1]
     row0 = next(line for line in lines if line.split()[:1] == ["0"])

@@ -175,7 +175,7 @@ def test_step_table_lists_every_step_with_ratio() -> None:
     a = rows({0: 10.0, 1: 20.0})
     b = rows({1: 30.0, 2: 5.0})
     assert step_table(a, b, "perf/rollout_time") == [
-        (0, 10.0, None, None),
-        (1, 20.0, 30.0, 1.5),
-        (2, None, 5.0, None),
+        (0, 10.0, None, None, None),
+        (1, 20.0, 30.0, 1.5, None),
+        (2, None, 5.0, None, None),
     ]

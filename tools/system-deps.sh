@@ -4,6 +4,7 @@
 # part, the tests that need it skip and say why.
 #
 #   docker.io                     a real Docker engine (tests start a private dockerd)
+#   chromium                      a real browser: tests open ledger's HTML pages headless
 #   docker-registry, busybox-static  .deb files only (downloaded into $DEBS, never installed):
 #                                 a loopback registry for real repo digests, a tiny image rootfs
 #
@@ -35,6 +36,7 @@ download() {  # a .deb into $DEBS, once
 }
 
 install docker.io dockerd
+install chromium chromium
 download docker-registry
 download busybox-static
 exit 0

@@ -13,9 +13,11 @@ from ledger import __version__
 from ledger.cache import LocalCache
 from ledger.capture.settings import DEFAULT_IGNORE, ignored_settings
 from ledger.compare.diffcore import DiffReport, build_report
+from ledger.compare.html import DiffPageInput, diff_page
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
+from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
 from ledger.runref import RunRef, resolve
 from ledger.storage.branch import open_branch
@@ -31,6 +33,7 @@ class DiffOutput:
     refused: bool
     exit_code: int
     forced_banner: str | None
+    html_path: Path | None = None
 
 
 CODE_SETTINGS = ("code.commit", "code.patch", "code.tree")
@@ -38,13 +41,14 @@ CODE_SETTINGS = ("code.commit", "code.patch", "code.tree")
 
 def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bool) -> str:
     """The manifests' diff, plus the code diff (outside runs/) when the code is what changed."""
-    out = repo.git("diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml",
-                   check=False).stdout.decode("utf-8", "replace")
+    out = "manifest diff:\n" + repo.git(
+        "diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml",
+        check=False).stdout.decode("utf-8", "replace")
     if code_changed:
         ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
         if ca and cb:
-            out += repo.git("diff", "--no-color", "--stat", "-p", ca, cb, "--", ".", ":(exclude)runs",
-                            check=False).stdout.decode("utf-8", "replace")
+            out += "\ncode diff:\n" + repo.git("diff", "--no-color", "--stat", "-p", ca, cb, "--", ".",
+                                                ":(exclude)runs", check=False).stdout.decode("utf-8", "replace")
     return out
 
 
@@ -84,8 +88,11 @@ def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
 
 
 def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, steps_metric: str | None,
-              git_diff: bool, ignore: list[str] | None = None) -> DiffOutput:
-    """Compare two runs; refused (exit 3) unless exactly one setting differs or `force`."""
+              git_diff: bool, ignore: list[str] | None = None, html: Path | None = None) -> DiffOutput:
+    """Compare two runs; refused (exit 3) unless exactly one setting differs or `force`.
+
+    With `html`, also write the comparison as one self-contained page to that file.
+    """
     repo, cfg, tip = open_branch(start)
     listing: Listing | None = None
     entries = []
@@ -97,13 +104,19 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
     if ea.id == eb.id:
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")
     assert tip is not None
-    key = _report_key(ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours)
+    key = _report_key(ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours, "learning-1")
     report = _cached_report(repo, key)  # the same comparison again: nothing to parse or compute
     if report is None:
         report = _compare(repo, cfg, tip, ea, eb, metrics, force, steps_metric, ignore)
         if not report.refused:  # a refusal's baseline hint depends on the other runs: not cached
             _store_report(repo, key, report)
-    return _output(repo, tip, ea, eb, report, git_diff, steps_metric)
+    out = _output(repo, tip, ea, eb, report, git_diff, steps_metric)
+    if html is not None:
+        data = DiffPageInput(report, render_text(report, None, show_steps=False), _full_manifest(repo, ea),
+                             _full_manifest(repo, eb), load_metrics(repo, ea), load_metrics(repo, eb))
+        write_atomic(html, diff_page(data).encode())
+        out.html_path = html
+    return out
 
 
 def _compare(repo: Repo, cfg: Any, tip: str, ea: RunEntry, eb: RunEntry, metrics: list[str], force: bool,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError
+from ledger.fsutil import write_atomic
 from ledger.heat.heatlog import read_heat_log
 from ledger.heat.summary import render_heat_summary
 from ledger.runref import resolve
@@ -14,8 +16,16 @@ from ledger.storage.branch import listing_for
 from ledger.storage.store import read_file_at
 
 
-def heat_report(start: Path, name: str, png: Path | None) -> str:
-    """The terminal summary of a run's heat log; also a PNG when `png` is given."""
+@dataclass
+class HeatResult:
+    """The terminal summary of a run's heat log, and the files written."""
+
+    text: str
+    written: list[Path]
+
+
+def heat_report(start: Path, name: str, png: Path | None, html: Path | None = None) -> HeatResult:
+    """The terminal summary of a run's heat log; also a PNG and/or an HTML page when asked."""
     repo, _cfg, tip, listing = listing_for(start)
     entry = resolve(repo, tip, name, listing)
     raw = read_file_at(repo, entry, "heat.log")
@@ -29,10 +39,17 @@ def heat_report(start: Path, name: str, png: Path | None) -> str:
         path = Path(tmp) / "heat.log"
         path.write_bytes(raw)
         log = read_heat_log(path)
-    text = f"run {entry.id}\n" + render_heat_summary(log, steps or None)
+    summary = render_heat_summary(log, steps or None)
+    written = []
     if png is not None:
         from ledger.heat.plot import plot_heat_png
 
-        plot_heat_png(log, steps or None, png)
-        text += f"plot written to {png}\n"
-    return text
+        written.append(plot_heat_png(log, steps or None, png))
+    if html is not None:
+        if not log.samples:
+            raise LedgerError("the heat log has no samples to plot")
+        from ledger.heat.page import heat_page
+
+        write_atomic(html, heat_page(entry.id, log, steps or None, summary))
+        written.append(html)
+    return HeatResult(f"run {entry.id}\n" + summary, written)

@@ -13,19 +13,24 @@ from typing import Any
 from ledger.manifest import duration_text
 from ledger.runref import resolve
 from ledger.storage.branch import open_branch
-from ledger.storage.listing import load_listing, parse_manifest
+from ledger.storage.git import Repo
+from ledger.storage.listing import list_fields, load_listing, parse_manifest
 from ledger.storage.store import read_file_at
-from ledger.textfmt import MISSING, show_value
+from ledger.storage.sync import local_only_runs, remote_ref
+from ledger.textfmt import MISSING, plural, short_sha, show_value
 
 
 @dataclass
 class ListResult:
-    """The runs to show, oldest first, with optional change sets."""
+    """The runs to show (newest first unless reversed), with optional change sets."""
 
     rows: list[dict[str, Any]]
     broken: dict[str, str]
     changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    running: list[dict[str, Any]] = field(default_factory=list)  # `LiveRun.summary()`s, oldest first
+    unpulled: str | None = None  # runs on origin's branch this clone does not have yet
+    oldest_id: str | None = None  # the oldest run of the ledger (it has no run before it)
+    running: list[dict[str, Any]] = field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
+    running_first: bool = True  # newest first: the runs in progress come before the recorded ones
 
     def to_json(self) -> list[dict[str, Any]]:
         out = []
@@ -34,32 +39,40 @@ class ListResult:
             if self.changes:
                 item["changed"] = self.changes.get(m["id"], [])
             out.append(item)
-        return out + [dict(r) for r in self.running]
+        live = [dict(r) for r in self.running]
+        return live + out if self.running_first else out + live
 
 
 def summary(m: dict[str, Any]) -> dict[str, Any]:
     """The fields `ledger list` shows."""
-    status = m.get("status") or {}
-    gpu = m.get("gpu") or {}
-    return {
-        "id": m["id"], "name": m.get("name"), "state": status.get("state"), "exit_code": status.get("exit_code"),
-        "duration_s": status.get("duration_s"), "started": m.get("started"),
-        "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
-        "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
-        "replay_of": m.get("replay_of"), "note": m.get("note"),
-    }
+    return list_fields(m)
 
 
-def list_runs(start: Path, changed: bool = False, limit: int | None = None) -> ListResult:
-    """Every run at the branch tip (oldest first), optionally with what changed run to run."""
+def _unpulled(repo: Repo, branch: str, tip: str | None) -> str | None:
+    """Say so when `origin/<branch>` holds runs this clone never pulled."""
+    remote_tip = repo.ref_tip(remote_ref("origin", branch))
+    if remote_tip is None or (tip is not None and repo.is_ancestor(remote_tip, tip)):
+        return None
+    count = len(local_only_runs(repo, remote_tip, tip))
+    if not count:
+        return None
+    return f"origin/{branch} has {plural(count, 'run')} not here; `ledger pull` would show them"
+
+
+def list_runs(start: Path, changed: bool = False, limit: int | None = None, reverse: bool = False) -> ListResult:
+    """Every run at the branch tip, newest first (`reverse`: oldest first), optionally with what
+    changed from the run before each; `limit` keeps the newest N."""
     repo, cfg, tip = open_branch(start)
     listing = load_listing(repo, tip, with_settings=changed)
     rows = listing.ordered()
+    shown = rows[-limit:] if limit else rows
     from ledger.record.live import running_runs
 
     recorded = {m["id"] for m in rows}
     running = [r.summary() for r in running_runs(repo.root) if r.id not in recorded]
-    result = ListResult(rows[-limit:] if limit else rows, listing.broken, running=running)
+    result = ListResult(shown if reverse else shown[::-1], listing.broken, unpulled=_unpulled(repo, cfg.branch, tip),
+                        oldest_id=rows[0]["id"] if rows else None, running=running if reverse else running[::-1],
+                        running_first=not reverse)
     if changed:
         from ledger.capture.settings import DEFAULT_IGNORE
         from ledger.compare.diffcore import change_log
@@ -79,9 +92,10 @@ def _value(v: Any) -> str:
 
 
 def change_text(changes: list[dict[str, Any]]) -> str:
+    """A change set on one line; commit and sha256 values shortened."""
     if not changes:
         return "(no setting changed)"
-    return ", ".join(f"{c['name']}: {_value(c['a'])} -> {_value(c['b'])}" for c in changes)
+    return ", ".join(f"{c['name']}: {_value(short_sha(c['a']))} -> {_value(short_sha(c['b']))}" for c in changes)
 
 
 def render_list(result: ListResult) -> str:
@@ -98,8 +112,9 @@ def render_list(result: ListResult) -> str:
         if s["replay_of"]:
             row[2] += "*"
         if result.changes:
-            row.append(change_text(result.changes.get(s["id"], [])) if m is not result.rows[0] else "(first shown)")
+            row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
         lines.append(row)
+    running = []
     for live in result.running:
         state = "running" if live["step"] is None else f"running: step {live['step']}"
         if live["last_step_at"]:
@@ -108,7 +123,8 @@ def render_list(result: ListResult) -> str:
                (live["started"] or "-")[:19].replace("T", " ")]
         if result.changes:
             row.append("(running)")
-        lines.append(row)
+        running.append(row)
+    lines = running + lines if result.running_first else lines + running
     if result.changes:
         header.append("CHANGED")
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header) - 1)]
@@ -123,15 +139,15 @@ def render_list(result: ListResult) -> str:
 def render_change_log(result: ListResult) -> str:
     """`ledger log`: one change set per run, so comparable pairs stand out."""
     out = []
-    for i, m in enumerate(result.rows):
+    for m in result.rows:
         changes = result.changes.get(m["id"], [])
         label = f"{m['id']} {m.get('name') or ''}".rstrip()
-        if i == 0:
-            text = "(first run shown)"
+        if m["id"] == result.oldest_id:
+            text = "(first run)"
         else:
             text = change_text(changes)
             if len(changes) == 1:
-                text += "   <- comparable with the run above"
+                text += "   <- comparable with the run before it"
         out.append(f"{label}: {text}")
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 

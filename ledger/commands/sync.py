@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,8 @@ from ledger.storage import sync
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing
 from ledger.storage.store import RunEntry, check_ledger_branch, find_run
+from ledger.termstyle import progress
+from ledger.textfmt import plural
 
 Say = Callable[[str], None]
 
@@ -23,22 +24,6 @@ def _dvc_texts(repo: Repo, entry: RunEntry) -> list[str]:
     if data is None:
         return []
     return [repo.read_blob(oid).decode() for name, oid, _m in repo.list_tree(data[0]) if name.endswith(".dvc")]
-
-
-def _progress(say: Say, what: str) -> Callable[[int, int], None]:
-    state = {"last": -1}
-
-    def report(done: int, total: int) -> None:
-        pct = int(100 * done / total) if total else 100
-        if pct != state["last"] and (pct % 10 == 0 or done == total):
-            state["last"] = pct
-            bar = "#" * (pct // 5)
-            sys.stderr.write(f"\rledger: {what} [{bar:<20}] {done}/{total}")
-            if done >= total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
-
-    return report
 
 
 def _pending_file(repo: Repo) -> Path:
@@ -66,7 +51,7 @@ def push_runs(start: Path, remote: str | None, say: Say) -> int:
     if texts:
         from ledger.data.dvcremote import push_data
 
-        result = push_data(repo.root, texts, cfg.dvc_remote, _progress(say, "pushing data"))
+        result = push_data(repo.root, texts, cfg.dvc_remote, progress("pushing data"))
         if result.failed:
             pending_path.parent.mkdir(exist_ok=True)
             pending_path.write_text("\n".join(sorted(local)) + "\n")
@@ -76,12 +61,12 @@ def push_runs(start: Path, remote: str | None, say: Say) -> int:
             code = EXIT_DATA
         else:
             pending_path.unlink(missing_ok=True)
-            say(f"ledger: pushed data of {len(local)} run(s) ({result.pushed} objects)")
+            say(f"ledger: pushed data of {plural(len(local), 'run')} ({result.pushed} objects)")
     result_git = sync.push(repo, remote, cfg.branch)
     if result_git.rebuilt:
-        say(f"ledger: remote had new runs; rebuilt {len(result_git.rebuilt)} local run(s) on top")
+        say(f"ledger: remote had new runs; rebuilt {plural(len(result_git.rebuilt), 'local run')} on top")
     if result_git.dropped:
-        say(f"ledger: {len(result_git.dropped)} run(s) were already on the remote")
+        say(f"ledger: {plural(len(result_git.dropped), 'run')} already on the remote")
     say(f"ledger: pushed branch '{cfg.branch}' to '{remote}'")
     return code
 
@@ -98,7 +83,7 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
     result = sync.SyncResult()
     tip = sync.integrate(repo, cfg.branch, remote_tip, result)
     say(f"ledger: branch '{cfg.branch}' now at {tip[:10]}"
-        + (f" ({len(result.rebuilt)} local run(s) rebuilt on top)" if result.rebuilt else ""))
+        + (f" ({plural(len(result.rebuilt), 'local run')} rebuilt on top)" if result.rebuilt else ""))
     listing = load_listing(repo, tip)
     entries = list(listing.entries.values()) if all_data else [resolve(repo, tip, r, listing) for r in runs]
     texts = [t for e in entries for t in _dvc_texts(repo, e)]
@@ -108,9 +93,9 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
         return EXIT_OK
     from ledger.data.dvcremote import fetch_data
 
-    fetched = fetch_data(repo.root, texts, cfg.dvc_remote, _progress(say, "fetching data"))
+    fetched = fetch_data(repo.root, texts, cfg.dvc_remote, progress("fetching data"))
     for f in fetched.failed[:5]:
         say(f"ledger: data not fetched: {f.what}: {f.reason}")
-    say(f"ledger: fetched data of {len(entries)} run(s) ({fetched.fetched} objects)")
+    say(f"ledger: fetched data of {plural(len(entries), 'run')} ({fetched.fetched} objects)")
     return EXIT_DATA if fetched.failed else EXIT_OK
 

@@ -22,7 +22,22 @@ model started writing longer answers".
                  "median_ratio": float|null, "ratio_ci": [low, high]|null,
                  "confidence": float}],
      "steps_metric": str|null,
-     "steps": [{"step": int, "a": float|null, "b": float|null, "ratio": float|null}]}
+     "steps": [{"step": int, "a": float|null, "b": float|null, "ratio": float|null,
+                "diff": float|null}],
+     "learning_unavailable": str|null, "same_samples": bool,
+     "metric_unmatched": [glob], "metrics_logged": [str],
+     "learning": [{"metric": str, "axis": "train step"|"rollout", "common_steps": int,
+                   "only_a": int, "only_b": int, "mean_a": float, "mean_b": float,
+                   "median_a": float, "median_b": float, "median_diff": float|null,
+                   "diff_ci": [low, high]|null, "confidence": float,
+                   "first_divergence": int|null, "identical_before": bool,
+                   "first_diffs": [{"step": int, "a": float, "b": float, "diff": float}]}]}
+
+`steps` holds B−A in `diff` for a learning metric (`--steps train/loss`), the ratio for timing.
+`learning` compares training metrics (`ledger.compare.learning`): `median_diff` is the median of
+per-step B−A; `first_divergence` the first common step where the runs differ beyond float noise;
+`identical_before` whether every common step before it is bitwise equal (expected for replays on
+identical samples, which `same_samples` says the two runs are).
 
 Ratios are B/A per step; `median_ratio` is the median of those ratios, not median_b / median_a.
 Non-finite numbers are written as null.
@@ -37,6 +52,14 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ledger.compare.learning import (
+    LearningResult,
+    compare_learning,
+    learning_json,
+    logged_metrics,
+    step_diffs,
+    unmatched_patterns,
+)
 from ledger.compare.logparse import MetricsTable
 from ledger.compare.stats import (
     CONFIDENCE,
@@ -45,6 +68,7 @@ from ledger.compare.stats import (
     StepLine,
     TimingResult,
     compare_timing,
+    is_timing,
     step_table,
 )
 from ledger.textfmt import ABSENT
@@ -253,6 +277,11 @@ class DiffReport:
     suggested_baseline: str | None = None
     malformed_a: int = 0
     malformed_b: int = 0
+    learning: list[LearningResult] = field(default_factory=list)
+    learning_unavailable: str | None = None
+    same_samples: bool = False
+    metric_unmatched: list[str] = field(default_factory=list)
+    metrics_logged: list[str] = field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The report as plain JSON data (schema in the module docstring)."""
@@ -289,9 +318,15 @@ class DiffReport:
                     "a": _json_number(s.a),
                     "b": _json_number(s.b),
                     "ratio": _json_number(s.ratio),
+                    "diff": _json_number(s.diff),
                 }
                 for s in self.steps
             ],
+            "learning_unavailable": self.learning_unavailable,
+            "same_samples": self.same_samples,
+            "metric_unmatched": list(self.metric_unmatched),
+            "metrics_logged": list(self.metrics_logged),
+            "learning": [learning_json(r) for r in self.learning],
         }
 
 
@@ -343,11 +378,36 @@ def build_report(
     if report.refused:
         report.suggested_baseline = suggest_baseline(mb, earlier_runs, ignore)
         return report
+    report.metrics_logged = logged_metrics(table_a, table_b)
+    report.metric_unmatched = unmatched_patterns(
+        [*metrics, *([steps_metric] if steps_metric else [])], report.metrics_logged)
     report.timing_unavailable = _timing_gap(table_a, table_b)
     if report.timing_unavailable is None and table_a is not None and table_b is not None:
         pauses_a, pauses_b = pauses_from_manifest(ma), pauses_from_manifest(mb)
         report.timing = compare_timing(table_a.rows, table_b.rows, metrics, pauses_a, pauses_b)
-        if steps_metric:
-            report.steps_metric = steps_metric
+    report.same_samples = same_samples(ma, mb)
+    report.learning = compare_learning(table_a, table_b, metrics)
+    if not report.learning:
+        report.learning_unavailable = _learning_gap(table_a, table_b)
+    if steps_metric:
+        report.steps_metric = steps_metric
+        diffs = None if is_timing(steps_metric) else step_diffs(table_a, table_b, steps_metric)
+        if diffs is not None:
+            report.steps = [StepLine(d.step, d.a, d.b, d.b / d.a if d.a else None, d.diff) for d in diffs]
+        elif table_a is not None and table_b is not None:
             report.steps = step_table(table_a.rows, table_b.rows, steps_metric)
     return report
+
+
+def _learning_gap(table_a: MetricsTable | None, table_b: MetricsTable | None) -> str:
+    if table_a is None or table_b is None:
+        return "a run has no per-step metrics"
+    return "no training metric (loss, grad norm, reward, KL, entropy, clip fraction, eval) on common steps"
+
+
+def same_samples(ma: Mapping[str, Any], mb: Mapping[str, Any]) -> bool:
+    """Both runs replay the same recorded rollouts onto the same step numbers."""
+    src_a, src_b = ma.get("replay_of"), mb.get("replay_of")
+    mapping_a = (ma.get("replay") or {}).get("mapping")
+    mapping_b = (mb.get("replay") or {}).get("mapping")
+    return bool(src_a) and src_a == src_b and mapping_a == mapping_b

@@ -11,6 +11,8 @@ import math
 from collections.abc import Sequence
 
 from ledger.compare.diffcore import Change, DiffReport, TimingResult
+from ledger.compare.learning import LearningResult
+from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME_PER_1K
 from ledger.textfmt import MISSING, show_value
 
 
@@ -28,14 +30,36 @@ def _number(value: float | None) -> str:
     return f"{value:.4g}"
 
 
+def unit_of(metric: str) -> str:
+    """The unit a timing metric is logged in (Miles logs every time in seconds)."""
+    if metric == RESPONSE_LEN:
+        return "tok"
+    if metric == ROLLOUT_TIME_PER_1K:
+        return "s/1k tok"
+    return "s"
+
+
+def _with_unit(value: float | None, unit: str) -> str:
+    text = _number(value)
+    return text if text == MISSING else f"{text} {unit}"
+
+
 def _ratio(result: TimingResult) -> str:
     if not math.isfinite(result.median_ratio):
         return MISSING
-    text = f"{result.median_ratio:.3f}"
+    text = f"{result.median_ratio:.3f}x"
     if result.ratio_ci is not None:
         low, high = result.ratio_ci
         text += f" [{low:.3f}, {high:.3f}]"
+    elif 0 < result.common_steps < 6:
+        text += " (no CI: n < 6)"
     return text
+
+
+def _signed(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return MISSING
+    return f"{value:+.4g}"
 
 
 def compact_steps(steps: Sequence[int], limit: int = 8) -> str:
@@ -78,8 +102,8 @@ def _timing_lines(report: DiffReport) -> list[str]:
             [
                 t.metric,
                 str(t.common_steps),
-                _number(t.median_a),
-                _number(t.median_b),
+                _with_unit(t.median_a, unit_of(t.metric)),
+                _with_unit(t.median_b, unit_of(t.metric)),
                 _ratio(t),
                 str(len(t.only_a)),
                 str(len(t.only_b)),
@@ -95,22 +119,69 @@ def _timing_lines(report: DiffReport) -> list[str]:
             if steps and key not in named:
                 named.add(key)
                 lines.append(f"  steps only in {label} ({t.metric}): {compact_steps(steps)}")
+    if any(t.ratio_ci is None and 0 < t.common_steps < 6 for t in report.timing):
+        lines.append(f"  no CI: a {confidence} interval for a median needs at least 6 common steps")
+    return lines
+
+
+def _diverges(r: LearningResult, same_samples: bool) -> str:
+    if r.first_divergence is None:
+        return "never (bitwise identical)" if r.identical_before else "never (within float noise)"
+    text = f"{r.axis} {r.first_divergence}"
+    if same_samples:
+        text += "; bitwise identical before" if r.identical_before else "; NOT bitwise identical before"
+    return text
+
+
+def _learning_lines(report: DiffReport) -> list[str]:
+    if not report.learning:
+        return [f"learning: unavailable ({report.learning_unavailable})"]
+    confidence = f"{report.learning[0].confidence:.0%}"
+    lines = [f"learning on common steps (diff = median of per-step B-A [{confidence} CI]):"]
+    rows = [["metric", "n", "mean A", "mean B", "median A", "median B", "diff", "diverges at"]]
+    for r in report.learning:
+        diff = _signed(r.median_diff)
+        if r.diff_ci is not None:
+            diff += f" [{_signed(r.diff_ci[0])}, {_signed(r.diff_ci[1])}]"
+        elif 0 < r.common_steps < 6:
+            diff += " (no CI: n < 6)"
+        rows.append([r.metric, str(r.common_steps), _number(r.mean_a), _number(r.mean_b), _number(r.median_a),
+                     _number(r.median_b), diff, _diverges(r, report.same_samples)])
+    lines += _table(rows, right={1, 2, 3, 4, 5})
+    for r in report.learning:
+        if r.first_diffs and ("loss" in r.metric or r is report.learning[0]):
+            shown = ", ".join(f"{d.step}: {_signed(d.diff)}" for d in r.first_diffs)
+            lines.append(f"  {r.metric} B-A per {r.axis} from {r.first_divergence}: {shown}")
     return lines
 
 
 def _steps_lines(report: DiffReport) -> list[str]:
+    if not report.steps:
+        return [f"per-step {report.steps_metric}: no step has it in both runs"]
+    learning = any(line.diff is not None for line in report.steps)
     lines = [f"per-step {report.steps_metric}:"]
-    rows = [["step", "A", "B", "B/A"]]
+    rows = [["step", "A", "B", "B-A" if learning else "B/A"]]
     for line in report.steps:
-        ratio = MISSING if line.ratio is None else f"{line.ratio:.3f}"
-        rows.append([str(line.step), _number(line.a), _number(line.b), ratio])
+        if learning:
+            last = _signed(line.diff)
+        else:
+            last = MISSING if line.ratio is None else f"{line.ratio:.3f}"
+        rows.append([str(line.step), _number(line.a), _number(line.b), last])
     return lines + _table(rows, right={0, 1, 2, 3})
+
+
+def _unmatched_lines(report: DiffReport) -> list[str]:
+    if not report.metric_unmatched:
+        return []
+    logged = ", ".join(report.metrics_logged) or "nothing"
+    return [f"metric {', '.join(repr(p) for p in report.metric_unmatched)} matched nothing; "
+            f"the runs logged: {logged}"]
 
 
 def render_text(report: DiffReport, git_diff: str | None = None, show_steps: bool = True) -> str:
     """The human output of `ledger diff` for `report`, ending in a newline.
 
-    `git_diff` is the code diff between the runs' commits, shown last when given. The per-step
+    `git_diff` is the git diff of the two records, under its own headings, shown last when given. The per-step
     table is shown when the report has one and `show_steps` is true.
     """
     lines: list[str] = [f"A: {report.a}", f"B: {report.b}", ""]
@@ -134,10 +205,13 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
         lines += [f"warning: {w}" for w in report.warnings]
     if not report.refused:
         lines.append("")
+        lines += _unmatched_lines(report)
         lines += _timing_lines(report)
+        lines.append("")
+        lines += _learning_lines(report)
         if show_steps and report.steps_metric:
             lines.append("")
             lines += _steps_lines(report)
     if git_diff:
-        lines += ["", "code diff:", git_diff.rstrip("\n")]
+        lines += ["", git_diff.rstrip("\n")]
     return "\n".join(lines) + "\n"

@@ -39,6 +39,11 @@ CONFIDENCE = 0.95
 Pause = tuple[float, float]  # (start, end) unix seconds
 
 
+def is_timing(name: str) -> bool:
+    """Timing metrics are compared here as ratios; the others are learning metrics (`learning.py`)."""
+    return name.startswith("perf/") or name == RESPONSE_LEN or name.endswith("_time")
+
+
 @dataclass(frozen=True)
 class MedianEstimate:
     """A median with its order-statistic confidence interval (None when n is too small)."""
@@ -141,6 +146,7 @@ class StepLine(NamedTuple):
     a: float | None
     b: float | None
     ratio: float | None
+    diff: float | None = None  # B−A, for learning metrics
 
 
 def metric_value(row: StepRow | None, metric: str) -> float | None:
@@ -256,8 +262,8 @@ def compare_timing(
     rows = (rows_a, rows_b)
     results = []
     for metric in expand_metrics(metrics, available):
-        if metric not in available or metric in companions:
-            continue
+        if metric not in available or metric in companions or not is_timing(metric):
+            continue  # a learning metric asked for with --metric goes to the learning section
         col_a, col_b = _values(rows_a, metric, rows_a), _values(rows_b, metric, rows_b)
         split = _steps(col_a, col_b, rows, None, pauses)
         results.append(_result(metric, col_a, col_b, split))

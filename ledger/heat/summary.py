@@ -13,7 +13,9 @@ DEFAULT_PAUSE_AT = 85.0
 
 
 def format_duration(seconds: float) -> str:
-    """45s, 2m10s, 1h02m."""
+    """0.4s, 45s, 2m10s, 1h02m (tenths below 10 s: a short run's pauses are not all "0s")."""
+    if seconds < 10 and round(seconds, 1) != round(seconds):
+        return f"{seconds:.1f}s"
     s = round(seconds)
     if s < 60:
         return f"{s}s"
@@ -61,7 +63,7 @@ def render_heat_summary(
     start = datetime.fromtimestamp(t0, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     lines = [
         (
-            f"heat: {len(series)} GPU(s), {start} -> {_clock(t1)} UTC "
+            f"heat: {len(series)} GPU{'' if len(series) == 1 else 's'}, {start} -> {_clock(t1)} UTC "
             f"({format_duration(t1 - t0)}), sensor {heatlog.sensor or 'unknown'}"
         )
     ]
@@ -72,8 +74,8 @@ def render_heat_summary(
             f"guard {state}: pause at {g.pause_at:g} C, resume at or below {g.resume_at:g} C "
             f"after {g.resume_after:g} s"
         )
-    lines.append(
-        f"{'GPU':>4} {'min':>6} {'mean':>6} {'peak':>6} {'above ' + f'{pause_at:g}C':>10}"
+    lines.append(  # every column with its unit
+        f"{'GPU':>4} {'min C':>6} {'mean C':>6} {'peak C':>6} {'above ' + f'{pause_at:g}C':>10}"
     )
     for gpu, points in series.items():
         if not points:
@@ -131,7 +133,8 @@ def _sparklines(
     def column(t: float) -> int:
         return min(width - 1, max(0, int((t - t0) / bin_s)))
 
-    lines = [f"temperature {lo:g}..{hi:g} C, one column = {format_duration(bin_s)}:"]
+    column_text = format_duration(bin_s) if bin_s >= 10 else f"{bin_s:.2g}s"
+    lines = [f"temperature {lo:g}..{hi:g} C, one column = {column_text}:"]
     for gpu, points in series.items():
         peaks: list[float | None] = [None] * width
         for t, temp in points:
@@ -160,4 +163,10 @@ def _sparklines(
             if t0 <= t_end <= t1:
                 marks[column(t_end)] = "^"
         lines.append(f"  {'steps':<7}|{''.join(marks)}|")
+    legend = f"  legend: {LEVELS[0]} coolest ({lo:g} C) .. {LEVELS[-1]} hottest ({hi:g} C)"
+    if heatlog.pauses:
+        legend += "; P paused"
+    if steps:
+        legend += "; ^ a step ended"
+    lines.append(legend)
     return lines

@@ -35,12 +35,10 @@ class LiveRun:
 
     def summary(self) -> dict[str, Any]:
         """The fields `ledger list` shows, in the same shape as a recorded run's, plus progress."""
-        m = self.manifest
-        return {
-            "id": self.id, "name": m.get("name"), "state": "running", "exit_code": None, "duration_s": None,
-            "started": m.get("started"), "paused": None, "paused_s": None, "replay_of": m.get("replay_of"),
-            "note": m.get("note"), "step": self.step, "last_step_at": self.last_step_at,
-        }
+        from ledger.storage.listing import list_fields
+
+        fields = list_fields({**self.manifest, "id": self.id, "status": None, "gpu": None})
+        return {**fields, "state": "running", "step": self.step, "last_step_at": self.last_step_at}
 
 
 def _tail(path: Path, size: int) -> tuple[bytes, int]:

@@ -39,6 +39,7 @@ class ReplayOptions:
     dry_run: bool = False
     strict: bool = False
     in_image: bool = False
+    force: bool = False  # --set may add a setting the run never had
 
 
 @dataclass
@@ -81,8 +82,12 @@ def _dvc_text(repo: Repo, entry: RunEntry, rec: dict[str, Any]) -> str:
     return raw.decode()
 
 
-def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: str) -> Path:
-    """A verified local copy of the run's rollout data: in this checkout, or from the DVC cache."""
+def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: str, dry_run: bool = False) -> Path:
+    """A verified local copy of the run's rollout data: in this checkout, or from the DVC cache.
+
+    With `dry_run` nothing is written: data that is only in the DVC cache is not checked out (and
+    so not verified); the folder it would go to is returned.
+    """
     from ledger.data.dvcops import checkout_data, status_data, verify_data
 
     text = _dvc_text(repo, entry, rec)
@@ -100,6 +105,8 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
                             f"fetch it with {pull}")
         where = staging.ledger_dir(repo.root) / "replay-data" / entry.id / "rollout"
         if not where.exists():
+            if dry_run:
+                return where
             checkout_data(repo.root, text, where)
     for f in where.rglob("*"):
         if f.is_symlink() and not _inside(where, f):
@@ -125,9 +132,10 @@ def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) ->
             hard.append(f"the run used image {image.get('ref')} ({image.get('digest') or image.get('id')}); "
                         "this replay runs on the host (add --in-image to use that exact image)")
     else:
-        from ledger.capture.hostfacts import cached_host_facts
+        from ledger.capture.hostfacts import cached_host_facts, host_facts
 
-        now = cached_host_facts(repo.common_dir / "ledger" / "host").packages
+        # a dry run writes nothing, not even the cache of this host's package versions
+        now = (host_facts() if opts.dry_run else cached_host_facts(repo.common_dir / "ledger" / "host")).packages
         was = image.get("packages") or {}
         for pkg in ("sglang", "torch", "megatron-core", "miles"):
             if was.get(pkg) != now.get(pkg) and (was.get(pkg) or now.get(pkg)):
@@ -141,6 +149,25 @@ def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) ->
     if hard and opts.strict:
         raise LedgerError(hard[0], "drop --strict to replay anyway")
     return hard + soft
+
+
+def _unknown_sets(run_id: str, sets: list[tuple[str, str]], recorded: dict[str, Any], force: bool) -> list[str]:
+    """A `--set` of a setting the run never had is likely a typo: refused unless `force`."""
+    import difflib
+
+    warnings = []
+    for key, _ in sets:
+        name = key.lstrip("-")
+        base = name[3:] if name.startswith("no-") else name
+        if name in recorded or base in recorded or f"no-{name}" in recorded:
+            continue
+        close = difflib.get_close_matches(name, list(recorded), n=3)
+        guess = f" (did you mean {', '.join(close)}?)" if close else ""
+        if not force:
+            raise UsageError(f"--set {name}: run {run_id} never had the setting '{name}'{guess}",
+                             "fix the name, or add --force to add a new setting to the replay")
+        warnings.append(f"--set {name} adds a setting run {run_id} never had{guess}")
+    return warnings
 
 
 def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "origin") -> ReplayPlan:
@@ -166,6 +193,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     from ledger.capture.settings import parse_settings, split_training_command
 
     recorded = parse_settings(split_training_command(training)[2])
+    warnings += _unknown_sets(entry.id, sets, recorded, opts.force)
     own = [k for k, _ in sets]
     if "save-debug-event-data" in recorded and "save-debug-event-data" not in own:
         sets.append(("save-debug-event-data", f"{PLACEHOLDER}/events"))
@@ -182,12 +210,13 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     if rec is None:
         raise DataError(f"run {entry.id} has no recorded rollout data to replay",
                         "record runs with --save-debug-rollout-data (ledger adds it unless --no-debug-data)")
-    data_dir = locate_data(repo, entry, rec, remote_hint)
+    data_dir = locate_data(repo, entry, rec, remote_hint, opts.dry_run)
     name_template = file_name_template(rec.get("template") or "{rollout_id}.pt")
     mapping = None
     if chosen is not None:
         links = staging.ledger_dir(repo.root) / "replay-data" / f"{entry.id}-steps-{'-'.join(map(str, chosen))}"
-        mapping = link_steps(data_dir, name_template, chosen, links)
+        mapping = (dict(enumerate(chosen)) if opts.dry_run
+                   else link_steps(data_dir, name_template, chosen, links))
         load_dir, num = links, len(chosen)
     else:
         load_dir, num = data_dir, None
@@ -204,8 +233,12 @@ def _rebase_path(arg: str, recorded_root: str | None, root: Path) -> str:
 
 
 def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | None,
-               stdout: Callable[[str], None]) -> int:
-    """Plan the replay, show it, and record it as a run with `replay_of`."""
+               stdout: Callable[[str], None], confirm: Callable[[str], bool] | None = None) -> int:
+    """Plan the replay, show it, and record it as a run with `replay_of`.
+
+    `confirm` (given on a terminal without `--yes`) is asked before the command runs; a no
+    changes nothing and returns 0. A dry run prints the command and writes nothing at all.
+    """
     from ledger.config import load_config
     from ledger.record.run import RunRequest, record_run
 
@@ -223,6 +256,9 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
         return 0
     say(f"ledger: replaying {plan.source} ({plan.mode} side"
         + (f", rollouts {plan.steps} as 0..{len(plan.steps) - 1}" if plan.steps else "") + f"): {shown}")
+    if confirm is not None and not confirm("run this command?"):
+        say("ledger: not replayed")
+        return 0
     argv = list(plan.argv)
     if opts.in_image:
         argv = _in_image(repo.root, plan, argv)

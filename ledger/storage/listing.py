@@ -134,3 +134,16 @@ def summary_of(manifest: dict[str, Any]) -> dict[str, Any]:
     gpu = manifest.get("gpu") or {}
     out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s", "unavailable")}
     return out
+
+
+def list_fields(m: dict[str, Any]) -> dict[str, Any]:
+    """The fields `ledger list` (and `ledger report`) show for a run."""
+    status = m.get("status") or {}
+    gpu = m.get("gpu") or {}
+    return {
+        "id": m["id"], "name": m.get("name"), "state": status.get("state"), "exit_code": status.get("exit_code"),
+        "duration_s": status.get("duration_s"), "started": m.get("started"),
+        "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
+        "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
+        "replay_of": m.get("replay_of"), "note": m.get("note"),
+    }

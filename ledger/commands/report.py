@@ -1,0 +1,52 @@
+"""`ledger report [RUN...] --html FILE`: the runs table as one self-contained page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.capture.settings import DEFAULT_IGNORE
+from ledger.compare.diffcore import change_log
+from ledger.compare.html import ReportRow, report_page
+from ledger.compare.metrics_store import load_metrics
+from ledger.errors import UsageError
+from ledger.fsutil import write_atomic
+from ledger.runref import resolve
+from ledger.storage.branch import open_branch
+from ledger.storage.listing import list_fields, load_listing
+from ledger.textfmt import plural, show_value
+
+DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read each run's metrics)
+
+
+@dataclass
+class ReportResult:
+    """The page written and how many runs it shows."""
+
+    path: Path
+    runs: int
+
+
+def write_report(start: Path, names: list[str], out: Path) -> ReportResult:
+    """Write the runs table (newest first) with change sets, status, pauses and small curves."""
+    repo, cfg, tip = open_branch(start)
+    listing = load_listing(repo, tip, with_settings=True)
+    ordered = listing.ordered()
+    if not ordered:
+        raise UsageError("no runs recorded yet", "record one with `ledger run -- CMD`")
+    changes = dict(change_log(ordered, [*DEFAULT_IGNORE, *cfg.ignore]))
+    if names:
+        wanted = {resolve(repo, tip, name, listing).id for name in names}
+        chosen = [m for m in ordered if m["id"] in wanted]
+    else:
+        chosen = ordered[-DEFAULT_RUNS:]
+    rows = []
+    for m in reversed(chosen):  # newest first, as `ledger list`
+        entry = listing.entries.get(m["id"]) or resolve(repo, tip, m["id"], listing)
+        text = ", ".join(f"{c.name}: {show_value(c.a)} -> {show_value(c.b)}" for c in changes.get(m["id"], []))
+        first = m is ordered[0]
+        rows.append(ReportRow(list_fields(m), "(first run)" if first else text or "(no setting changed)",
+                              load_metrics(repo, entry)))
+    heading = f"ledger: {plural(len(rows), 'run')}"
+    write_atomic(out, report_page(rows, heading))
+    return ReportResult(out, len(rows))

@@ -1,0 +1,196 @@
+"""Static SVG line charts for ledger's HTML pages: no JavaScript, no dependency, no network.
+
+Chosen over matplotlib (SVG or PNG) and Vega-Lite/plotly (inline JS) by measurement (README,
+"Pages"): a page of six charts of 10,000 steps each is a fraction of the size and renders in
+headless Chromium faster, and an SVG keeps its numbers in the DOM, where a test can count them.
+
+Each series is one `<polyline>` with `data-series` (its label) and `data-n` (its point count);
+shaded spans, vertical and horizontal lines carry `data-kind`. The legend sits right of the plot
+area, never over the data. Labels are escaped; every number is written with 1 decimal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from html import escape
+
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#7f7f7f", "#bcbd22")
+MAX_POINTS = 1200  # beyond this a series is thinned to its min and max per bucket (2 per pixel of width)
+
+
+@dataclass
+class Series:
+    """One line: label and (x, y) points; x ascending."""
+
+    label: str
+    points: list[tuple[float, float]]
+    color: str = ""
+    dashed: bool = False
+
+
+@dataclass
+class Chart:
+    """A line chart with optional shaded x spans, vertical lines, horizontal lines and x marks."""
+
+    title: str
+    x_label: str
+    y_label: str
+    series: list[Series] = field(default_factory=list)
+    spans: list[tuple[float, float]] = field(default_factory=list)  # shaded (e.g. heat pauses)
+    span_label: str = "paused"
+    vlines: list[float] = field(default_factory=list)  # e.g. step boundaries
+    vline_label: str = "step boundary"
+    hlines: list[tuple[float, str, str]] = field(default_factory=list)  # (y, label, color)
+    marks: list[tuple[float, str, str]] = field(default_factory=list)  # (x, label, color): under the axis
+
+
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round tick values covering [lo, hi] (1, 2, 2.5 or 5 times a power of ten apart)."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(count, 1)
+    power = 10 ** math.floor(math.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = math.ceil(lo / step) * step
+    return [first + i * step for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def tick_text(value: float) -> str:
+    """A tick label: short, without float noise."""
+    if value == 0:
+        return "0"
+    if abs(value) >= 1e5 or abs(value) < 1e-3:
+        return f"{value:.2g}"
+    return f"{value:.6g}" if value == round(value, 6) else f"{value:.4g}"
+
+
+def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    if len(points) <= MAX_POINTS:
+        return points
+    size = math.ceil(len(points) / (MAX_POINTS // 2))
+    out: list[tuple[float, float]] = []
+    for i in range(0, len(points), size):
+        bucket = points[i:i + size]
+        lo, hi = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
+        out.extend(sorted({lo, hi}))
+    return out
+
+
+def _bounds(values: Sequence[float]) -> tuple[float, float]:
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return 0.0, 1.0
+    lo, hi = min(finite), max(finite)
+    if lo == hi:
+        pad = abs(lo) * 0.05 or 1.0
+        return lo - pad, hi + pad
+    pad = (hi - lo) * 0.05
+    return lo - pad, hi + pad
+
+
+def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int = 170) -> str:
+    """The chart as one `<svg>` element (a string)."""
+    left, top, bottom = 62, 28, 42
+    plot_w, plot_h = width - left - legend_width - 10, height - top - bottom
+    xs = [x for s in chart.series for x, _ in s.points] + [x for span in chart.spans for x in span]
+    xs = [x for x in xs if math.isfinite(x)] or [0.0, 1.0]
+    ys = [y for s in chart.series for _, y in s.points] + [y for y, _, _ in chart.hlines]
+    x_lo, x_hi = min(xs), max(xs)
+    if x_lo == x_hi:
+        x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
+    y_lo, y_hi = _bounds(ys)
+
+    def px(x: float) -> float:
+        return left + (min(max(x, x_lo), x_hi) - x_lo) / (x_hi - x_lo) * plot_w
+
+    def py(y: float) -> float:
+        return top + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(chart.title)}">',
+           f'<text x="{left}" y="16" class="title">{escape(chart.title)}</text>',
+           f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>']
+    for start, end in chart.spans:
+        x0, x1 = px(start), px(end)
+        out.append(f'<rect data-kind="span" x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1.5):.1f}" '
+                   f'height="{plot_h}" fill="#d62728" fill-opacity="0.15"/>')
+    for tick in nice_ticks(y_lo, y_hi, max(2, plot_h // 35)):
+        y = py(tick)
+        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(tick)}</text>')
+    for tick in nice_ticks(x_lo, x_hi, max(3, plot_w // 70)):
+        x = px(tick)
+        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>'
+                   f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{tick_text(tick)}</text>')
+    for x in chart.vlines:
+        if x_lo <= x <= x_hi:
+            out.append(f'<line data-kind="vline" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" '
+                       f'y2="{top + plot_h}" stroke="#999" stroke-width="0.6" stroke-dasharray="2 3"/>')
+    for y, _label, color in chart.hlines:
+        out.append(f'<line data-kind="hline" x1="{left}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
+                   f'stroke="{color}" stroke-width="1" stroke-dasharray="6 3"/>')
+    for x, _label, color in chart.marks:
+        out.append(f'<path data-kind="mark" d="M{px(x):.1f} {top + plot_h - 1} l-4 8 h8 z" fill="{color}"/>')
+    for n, series in enumerate(chart.series):
+        color = series.color or PALETTE[n % len(PALETTE)]
+        pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in _thin(series.points))
+        dash = ' stroke-dasharray="5 3"' if series.dashed else ""
+        out.append(f'<polyline data-series="{escape(series.label)}" data-n="{len(series.points)}" '
+                   f'points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>')
+    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(chart.x_label)}</text>')
+    out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
+               f'{escape(chart.y_label)}</text>')
+    if legend_width:
+        out.extend(_legend(chart, left + plot_w + 14, top))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _legend(chart: Chart, x: float, y: float) -> list[str]:
+    """One legend row per series, threshold, shading, boundary and mark kind: outside the data."""
+    rows: list[str] = []
+    seen_marks: set[str] = set()
+
+    def row(swatch: str, label: str) -> None:
+        top = y + 14 * len(rows)
+        rows.append(f'<g data-kind="legend" transform="translate({x:.1f} {top:.1f})">{swatch}'
+                    f'<text x="22" y="9">{escape(label)}</text></g>')
+
+    for n, series in enumerate(chart.series):
+        color = series.color or PALETTE[n % len(PALETTE)]
+        dash = ' stroke-dasharray="5 3"' if series.dashed else ""
+        row(f'<line x1="0" x2="18" y1="5" y2="5" stroke="{color}" stroke-width="2"{dash}/>', series.label)
+    for _y, label, color in chart.hlines:
+        row(f'<line x1="0" x2="18" y1="5" y2="5" stroke="{color}" stroke-dasharray="6 3"/>', label)
+    if chart.spans:
+        row('<rect x="0" y="0" width="18" height="10" fill="#d62728" fill-opacity="0.15"/>', chart.span_label)
+    if chart.vlines:
+        row('<line x1="9" x2="9" y1="0" y2="10" stroke="#999" stroke-dasharray="2 3"/>', chart.vline_label)
+    for _x, label, color in chart.marks:
+        if label not in seen_marks:
+            seen_marks.add(label)
+            row(f'<path d="M9 1 l-4 8 h8 z" fill="{color}"/>', label)
+    return rows
+
+
+STYLE = """
+body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:20px} h2{font-size:16px;margin-top:28px}
+.chart text{font:11px system-ui,sans-serif;fill:#333} .chart .title{font-weight:600;font-size:12px}
+.chart .plot{fill:none;stroke:#bbb} .chart .grid{stroke:#eee} .chart .axis{stroke:#888}
+.curves{display:flex;gap:8px} .side{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
+pre{background:#f6f6f6;padding:10px;font-size:12px;overflow-x:auto;max-width:540px}
+table{border-collapse:collapse;font-size:13px} td,th{border-bottom:1px solid #ddd;padding:4px 8px;
+text-align:left;vertical-align:top} .refused{color:#b00} .forced{color:#b60}
+"""
+
+
+def page(title: str, body: str) -> str:
+    """A whole self-contained HTML page: inline style, no script, no external resource."""
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")

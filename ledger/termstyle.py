@@ -1,0 +1,72 @@
+"""What the terminal sees: colour and progress bars, only where a person is watching.
+
+Colour goes to a stream that is a terminal, never when piped, with `NO_COLOR` set (no-color.org)
+or `TERM=dumb`. Progress bars come from tqdm (which DVC already brings; the only module that
+imports it) and are drawn only on a terminal: a log file never gets `\\r` bars.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+RED, GREEN, YELLOW, CYAN, BOLD = "31", "32", "33", "36", "1"
+_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^(refused:|FORCED|ledger: FORCED)"), f"{BOLD};{RED}"),
+    (re.compile(r"^(warning:|ledger: warning:|  no CI:)"), YELLOW),
+    (re.compile(r"^(manifest diff:|code diff:|timing on|learning on|per-step )"), BOLD),
+    (re.compile(r"^@@"), CYAN),
+    (re.compile(r"^\+(?!\+\+ )"), GREEN),
+    (re.compile(r"^-(?!-- )"), RED),
+)
+
+
+def _is_terminal(stream: IO[Any]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+def colour_enabled(stream: IO[Any]) -> bool:
+    """True when `stream` is a terminal and the user has not asked for no colour."""
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    return _is_terminal(stream)
+
+
+def paint(text: str, code: str) -> str:
+    """`text` in an ANSI style (`RED`, `f"{BOLD};{RED}"`, ...)."""
+    return f"\x1b[{code}m{text}\x1b[0m"
+
+
+def paint_lines(text: str) -> str:
+    """Colour a report line by line: refusals, warnings, headings, added and removed diff lines."""
+    out = []
+    for line in text.split("\n"):
+        code = next((c for pattern, c in _RULES if pattern.match(line)), None)
+        out.append(paint(line, code) if code and line else line)
+    return "\n".join(out)
+
+
+def progress(what: str, stream: IO[str] | None = None) -> Callable[[int, int], None]:
+    """A `report(done, total)` callback drawing one tqdm bar on a terminal, nothing elsewhere."""
+    from tqdm import tqdm
+
+    out = stream if stream is not None else sys.stderr
+    state: dict[str, Any] = {"bar": None}
+
+    def report(done: int, total: int) -> None:
+        bar = state["bar"]
+        if bar is None:
+            bar = state["bar"] = tqdm(total=total, desc=f"ledger: {what}", file=out, unit="file",
+                                      disable=not _is_terminal(out), leave=True)
+        bar.total = total
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+
+    return report

@@ -1,0 +1,69 @@
+"""`ledger replay` safety: a dry run writes nothing at all; a `--set` of a setting the run never
+had is refused (a typo, most likely) unless `--force`; `--yes` skips the question (asked only on a
+terminal, so never here). Real parts: a temp repo, a recorded toy run, the CLI as a subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import TOY, git, ledger, make_repo
+
+TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "4", "--n-samples-per-prompt", "2",
+         "--seed", "3", "--num-rollout", "3", "--lr", "0.2"]
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("home-replay")
+    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@e.com\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+        repo = make_repo(tmp_path_factory.mktemp("replay") / "proj", {"README.md": "x\n"})
+        shutil.copytree(TOY, repo / "examples" / "toy_grpo")
+        assert ledger(repo, "init").returncode == 0
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", "toy")
+        r = ledger(repo, "run", "--name", "base", "--", *TRAIN)
+        assert r.returncode == 0, r.stderr
+        return repo
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    out = {}
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            st = path.lstat()
+            out[str(path.relative_to(root))] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_dry_run_writes_nothing_at_all(recorded: Path) -> None:
+    before = _snapshot(recorded)
+    for args in (["--dry-run"], ["--steps", "1:3", "--dry-run"], ["--set", "lr=0.1", "--dry-run"]):
+        r = ledger(recorded, "replay", "base", *args)
+        assert r.returncode == 0, r.stderr
+        assert "--debug-train-only" in r.stdout
+    after = _snapshot(recorded)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert changed == []
+
+
+def test_set_of_a_setting_the_run_never_had_needs_force(recorded: Path) -> None:
+    r = ledger(recorded, "replay", "base", "--set", "num-rolout=5", "--dry-run")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "never had the setting 'num-rolout'" in r.stderr and "did you mean num-rollout?" in r.stderr
+    assert "--force" in r.stderr
+    r = ledger(recorded, "replay", "base", "--set", "lr-warmup=5", "--dry-run", "--force")
+    assert r.returncode == 0, r.stderr
+    assert "warning: --set lr-warmup adds a setting" in r.stderr and "--lr-warmup 5" in r.stdout
+
+
+def test_yes_replays_without_asking(recorded: Path) -> None:
+    r = ledger(recorded, "replay", "base", "--yes", "--name", "again", "--set", "lr=0.1")
+    assert r.returncode == 0, r.stderr
+    assert "run this command?" not in r.stderr and "recorded run" in r.stderr

@@ -1,0 +1,111 @@
+"""Terminal output: colour and progress only on a terminal (a real pty here), never when piped or
+with NO_COLOR; "1 run"; short SHAs in change sets; nearest names for a typo; a clone that never
+pulled the experiments branch is told `ledger pull` would show its runs."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import select
+import subprocess
+from pathlib import Path
+
+from conftest import LEDGER, git, ledger
+
+from ledger.commands.listing import change_text
+from ledger.termstyle import paint_lines, progress
+from ledger.textfmt import plural
+
+
+def _two_runs(repo: Path) -> None:
+    for lr in ("1", "2"):
+        r = ledger(repo, "run", "--no-debug-data", "--name", f"lr{lr}", "--", "python3", "train.py", "--lr", lr)
+        assert r.returncode == 0, r.stderr
+
+
+def _in_pty(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """The output of `ledger ARGS` with stdout and stderr on a pseudo-terminal."""
+    master, slave = pty.openpty()
+    full = dict(os.environ)
+    full.pop("NO_COLOR", None)
+    full.update({"TERM": "xterm", **(env or {})})
+    proc = subprocess.Popen([*LEDGER, *args], cwd=cwd, env=full, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait(timeout=60)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_colour_on_a_terminal_only(repo: Path) -> None:
+    _two_runs(repo)
+    shown = _in_pty(repo, "diff", "lr1", "lr2")
+    assert "\x1b[1mmanifest diff:" in shown and "\x1b[32m+" in shown and "\x1b[31m-" in shown
+    assert "\x1b[" not in _in_pty(repo, "diff", "lr1", "lr2", env={"NO_COLOR": "1"})
+    piped = ledger(repo, "diff", "lr1", "lr2", env={"TERM": "xterm"})
+    assert piped.returncode == 0 and "manifest diff:" in piped.stdout and "\x1b[" not in piped.stdout + piped.stderr
+
+
+def test_paint_rules() -> None:
+    text = "refused: 2 settings differ\nwarning: x\n+++ b/f\n+added\n--- a/f\n-removed\nplain"
+    painted = paint_lines(text).split("\n")
+    assert painted[0].startswith("\x1b[1;31m") and painted[1].startswith("\x1b[33m")
+    assert painted[2] == "+++ b/f" and painted[3].startswith("\x1b[32m")
+    assert painted[4] == "--- a/f" and painted[5].startswith("\x1b[31m") and painted[6] == "plain"
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    piped = io.StringIO()
+    report = progress("pushing data", piped)
+    for done in range(0, 11):
+        report(done, 10)
+    assert piped.getvalue() == ""
+    master, slave = pty.openpty()
+    with os.fdopen(slave, "w") as terminal:
+        report = progress("pushing data", terminal)
+        for done in range(0, 11):
+            report(done, 10)
+    chunks = []
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunks.append(os.read(master, 65536))
+        except OSError:  # EIO: everything written was read and the terminal is closed
+            break
+    os.close(master)
+    shown = b"".join(chunks).decode()
+    assert "ledger: pushing data" in shown and "10/10" in shown
+
+
+def test_plural_and_short_shas() -> None:
+    assert plural(1, "run") == "1 run" and plural(0, "run") == "0 runs" and plural(3, "run") == "3 runs"
+    text = change_text([{"name": "code.commit", "a": "a" * 40, "b": "b" * 40},
+                        {"name": "code.patch", "a": None, "b": "c" * 64}, {"name": "tag", "a": "abc", "b": "d" * 12}])
+    assert text == "code.commit: aaaaaaaaaa -> bbbbbbbbbb, code.patch: null -> cccccccccc, tag: abc -> dddddddddddd"
+
+
+def test_a_typo_suggests_the_nearest_names(repo: Path) -> None:
+    _two_runs(repo)
+    r = ledger(repo, "show", "lr3")
+    assert r.returncode != 0 and "no run named 'lr3'" in r.stderr and "did you mean lr" in r.stderr
+    assert "lr1" in r.stderr and "lr2" in r.stderr
+    r = ledger(repo, "show", "latest~5")
+    assert "only 2 runs recorded" in r.stderr
+
+
+def test_list_says_pull_would_show_the_remotes_runs(repo: Path, tmp_path: Path) -> None:
+    _two_runs(repo)
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    r = ledger(clone, "list")
+    assert r.returncode == 0
+    assert "origin/experiments has 2 runs not here; `ledger pull` would show them" in r.stderr
+    assert "ledger pull" not in ledger(repo, "list").stderr  # the recording repo has them all
