@@ -48,6 +48,7 @@ heat_guard:
 diff:
   max_age_hours: 24
 # dvc_remote: myremote
+# secrets: {names: [SIGNATURE]}   # extra words that make a variable/flag/key name secret
 """
 
 
@@ -81,6 +82,7 @@ class Config:
     heat: HeatConfig = field(default_factory=HeatConfig)
     max_age_hours: float = 24.0
     dvc_remote: str | None = None
+    secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
 
 
 def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
@@ -129,6 +131,7 @@ def load_config(root: Path) -> Config:
     capture = _section(data, "capture")
     heat = _section(data, "heat_guard")
     diff = _section(data, "diff")
+    secrets = _section(data, "secrets")
     try:
         heat_cfg = HeatConfig(
             enabled=bool(heat.get("enabled", True)),
@@ -163,4 +166,5 @@ def load_config(root: Path) -> Config:
         heat=heat_cfg,
         max_age_hours=max_age,
         dvc_remote=data.get("dvc_remote"),
+        secret_names=_strings(secrets.get("names"), "secrets.names"),
     )

@@ -146,7 +146,7 @@ def test_no_secret_reaches_any_object_on_the_branch(repo: Path) -> None:
         assert secret.encode() not in blob, f"{kind} secret leaked into the experiments branch"
     m = _manifest(repo)
     assert m["redacted"]  # the manifest says what was redacted (names, never values)
-    assert "code:run.sh" in m["redacted"]
+    assert "code/run.sh: GITHUB_TOKEN" in m["redacted"]  # where and what kind, never the value
     assert m["settings"]["wandb-key"] == "***" and m["settings"]["lr"] == 1e-06
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import urllib.parse
 from pathlib import Path
 
-from ledger.capture.secretvalues import BLOCK, known_secrets, removed_values, scrub_file
+from ledger.capture.scanner import BLOCK, Redactor
+from ledger.capture.secretvalues import known_secrets, removed_values, variants
 
 
 def test_removed_values() -> None:
@@ -21,13 +25,30 @@ def test_known_secrets_from_argv_env_and_text() -> None:
                      "ghp_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210"}
 
 
-def test_scrub_file_across_block_boundaries(tmp_path: Path) -> None:
+def test_known_value_across_block_boundaries(tmp_path: Path) -> None:
     secret = "s3cr3t-value-0123456789"
     path = tmp_path / "trainer.log"
     # the secret straddles the first block boundary, and appears again at the very end
     filler = b"x" * (BLOCK - 5)
     path.write_bytes(filler + secret.encode() + b"\nargs: {'key': '" + secret.encode() + b"'}\n" + secret.encode())
-    assert scrub_file(path, {secret}) is True
+    assert Redactor([secret], rules_on=False).redact_file(path) is True
     data = path.read_bytes()
-    assert secret.encode() not in data and data.count(b"***") == 3 and data.startswith(filler)
-    assert scrub_file(path, {secret}) is False  # nothing left to find: file untouched
+    assert secret.encode() not in data and data.count(b"***") == 3 and data.startswith(filler[:1000])
+    assert data.count(b"\n") == 2
+    assert Redactor([secret], rules_on=False).redact_file(path) is False  # nothing left to find
+
+
+def test_variants_cover_escaped_forms() -> None:
+    value = "pa$$ word/\"q\"\nsecond-line-xyz"
+    forms = variants(value)
+    assert json.dumps(value)[1:-1].encode() in forms
+    assert repr(value)[1:-1].encode() in forms
+    assert urllib.parse.quote(value, safe="").encode() in forms
+    assert base64.b64encode(value.encode()).rstrip(b"=") in forms
+    assert b"second-line-xyz" in forms  # each line of a multi-line value
+    assert all(len(f) >= 6 for f in forms)
+
+
+def test_url_credentials_give_user_password_pair() -> None:
+    found = known_secrets([], {"REPO": "https://alice:wonderland99@127.0.0.1/x.git"})
+    assert found == {"wonderland99", "alice:wonderland99"}

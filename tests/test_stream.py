@@ -160,7 +160,7 @@ def test_scan_all_redacts_secrets_in_files_not_on_terminal(tmp_path: Path) -> No
         b"  wandb_key ......................... 0123abc\n",
     ]
     data = b"".join(lines) + b"".join(TRAINER)
-    cap = capture_bytes(tmp_path, [data], secret_scan="all")
+    cap = capture_bytes(tmp_path, [data])
     trainer, engine = files(tmp_path)
     for secret in (
         b"0123abcd",
@@ -184,8 +184,9 @@ def test_scan_all_redacts_secrets_in_files_not_on_terminal(tmp_path: Path) -> No
         'EXEC: ray job submit --runtime-env-json=\'{"env_vars": {"HF_TOKEN": "***"}}\' -- x',
         '(MegatronTrainRayActor pid=2) ENV_REPORT_JSON={"git": "https://u:***@h/r.git"}',
     ]
-    assert cap.redacted == ["HF_TOKEN", "WANDB_API_KEY", "wandb-key", "wandb_key",
-                            "pattern:hf-token", "pattern:url-credentials"]  # fmt: skip
+    assert cap.redacted == ["trainer.log: HF_TOKEN", "trainer.log: WANDB_API_KEY", "trainer.log: wandb-key",
+                            "trainer.log: wandb_key", "trainer.log: pattern:url-credentials",
+                            "engine.log: pattern:hf-token"]  # fmt: skip
 
 
 def test_default_scan_redacts_commands_env_reports_and_argument_dump(tmp_path: Path) -> None:
@@ -199,25 +200,27 @@ def test_default_scan_redacts_commands_env_reports_and_argument_dump(tmp_path: P
         b"(MegatronTrainRayActor pid=2)   wandb_key " + dots + b" k5\n",
     ]
     kept = [
-        b"plain HF_TOKEN=visible\n",  # not a command line: only "all" looks at it
         b"  seed " + b"." * 44 + b" 1234\n",  # an argument dump line without a secret name
         b"a + b EXEC: ENV_REPORT_JSON (not at a line start / no '=')\n",
     ]
     data, trainer, engine = sample(60, seed=4)
-    stream = b"".join(secret_lines) + data + b"".join(kept)
+    # the last line is not a command line: redacted all the same
+    stream = b"".join(secret_lines) + data + b"".join(kept) + b"plain HF_TOKEN=hidden-too\n"
     cap = capture_bytes(tmp_path, [stream])
     got_trainer, got_engine = files(tmp_path)
-    for secret in (b"abc", b"k1", b"k2", b"k3", b"k4", b"k5"):
+    for secret in (b"abc", b"k1", b"k2", b"k3", b"k4", b"k5", b"hidden-too"):
         assert secret not in got_trainer + got_engine
     assert got_trainer == (
         b"+ train.py --hub-token ***\n++ export WANDB_API_KEY=***\n"
         b"EXEC: python3 train.py --wandb-key '***' --seed 1\n"
         b"  wandb_key " + dots + b" ***\n"
         b"(MegatronTrainRayActor pid=2)   wandb_key " + dots + b" ***\n" + trainer + b"".join(kept)
+        + b"plain HF_TOKEN=***\n"
     )
     assert got_engine == b'(SGLangEngine pid=5) ENV_REPORT_JSON={"HF_TOKEN": "***"}\n' + engine
     assert cap.terminal_seen == stream  # type: ignore[attr-defined]
-    assert cap.redacted == ["HF_TOKEN", "WANDB_API_KEY", "hub-token", "wandb-key", "wandb_key"]
+    assert cap.redacted == ["trainer.log: HF_TOKEN", "trainer.log: WANDB_API_KEY", "trainer.log: hub-token",
+                            "trainer.log: wandb-key", "trainer.log: wandb_key", "engine.log: HF_TOKEN"]
     assert cap.command_lines == [
         "+ train.py --hub-token ***",
         "++ export WANDB_API_KEY=***",

@@ -1,27 +1,21 @@
-"""Keep secrets out of git: hide secret values in argv, environments, launcher text and log lines.
+"""Keep secrets out of git: which names hold secrets, what was hidden where, and the str helpers.
 
 A value is replaced by ``***``; the name (or the kind of pattern) that caused it is recorded in a
-`Redactions` so the manifest can say WHAT was hidden, never the value.
+`Redactions` so the manifest can say WHAT was hidden and WHERE, never the value. The rules
+themselves work on bytes (`ledger.capture.secretrules`); every writer goes through one
+`ledger.capture.scanner.Redactor`, which adds the run's known secret values and the fast scan.
 
 The name rule (`is_secret_name`). A name (flag without dashes, variable, JSON key) is split into
 parts at ``-``, ``_``, ``.`` and camelCase boundaries, upper-cased. It is secret when
-- any part is a strong word: SECRET(S), PASSWORD(S), PASSWD, PASSPHRASE, CREDENTIAL(S), APIKEY; or
-- its LAST part is KEY, TOKEN, AUTH, PAT or PASS (``WANDB_API_KEY``, ``--wandb-key``, ``HF_TOKEN``,
-  ``--hub-token``, ``AWS_SECRET_ACCESS_KEY``, ``GITHUB_TOKEN``, ``DB_PASSWORD``, ``apiKey``),
+- any part is a strong word: SECRET(S), PASSWORD(S), PASSWD, PASSPHRASE, CREDENTIAL(S), PRIVATE,
+  APIKEY, or one of the configured extra words (``secrets: {names: [...]}`` in .ledger.yaml); or
+- its LAST part is KEY, TOKEN, AUTH, PAT, PASS or PWD, or ends with TOKEN, APIKEY, SECRET or
+  PASSWORD (``WANDB_API_KEY``, ``--wandb-key``, ``HF_TOKEN``, ``hftoken``, ``DB_PWD``, ``apiKey``),
 except the known non-secret names in `_NOT_SECRET` (Miles' dataset-column flags such as
-``--input-key``, tokenizer special tokens such as ``--pad-token``). Plurals (``--max-tokens``,
-``--multimodal-keys``), longer words (``--tokenizer-path``) and non-final parts (``--kl-key-x``)
-are not secret. For last-part KEY/TOKEN names a purely numeric value of up to 9 digits is kept
-(a token COUNT, not a credential). Empty values and None/null are never counted as redactions.
-
-Forms understood: ``--flag value`` (also across a ``\\`` line continuation), ``--flag=value``,
-``NAME=value`` (``export``, quotes), ``"NAME": "value"`` (JSON, Python reprs, escaped JSON), printed
-argv lists ``['--flag', 'value']`` and Megatron's argument dump ``name ....... value``.
-
-Patterns redacted anywhere, whatever the name: credentials in URLs (``scheme://user:***@host``),
-``Bearer`` tokens, and well-known token shapes (Hugging Face ``hf_``, GitHub ``ghp_``/``gho_``/
-``ghs_``/``ghu_``/``ghr_``/``github_pat_``, OpenAI/Anthropic ``sk-``, AWS ``AKIA``/``ASIA`` key ids,
-Slack ``xox?-``, JWTs ``eyJ...``).
+``--input-key``, tokenizer special tokens such as ``--pad-token``, the shell's ``PWD``). Plurals
+(``--max-tokens``), longer words (``--tokenizer-path``) and non-final parts (``--kl-key-x``) are
+not secret. Values that are never secrets are kept: empty, None/null, true/false, and for
+KEY/TOKEN names a number of up to 9 digits (a token COUNT, not a credential).
 """
 
 from __future__ import annotations
@@ -32,12 +26,14 @@ from dataclasses import dataclass, field
 
 MASK = "***"
 PATTERN_PREFIX = "pattern:"
+KNOWN_VALUE = "known-value"
 
 _STRONG = frozenset(
     {"SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "CREDENTIAL"}
-    | {"CREDENTIALS", "APIKEY"}
+    | {"CREDENTIALS", "APIKEY", "PRIVATE"}
 )
-_TAIL = frozenset({"KEY", "TOKEN", "AUTH", "PAT", "PASS"})
+_TAIL = frozenset({"KEY", "TOKEN", "AUTH", "PAT", "PASS", "PWD"})
+_TAIL_ENDS = ("TOKEN", "APIKEY", "SECRET", "PASSWORD")
 # Names ending in KEY/TOKEN that hold ordinary settings (normalized: upper case, "_"-joined).
 _NOT_SECRET = frozenset(
     {
@@ -45,9 +41,10 @@ _NOT_SECRET = frozenset(
         "EVAL_INPUT_KEY", "EVAL_LABEL_KEY", "EVAL_METADATA_KEY", "EVAL_TOOL_KEY",
         "EVAL_REWARD_KEY", "RM_KEY", "PAD_TOKEN", "EOS_TOKEN", "BOS_TOKEN", "UNK_TOKEN",
         "SEP_TOKEN", "CLS_TOKEN", "MASK_TOKEN", "STOP_TOKEN", "IMAGE_TOKEN", "VIDEO_TOKEN",
+        "PWD", "OLDPWD",
     }
 )  # fmt: skip
-_TRIVIAL = frozenset({"", "none", "null", "nil", MASK, f"'{MASK}'", f'"{MASK}"'})
+_TRIVIAL = frozenset({"", "none", "null", "nil", "true", "false", MASK, f"'{MASK}'", f'"{MASK}"'})
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _PARTS = re.compile(r"[-_.\s]+")
@@ -58,21 +55,26 @@ def _parts(name: str) -> list[str]:
     return [p.upper() for p in _PARTS.split(_CAMEL.sub("_", bare)) if p]
 
 
-def is_secret_name(name: str) -> bool:
-    """Whether a flag, variable or JSON key name holds a secret (see the module docstring)."""
+def is_secret_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
+    """Whether a flag, variable or JSON key name holds a secret (see the module docstring).
+
+    `extra`: configured words (upper case) that make any name holding them as a part secret.
+    """
     parts = _parts(name)
     if not parts or "_".join(parts) in _NOT_SECRET:
         return False
-    return parts[-1] in _TAIL or any(p in _STRONG for p in parts)
+    last = parts[-1]
+    return (last in _TAIL or last.endswith(_TAIL_ENDS)
+            or any(p in _STRONG or p in extra for p in parts))
 
 
-def _keeps_value(name: str, value: str) -> bool:
+def keeps_value(name: str, value: str) -> bool:
     """True when `value` is not a secret although `name` looks secret (counts, empty, None)."""
-    bare = value.strip().strip("'\"").strip()
+    bare = value.strip().strip("'\"\\").strip()
     if bare.lower() in _TRIVIAL:
         return True
     parts = _parts(name)
-    return parts[-1] in {"KEY", "TOKEN"} and bare.isdigit() and len(bare) <= 9
+    return bool(parts) and parts[-1] in {"KEY", "TOKEN"} and bare.isdigit() and len(bare) <= 9
 
 
 @dataclass
@@ -98,139 +100,50 @@ class Redactions:
             else:
                 self.names.add(item)
 
+    def merge(self, other: Redactions) -> None:
+        """Add everything `other` holds."""
+        self.names |= other.names
+        self.kinds |= other.kinds
+
     def as_list(self) -> list[str]:
         """Sorted names, then sorted kinds as ``pattern:<kind>``."""
         return sorted(self.names) + [PATTERN_PREFIX + k for k in sorted(self.kinds)]
 
+    def at(self, place: str) -> list[str]:
+        """The manifest's `redacted` entries for one place: ``"<place>: <name or pattern:kind>"``."""
+        return [f"{place}: {item}" for item in self.as_list()]
+
     def to_dict(self) -> dict[str, list[str]]:
-        """The manifest form: ``{"names": [...], "patterns": [...]}``."""
+        """The form ``{"names": [...], "patterns": [...]}``."""
         return {"names": sorted(self.names), "patterns": sorted(self.kinds)}
 
     def __bool__(self) -> bool:
         return bool(self.names or self.kinds)
 
 
-# --- text patterns ---------------------------------------------------------------------------
-_NAME = r"[A-Za-z_][A-Za-z0-9_.-]*"
-_DQ = r'"(?:[^"\\\n]|\\.)*"'
-_SQ = r"'[^'\n]*'"
-_BARE = r"""[^\s'";|&,}\])]+"""
+def _redact_str(text: str, acc: Redactions) -> str:
+    from ledger.capture.scanner import Redactor
 
-# "NAME": "value" (JSON, Python reprs; also with escaped quotes inside JSON strings)
-_PAIR = re.compile(
-    rf"""(?P<q>\\?["'])(?P<name>{_NAME})(?P=q)\s*:\s*"""
-    rf"""(?:(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<bare>[^\s,}}\]"'\\]+))"""
-)
-# ['--wandb-key', 'value'] (printed argv lists)
-_LISTED = re.compile(
-    rf"""(?P<q>["'])(?P<name>--?{_NAME})(?P=q)\s*,\s*(?P<v>{_DQ}|{_SQ})"""
-)
-# NAME=value, --name=value, export NAME="value", ?token=value
-_ASSIGN = re.compile(
-    rf"(?<![\w.-])(?P<name>(?:--?)?{_NAME})=(?P<v>{_DQ}|{_SQ}|{_BARE})"
-)
-# --name value (also across a shell line continuation)
-_SPACED = re.compile(
-    rf"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+(?P<v>{_DQ}|{_SQ}|(?!-){_BARE})"
-)
-# Megatron's argument dump: "  wandb_key ........................ value"
-_DOTTED = re.compile(r"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
-_URL = re.compile(
-    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@'\"]+:)(?P<v>[^/\s@'\"]+)(?=@)"
-)
-_BEARER = re.compile(r"(?P<head>\b[Bb]earer\s+)(?P<v>[A-Za-z0-9._~+/=-]{8,})")
-_SHAPES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("hf-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
-    (
-        "github-token",
-        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
-    ),
-    ("sk-key", re.compile(r"\bsk-(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}")),
-    ("aws-access-key-id", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
-    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    (
-        "jwt",
-        re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?"),
-    ),
-)
-
-
-def _masked(value: str) -> str:
-    """`value` replaced by the mask, keeping its quotes (and escaped quotes)."""
-    for q in ('\\"', "\\'", '"', "'"):
-        if len(value) >= 2 * len(q) and value.startswith(q) and value.endswith(q):
-            return q + MASK + q
-    return MASK
-
-
-def _by_name(pattern: re.Pattern[str], text: str, acc: Redactions) -> str:
-    def sub(m: re.Match[str]) -> str:
-        name = m.group("name")
-        value = m.group("v")
-        if not is_secret_name(name) or _keeps_value(name, value):
-            return m.group(0)
-        acc.add_name(name)
-        start, end = m.span("v")
-        base = m.start()
-        return m.group(0)[: start - base] + _masked(value) + m.group(0)[end - base :]
-
-    return pattern.sub(sub, text)
-
-
-def _pairs(text: str, acc: Redactions) -> str:
-    def sub(m: re.Match[str]) -> str:
-        name = m.group("name")
-        group = "qval" if m.group("vq") is not None else "bare"
-        value = m.group(group)
-        if not is_secret_name(name) or _keeps_value(name, value):
-            return m.group(0)
-        acc.add_name(name)
-        start, end = m.span(group)
-        base = m.start()
-        return m.group(0)[: start - base] + MASK + m.group(0)[end - base :]
-
-    return _PAIR.sub(sub, text)
-
-
-def _with_kind(pattern: re.Pattern[str], kind: str, text: str, acc: Redactions) -> str:
-    def sub(m: re.Match[str]) -> str:
-        acc.add_kind(kind)
-        return m.group("head") + MASK
-
-    return pattern.sub(sub, text)
-
-
-def _redact_into(text: str, acc: Redactions) -> str:
-    """Apply every rule to `text`, recording what was hidden in `acc`."""
-    text = _pairs(text, acc)
-    text = _by_name(_LISTED, text, acc)
-    text = _by_name(_ASSIGN, text, acc)
-    text = _by_name(_SPACED, text, acc)
-    text = _by_name(_DOTTED, text, acc)
-    text = _with_kind(_URL, "url-credentials", text, acc)
-    text = _with_kind(_BEARER, "bearer-token", text, acc)
-    for kind, pattern in _SHAPES:
-        if pattern.search(text):
-            acc.add_kind(kind)
-            text = pattern.sub(MASK, text)
-    return text
+    return Redactor().redact_text(text, acc)
 
 
 def redact_text(text: str) -> tuple[str, list[str]]:
-    """Redact a launcher script, command line or any text; returns (text, redacted names/kinds)."""
+    """Redact a launcher script, command line or any text; returns (text, redacted names/kinds).
+
+    Multi-line values stay line for line: a PEM block keeps its line count.
+    """
     acc = Redactions()
-    return _redact_into(text, acc), acc.as_list()
+    return _redact_str(text, acc), acc.as_list()
 
 
 def redact_line(line: bytes, redactions: Redactions | None = None) -> bytes:
     """Redact one log line given as bytes; invalid UTF-8 passes through byte for byte."""
-    text = line.decode("utf-8", "surrogateescape")
-    acc = redactions if redactions is not None else Redactions()
-    out = _redact_into(text, acc)
-    return line if out == text else out.encode("utf-8", "surrogateescape")
+    from ledger.capture.scanner import Redactor
+
+    return Redactor().redact_line(line, redactions if redactions is not None else Redactions())
 
 
-def redact_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+def redact_argv(argv: Sequence[str], extra: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
     """Redact an argument vector: ``--flag value``, ``--flag=value``, ``NAME=value``, patterns."""
     acc = Redactions()
     out: list[str] = []
@@ -238,17 +151,12 @@ def redact_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     while i < len(argv):
         arg = argv[i]
         i += 1
-        if (
-            arg.startswith("-")
-            and "=" not in arg
-            and is_secret_name(arg)
-            and i < len(argv)
-        ):
+        if arg.startswith("-") and "=" not in arg and is_secret_name(arg, extra) and i < len(argv):
             value = argv[i]
             if not value.startswith("--"):
                 i += 1
                 out.append(arg)
-                if _keeps_value(arg, value):
+                if keeps_value(arg, value):
                     out.append(value)
                 else:
                     acc.add_name(arg)
@@ -256,22 +164,22 @@ def redact_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
                 continue
         if arg.startswith("-") and "=" in arg:
             name, value = arg.split("=", 1)
-            if is_secret_name(name) and not _keeps_value(name, value):
+            if is_secret_name(name, extra) and not keeps_value(name, value):
                 acc.add_name(name)
                 out.append(f"{name}={MASK}")
                 continue
-        out.append(_redact_into(arg, acc))
+        out.append(_redact_str(arg, acc))
     return out, acc.as_list()
 
 
-def redact_env(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
+def redact_env(env: Mapping[str, str], extra: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str]]:
     """Redact an environment: secret-named variables, and patterns inside any value."""
     acc = Redactions()
     out: dict[str, str] = {}
     for name, value in env.items():
-        if is_secret_name(name) and not _keeps_value(name, value):
+        if is_secret_name(name, extra) and not keeps_value(name, value):
             acc.add_name(name)
             out[name] = MASK
         else:
-            out[name] = _redact_into(value, acc)
+            out[name] = _redact_str(value, acc)
     return out, acc.as_list()

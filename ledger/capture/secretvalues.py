@@ -1,23 +1,41 @@
-"""The secret VALUES a run was started with, so they can be scrubbed from anything the job
-itself printed (a trainer echoing its argv, a library logging its config).
+"""The secret VALUES a run was started with, and the forms they take when a job prints them.
 
-Redaction by name and shape (`redact`) catches secrets in command lines; a job may still print a
-key it was given in an unexpected format. Since ledger knows which values it redacted from the
-argv and which secret-named variables were in the job's environment, it replaces those exact
-values in the logs before anything is committed.
+Redaction by name and shape catches secrets where they are named; a job may still print a key it
+was given in another form (a trainer echoing its config as JSON, a library logging a URL-encoded
+query, an HTTP client logging ``Authorization: Basic base64(user:pass)``). Since ledger knows which
+values it redacted from the argv, the launcher and the secret-named variables of the job's
+environment, the `Redactor` removes those exact values, in every form `variants` lists, from
+everything written. The values live in memory, and in the staged run's ``secrets.json`` (mode 0600,
+never committed, removed with the staging folder) so that `ledger recover` scrubs exactly the same.
 """
 
 from __future__ import annotations
 
-import mmap
-import os
+import base64
+import json
+import re
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 from ledger.capture.redact import MASK, is_secret_name, redact_argv, redact_text
 
 MIN_LENGTH = 6  # shorter values would scrub ordinary text
-BLOCK = 1 << 24
+_URL_CREDS = re.compile(r"://([^/\s:@'\"]+):([^/\s@'\"]+)@")
+
+
+def variants(value: str | bytes) -> set[bytes]:
+    """`value` as printed raw, ``repr``-escaped, JSON-escaped, URL-encoded and base64-encoded, and
+    each line of a multi-line value; forms shorter than `MIN_LENGTH` are left out."""
+    raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+    text = raw.decode("utf-8", "surrogateescape")
+    forms = {raw, repr(text)[1:-1].encode("utf-8", "surrogateescape"),
+             json.dumps(text)[1:-1].encode(), json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"),
+             urllib.parse.quote(raw, safe="").encode(), urllib.parse.quote_plus(raw).encode(),
+             urllib.parse.quote(raw).encode()}
+    for enc in (base64.b64encode, base64.urlsafe_b64encode):
+        forms.add(enc(raw).rstrip(b"="))
+    forms.update(line.strip() for line in raw.splitlines())
+    return {f for f in forms if len(f) >= MIN_LENGTH and f != MASK.encode()}
 
 
 def removed_values(original: str, redacted: str) -> list[str]:
@@ -42,51 +60,33 @@ def removed_values(original: str, redacted: str) -> list[str]:
     return out
 
 
-def known_secrets(argv: Sequence[str], environ: Mapping[str, str], texts: Iterable[str] = ()) -> set[str]:
-    """Secret values found in argv (by redaction), secret-named variables, and free texts."""
+def known_secrets(argv: Sequence[str], environ: Mapping[str, str], texts: Iterable[str] = (),
+                  extra: frozenset[str] = frozenset()) -> set[str]:
+    """Secret values found in argv (by redaction), secret-named variables, and free texts.
+
+    Credentials in URLs also give ``user:password`` (its base64 is what Basic auth sends).
+    """
     found: set[str] = set()
-    redacted, _ = redact_argv(list(argv))
+    redacted, _ = redact_argv(list(argv), extra)
     for orig, red in zip(argv, redacted):
         if orig != red:
             found.update(removed_values(orig, red))
+    sources = list(argv)
     for name, value in environ.items():
-        if value and is_secret_name(name):
+        if value and is_secret_name(name, extra):
             found.add(value)
         elif value and MASK not in value:
+            sources.append(value)
             clean, _ = redact_text(value)
             if clean != value:
                 found.update(removed_values(value, clean))
     for text in texts:
+        sources.append(text)
         for line in text.splitlines():
             clean, _ = redact_text(line)
             if clean != line:
                 found.update(removed_values(line, clean))
-    return {v for v in found if len(v) >= MIN_LENGTH and v != MASK}
-
-
-def scrub_file(path: Path, secrets: Iterable[str]) -> bool:
-    """Replace every occurrence of the given values in a file by the mask; True if any was found."""
-    needles = sorted({s.encode("utf-8", "surrogateescape") for s in secrets}, key=len, reverse=True)
-    if not needles or not path.exists() or path.stat().st_size == 0:
-        return False
-    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        if all(mm.find(n) == -1 for n in needles):
-            return False
-    keep = max(len(n) for n in needles) - 1
-    mask = MASK.encode()
-    tmp = path.with_name(f".{path.name}.scrub")
-    with open(path, "rb") as src, open(tmp, "wb") as dst:
-        carry = b""
-        while True:
-            block = src.read(BLOCK)
-            data = carry + block
-            for n in needles:
-                data = data.replace(n, mask)
-            if not block:
-                dst.write(data)
-                break
-            cut = max(0, len(data) - keep)
-            dst.write(data[:cut])
-            carry = data[cut:]
-    os.replace(tmp, path)
-    return True
+    for source in sources:
+        for user, password in _URL_CREDS.findall(source):
+            found.add(f"{user}:{password}")
+    return {v for v in found if len(v) >= MIN_LENGTH and MASK not in v}

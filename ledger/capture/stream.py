@@ -4,16 +4,15 @@ A dedicated thread reads the pipe in large chunks, writes every chunk raw to the
 splits the bytes line by line into ``engine.log`` (lines from SGLang engines, recognised by a
 line-start regex) and ``trainer.log`` (everything else). Bytes are never decoded; order is kept
 within each file. Lines that may hold secrets are redacted before they reach the files (the
-terminal gets the raw bytes): launcher command lines (``+ ``, ``++ ``, ``EXEC: ``),
-``ENV_REPORT_JSON=`` lines and Megatron argument-dump lines with a secret name, by default
-(``secret_scan="commands"``); with ``secret_scan="all"`` also any line with a token shape, URL
-credentials or a secret-named assignment (see `ledger.capture.secretlines`).
+terminal gets the raw bytes): every line a `ledger.capture.scanner.Redactor` flags (token shapes,
+secret-named values, URL credentials, private-key blocks, the run's known secret values), found by
+one fast scan per block; launcher command lines are kept for the settings.
 
 Speed (the job must never wait on us): per chunk, C-level calls (``bytes.split`` on the engine
 prefix, or one ``re.split``) cut the lines; Python touches single lines only where a chunk holds
 a command or suspect line (rare); the pieces go to the files with ``os.writev``, uncopied. A line
-longer than `MAX_LINE` bytes is written in pieces to the file its start belongs to (a secret
-split across two pieces can escape). `bench/bench_capture.py` measures it against ``tee``.
+longer than `MAX_LINE` bytes is written in pieces to the file its start belongs to, redacted in
+overlapping windows (`Redactor.redact_part`), so memory stays bounded. `bench/bench_capture.py` measures it against ``tee``.
 """
 
 from __future__ import annotations
@@ -27,18 +26,18 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from pathlib import Path
 
-from ledger.capture.redact import Redactions, redact_line
+from ledger.capture.redact import Redactions
+from ledger.capture.scanner import Redactor
 from ledger.capture.secretlines import (
     COMMAND,
     COMMAND_START,
-    SecretScan,
     engine_alternatives,
     literal_prefix,
     split_regex,
     suspect_spans,
 )
 
-__all__ = ["DEFAULT_ENGINE_PATTERNS", "LineSplitter", "OutputCapture", "SecretScan"]
+__all__ = ["DEFAULT_ENGINE_PATTERNS", "LineSplitter", "OutputCapture"]
 
 DEFAULT_ENGINE_PATTERNS: tuple[str, ...] = (r"^\(SGLangEngine pid=\d+(?:, ip=[^)\n]*)?\)",)
 # Ray colours actor prefixes even into pipes and files (`ESC[36m(SGLangEngine pid=1)ESC[0m ...`,
@@ -145,7 +144,7 @@ class LineSplitter:
         engine_path: Path,
         engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
         keep_command_lines: bool = True,
-        secret_scan: SecretScan = "commands",
+        redactor: Redactor | None = None,
         max_line: int = MAX_LINE,
     ):
         tolerant = colour_tolerant(engine_patterns)
@@ -158,11 +157,12 @@ class LineSplitter:
         self._verify_all = not whole
         self.trainer = _Sink(trainer_path)
         self.engine = _Sink(engine_path)
-        self.redactions = Redactions()
+        self.redactor = redactor if redactor is not None else Redactor()
+        self.trainer_redactions = Redactions()
+        self.engine_redactions = Redactions()
         self.command_lines: list[str] = []
         self._command_bytes = 0
         self._keep_commands = keep_command_lines
-        self._scan: SecretScan = secret_scan
         self._max_line = max_line
         self._pending: list[bytes] = []
         self._pending_len = 0
@@ -197,6 +197,7 @@ class LineSplitter:
             elif self._pending:
                 self._last_line(b"".join(self._pending))
             self._pending = []
+            self.redactor.flush()
         finally:
             self.trainer.close()
             self.engine.close()
@@ -208,7 +209,8 @@ class LineSplitter:
         if self._long_target is None:
             is_engine = self._engine.match(piece) is not None
             self._long_target = self.engine if is_engine else self.trainer
-        self._long_target.write([redact_line(piece, self.redactions)])
+        acc = self.engine_redactions if self._long_target is self.engine else self.trainer_redactions
+        self._long_target.write([self.redactor.redact_part(piece, final, acc)])
         if final:
             self._long_target = None
 
@@ -216,7 +218,7 @@ class LineSplitter:
         """A final line without a newline (at EOF)."""
         trainer: Buffers = []
         engine: Buffers = []
-        if suspect_spans(b"\n" + line, self._scan):
+        if suspect_spans(b"\n" + line, self.redactor):
             self._redacted_into(line, trainer, engine)
         else:
             self._split_by_line(b"\n" + line, trainer, engine)
@@ -231,7 +233,7 @@ class LineSplitter:
         trainer: Buffers = []  # the trainer lines, each "\n" + content
         engine: Buffers = []  # the engine lines, each content + "\n"
         pos = 0
-        for start, end in suspect_spans(body, self._scan):  # rare; cut around them
+        for start, end in suspect_spans(body, self.redactor):  # rare; cut around them
             self._split_lines(body[pos : start - 1], trainer, engine)
             self._redacted_into(body[start:end], trainer, engine)
             pos = end
@@ -277,13 +279,19 @@ class LineSplitter:
 
     def _redacted_into(self, line: bytes, trainer: Buffers, engine: Buffers) -> None:
         """Redact a suspect line into `trainer` or `engine`; keep it if it is a command line."""
-        new = redact_line(line, self.redactions)
+        to_engine = COMMAND_START.match(line) is None and self._engine.match(line) is not None
+        new = self.redactor.redact_line(line, self.engine_redactions if to_engine else self.trainer_redactions)
         if self._keep_commands and COMMAND.match(line) is not None:
             self._keep_command(new)
-        if COMMAND_START.match(line) is None and self._engine.match(line) is not None:
+        if to_engine:
             engine.append(new + b"\n")
         else:
             trainer.append(b"\n" + new)
+
+    @property
+    def redacted(self) -> list[str]:
+        """What was redacted where (``trainer.log: <name>``, ``engine.log: pattern:<kind>``)."""
+        return self.trainer_redactions.at(self.trainer.path.name) + self.engine_redactions.at(self.engine.path.name)
 
     def _keep_command(self, line: bytes) -> None:
         if len(self.command_lines) < MAX_COMMAND_LINES and self._command_bytes + len(line) <= MAX_COMMAND_BYTES:
@@ -310,7 +318,7 @@ class OutputCapture:
         engine_path: Path,
         engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
         keep_command_lines: bool = True,
-        secret_scan: SecretScan = "commands",
+        redactor: Redactor | None = None,
         raw_path: Path | None = None,
     ):
         self._fd = fd
@@ -318,7 +326,7 @@ class OutputCapture:
         self._raw_path = raw_path
         self._raw_fd: int | None = None
         self._splitter = LineSplitter(
-            trainer_path, engine_path, engine_patterns, keep_command_lines, secret_scan
+            trainer_path, engine_path, engine_patterns, keep_command_lines, redactor
         )
         self._thread = threading.Thread(target=self._run, name="ledger-capture", daemon=True)
         self.bytes_in = 0
@@ -361,14 +369,14 @@ class OutputCapture:
         return list(self._splitter.command_lines)
 
     @property
-    def redactions(self) -> Redactions:
-        """What was redacted from the log files (names and pattern kinds)."""
-        return self._splitter.redactions
+    def splitter(self) -> LineSplitter:
+        """The splitter (its redactor and what it redacted in each log)."""
+        return self._splitter
 
     @property
     def redacted(self) -> list[str]:
-        """`redactions` as a sorted list (names, then ``pattern:<kind>``)."""
-        return self._splitter.redactions.as_list()
+        """What was redacted where, as the manifest lists it (``trainer.log: <kind>``)."""
+        return self._splitter.redacted
 
     @property
     def file_errors(self) -> list[OSError]:
@@ -436,6 +444,7 @@ def split_file(raw: Path, splitter: LineSplitter, block: int = 4 * CHUNK) -> Lin
 
 
 def split_output(raw: Path, trainer_path: Path, engine_path: Path,
-                 engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS) -> LineSplitter:
+                 engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
+                 redactor: Redactor | None = None) -> LineSplitter:
     """Split a raw output file left by a crashed ledger into the two logs (for `ledger recover`)."""
-    return split_file(raw, LineSplitter(trainer_path, engine_path, engine_patterns))
+    return split_file(raw, LineSplitter(trainer_path, engine_path, engine_patterns, redactor=redactor))

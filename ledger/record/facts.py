@@ -13,6 +13,9 @@ from typing import Any
 
 from ledger.capture import envvars, launcher, redact, tracescan
 from ledger.capture import settings as settings_mod
+from ledger.capture.redact import Redactions
+from ledger.capture.runscrub import add_redacted
+from ledger.capture.scanner import Redactor
 from ledger.capture.shim import ShimRecord
 from ledger.config import Config
 from ledger.fsutil import write_atomic
@@ -40,7 +43,7 @@ def _training_facts(m: dict[str, Any], cfg: Config, command_lines: list[str], jo
     if direct is not None and ray_argv is None and direct.ray_argv is not None:
         ray_argv, runtime_env = direct.ray_argv, direct.runtime_env
     if ray_argv is not None:
-        m["command"]["ray_argv"] = redact.redact_argv(list(ray_argv))[0]
+        m["command"]["ray_argv"] = redact.redact_argv(list(ray_argv), _extra(cfg))[0]
     if pythons:
         m["command"]["training_source"] = "wrapper"
         return list(pythons[-1].argv), runtime_env
@@ -74,15 +77,15 @@ def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], j
     training_argv, runtime_env = _training_facts(m, cfg, command_lines, job_argv, records)
     settings: dict[str, Any] = {}
     if training_argv is not None:
-        training_argv, names = redact.redact_argv(training_argv)
-        m["redacted"] = sorted(set(m["redacted"]) | set(names))
+        training_argv, names = redact.redact_argv(training_argv, _extra(cfg))
+        add_redacted(m, (f"training_argv: {n}" for n in names))
         m["command"]["training_argv"] = training_argv
         settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
     if runtime_env is not None:
         env_vars: Any = runtime_env.get("env_vars") or {}
-        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()})
+        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()}, _extra(cfg))
         m["command"]["runtime_env"] = {**runtime_env, "env_vars": safe_env}
-        m["redacted"] = sorted(set(m["redacted"]) | set(names))
+        add_redacted(m, (f"runtime_env: {n}" for n in names))
     # the trainer's own environment when a wrapper saw it; else ledger's, plus the launcher's exports
     outer = dict(os.environ if environ is None else environ)
     for name in m["command"].get("ledger_env") or {}:
@@ -99,8 +102,8 @@ def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], j
     env_settings = envvars.env_settings(env, (m["command"]["runtime_env"] or {}))
     root = m["command"].get("repo_root")
     env_settings = {k: _portable(v, root) for k, v in env_settings.items()}
-    env_settings, names = redact.redact_env(env_settings)
-    m["redacted"] = sorted(set(m["redacted"]) | set(names))
+    env_settings, names = redact.redact_env(env_settings, _extra(cfg))
+    add_redacted(m, (f"env: {n}" for n in names))
     settings.update(env_settings)
     m["env_report"] = launcher.env_report(command_lines)
     m["seeds"] = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
@@ -147,7 +150,11 @@ def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any]) -> None:
         m["warnings"].append(f"{table.malformed} malformed metric lines in the logs")
 
 
-def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any]) -> None:
+def _extra(cfg: Config) -> frozenset[str]:
+    return frozenset(n.upper() for n in cfg.secret_names)
+
+
+def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any], secrets: set[str]) -> None:
     copied = []
     for pattern in cfg.extra_logs:
         base = pattern if os.path.isabs(pattern) else str(root / pattern)
@@ -156,8 +163,9 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any]) -> Non
             if p.is_file():
                 dest = run_dir / "extra-logs" / p.name
                 dest.parent.mkdir(exist_ok=True)
-                text = p.read_bytes()
-                dest.write_bytes(b"\n".join(redact.redact_line(line) for line in text.split(b"\n")))
+                acc = Redactions()
+                Redactor(secrets, cfg.secret_names).redact_file(p, dest, acc)
+                add_redacted(m, acc.at(f"extra-logs/{p.name}"))
                 copied.append(f"extra-logs/{p.name}")
     m["logs"]["extra"] = copied
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ledger.capture.runscrub import load_secrets
+from ledger.capture.scanner import Redactor
 from ledger.capture.stream import split_output
 from ledger.config import load_config
 from ledger.record.run import Say, finish
@@ -37,10 +39,12 @@ def recover(start: Path, say: Say) -> list[str]:
         last = max(stamps)
         lines: list[str] = []
         stream_redacted: list[str] = []
+        secrets = load_secrets(staged.dir)  # exactly the values a normal finish scrubs
+        found: set[bytes] = set()
         if raw.exists():
             split = split_output(raw, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
-                                 list(cfg.engine_patterns))
-            lines, stream_redacted = split.command_lines, split.redactions.as_list()
+                                 list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
+            lines, stream_redacted, found = split.command_lines, split.redacted, split.redactor.found_values()
             raw.unlink()
         started = parse_iso(m.get("started")) or last
         m["finished"] = iso(last)
@@ -50,6 +54,6 @@ def recover(start: Path, say: Say) -> list[str]:
             from ledger.heat.setup import summary_from_log
 
             m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
-        done.append(finish(repo, cfg, staged, m, code, lines, stream_redacted, say))
+        done.append(finish(repo, cfg, staged, m, code, lines, stream_redacted, say, secrets=secrets, found=found))
     return done
 

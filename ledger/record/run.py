@@ -20,7 +20,10 @@ from typing import Any
 
 from ledger.capture import launcher, redact
 from ledger.capture.hostfacts import basic_host
+from ledger.capture.redact import Redactions
 from ledger.capture.runner import Job, JobResult, SignalGuard
+from ledger.capture.runscrub import add_redacted, save_secrets, scrub_logs, scrub_manifest
+from ledger.capture.scanner import Redactor
 from ledger.capture.secretvalues import known_secrets
 from ledger.capture.stream import OutputCapture, split_output
 from ledger.config import Config, load_config
@@ -106,22 +109,40 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
     return {}, thread, holder
 
 
-def _scrub_code(data: bytes) -> bytes:
-    """Secrets pasted into uncommitted tracked text files never reach the run commit."""
-    if b"\0" in data[:8192]:
-        return data  # binary
-    text = data.decode("utf-8", "surrogateescape")
-    clean, _names = redact.redact_text(text)
-    return clean.encode("utf-8", "surrogateescape")
+def _code_scrubber(redactor: Redactor, places: list[list[str]]) -> Callable[[bytes], bytes]:
+    """Secrets pasted into uncommitted tracked text files never reach the run commit; what was
+    hidden is listed per file (by kind, never the value)."""
+
+    def scrub(data: bytes) -> bytes:
+        if b"\0" in data[:8192]:
+            return data  # binary
+        acc = Redactions()
+        clean = redactor.redact_text(data.decode("utf-8", "surrogateescape"), acc).encode("utf-8", "surrogateescape")
+        if clean != data:
+            places.append(acc.as_list())  # in the order of `CodeSnapshot.scrubbed`
+        return clean
+
+    return scrub
 
 
-def _copy_launcher(path: Path, run_dir: Path) -> tuple[str, str, list[str]]:
+def _copy_launcher(path: Path, run_dir: Path, redactor: Redactor) -> tuple[str, str, list[str]]:
     raw = path.read_bytes()
-    text, names = redact.redact_text(raw.decode("utf-8", "surrogateescape"))
+    acc = Redactions()
+    text = redactor.redact_text(raw.decode("utf-8", "surrogateescape"), acc)
     dest = run_dir / "launcher"
     dest.mkdir(exist_ok=True)
     (dest / path.name).write_bytes(text.encode("utf-8", "surrogateescape"))
-    return path.name, hashlib.sha256(raw).hexdigest(), names
+    return path.name, hashlib.sha256(raw).hexdigest(), acc.at(f"launcher/{path.name}")
+
+
+def _redacted_words(redactor: Redactor, text: str | None, place: str, into: set[str]) -> str | None:
+    """`--name` / `--note` with secrets hidden; the kinds hidden go into `into`."""
+    if text is None:
+        return None
+    acc = Redactions()
+    clean = redactor.redact_text(text, acc)
+    into.update(acc.at(place))
+    return clean
 
 
 def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, dict[str, Any], CodeSnapshot, list[str], dict[str, Any]]:
@@ -140,28 +161,37 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
     staged = staging.create(repo.root, run_id)
     try:
         staged.set_owner(None)
-        code = repo.code_snapshot(scrub=_scrub_code)
-        staged.save_code(code)
-        m = new_manifest(run_id, started)
-        m["name"], m["note"] = req.name, req.note
-        m["host"] = basic_host()
         req_argv = list(req.argv)
         if req.data_placeholder:
             req_argv = [a.replace(req.data_placeholder, str(staged.data_dir)) for a in req_argv]
-        argv, argv_names = redact.redact_argv(req_argv)
+        launcher_path = launcher.is_launcher(req_argv, req.cwd, list(cfg.training_patterns))
+        launcher_text = launcher_path.read_text(errors="surrogateescape") if launcher_path is not None else None
+        extra = frozenset(n.upper() for n in cfg.secret_names)
+        secrets = known_secrets(req_argv, req.env if req.env is not None else os.environ,
+                                [t for t in (launcher_text, req.name, req.note) if t], extra)
+        save_secrets(staged.dir, secrets)  # before any output exists, so `recover` scrubs the same
+        redactor = Redactor(secrets, cfg.secret_names)
+        code_places: list[list[str]] = []
+        code = repo.code_snapshot(scrub=_code_scrubber(redactor, code_places))
+        staged.save_code(code)
+        m = new_manifest(run_id, started)
+        redacted: set[str] = set()
+        m["name"] = _redacted_words(redactor, req.name, "name", redacted)
+        m["note"] = _redacted_words(redactor, req.note, "note", redacted)
+        m["host"] = basic_host()
+        argv, argv_names = redact.redact_argv(req_argv, extra)
+        argv = [redactor.redact_text(a) for a in argv]
         m["command"].update(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root),
                             cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
         m["code"].update(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256,
                          untracked_left_out=code.untracked)
         m["replay_of"], m["replay"] = req.replay_of, req.replay
-        redacted = set(argv_names) | {f"code:{p}" for p in code.scrubbed}
-        launcher_path = launcher.is_launcher(req_argv, req.cwd, list(cfg.training_patterns))
-        launcher_text = None
+        redacted.update(f"argv: {n}" for n in argv_names)
+        redacted.update(f"code/{p}: {kind}" for p, kinds in zip(code.scrubbed, code_places) for kind in kinds)
         if launcher_path is not None:
-            name, digest, names = _copy_launcher(launcher_path, staged.run_dir)
+            name, digest, names = _copy_launcher(launcher_path, staged.run_dir, redactor)
             m["command"].update(launcher=name, launcher_sha256=digest)
             redacted.update(names)
-            launcher_text = launcher_path.read_text(errors="replace")
         if launcher_path is not None:
             m["code"]["tree_without_launcher"] = jobsetup.tree_without_launcher(repo, code, launcher_path, launcher_text, req.cwd)
         job_argv = req_argv
@@ -173,9 +203,8 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         if image:
             m["image"].update(image)
         m["redacted"] = sorted(redacted)
-        staged.write_json("request.json", {"job_argv": redact.redact_argv(job_argv)[0], "data_paths": req.data_paths})
-        secrets = known_secrets(req_argv, req.env if req.env is not None else os.environ,
-                                [launcher_text] if launcher_text else [])
+        staged.write_json("request.json", {"job_argv": [redactor.redact_text(a) for a in redact.redact_argv(job_argv, extra)[0]],
+                                           "data_paths": req.data_paths})
         staged.write_json("manifest.json", m)  # JSON while staged: cheap, and enough for `recover`
     except BaseException:
         staged.remove()
@@ -203,7 +232,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         staged.set_owner(job.pgid)
         capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
                                 staged.run_dir / "engine.log", list(cfg.engine_patterns),
-                                raw_path=staged.raw_output)
+                                redactor=Redactor(ctx["secrets"], cfg.secret_names), raw_path=staged.raw_output)
         capture.start()
         from ledger.heat.setup import start_monitor
 
@@ -229,11 +258,12 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     if capture.join(timeout=10):
         ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say)
         capture.split_raw()
+        split = capture.splitter
     else:  # a child of the job still holds the pipe open: split what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
-        split_output(staged.raw_output, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
-                     list(cfg.engine_patterns))
+        split = split_output(staged.raw_output, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
+                             list(cfg.engine_patterns), Redactor(ctx["secrets"], cfg.secret_names))
     m["gpu"] = monitor.stop_summary()
     host_thread = ctx["host_thread"]
     if host_thread is not None:
@@ -249,8 +279,8 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
                    "duration_s": round(result.duration_s, 3)}
     if ray_end is not None:
         jobsetup.ray_status(m, ray_end, say)
-    commit = finish(repo, cfg, staged, m, code, capture.command_lines, sorted(capture.redacted), say,
-                    secrets=ctx["secrets"], environ=ctx.get("environ"))
+    commit = finish(repo, cfg, staged, m, code, split.command_lines, split.redacted, say,
+                    secrets=ctx["secrets"], environ=ctx.get("environ"), found=split.redactor.found_values())
     st = m["status"]
     return RunOutcome(m["id"], st["exit_code"] if st["exit_code"] is not None else result.exit_code, st["state"], commit)
 
@@ -297,34 +327,32 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
 
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
            command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None,
-           environ: dict[str, str] | None = None) -> str:
+           environ: dict[str, str] | None = None, found: set[bytes] | None = None) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
     from ledger import yamlio
-    from ledger.capture.secretvalues import scrub_file
     from ledger.record import facts
     from ledger.storage.listing import summary_of
 
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
-    m["redacted"] = sorted(set(m["redacted"]) | set(stream_redacted))
+    add_redacted(m, stream_redacted)
     from ledger.capture import shim, tracescan
 
     records = shim.read_log(staged.dir / shim.LOG_NAME)
     lines = tracescan.command_lines([run_dir / "trainer.log", run_dir / "engine.log"]) or command_lines
     _guarded(m, "reading the training command",
              lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
-    _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m), say)
+    _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
     for log in ("trainer.log", "engine.log"):
         (run_dir / log).touch()
-    if secrets:  # values the job itself printed in a form no pattern knows
-        logs = [run_dir / "trainer.log", run_dir / "engine.log", *sorted((run_dir / "extra-logs").glob("*"))]
-        if any([scrub_file(p, secrets) for p in logs if p.is_file()]):  # a list: scrub every file
-            m["redacted"] = sorted(set(m["redacted"]) | {"logs:known-secret-values"})
-    _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say), say)
     if (run_dir / "heat.log").exists():
         m["logs"]["heat"] = "heat.log"
+    # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
+    scrub_logs(run_dir, m, secrets or set(), found or set(), cfg.secret_names)
+    _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say), say)
+    scrub_manifest(m, secrets or set(), found or set(), cfg.secret_names)
     st = m["status"]
     write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
     yamlio.dump_file(run_dir / "manifest.yaml", m)

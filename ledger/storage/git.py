@@ -242,7 +242,7 @@ class Repo:
         if stat.S_ISDIR(st.st_mode):  # a submodule or a file replaced by a folder: keep HEAD's
             return None
         mode = MODE_EXEC if st.st_mode & 0o111 else MODE_BLOB
-        if scrub is not None and st.st_size < (4 << 20):
+        if scrub is not None:  # any size: a big dirty file must not bypass redaction
             data = path.read_bytes()
             clean = scrub(data)
             if clean != data and scrubbed is not None:

@@ -1,0 +1,85 @@
+"""The last scrub of a run folder before it is committed: the same for `ledger run` and `ledger recover`.
+
+By then the logs were redacted line by line as they were split (`Redactor` with the run's known
+values). What is left:
+- values the rules removed while splitting (a ``--hub-token X`` in the trace) may appear elsewhere
+  in a form no rule knows (``using X``): they are removed from every log in a second pass that
+  looks for those literal values only (fast: one literal scan, rewrite only where found);
+- small files written by ledger itself (``heat.log``, ``metrics.jsonl``) get the full scan;
+- the manifest: every string, and every value under a secret-named key.
+The manifest's ``redacted`` lists ``"<where>: <name or pattern:kind>"``, never a value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ledger.capture.redact import Redactions
+from ledger.capture.scanner import Redactor
+
+SECRETS_FILE = "secrets.json"  # in the staging folder, outside the run folder: never committed
+LOGS = ("trainer.log", "engine.log")
+SMALL = ("heat.log", "metrics.jsonl")
+
+
+def save_secrets(staging_dir: Path, values: Iterable[str]) -> None:
+    """Keep the run's known secret values for `ledger recover` (mode 0600, removed with staging)."""
+    path = staging_dir / SECRETS_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+        json.dump(sorted(values), f)
+
+
+def load_secrets(staging_dir: Path) -> set[str]:
+    """The values `save_secrets` kept (empty when absent or unreadable)."""
+    try:
+        data = json.loads((staging_dir / SECRETS_FILE).read_text(encoding="utf-8", errors="surrogateescape"))
+    except (OSError, ValueError):
+        return set()
+    return {v for v in data if isinstance(v, str)} if isinstance(data, list) else set()
+
+
+def add_redacted(m: dict[str, Any], entries: Iterable[str]) -> None:
+    """Merge ``"<where>: <kind>"`` entries into the manifest's `redacted` list."""
+    m["redacted"] = sorted(set(m.get("redacted") or []) | set(entries))
+
+
+def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes],
+               extra_names: Iterable[str] = ()) -> None:
+    """The final scrub of a staged run folder's files (see the module docstring)."""
+    secrets = set(secrets)
+    extra = tuple(extra_names)
+    logs = [run_dir / n for n in LOGS] + sorted((run_dir / "extra-logs").glob("*"))
+    new_values = set(found)
+    if new_values:
+        for path in logs:
+            acc = Redactions()
+            if path.is_file() and Redactor(new_values, rules_on=False).redact_file(path, acc=acc):
+                add_redacted(m, acc.at(_place(run_dir, path)))
+    for name in SMALL:
+        path = run_dir / name
+        acc = Redactions()
+        if path.is_file() and Redactor(secrets | _texts(new_values), extra).redact_file(path, acc=acc):
+            add_redacted(m, acc.at(name))
+
+
+def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes],
+                   extra_names: Iterable[str] = ()) -> None:
+    """Every string of the manifest, and every value under a secret-named key (in place)."""
+    acc = Redactions()
+    clean = Redactor(set(secrets) | _texts(set(found)), extra_names).redact_obj(m, acc, skip=frozenset({"redacted"}))
+    m.clear()
+    m.update(clean)
+    add_redacted(m, acc.at("manifest"))
+
+
+def _texts(values: set[bytes]) -> set[str]:
+    return {v.decode("utf-8", "surrogateescape") for v in values}
+
+
+def _place(run_dir: Path, path: Path) -> str:
+    return str(path.relative_to(run_dir))

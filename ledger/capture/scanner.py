@@ -1,0 +1,387 @@
+"""The one redaction API: a `Redactor` every byte bound for git or the DVC cache goes through.
+
+    r = Redactor(known=secret_values, extra_names=cfg.secret_names)
+    clean = r.redact_line(line)            # one line, in order (a streaming filter)
+    spans = r.flagged(body)                # which lines of a block need `redact_line` (fast)
+    r.flush()                              # end of stream: closes an open PEM block
+    r.redact_text(text) / r.redact_obj(manifest) / r.redact_file(src, dest)
+
+Redaction never changes the number or order of lines: a PEM/OpenSSH private key printed over
+several lines has each line's content replaced by ``***``. One Redactor holds per-stream state
+(an open PEM block), so each stream (and each thread) uses its own.
+
+Speed: almost no line of a training log holds a secret, so a block of lines is first scanned for
+TRIGGERS, patterns that every secret the rules would hide also matches (tested on the corpus in
+tests/test_secret_corpus.py), and only the lines they hit run the Python rules. Triggers run in
+Hyperscan (one pass for all patterns, several GB/s, `bench/bench_redact.py`), or, where the
+hyperscan wheel cannot be installed, in one combined Python regex (same result, slower).
+
+Bounded memory on long lines: a line longer than `WINDOW` + `OVERLAP` bytes is redacted in
+windows. Each window is `WINDOW` + `OVERLAP` bytes; the rules run on the whole window, the output
+is committed up to `WINDOW` (extended to the end of any secret that starts before it), and the
+next window starts there, so a secret up to `OVERLAP` bytes long is found whatever window
+boundary it straddles. A line fed in pieces (`redact_part`) keeps at most one window back.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from ledger.capture import secretrules as rules
+from ledger.capture.redact import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
+from ledger.capture.secretvalues import MIN_LENGTH, variants
+
+Span = tuple[int, int]
+WINDOW = 1 << 20
+OVERLAP = 64 << 10
+MAX_FOUND = 10000  # values remembered from rule hits, to find them again in other forms
+BLOCK = 4 << 20
+
+_W = rb"(?:key|token|auth|pat|pass|pwd|secrets?|passwords?|passwd|passphrase|credentials?|private|apikey"
+_N = rb"[\w.-]*"
+# (pattern, caseless): every secret a rule hides is matched by one of these (see the module doc)
+_TRIGGERS: tuple[tuple[bytes, bool], ...] = (
+    # one pattern for the named forms: fewer engines woken by the common word "token"
+    (_W + b"%s)" + _N + rb"(?:\\?[\"']\s{0,8}[:,]"  # "name": v   ['--name', v]
+     rb"|[ \t]*[:=][ \t]*(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})"  # name=v, name: v (not a count)
+     rb"| \.\.\.)", True),  # Megatron's argument dump
+    (rb"-" + _N + _W + b"%s)" + _N + rb"(?:[ \t]|\\\n){1,8}[^\s-]", True),  # --name value
+    (rb"\bhf_[A-Za-z0-9]{30}", False),
+    (rb"\b(?:gh[pousr]_[A-Za-z0-9]{20}|github_pat_[A-Za-z0-9_]{20})", False),
+    (rb"\bglpat-[A-Za-z0-9_-]{20}", False),
+    (rb"\bsk-[A-Za-z0-9_-]{20}", False),
+    (rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}", False),
+    (rb"\bxox[abposr]-[A-Za-z0-9-]{10}", False),
+    (rb"\bAIza[A-Za-z0-9_-]{35}", False),
+    (rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8}", False),
+    (rb"\b(?:bearer\s+[A-Za-z0-9._~+/=-]{8}|basic\s+[A-Za-z0-9+/]{6})", True),
+    (rb"://[^/\s:@'\"]{0,256}:[^/\s@'\"]{1,256}@", False),
+    (rb"\bhttps?://[A-Za-z0-9_.~-]{16,256}@", False),
+    (rb"-----(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY", False),
+)
+
+
+def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] = (),
+                     rules_on: bool = True) -> list[tuple[bytes, bool]]:
+    """The trigger set: the built-in patterns with the configured name words, plus literals."""
+    words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
+    out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
+    return out + [(re.escape(lit), False) for lit in sorted(set(literals))]
+
+
+_COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
+
+
+class _Engine:
+    """Finds the end offsets of trigger matches in a block (Hyperscan, or Python's re)."""
+
+    def __init__(self, patterns: list[tuple[bytes, bool]]):
+        self._db: Any = None
+        self._re: re.Pattern[bytes] | None = None
+        self.kind = "none"
+        if not patterns:
+            return
+        try:
+            import hyperscan
+
+            key = tuple(patterns)
+            if key not in _COMPILED:  # compiling takes ~0.2 s; loading a serialized copy ~1 ms
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                db.compile(expressions=[p for p, _ in patterns], ids=list(range(len(patterns))),
+                           elements=len(patterns),
+                           flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns])
+                if len(_COMPILED) >= 4:  # a run uses a few sets (triggers + its values, values alone)
+                    _COMPILED.clear()
+                _COMPILED[key] = hyperscan.dumpb(db)
+            # each engine its own database and scratch: one per stream, so one per thread
+            db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
+            db.scratch = hyperscan.Scratch(db)
+            self._db, self.kind = db, "hyperscan"
+        except Exception:  # no wheel for this platform, or a pattern it refuses: same result in re
+            alts = [(b"(?i:" if c else b"(?:") + p + b")" for p, c in patterns]
+            self._re, self.kind = re.compile(b"|".join(alts)), "re"
+
+    def ends(self, data: bytes) -> list[int]:
+        """End offsets (exclusive) of the matches in `data`, in no particular order."""
+        if self._db is not None:
+            found: list[int] = []
+
+            def hit(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+                found.append(end)
+
+            self._db.scan(data, match_event_handler=hit)
+            return found
+        if self._re is not None:
+            return [m.end() for m in self._re.finditer(data)]
+        return []
+
+
+def line_span(body: bytes, i: int) -> Span:
+    """``(start, end)`` of the line holding offset `i`, without the newlines."""
+    start = body.rfind(b"\n", 0, i) + 1
+    end = body.find(b"\n", i)
+    return start, end if end >= 0 else len(body)
+
+
+def _content_end(line: bytes) -> int:
+    if line.endswith(b"\r\n"):
+        return len(line) - 2
+    return len(line) - 1 if line.endswith((b"\n", b"\r")) else len(line)
+
+
+def _pem_after(left: int, open_before: bool, open_after: bool) -> int:
+    """Lines a PEM block may still hold after one line (0: closed)."""
+    if not open_after:
+        return 0
+    return left - 1 if open_before else rules.PEM_MAX_LINES
+
+
+class Redactor:
+    """Redacts lines, blocks, texts, files and manifests with the rules and the run's known values."""
+
+    def __init__(self, known: Iterable[str | bytes] = (), extra_names: Iterable[str] = (), rules_on: bool = True):
+        self.extra = frozenset(n.upper() for n in extra_names)
+        self.rules_on = rules_on
+        needles: set[bytes] = set()
+        for value in known:
+            needles.update(variants(value))
+        self.needles = sorted(needles, key=len, reverse=True)
+        self.found: set[bytes] = set()  # values the rules removed (memory only, never written)
+        self._engine: _Engine | None = None
+        self._pem_left = 0
+        self._carry = b""  # a long line fed in pieces: the part not yet committed
+        self._pem_open_in_line = False
+
+    # --- the scan --------------------------------------------------------------------------
+    def _secret(self, name: str) -> bool:
+        return is_secret_name(name, self.extra)
+
+    @property
+    def engine(self) -> str:
+        """``hyperscan`` or ``re``: what finds the trigger matches."""
+        return self._get_engine().kind
+
+    def _get_engine(self) -> _Engine:
+        if self._engine is None:  # compiled on first use: a one-line redaction never pays for it
+            self._engine = _Engine(trigger_patterns(self.extra, self.needles, self.rules_on))
+        return self._engine
+
+    def flagged(self, body: bytes, start: int = 0) -> list[Span]:
+        """Sorted spans of the lines of `body[start:]` that `redact_line` must see, in order.
+
+        Lines are separated by ``\\n``. Includes every line inside a PEM block (open at the start,
+        or opened here). Does not change the state: call `redact_line` on each span in order.
+        """
+        hits = sorted({line_span(body, max(end - 1, start)) for end in self._get_engine().ends(body)
+                       if end > start})
+        if self._pem_left == 0 and not any(b"PRIVATE KEY" in body[s:e] for s, e in hits):
+            return hits
+        out: list[Span] = []
+        left, pos, k = self._pem_left, start, 0
+        scratch = Redactions()
+        while pos < len(body):
+            if left == 0:
+                while k < len(hits) and hits[k][0] < pos:
+                    k += 1
+                if k == len(hits):
+                    break
+                s, e = hits[k]
+            else:
+                s = pos
+                e = body.find(b"\n", pos)
+                e = len(body) if e < 0 else e
+            out.append((s, e))
+            line = body[s:e]
+            _, open_after = rules.pem_step(line[: _content_end(line)], left > 0, scratch)
+            left = _pem_after(left, left > 0, open_after)
+            pos = e + 1
+        return out
+
+    # --- lines ---------------------------------------------------------------------------------
+    def _spans(self, data: bytes, acc: Redactions, pem_open: bool) -> tuple[list[Span], bool]:
+        spans, pem_open = rules.pem_step(data, pem_open, acc)
+        if self.rules_on:
+            spans += rules.rule_spans(data, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
+        if self.needles:
+            hits = rules.literal_spans(data, self.needles)
+            if hits:
+                acc.add_kind(KNOWN_VALUE)
+                spans += hits
+        return spans, pem_open
+
+    def redact_line(self, line: bytes, acc: Redactions | None = None) -> bytes:
+        """One line (with or without its line end); returns it unchanged when nothing is secret."""
+        acc = acc if acc is not None else Redactions()
+        if len(line) > WINDOW + OVERLAP:
+            self._carry = b""
+            return self.redact_part(line, True, acc)
+        end = _content_end(line)
+        content = line[:end]
+        open_before = self._pem_left > 0
+        spans, open_after = self._spans(content, acc, open_before)
+        self._pem_left = _pem_after(self._pem_left, open_before, open_after)
+        if not spans:
+            return line
+        return rules.mask_spans(content, spans) + line[end:]
+
+    def redact_part(self, piece: bytes, last: bool, acc: Redactions | None = None) -> bytes:
+        """The next piece of one long line; returns the bytes ready to write (see the module doc).
+
+        Call with ``last=True`` for the piece that ends the line (it may be empty).
+        """
+        acc = acc if acc is not None else Redactions()
+        data = self._carry + piece if self._carry else piece
+        if not self._carry:
+            self._pem_open_in_line = self._pem_left > 0
+        open_before = self._pem_left > 0
+        pem_open = self._pem_open_in_line
+        out: list[bytes] = []
+        pos = 0
+        while True:
+            rest = len(data) - pos
+            if rest < WINDOW + OVERLAP and not last:
+                break
+            final = rest <= WINDOW + OVERLAP
+            win = data[pos:] if final else data[pos : pos + WINDOW + OVERLAP]
+            if final:
+                win = win[: _content_end(win)]
+            # the rules only where the trigger scan hits: a clean 200 MB line costs one fast pass
+            hit = pem_open or bool(self._get_engine().ends(win))
+            spans = self._spans(win, acc, pem_open)[0] if hit else []
+            cut = len(win) if final else WINDOW
+            for s, e in rules.merge(spans):
+                if s < cut:
+                    cut = max(cut, e)
+            out.append(rules.mask_spans(win[:cut], [(s, min(e, cut)) for s, e in spans if s < cut]))
+            _, pem_open = rules.pem_step(win[:cut], pem_open, Redactions())
+            if final:
+                out.append(data[pos + len(win) :])  # the line end
+                pos = len(data)
+                break
+            pos += cut
+        self._carry = data[pos:]
+        self._pem_open_in_line = pem_open
+        if last:
+            self._carry = b""
+            self._pem_left = _pem_after(self._pem_left, open_before, pem_open)
+        return b"".join(out)
+
+    def redact_lines(self, block: bytes, acc: Redactions | None = None) -> bytes:
+        """A block of whole lines (the last may lack its newline): the fast path for throughput."""
+        acc = acc if acc is not None else Redactions()
+        spans = self.flagged(block)
+        if not spans:
+            return block
+        parts: list[bytes] = []
+        pos = 0
+        for s, e in spans:
+            parts.append(block[pos:s])
+            parts.append(self.redact_line(block[s:e], acc))
+            pos = e
+        parts.append(block[pos:])
+        return b"".join(parts)
+
+    def flush(self) -> bool:
+        """End of the stream: forget an open PEM block; True when one was open (it was masked)."""
+        was_open = self._pem_left > 0
+        self._pem_left = 0
+        self._carry = b""
+        return was_open
+
+    def found_values(self) -> set[bytes]:
+        """Values the rules removed that are worth looking for again in other forms."""
+        return {v for v in self.found if MIN_LENGTH <= len(v) <= 4096 and MASK.encode() not in v}
+
+    # --- texts, objects, files -------------------------------------------------------------------
+    def redact_text(self, text: str, acc: Redactions | None = None) -> str:
+        """A whole text (launcher script, a dirty tracked file, a note): rules may span lines."""
+        acc = acc if acc is not None else Redactions()
+        data = text.encode("utf-8", "surrogateescape")
+        spans = rules.pem_text_spans(data, acc)
+        if self.rules_on:
+            spans += rules.rule_spans(data, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
+        if self.needles and (hits := rules.literal_spans(data, self.needles)):
+            acc.add_kind(KNOWN_VALUE)
+            spans += hits
+        if not spans:
+            return text
+        return rules.mask_spans(data, spans).decode("utf-8", "surrogateescape")
+
+    def redact_obj(self, obj: Any, acc: Redactions, skip: frozenset[str] = frozenset()) -> Any:
+        """A JSON-like object (the manifest): values under secret-named keys, and every string."""
+        if isinstance(obj, dict):
+            out: dict[Any, Any] = {}
+            for key, value in obj.items():
+                if key in skip:
+                    out[key] = value
+                elif (isinstance(key, str) and isinstance(value, str) and self._secret(key)
+                      and not keeps_value(key, value)):
+                    acc.add_name(key)
+                    out[key] = MASK
+                else:
+                    out[key] = self.redact_obj(value, acc)
+            return out
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self.redact_obj(v, acc) for v in obj)
+        if isinstance(obj, str):
+            return self.redact_text(obj, acc)
+        return obj
+
+    def redact_file(self, src: Path, dest: Path | None = None, acc: Redactions | None = None) -> bool:
+        """Redact a file into `dest` (default: in place, atomically); True when anything changed.
+
+        Reads whole lines in blocks of about `BLOCK` bytes; a longer line goes through
+        `redact_part`, so memory stays bounded whatever the file holds.
+        """
+        acc = acc if acc is not None else Redactions()
+        dest = dest if dest is not None else src
+        tmp = dest.with_name(f".{dest.name}.redact")
+        changed = False
+        with open(src, "rb") as f, open(tmp, "wb") as out:
+            for data, kind in _chunks(f):
+                if kind == "lines":
+                    clean = self.redact_lines(data, acc)
+                else:
+                    clean = self.redact_part(data, kind == "end", acc)
+                changed |= clean != data
+                out.write(clean)
+        self.flush()
+        if changed or dest != src:
+            os.replace(tmp, dest)
+        else:
+            tmp.unlink()
+        return changed
+
+
+def _chunks(f: BinaryIO) -> Iterator[tuple[bytes, str]]:
+    """A file as ("lines", whole lines) blocks and, for a line longer than `BLOCK`, its pieces
+    ("part", then "end" for the piece holding its line end)."""
+    pending = b""
+    in_long = False
+    while data := f.read(BLOCK):
+        if pending:
+            data, pending = pending + data, b""
+        if in_long:
+            nl = data.find(b"\n")
+            if nl < 0:
+                yield data, "part"
+                continue
+            yield data[: nl + 1], "end"
+            in_long, data = False, data[nl + 1 :]
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            yield data[:cut], "lines"
+        rest = data[cut:]
+        if len(rest) >= BLOCK:
+            yield rest, "part"
+            in_long = True
+        else:
+            pending = rest
+    if in_long:
+        yield pending, "end"
+    elif pending:
+        yield pending, "lines"

@@ -1,0 +1,243 @@
+"""The redaction rules, on bytes: each finds the SPANS of secret values in one line (or a text).
+
+Working on bytes keeps offsets exact (a long line is redacted in windows, see
+`ledger.capture.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
+A rule reports `(start, end)` spans and records the name or kind it hid in a `Redactions`; the
+caller merges the spans and replaces each by ``***`` (`mask_spans`).
+
+Secret-named values (the name rule is `ledger.capture.redact.is_secret_name`):
+``"name": "value"`` (JSON, Python dict reprs, escaped JSON), ``['--name', 'value']`` (printed
+argv lists), ``NAME=value`` / ``--name=value`` / ``Namespace(name='value')``, ``name: value``
+(YAML, ``key = value`` INI), ``--name value`` (also across a ``\\`` continuation) and Megatron's
+argument dump (``  wandb_key ........ value``).
+
+Shapes redacted whatever the name (public formats of each issuer): Hugging Face ``hf_``,
+OpenAI/Anthropic ``sk-``/``sk-proj-``/``sk-ant-``, GitHub ``ghp_ gho_ ghs_ ghu_ ghr_`` and
+``github_pat_``, GitLab ``glpat-``, Slack ``xox[abposr]-``, AWS key ids ``AKIA``/``ASIA`` (and a
+40-character secret key on the same line), Google API keys ``AIza`` + 35, JWTs ``eyJ..``.``..``,
+``Authorization: Bearer``/``Basic`` values, credentials in URLs, and PEM/OpenSSH private key blocks
+(`pem_step`: a block spread over several lines is masked line by line, keeping the line count).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Callable, Iterable
+
+from ledger.capture.redact import Redactions, is_secret_name, keeps_value
+
+Span = tuple[int, int]
+MASK = b"***"
+
+_NAME = rb"[A-Za-z_][A-Za-z0-9_.-]*"
+_DQ = rb'"(?:[^"\\\n]|\\.)*"'
+_SQ = rb"'[^'\n]*'"
+_BARE = rb"""[^\s'";|&,}\])]+"""
+
+# "NAME": "value" (JSON, Python reprs; also with escaped quotes inside JSON strings)
+_PAIR = re.compile(
+    rb"""(?P<q>\\?["'])(?P<name>""" + _NAME + rb""")(?P=q)\s*:\s*"""
+    rb"""(?:(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<bare>[^\s,}\]"'\\]+))"""
+)
+# ['--wandb-key', 'value'] (printed argv lists)
+_LISTED = re.compile(rb"""(?P<q>["'])(?P<name>--?""" + _NAME + rb""")(?P=q)\s*,\s*(?P<v>""" + _DQ + rb"|" + _SQ + rb")")
+# NAME=value, --name=value, export NAME="value", ?token=value, Namespace(name='value')
+_ASSIGN = re.compile(rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=(?P<v>" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")")
+# name: value (YAML, logs), key = value (INI); a separate pattern so neither hides the other's match
+_COLON = re.compile(
+    rb"(?<![\w.-])(?P<name>" + _NAME + rb")(?:[ \t]*:|[ \t]+=)[ \t]*(?P<v>" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")"
+)
+# --name value (also across a shell line continuation)
+_SPACED = re.compile(
+    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+(?P<v>" + _DQ + rb"|" + _SQ + rb"|(?!-)" + _BARE + rb")"
+)
+# Megatron's argument dump: "  wandb_key ........................ value"
+_DOTTED = re.compile(rb"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
+
+_URL = re.compile(rb"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^/\s:@'\"]*):(?P<v>[^/\s@'\"]+)@")
+# https://TOKEN@host: a token alone as the user part (GitHub's documented form)
+_URL_TOKEN = re.compile(rb"\bhttps?://(?P<v>[A-Za-z0-9_.~-]{16,})@")
+_BEARER = re.compile(rb"(?i)\bbearer\s+(?P<v>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,})")
+_BASIC = re.compile(rb"(?i)(?P<auth>authorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})")
+_AWS_ID = re.compile(rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
+_AWS_SECRET = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+SHAPES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
+    ("hf-token", re.compile(rb"\bhf_[A-Za-z0-9]{30,}")),
+    ("github-token", re.compile(rb"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("gitlab-token", re.compile(rb"\bglpat-[A-Za-z0-9_-]{20,}")),
+    ("sk-key", re.compile(rb"\bsk-(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}")),
+    ("aws-access-key-id", _AWS_ID),
+    ("slack-token", re.compile(rb"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("google-api-key", re.compile(rb"\bAIza[A-Za-z0-9_-]{35}")),
+    ("jwt", re.compile(rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?")),
+)
+
+# PEM / OpenSSH private keys ("-----BEGIN OPENSSH PRIVATE KEY-----", "BEGIN RSA PRIVATE KEY", ...)
+PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+PEM_END = re.compile(rb"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+PEM_MAX_LINES = 400  # a 16384-bit RSA key in PEM is ~200 lines; a lone BEGIN never masks a whole log
+
+NameTest = Callable[[str], bool]
+
+
+def _inner(data: bytes, start: int, end: int) -> Span:
+    """The span of a value without its quotes (plain or backslash-escaped)."""
+    for q in (b'\\"', b"\\'", b'"', b"'"):
+        n = len(q)
+        if end - start >= 2 * n and data.startswith(q, start) and data.endswith(q, start, end):
+            return start + n, end - n
+    return start, end
+
+
+def _named(pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[Span], secret: NameTest,
+           found: set[bytes] | None, group: str = "v") -> None:
+    for m in pattern.finditer(data):
+        name = m.group("name").decode("ascii")
+        if group == "pair":
+            group_name = "qval" if m.group("vq") is not None else "bare"
+            start, end = m.span(group_name)
+        else:
+            start, end = _inner(data, *m.span(group))
+        value = data[start:end].decode("utf-8", "surrogateescape")
+        if not secret(name) or keeps_value(name, value):
+            continue
+        acc.add_name(name)
+        out.append((start, end))
+        if found is not None:
+            found.add(data[start:end])
+
+
+def _kind(pattern: re.Pattern[bytes], kind: str, data: bytes, acc: Redactions, out: list[Span],
+          found: set[bytes] | None, group: str | int = "v") -> None:
+    for m in pattern.finditer(data):
+        acc.add_kind(kind)
+        out.append(m.span(group))
+        if found is not None:
+            found.add(m.group(group))
+
+
+def _basic(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
+    """``Basic <base64>``: after ``Authorization``, or when it decodes to ``user:password``."""
+    for m in _BASIC.finditer(data):
+        value = m.group("v")
+        if m.group("auth") is None:
+            try:
+                plain = base64.b64decode(value + b"=" * (-len(value) % 4), validate=True)
+            except (binascii.Error, ValueError):
+                continue
+            if b":" not in plain:
+                continue
+        acc.add_kind("basic-auth")
+        out.append(m.span("v"))
+        if found is not None:
+            found.add(value)
+
+
+def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name,
+               found: set[bytes] | None = None) -> list[Span]:
+    """Spans of secret values in `data` by every rule except PEM blocks and known values.
+
+    `found` collects the values removed (kept in memory only, to find them again elsewhere).
+    """
+    out: list[Span] = []
+    _named(_PAIR, data, acc, out, secret, found, "pair")
+    _named(_LISTED, data, acc, out, secret, found)
+    _named(_ASSIGN, data, acc, out, secret, found)
+    _named(_COLON, data, acc, out, secret, found)
+    _named(_SPACED, data, acc, out, secret, found)
+    _named(_DOTTED, data, acc, out, secret, found)
+    _kind(_URL, "url-credentials", data, acc, out, found)
+    _kind(_URL_TOKEN, "url-credentials", data, acc, out, found)
+    _kind(_BEARER, "bearer-token", data, acc, out, found)
+    _basic(data, acc, out, found)
+    for kind, pattern in SHAPES:
+        _kind(pattern, kind, data, acc, out, found, 0)
+    if _AWS_ID.search(data):  # a secret access key printed next to its key id
+        _kind(_AWS_SECRET, "aws-secret-access-key", data, acc, out, found, 0)
+    return out
+
+
+def pem_step(data: bytes, is_open: bool, acc: Redactions) -> tuple[list[Span], bool]:
+    """PEM private-key spans in one line (or one window of a long line), and whether a block is
+    open after it. In an open block the segment is key material up to an END marker; a BEGIN
+    without an END after it opens a block. (How many lines a block may hold is the caller's.)
+    """
+    spans: list[Span] = []
+    pos = 0
+    if is_open:
+        end = PEM_END.search(data)
+        if end is None:
+            if data:
+                spans.append((0, len(data)))
+            return spans, True
+        spans.append((0, end.end()))
+        pos = end.end()
+    while (begin := PEM_BEGIN.search(data, pos)) is not None:
+        acc.add_kind("private-key")
+        end = PEM_END.search(data, begin.end())
+        if end is None:
+            spans.append((begin.start(), len(data)))
+            return spans, True
+        spans.append((begin.start(), end.end()))
+        pos = end.end()
+    return spans, False
+
+
+def pem_text_spans(text: bytes, acc: Redactions) -> list[Span]:
+    """PEM blocks in a multi-line text, one span per line so that the line count is kept."""
+    spans: list[Span] = []
+    left = 0
+    start = 0
+    while start <= len(text):
+        nl = text.find(b"\n", start)
+        end = len(text) if nl < 0 else nl
+        if left > 0 or PEM_BEGIN.search(text, start, end) is not None:
+            line_end = end - 1 if end > start and text[end - 1 : end] == b"\r" else end
+            found, is_open = pem_step(text[start:line_end], left > 0, acc)
+            spans.extend((start + a, start + b) for a, b in found)
+            left = (left - 1 if left > 0 else PEM_MAX_LINES) if is_open else 0
+        if nl < 0:
+            break
+        start = nl + 1
+    return spans
+
+
+def literal_spans(data: bytes, needles: Iterable[bytes]) -> list[Span]:
+    """Every occurrence of every needle (the known secret values and their escaped forms)."""
+    out: list[Span] = []
+    for needle in needles:
+        i = data.find(needle)
+        while i >= 0:
+            out.append((i, i + len(needle)))
+            i = data.find(needle, i + 1)
+    return out
+
+
+def mask_spans(data: bytes, spans: list[Span]) -> bytes:
+    """`data` with each union of overlapping spans replaced by ``***`` (newlines are kept)."""
+    if not spans:
+        return data
+    parts: list[bytes] = []
+    pos = 0
+    for start, end in merge(spans):
+        parts.append(data[pos:start])
+        # a span never swallows a line break: each line keeps its own mask
+        parts.append(b"\n".join(MASK if seg else b"" for seg in data[start:end].split(b"\n")))
+        pos = end
+    parts.append(data[pos:])
+    return b"".join(parts)
+
+
+def merge(spans: list[Span]) -> list[Span]:
+    """Sorted spans with overlapping or touching ones joined."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if end <= start:
+            continue
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
