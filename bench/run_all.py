@@ -26,6 +26,7 @@ def main() -> None:
         ["bench_redact.py", *(["--mib", "1024", "--no-fallback"] if args.full else ["--mib", "64"])],
         ["bench_diff.py", "--steps", "10000", "--engine-lines", "100" if args.full else "20"],
         ["bench_data.py", *([] if args.full else ["--files", "8"])],
+        ["bench_cluster_heat.py", "--interval", "1"],
     ]
     failed = 0
     for argv in plan:

@@ -61,6 +61,7 @@ def test_round_trip(tmp_path: Path) -> None:
     )
     assert lines[2] == "# sensor nvml"
     assert lines[3].split("\t")[1:] == [
+        "-",  # node: a single machine
         "0",
         "60",
         "250.5",
@@ -70,7 +71,7 @@ def test_round_trip(tmp_path: Path) -> None:
         "-",
         "-",
     ]
-    assert lines[4].split("\t")[1:] == ["1", "55", "-", "-", "-", "-", "-", "-"]
+    assert lines[4].split("\t")[1:] == ["-", "1", "55", "-", "-", "-", "-", "-", "-"]
 
     log = read_heat_log(path)
     assert log.sensor == "nvml"
@@ -270,3 +271,33 @@ def test_plot_without_matplotlib_names_the_extra(
         plot_heat_png(read_heat_log(path), None, tmp_path / "h.png")
     assert info.value.hint == "pip install 'ledger[plot]'"
     assert not (tmp_path / "h.png").exists()
+
+
+def test_node_column_round_trip(tmp_path: Path) -> None:
+    """Two nodes each with a GPU 0: the (node, gpu) pair names a GPU, events name the node."""
+    path = tmp_path / "heat.log"
+    writer = HeatLogWriter(path, GuardSettings(), "ray-cluster")
+    writer.write_samples(T0, [Sample(0, 60, node="10.0.0.1"), Sample(0, 91, node="10.0.0.2")])
+    writer.write_event(T0, "pause", gpu=0, temp_c=91, node="10.0.0.2")
+    writer.close()
+    assert path.read_text().splitlines()[3].split("\t")[1:3] == ["10.0.0.1", "0"]
+    log = read_heat_log(path)
+    assert log.keys == [("10.0.0.1", 0), ("10.0.0.2", 0)]
+    assert log.nodes == ["10.0.0.1", "10.0.0.2"]
+    assert log.gpus == [0]
+    assert [(e.kind, e.node, e.gpu) for e in log.events] == [("pause", "10.0.0.2", 0)]
+
+
+def test_log_without_node_column_still_reads(tmp_path: Path) -> None:
+    """A heat.log written before the node column (header and lines without `node`)."""
+    old_header = "time\tgpu\ttemp_c\tpower_w\tsm_clock_mhz\tutil_pct\tmem_used_mib\tthrottle\tevent"
+    path = tmp_path / "heat.log"
+    path.write_text(
+        old_header + "\n# sensor nvml\n"
+        "2026-11-29T11:13:54.123Z\t0\t60\t250.5\t1980\t99\t40960.2\tthermal\t-\n"
+        "2026-11-29T11:13:55.123Z\t0\t86\t-\t-\t-\t-\t-\tpause\n"
+    )
+    log = read_heat_log(path)
+    assert log.samples[0].sample == Sample(0, 60.0, 250.5, 1980.0, 99.0, 40960.2, ["thermal"])
+    assert log.keys == [(None, 0)]
+    assert [(e.kind, e.node, e.gpu, e.temp_c) for e in log.events] == [("pause", None, 0, 86.0)]

@@ -49,7 +49,7 @@ def test_job_is_paused_and_resumed_by_the_timeline(repo: Path) -> None:
     assert max(gaps) >= 1.0  # the job's output stalled while it was stopped
     assert sorted(gaps)[-2] < 0.5  # ... once
     heat = git(repo, "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/heat.log")
-    assert heat.splitlines()[0].startswith("time\tgpu\ttemp_c")
+    assert heat.splitlines()[0].startswith("time\tnode\tgpu\ttemp_c")
     assert "\tpause" in heat and "\tresume" in heat
     listed = ledger(repo, "list").stdout
     assert "1 (" in listed.splitlines()[1]  # the PAUSED column

@@ -8,12 +8,15 @@ Rules (times are whatever the caller's clock says; the guard never reads a clock
   what the guard exists to prevent.
 - A pause longer than `max_pause` seconds -> WARN, then again at most every `warn_every` seconds.
 - Disabled, the guard never acts.
+
+A GPU is named by its key in `temps`: an index on one machine, or `(node, index)` on a Ray
+cluster; a PAUSE carries the trigger's `node` and `gpu` either way.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -35,13 +38,14 @@ WARN = ActionKind.WARN
 
 @dataclass(frozen=True)
 class Action:
-    """One decision. `gpu`/`temp_c`: the trigger (PAUSE); `paused_s`: pause length so far."""
+    """One decision. `node`/`gpu`/`temp_c`: the trigger (PAUSE); `paused_s`: pause length so far."""
 
     kind: ActionKind
     at: float
     gpu: int | None = None
     temp_c: float | None = None
     paused_s: float = 0.0
+    node: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ class HeatGuard:
         """When the current pause began, or None."""
         return self._paused_since
 
-    def update(self, now: float, temps: Mapping[int, float | None]) -> list[Action]:
+    def update(self, now: float, temps: Mapping[Hashable, float | None]) -> list[Action]:
         """Feed one reading per GPU (None = unknown); returns what to do, usually nothing."""
         s = self.settings
         if not s.enabled:
@@ -110,11 +114,12 @@ class HeatGuard:
             ]
             if not hot:
                 return []
-            temp, gpu = max(hot)
+            temp, key = max(hot, key=lambda h: h[0])
+            node, gpu = key if isinstance(key, tuple) else (None, key)
             self._paused_since = now
             self._cool_since = None
             self._last_warn = None
-            return [Action(PAUSE, now, gpu=gpu, temp_c=temp)]
+            return [Action(PAUSE, now, gpu=gpu, temp_c=temp, node=node)]
 
         all_cool = bool(temps) and all(
             t is not None and t <= s.resume_at for t in temps.values()

@@ -3,14 +3,17 @@
 Format: UTF-8, tab-separated, one record a line, every line ending in a newline. The first line
 is the header::
 
-    time<TAB>gpu<TAB>temp_c<TAB>power_w<TAB>sm_clock_mhz<TAB>util_pct<TAB>mem_used_mib<TAB>throttle<TAB>event
+    time<TAB>node<TAB>gpu<TAB>temp_c<TAB>power_w<TAB>sm_clock_mhz<TAB>util_pct<TAB>mem_used_mib<TAB>throttle<TAB>event
 
 - `time`: UTC ISO 8601 with milliseconds, e.g. `2026-11-29T11:13:54.123Z`.
+- `node`: the Ray node the GPU belongs to (its label: the node's IP, or `IP#<node id prefix>`
+  where two nodes share an IP), `-` on a single machine. A (node, gpu) pair names one GPU.
+  Logs written before this column existed (header without `node`) are still read, node `-`.
 - Sample lines: one per GPU per sampling tick; `gpu` is the index, numbers are plain decimals,
   `-` where the sensor had no value; `throttle` is a comma-separated list of NVML clock
   throttle reasons (`thermal,power`) or `-`; `event` is `-`.
-- Event lines: `event` is `pause`, `resume` or `warn`; `gpu` and `temp_c` name the GPU that
-  triggered a pause (else `-`); the other columns are `-`.
+- Event lines: `event` is `pause`, `resume` or `warn`; `node`, `gpu` and `temp_c` name the GPU
+  that triggered a pause (else `-`); the other columns are `-`.
 - Lines starting with `#` are comments. The writer puts the guard settings right after the
   header: `# guard enabled=true pause_at=85 resume_at=75 resume_after=30 max_pause=600`, and
   `# sensor <name>`. (`pandas.read_csv(path, sep="\\t", comment="#")` reads the file.)
@@ -32,6 +35,7 @@ from ledger.timefmt import iso, parse_iso
 
 COLUMNS = (
     "time",
+    "node",
     "gpu",
     "temp_c",
     "power_w",
@@ -42,6 +46,7 @@ COLUMNS = (
     "event",
 )
 HEADER = "\t".join(COLUMNS)
+OLD_HEADER = "\t".join(c for c in COLUMNS if c != "node")  # before multi-node runs
 EVENTS = ("pause", "resume", "warn")
 NONE = "-"
 
@@ -84,6 +89,7 @@ class HeatEvent:
     kind: str
     gpu: int | None = None
     temp_c: float | None = None
+    node: str | None = None
 
 
 @dataclass
@@ -97,8 +103,18 @@ class HeatLog:
 
     @property
     def gpus(self) -> list[int]:
-        """GPU indices seen in the samples."""
+        """GPU indices seen in the samples (on any node)."""
         return sorted({s.sample.gpu for s in self.samples})
+
+    @property
+    def keys(self) -> list[tuple[str | None, int]]:
+        """(node, gpu index) of every GPU seen, node None on a single machine."""
+        return sorted({(s.sample.node, s.sample.gpu) for s in self.samples}, key=lambda k: (k[0] or "", k[1]))
+
+    @property
+    def nodes(self) -> list[str]:
+        """Names of the Ray nodes seen (empty for a single machine)."""
+        return sorted({s.sample.node for s in self.samples if s.sample.node is not None})
 
     @property
     def pauses(self) -> list[tuple[float, float | None]]:
@@ -145,20 +161,27 @@ class HeatLogWriter:
         for s in samples:
             throttle = ",".join(s.throttle) if s.throttle else NONE
             values = (s.temp_c, s.power_w, s.sm_clock_mhz, s.util_pct, s.mem_used_mib)
-            cells = [stamp, str(s.gpu), *(_num(v) for v in values), throttle, NONE]
+            node = NONE if s.node is None else s.node
+            cells = [stamp, node, str(s.gpu), *(_num(v) for v in values), throttle, NONE]
             f.write("\t".join(cells) + "\n")
         f.flush()
 
     def write_event(
-        self, t: float, kind: str, gpu: int | None = None, temp_c: float | None = None
+        self,
+        t: float,
+        kind: str,
+        gpu: int | None = None,
+        temp_c: float | None = None,
+        node: str | None = None,
     ) -> None:
         """One event line (`pause`, `resume`, `warn`), then flush."""
         if kind not in EVENTS:
             raise ValueError(f"unknown heat event {kind!r}")
         f = self._require()
         gpu_cell = NONE if gpu is None else str(gpu)
+        node_cell = NONE if node is None else node
         f.write(
-            "\t".join([_stamp(t), gpu_cell, _num(temp_c), *([NONE] * 5), kind]) + "\n"
+            "\t".join([_stamp(t), node_cell, gpu_cell, _num(temp_c), *([NONE] * 5), kind]) + "\n"
         )
         f.flush()
 
@@ -184,12 +207,13 @@ def read_heat_log(path: Path) -> HeatLog:
     lines = text.split("\n")
     # The text after the last newline is either "" or a line whose write was cut short.
     lines = lines[:-1]
-    if not lines or lines[0] != HEADER:
+    if not lines or lines[0] not in (HEADER, OLD_HEADER):
         raise DataError(
             f"{path}:1: not a heat log (header is not {HEADER!r})",
             hint="heat logs are written by `ledger run`",
         )
     log = HeatLog()
+    old = lines[0] == OLD_HEADER
     for lineno, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
@@ -197,7 +221,7 @@ def read_heat_log(path: Path) -> HeatLog:
             _read_comment(log, line)
             continue
         try:
-            _read_record(log, line)
+            _read_record(log, line, old)
         except (ValueError, IndexError) as exc:
             raise DataError(
                 f"{path}:{lineno}: bad heat log line {line!r}: {exc}"
@@ -223,21 +247,24 @@ def _read_comment(log: HeatLog, line: str) -> None:
             log.guard = None  # an unreadable comment is not worth failing the log for
 
 
-def _read_record(log: HeatLog, line: str) -> None:
+def _read_record(log: HeatLog, line: str, old: bool = False) -> None:
     cells = line.split("\t")
+    if old:  # a log from before the node column: every GPU is on this machine
+        cells.insert(1, NONE)
     if len(cells) != len(COLUMNS):
-        raise ValueError(f"expected {len(COLUMNS)} columns, got {len(cells)}")
+        raise ValueError(f"expected {len(COLUMNS) - old} columns, got {len(cells) - old}")
     t = _parse_stamp(cells[0])
-    gpu = None if cells[1] == NONE else int(cells[1])
-    event = cells[8]
+    node = None if cells[1] == NONE else cells[1]
+    gpu = None if cells[2] == NONE else int(cells[2])
+    event = cells[9]
     if event == NONE:
         if gpu is None:
             raise ValueError("a sample line needs a gpu index")
-        throttle = [] if cells[7] == NONE else cells[7].split(",")
-        temp, power, clock, util, mem = (_opt_float(c) for c in cells[2:7])
-        sample = Sample(gpu, temp, power, clock, util, mem, throttle=throttle)
+        throttle = [] if cells[8] == NONE else cells[8].split(",")
+        temp, power, clock, util, mem = (_opt_float(c) for c in cells[3:8])
+        sample = Sample(gpu, temp, power, clock, util, mem, throttle=throttle, node=node)
         log.samples.append(TimedSample(t, sample))
     elif event in EVENTS:
-        log.events.append(HeatEvent(t, event, gpu, _opt_float(cells[2])))
+        log.events.append(HeatEvent(t, event, gpu, _opt_float(cells[3]), node))
     else:
         raise ValueError(f"unknown event {event!r}")

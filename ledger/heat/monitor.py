@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from ledger.heat.guard import PAUSE, RESUME, WARN, Action, GuardSettings, HeatGuard
 from ledger.heat.heatlog import HeatLogWriter
@@ -26,6 +26,24 @@ def _stderr_line(text: str) -> None:
     print(f"ledger: {text}", file=sys.stderr, flush=True)
 
 
+GpuKey = tuple[str | None, int]  # (node, index); node None on a single machine
+
+
+@runtime_checkable
+class ClusterFacts(Protocol):
+    """A sensor that spans several nodes adds their facts to the manifest's `gpu` section."""
+
+    def cluster_manifest(self) -> dict[str, Any]:
+        """Nodes (watched or not, and why), the job, its collective timeout."""
+        ...
+
+
+def key_label(key: GpuKey) -> str | int:
+    """How a GPU is named in the manifest: its index on one machine, `node/index` on a cluster."""
+    node, gpu = key
+    return gpu if node is None else f"{node}/{gpu}"
+
+
 @dataclass
 class HeatSummary:
     """What the monitor saw; `to_manifest()` is the manifest's `gpu` section."""
@@ -35,9 +53,18 @@ class HeatSummary:
     guard: GuardSettings
     interval_s: float
     gpus: list[GpuInfo] = field(default_factory=list)
-    peak_temp_c: dict[int, float] = field(default_factory=dict)
+    peaks: dict[GpuKey, float] = field(default_factory=dict)
     pause_windows: list[tuple[float, float | None]] = field(default_factory=list)
+    # what triggered each pause: (node, gpu, temp_c), in the order of `pause_windows`
+    pause_triggers: list[tuple[str | None, int | None, float | None]] = field(default_factory=list)
     samples: int = 0
+    cluster: dict[str, Any] | None = None
+
+    @property
+    def peak_temp_c(self) -> dict[str | int, float]:
+        """Peak temperature per GPU, named as in the manifest (index, or `node/index`)."""
+        keys = sorted(self.peaks, key=lambda k: (k[0] or "", k[1]))
+        return {key_label(k): self.peaks[k] for k in keys}
 
     @property
     def pauses(self) -> int:
@@ -50,22 +77,36 @@ class HeatSummary:
         return sum(end - start for start, end in self.pause_windows if end is not None)
 
     def to_manifest(self) -> dict[str, Any]:
-        """Plain dict for `manifest["gpu"]`."""
-        return {
+        """Plain dict for `manifest["gpu"]`; on a cluster also `nodes` (GPUs and peaks per node)."""
+        keys = sorted(self.peaks, key=lambda k: (k[0] or "", k[1]))
+        windows = []
+        for n, (start, end) in enumerate(self.pause_windows):
+            window: dict[str, Any] = {"start": iso(start), "end": None if end is None else iso(end)}
+            if n < len(self.pause_triggers):
+                node, gpu, temp = self.pause_triggers[n]
+                if node is not None:
+                    window["node"] = node
+                window.update(gpu=gpu, temp_c=temp)
+            windows.append(window)
+        section: dict[str, Any] = {
             "sensor": self.sensor,
             "unavailable": self.unavailable,
             "gpus": [g.to_dict() for g in self.gpus],
-            "peak_temp_c": dict(sorted(self.peak_temp_c.items())),
+            "peak_temp_c": self.peak_temp_c,
             "pauses": self.pauses,
             "paused_s": round(self.paused_s, 3),
-            "pause_windows": [
-                {"start": iso(start), "end": None if end is None else iso(end)}
-                for start, end in self.pause_windows
-            ],
+            "pause_windows": windows,
             "guard": self.guard.to_dict(),
             "interval_s": self.interval_s,
             "samples": self.samples,
         }
+        if self.cluster is not None:
+            section.update(self.cluster)
+            for node in section.get("nodes") or []:
+                label = node.get("node")
+                node["gpus"] = [g.to_dict() for g in self.gpus if g.node == label]
+                node["peak_temp_c"] = {k[1]: self.peaks[k] for k in keys if k[0] == label}
+        return section
 
 
 class HeatMonitor:
@@ -124,7 +165,7 @@ class HeatMonitor:
         """Open the heat log and start sampling (no-op without a sensor)."""
         if self._sensor is None or self._thread is not None:
             return
-        self._summary.gpus = self._sensor.gpus()
+        self._summary.gpus = self._sensor.gpus()  # a cluster adds nodes as they join (_tick)
         self._writer = HeatLogWriter(
             self._log_path, self._guard.settings, self._sensor.name
         )
@@ -142,6 +183,9 @@ class HeatMonitor:
         with self._lock:
             if self._writer is not None:
                 self._writer.close()
+            if isinstance(self._sensor, ClusterFacts):
+                self._summary.gpus = self._sensor.gpus()
+                self._summary.cluster = self._sensor.cluster_manifest()
             if self._sensor is not None:
                 self._sensor.close()
         return self._summary
@@ -181,12 +225,16 @@ class HeatMonitor:
             if self._writer is not None:
                 self._writer.write_samples(now, samples)
             self._summary.samples += 1
-            temps: dict[int, float | None] = {g.index: None for g in self._summary.gpus}
+            if isinstance(self._sensor, ClusterFacts):
+                self._summary.gpus = self._sensor.gpus()
+            # a GPU known but not read this tick is unknown (None): the guard will not resume on it
+            temps: dict[Any, float | None] = {(g.node, g.index): None for g in self._summary.gpus}
             for s in samples:
-                temps[s.gpu] = s.temp_c
+                key = (s.node, s.gpu)
+                temps[key] = s.temp_c
                 if s.temp_c is not None:
-                    peak = self._summary.peak_temp_c.get(s.gpu)
-                    self._summary.peak_temp_c[s.gpu] = max(s.temp_c, peak or s.temp_c)
+                    peak = self._summary.peaks.get(key)
+                    self._summary.peaks[key] = max(s.temp_c, peak or s.temp_c)
             if self._armed:
                 for action in self._guard.update(now, temps):
                     self._apply(action)
@@ -204,9 +252,9 @@ class HeatMonitor:
                 self._armed = False
                 return
             windows.append((action.at, None))
-            self._warn(
-                f"GPU {action.gpu} at {action.temp_c} C, job paused to cool down"
-            )
+            self._summary.pause_triggers.append((action.node, action.gpu, action.temp_c))
+            where = f"GPU {action.gpu}" if action.node is None else f"GPU {action.gpu} on node {action.node}"
+            self._warn(f"{where} at {action.temp_c} C, job paused to cool down")
         elif action.kind is RESUME:
             try:
                 self._resume_cb()
@@ -227,5 +275,5 @@ class HeatMonitor:
             )
         if self._writer is not None:
             self._writer.write_event(
-                action.at, action.kind.value, action.gpu, action.temp_c
+                action.at, action.kind.value, action.gpu, action.temp_c, action.node
             )

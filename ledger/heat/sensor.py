@@ -5,10 +5,15 @@ guard, the monitor and `ledger run` can be exercised on machines without a GPU.
 
 Timeline file format (one entry a line, `#` starts a comment, blank lines are ignored)::
 
-    # seconds-since-start  gpu-index  celsius
+    # seconds-since-start  [node]  gpu-index  celsius
     0     0  60
     0     1  58
     12.5  0  88
+    20    node2  0  91
+
+A line with four fields names a node: on a Ray cluster it applies only to the node that answers
+to that name (its label, IP, hostname, node id or id prefix, or a custom resource it offers, see
+`ledger.heat.cluster`); a line with three fields applies to every node (and to a single machine).
 
 The temperature of a GPU at time t is the value of its last entry at or before t (a step
 function); before its first entry it is unknown (None).
@@ -38,10 +43,14 @@ class GpuInfo:
     driver_version: str | None = None
     cuda_version: str | None = None
     power_limit_w: float | None = None
+    node: str | None = None  # the Ray node's label; None on a single machine
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict for the manifest."""
-        return asdict(self)
+        """Plain dict for the manifest (no `node` key on a single machine)."""
+        data = asdict(self)
+        if data["node"] is None:
+            del data["node"]
+        return data
 
 
 @dataclass(frozen=True)
@@ -55,6 +64,7 @@ class Sample:
     util_pct: float | None = None
     mem_used_mib: float | None = None
     throttle: list[str] = field(default_factory=list)
+    node: str | None = None  # the Ray node's label; None on a single machine
 
 
 class SensorUnavailable(Exception):
@@ -91,6 +101,7 @@ class TimelineEntry:
     at_s: float
     gpu: int
     temp_c: float
+    node: str | None = None  # None: every node
 
 
 def parse_timeline(path: Path) -> list[TimelineEntry]:
@@ -102,6 +113,12 @@ def parse_timeline(path: Path) -> list[TimelineEntry]:
             f"cannot read heat timeline {path}: {exc.strerror or exc}",
             hint="give an existing file of '<seconds> <gpu index> <celsius>' lines",
         ) from exc
+    return parse_timeline_text(text, path)
+
+
+def parse_timeline_text(text: str, path: Path | str = "<timeline>") -> list[TimelineEntry]:
+    """Parse timeline text (see the module docstring); `path` only names it in errors."""
+    path = Path(path)
     entries: list[TimelineEntry] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
@@ -119,8 +136,11 @@ def parse_timeline(path: Path) -> list[TimelineEntry]:
 def _parse_timeline_line(path: Path, lineno: int, line: str) -> TimelineEntry:
     parts = line.split()
     problem = ""
+    node = None
+    if len(parts) == 4:
+        node = parts.pop(1)
     if len(parts) != 3:
-        problem = f"expected 3 fields, got {len(parts)}"
+        problem = f"expected 3 or 4 fields, got {len(parts) + (node is not None)}"
     else:
         try:
             at_s, gpu, temp_c = float(parts[0]), int(parts[1]), float(parts[2])
@@ -134,10 +154,10 @@ def _parse_timeline_line(path: Path, lineno: int, line: str) -> TimelineEntry:
             ):
                 problem = "seconds and gpu index must be finite and non-negative"
             else:
-                return TimelineEntry(at_s, gpu, temp_c)
+                return TimelineEntry(at_s, gpu, temp_c, node)
     raise LedgerError(
         f"{path}:{lineno}: bad heat timeline line {line!r}: {problem}",
-        hint="each line is '<seconds since start> <gpu index> <celsius>'",
+        hint="each line is '<seconds since start> [<node>] <gpu index> <celsius>'",
     )
 
 
@@ -145,17 +165,28 @@ class ScriptedSensor:
     """A sensor that plays a timeline file (see the module docstring).
 
     Time starts at the first `sample()` call (when sampling starts), read from `clock`.
+    `entries` replaces reading the file (a cluster node gets the parsed lines, not the file);
+    `node_names` are the names this node answers to: lines naming another node are skipped,
+    and with `node_names=None` (a single machine) lines naming any node are skipped too.
     """
 
     def __init__(
-        self, timeline_path: Path | str, clock: Callable[[], float] = time.monotonic
+        self,
+        timeline_path: Path | str,
+        clock: Callable[[], float] = time.monotonic,
+        entries: list[TimelineEntry] | None = None,
+        node_names: frozenset[str] | None = None,
     ):
         self.path = Path(timeline_path)
         self.name = f"scripted:{self.path}"
         self._clock = clock
         self._start: float | None = None
         self._series: dict[int, tuple[list[float], list[float]]] = {}
-        for entry in sorted(parse_timeline(self.path), key=lambda e: e.at_s):
+        if entries is None:
+            entries = parse_timeline(self.path)
+        names = node_names or frozenset()
+        mine = [e for e in entries if e.node is None or e.node in names]
+        for entry in sorted(mine, key=lambda e: e.at_s):
             times, temps = self._series.setdefault(entry.gpu, ([], []))
             times.append(entry.at_s)
             temps.append(entry.temp_c)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,27 +17,109 @@ from ledger.heat.sensor import SensorUnavailable
 class RunMonitor:
     """The monitor as the runner sees it: resume before signals, a manifest section at the end."""
 
-    def __init__(self, monitor: HeatMonitor):
+    def __init__(self, monitor: HeatMonitor, extra: dict[str, Any] | None = None):
         self._monitor = monitor
+        self._extra = extra or {}
 
     def resume_if_paused(self) -> None:
         self._monitor.resume_if_paused()
 
     def stop_summary(self) -> dict[str, Any]:
-        return self._monitor.stop().to_manifest()
+        section = self._monitor.stop().to_manifest()
+        for key, value in self._extra.items():
+            section.setdefault(key, value)
+        return section
+
+
+def _sensor_spec(cfg: HeatConfig, base: Path | None) -> dict[str, Any]:
+    """What each node's sampler runs: the scripted timeline (its parsed lines), else NVML."""
+    from ledger.heat.sensor import parse_timeline
+
+    timeline = (cfg.sensor or {}).get("timeline")
+    if not timeline:
+        return {"kind": "nvml"}
+    path = Path(str(timeline))
+    if base is not None and not path.is_absolute():
+        path = base / path
+    entries = [(e.at_s, e.gpu, e.temp_c, e.node) for e in parse_timeline(path)]
+    return {"kind": "scripted", "path": str(path), "entries": entries}
+
+
+def _job_pids(pgid: int | None) -> Callable[[], set[int]]:
+    def pids() -> set[int]:
+        from ledger.heat.node_sampler import with_descendants
+
+        return set(with_descendants([pgid])) if pgid else set()
+
+    return pids
+
+
+def _timeout_facts(cfg: HeatConfig, guard: HeatGuard, argv: list[str], env: Mapping[str, str],
+                   target: Any, say: Callable[[str], None]) -> dict[str, Any]:
+    """Record the job's collective timeout when visible; warn when a pause could outlast it."""
+    from ledger.heat.cluster_target import collective_timeout
+
+    training = argv
+    job_env = dict(env)
+    if target is not None:
+        job_env.update(target.env_vars)
+        if target.entrypoint:
+            import shlex
+
+            training = shlex.split(target.entrypoint)
+    timeout = collective_timeout(training, job_env)
+    if timeout is None:
+        return {}
+    if guard.settings.enabled and cfg.max_pause >= timeout.seconds:
+        say(f"ledger: warning: heat pauses may last up to max_pause {cfg.max_pause:g} s, longer than the job's "
+            f"collective timeout {timeout.seconds:g} s ({timeout.source}): a long pause can make NCCL abort the job "
+            f"(lower heat.max_pause or raise the timeout)")
+    return {"distributed_timeout": timeout.to_dict()}
 
 
 def start_monitor(cfg: HeatConfig, guard_enabled: bool, log_path: Path, signal_group: Callable[[int], None],
-                  say: Callable[[str], None], base: Path | None = None) -> RunMonitor:
+                  say: Callable[[str], None], base: Path | None = None, job_argv: list[str] | None = None,
+                  env: Mapping[str, str] | None = None, launcher_text: str | None = None,
+                  pgid: int | None = None) -> RunMonitor:
     """Start sampling for a job whose process group `signal_group` signals.
 
-    No NVML (no driver, no GPU): the run goes ahead; the summary says `unavailable` with NVML's
-    error text, said once on stderr, and no heat log is written.
+    A job submitted to a Ray cluster (see `cluster_target.detect_cluster`) is sampled on every
+    node of the cluster and paused there (`ledger.heat.cluster`); without Ray installed here the
+    run falls back to this machine and the record says why. No NVML (no driver, no GPU): the run
+    goes ahead; the summary says `unavailable` with NVML's error text, said once on stderr, and no
+    heat log is written.
     """
+    from ledger.heat.cluster_target import detect_cluster
     from ledger.heat.nvml import open_sensor
 
     guard = HeatGuard(pause_at=cfg.pause_at, resume_at=cfg.resume_at, resume_after=cfg.resume_after,
                       max_pause=cfg.max_pause, enabled=cfg.enabled and guard_enabled)
+    env = env or {}
+    target = detect_cluster(list(job_argv or []), env, launcher_text)
+    extra = _timeout_facts(cfg, guard, list(job_argv or []), env, target, say)
+
+    def pause() -> None:
+        signal_group(signal.SIGSTOP)
+
+    def resume() -> None:
+        signal_group(signal.SIGCONT)
+
+    warn = lambda text: say(f"ledger: {text}")  # noqa: E731
+    if target is not None:
+        from ledger.heat.cluster import ClusterSensor, ClusterUnavailable
+
+        try:
+            cluster = ClusterSensor(target, _sensor_spec(cfg, base), cfg.interval_s, time.time(), _job_pids(pgid),
+                                    warn, dict(env))
+        except ClusterUnavailable as exc:
+            say(f"ledger: the job runs on a Ray cluster but its nodes are not watched ({exc.reason}); "
+                f"sampling this machine only")
+            extra["cluster"] = {**target.to_dict(), "connected": False, "unavailable": exc.reason}
+        else:
+            say(f"ledger: watching every node of the Ray cluster at {target.address} for heat")
+            monitor = HeatMonitor(cluster, guard, cfg.interval_s, log_path, cluster.pause, cluster.resume, warn=warn)
+            monitor.start()
+            return RunMonitor(monitor, extra)
     sensor = None
     reason = None
     try:
@@ -45,16 +128,9 @@ def start_monitor(cfg: HeatConfig, guard_enabled: bool, log_path: Path, signal_g
         reason = str(exc)
         say(f"ledger: GPU sampling unavailable ({reason}); the run goes ahead without a heat log")
 
-    def pause() -> None:
-        signal_group(signal.SIGSTOP)
-
-    def resume() -> None:
-        signal_group(signal.SIGCONT)
-
-    monitor = HeatMonitor(sensor, guard, cfg.interval_s, log_path, pause, resume,
-                          warn=lambda text: say(f"ledger: {text}"), unavailable=reason)
+    monitor = HeatMonitor(sensor, guard, cfg.interval_s, log_path, pause, resume, warn=warn, unavailable=reason)
     monitor.start()
-    return RunMonitor(monitor)
+    return RunMonitor(monitor, extra)
 
 
 def summary_from_log(path: Path) -> dict[str, Any]:
@@ -63,10 +139,11 @@ def summary_from_log(path: Path) -> dict[str, Any]:
     from ledger.timefmt import iso
 
     log = read_heat_log(path)
-    peaks: dict[int, float] = {}
+    peaks: dict[Any, float] = {}
     for s in log.samples:
         if s.sample.temp_c is not None:
-            peaks[s.sample.gpu] = max(peaks.get(s.sample.gpu, s.sample.temp_c), s.sample.temp_c)
+            key = s.sample.gpu if s.sample.node is None else f"{s.sample.node}/{s.sample.gpu}"
+            peaks[key] = max(peaks.get(key, s.sample.temp_c), s.sample.temp_c)
     pauses = log.pauses
     paused_s = sum((end - start) for start, end in pauses if end is not None)
     return {"sensor": "recovered from heat.log", "unavailable": None, "gpus": [], "peak_temp_c": peaks,

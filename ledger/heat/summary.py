@@ -24,6 +24,11 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def _name(key: tuple[str | None, int]) -> str:
+    node, gpu = key
+    return str(gpu) if node is None else f"{node}/{gpu}"
+
+
 def _clock(t: float) -> str:
     return datetime.fromtimestamp(t, tz=timezone.utc).strftime("%H:%M:%S")
 
@@ -54,10 +59,11 @@ def render_heat_summary(
     if not heatlog.samples:
         return "heat log: no samples\n"
     pause_at = heatlog.guard.pause_at if heatlog.guard else DEFAULT_PAUSE_AT
-    series: dict[int, list[tuple[float, float]]] = {g: [] for g in heatlog.gpus}
+    # one series per GPU, named `gpu` on one machine and `node/gpu` on a cluster
+    series: dict[str, list[tuple[float, float]]] = {_name(k): [] for k in heatlog.keys}
     for ts in heatlog.samples:
         if ts.sample.temp_c is not None:
-            series[ts.sample.gpu].append((ts.time, ts.sample.temp_c))
+            series[_name((ts.sample.node, ts.sample.gpu))].append((ts.time, ts.sample.temp_c))
     times = [ts.time for ts in heatlog.samples] + [e.time for e in heatlog.events]
     t0, t1 = min(times), max(times)
     start = datetime.fromtimestamp(t0, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -107,7 +113,8 @@ def _pause_lines(
         trigger = triggers[n - 1] if n <= len(triggers) else None
         if trigger is not None and trigger.gpu is not None:
             temp = "" if trigger.temp_c is None else f" at {trigger.temp_c:g} C"
-            line += f"  GPU {trigger.gpu}{temp}"
+            where = f"{trigger.node}/" if trigger.node is not None else ""
+            line += f"  GPU {where}{trigger.gpu}{temp}"
         step = _step_at(steps, start) if steps else None
         if step is not None:
             line += f"  (during step {step})"
@@ -117,7 +124,7 @@ def _pause_lines(
 
 def _sparklines(
     heatlog: HeatLog,
-    series: dict[int, list[tuple[float, float]]],
+    series: dict[str, list[tuple[float, float]]],
     steps: Sequence[tuple[int, float]] | None,
     t0: float,
     t1: float,

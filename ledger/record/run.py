@@ -210,7 +210,7 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         staged.remove()
         raise
     context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv, "secrets": secrets,
-               "wrapper_flags": wrapper_flags}
+               "wrapper_flags": wrapper_flags, "launcher_text": launcher_text}
     return repo, cfg, staged, m, code, job_argv, context
 
 
@@ -237,7 +237,8 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         from ledger.heat.setup import start_monitor
 
         monitor = start_monitor(cfg.heat, req.heat_guard, staged.run_dir / "heat.log", job.signal_group, say,
-                                repo.root)
+                                repo.root, job_argv=job_argv, env=env, launcher_text=ctx.get("launcher_text"),
+                                pgid=job.pgid)
         guard.before_forward = monitor.resume_if_paused
         from ledger.data.prehash import PreHasher
 

@@ -1,0 +1,421 @@
+"""Heat sampling on every node of a Ray cluster. The only module under `ledger.heat` that imports Ray
+(lazily: a single-machine run never imports it).
+
+`ClusterSensor` is a `Sensor` for `HeatMonitor`: ledger's process connects to the cluster as a Ray
+driver (namespace `ledger`), pins one `NodeSampler` actor to each alive node (node-affinity
+scheduling, `num_cpus=0`, no GPUs: nothing is taken from the job), and on each tick asks every
+node for a fresh reading (`sample.remote()`, all nodes at once). Nodes that join later get a
+sampler at the next refresh. `pause()`/`resume()` are the monitor's callbacks: the job's
+processes are found through Ray's state API (its driver, its alive actors and running tasks, by
+job id), grouped by node, and each node's sampler stops them (SIGSTOP, with their children) or
+resumes them (SIGCONT), all nodes at once.
+
+Nothing here may stop a run: a cluster that cannot be reached is retried, a node whose sampler
+cannot start stays unwatched, and `cluster_manifest()` says which and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.heat.cluster_target import ClusterTarget
+from ledger.heat.sensor import GpuInfo, Sample
+
+REFRESH_S = 5.0  # how often the node list is read again (new nodes get a sampler)
+RETRY_S = 5.0  # how often an unreachable cluster is tried again
+SIGNAL_TIMEOUT_S = 10.0
+# resources every node has; any other resource name (e.g. `node2`) is a name the node answers to
+_PLAIN_RESOURCES = re.compile(r"^(CPU|GPU|memory|object_store_memory|node:.*|accelerator_type:.*)$")
+
+
+class ClusterUnavailable(Exception):
+    """The cluster cannot be watched at all (no Ray here, no address); `reason` says why."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def require_ray() -> None:
+    """Raise ClusterUnavailable when Ray is not installed here."""
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:
+        raise ClusterUnavailable(f"Ray is not installed where ledger runs ({exc}); pip install 'ledger[ray]'") from exc
+
+
+def _local_dashboards() -> dict[int, str]:
+    """dashboard port -> GCS address, for every Ray dashboard process on this machine."""
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            args = Path(f"/proc/{entry}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        if not any(a.endswith("dashboard/dashboard.py") for a in args):
+            continue
+        opts = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+        if "port" in opts and "gcs-address" in opts and opts["port"].isdigit():
+            found[int(opts["port"])] = opts["gcs-address"]
+    return found
+
+
+def resolve_gcs_address(address: str, env: dict[str, str] | None = None) -> str:
+    """The address to `ray.init` for a `ray job submit --address` (a dashboard URL) or RAY_ADDRESS.
+
+    `LEDGER_RAY_GCS_ADDRESS` wins; `ray://` and `auto` are kept; a dashboard on this machine is
+    matched by its port to its GCS address (the Miles case: ledger runs on the head node); any
+    other `host:port` without a scheme is taken as the GCS address itself.
+    """
+    env = env if env is not None else dict(os.environ)
+    if env.get("LEDGER_RAY_GCS_ADDRESS"):
+        return env["LEDGER_RAY_GCS_ADDRESS"]
+    if address.startswith("ray://") or address == "auto":
+        return address
+    bare = re.sub(r"^https?://", "", address).rstrip("/")
+    port_text = bare.rsplit(":", 1)[-1] if ":" in bare else ""
+    if port_text.isdigit() and int(port_text) in (local := _local_dashboards()):
+        return local[int(port_text)]
+    if bare != address:
+        raise ConnectionError(
+            f"no Ray dashboard on port {port_text or '?'} of this machine to learn the cluster's GCS address "
+            f"from {address}; set LEDGER_RAY_GCS_ADDRESS=HEAD_IP:6379"
+        )
+    return bare
+
+
+@dataclass
+class NodeWatch:
+    """One node of the cluster as ledger sees it."""
+
+    node_id: str
+    label: str
+    ip: str
+    hostname: str
+    names: list[str]
+    handle: Any = None
+    info_ref: Any = None
+    info: dict[str, Any] | None = None
+    unwatched: str | None = "sampler starting"
+    left_at: float | None = None
+    gpus: list[GpuInfo] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """For the manifest's `gpu.nodes`."""
+        return {"node": self.label, "node_id": self.node_id, "ip": self.ip, "hostname": self.hostname,
+                "sensor": (self.info or {}).get("sensor"), "watched": self.unwatched is None,
+                "unwatched": self.unwatched, "left": self.left_at is not None}
+
+
+def node_names(node: dict[str, Any], label: str) -> list[str]:
+    """The names a node answers to in a heat timeline: label, IP, hostname, node id, custom resources, labels."""
+    names = {label, str(node.get("NodeManagerAddress")), str(node.get("NodeManagerHostname")), str(node.get("NodeID"))}
+    names.update(r for r in (node.get("Resources") or {}) if not _PLAIN_RESOURCES.match(r))
+    names.update(str(v) for v in (node.get("Labels") or {}).values())
+    return sorted(n for n in names if n and n != "None")
+
+
+class ClusterSensor:
+    """A `Sensor` over every node of a Ray cluster, with the job's pause/resume (module docstring)."""
+
+    name = "ray-cluster"
+
+    def __init__(self, target: ClusterTarget, spec: dict[str, Any], interval_s: float, started_at: float,
+                 local_pids: Callable[[], set[int]] = set, warn: Callable[[str], None] = lambda _t: None,
+                 env: dict[str, str] | None = None):
+        require_ray()
+        self.target = target
+        self._spec = spec
+        self._interval = interval_s
+        self._started_at = started_at
+        self._local_pids = local_pids
+        self._warn = warn
+        self._env = env
+        self._lock = threading.RLock()
+        self._connected = False
+        self._gcs: str | None = None
+        self._unreachable: str | None = "not connected yet"
+        self._last_try = float("-inf")
+        self._last_refresh = float("-inf")
+        self._nodes: dict[str, NodeWatch] = {}
+        self._paused_nodes: list[NodeWatch] = []
+        self._job: dict[str, Any] | None = None
+        self._pause_log: list[dict[str, Any]] = []
+        self._closed = False
+        self._connecting: threading.Thread | None = None
+
+    # -- connection and nodes --------------------------------------------------------------
+    def connect(self) -> bool:
+        """True when connected; else start a connection attempt in the background (at most one
+        every RETRY_S), so that an unreachable cluster never holds up sampling or the run's end."""
+        with self._lock:
+            if self._connected or self._closed:
+                return self._connected
+            now = time.monotonic()
+            if (self._connecting is not None and self._connecting.is_alive()) or now - self._last_try < RETRY_S:
+                return False
+            self._last_try = now
+            self._connecting = threading.Thread(target=self._try_connect, name="ledger-ray-connect", daemon=True)
+            self._connecting.start()
+            return False
+
+    def wait_connected(self, timeout: float) -> bool:
+        """Connect, waiting up to `timeout` seconds (tests, the benchmark)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.connect():
+                return True
+            time.sleep(0.1)
+        return self._connected
+
+    def _try_connect(self) -> None:
+        import logging
+
+        import ray
+
+        try:
+            gcs = resolve_gcs_address(self.target.address, self._env)
+            # a node may lack ledger: ship the package with this driver's actors (job-level py_modules)
+            ledger_dir = str(Path(__file__).resolve().parents[1])
+            ray.init(address=gcs, namespace="ledger", log_to_driver=False, configure_logging=False,
+                     logging_level=logging.ERROR, runtime_env={"py_modules": [ledger_dir]})
+        except Exception as exc:  # noqa: BLE001 - any failure: say it, try again later
+            text = f"cannot connect to the Ray cluster at {self.target.address}: {type(exc).__name__}: {exc}"
+            text = text.splitlines()[0]
+            if text != self._unreachable:
+                self._warn(f"{text}; will keep trying")
+            self._unreachable = text
+            return
+        with self._lock:
+            self._gcs = gcs
+            self._connected, self._unreachable = True, None
+            if self._closed:  # the run ended while we connected
+                ray.shutdown()
+                self._connected = False
+
+    def refresh_nodes(self) -> None:
+        """Give every alive node without one a sampler; mark nodes that left."""
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        from ledger.heat.node_sampler import NodeSampler
+
+        self._last_refresh = time.monotonic()
+        alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
+        for node_id, watch in self._nodes.items():
+            if node_id not in alive and watch.left_at is None:
+                watch.left_at, watch.unwatched = time.time(), "the node left the cluster"
+        used = {w.label for w in self._nodes.values()}
+        remote_cls = ray.remote(NodeSampler)
+        for node_id, node in alive.items():
+            if node_id in self._nodes:
+                continue
+            ip = str(node.get("NodeManagerAddress"))
+            label = ip if ip not in used else f"{ip}#{node_id[:6]}"
+            used.add(label)
+            watch = NodeWatch(node_id, label, ip, str(node.get("NodeManagerHostname")), node_names(node, label))
+            self._nodes[node_id] = watch
+            try:
+                watch.handle = remote_cls.options(  # type: ignore[attr-defined]
+                    num_cpus=0, num_gpus=0, max_restarts=0,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                ).remote(label, watch.names, self._spec)
+                watch.info_ref = watch.handle.info.remote()
+            except Exception as exc:  # noqa: BLE001
+                watch.unwatched = f"sampler could not start: {type(exc).__name__}: {exc}"
+
+    def _collect_infos(self, timeout: float) -> None:
+        import ray
+
+        pending = [w for w in self._nodes.values() if w.info_ref is not None]
+        if not pending:
+            return
+        ready, _ = ray.wait([w.info_ref for w in pending], num_returns=len(pending), timeout=timeout)
+        for watch in pending:
+            if watch.info_ref not in ready:
+                continue
+            ref, watch.info_ref = watch.info_ref, None
+            try:
+                watch.info = ray.get(ref)
+            except Exception as exc:  # noqa: BLE001 - e.g. the runtime env or actor failed
+                watch.unwatched = f"sampler could not start: {type(exc).__name__}: {str(exc).splitlines()[0]}"
+                self._warn(f"node {watch.label} is not watched: {watch.unwatched}")
+                continue
+            reason = watch.info.get("unavailable")
+            watch.unwatched = None if reason is None else f"no GPU sensor: {reason}"
+            watch.gpus = [GpuInfo(**g) for g in watch.info.get("gpus") or []]
+            if reason is not None:
+                self._warn(f"node {watch.label} is not watched: {watch.unwatched}")
+
+    # -- the Sensor protocol ---------------------------------------------------------------
+    def gpus(self) -> list[GpuInfo]:
+        """Every GPU of every watched node (grows as nodes join)."""
+        with self._lock:
+            return [g for w in self._nodes.values() if w.left_at is None for g in w.gpus]
+
+    def sample(self) -> list[Sample]:
+        """A fresh reading from every watched node at once (a node that does not answer in time is skipped)."""
+        import ray
+
+        with self._lock:
+            if not self.connect():
+                return []
+            if time.monotonic() - self._last_refresh >= max(REFRESH_S, self._interval):
+                self.refresh_nodes()
+            self._collect_infos(timeout=0 if any(w.info for w in self._nodes.values()) else min(self._interval, 30))
+            live = [w for w in self._nodes.values() if w.unwatched is None and w.left_at is None and w.handle]
+        refs = [w.handle.sample.remote() for w in live]
+        if not refs:
+            return []
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=max(self._interval * 0.8, 0.2))
+        samples: list[Sample] = []
+        for ref in ready:
+            try:
+                reading = ray.get(ref)
+            except Exception:  # noqa: BLE001 - a node that died: refresh_nodes will say so
+                continue
+            samples.extend(Sample(**s) for s in reading["samples"])
+        return samples
+
+    def close(self) -> None:
+        """Resume anything still stopped, end the samplers, disconnect; safe to call twice."""
+        import ray
+
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if not self._connected:
+                return
+            if self._paused_nodes:
+                self.resume()
+            for watch in self._nodes.values():
+                if watch.handle is not None:
+                    try:
+                        ray.kill(watch.handle)
+                    except Exception:  # noqa: BLE001 - the node may be gone
+                        pass
+            ray.shutdown()
+
+    # -- the job, pause and resume ---------------------------------------------------------
+    def find_job(self) -> dict[str, Any]:
+        """The Ray job of this run (see `pick_job`), as {job_id, submission_id, driver_pid, driver_node}."""
+        import ray
+        from ray.util.state import list_jobs
+
+        own = ray.get_runtime_context().get_job_id()
+        jobs = [_job_dict(j) for j in list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False)
+                if j.job_id != own]
+        job = pick_job(jobs, self.target, self._started_at, self._local_pids())
+        if job is None:
+            alive = [j.get("submission_id") or j.get("job_id") for j in jobs if j["status"] in ("PENDING", "RUNNING")]
+            raise RuntimeError(f"cannot tell which Ray job is this run's among the running ones {alive} "
+                               f"(give `ray job submit --submission-id ID`)")
+        return job
+
+    def job_processes(self, job: dict[str, Any]) -> dict[str, list[int]]:
+        """node id -> pids of the job there: its driver, alive actors and running tasks."""
+        from ray.util.state import list_actors, list_tasks
+
+        by_node: dict[str, list[int]] = {}
+        if job.get("driver_pid"):
+            node = job.get("driver_node") or self._node_by_ip(job.get("driver_ip"))
+            if node:
+                by_node.setdefault(node, []).append(int(job["driver_pid"]))
+        if job.get("job_id"):
+            jid = job["job_id"]
+            for actor in list_actors(address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "ALIVE")],
+                                     limit=10000, raise_on_missing_output=False):
+                if actor.pid and actor.node_id:
+                    by_node.setdefault(actor.node_id, []).append(int(actor.pid))
+            for task in list_tasks(address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "RUNNING")],
+                                   limit=10000, raise_on_missing_output=False):
+                pid = getattr(task, "worker_pid", None)
+                if pid and task.node_id:
+                    by_node.setdefault(task.node_id, []).append(int(pid))
+        return by_node
+
+    def _node_by_ip(self, ip: str | None) -> str | None:
+        return next((w.node_id for w in self._nodes.values() if w.ip == ip and w.handle and w.left_at is None), None)
+
+    def pause(self) -> None:
+        """Stop the job's processes on every node (the monitor's pause callback)."""
+        import ray
+
+        with self._lock:
+            job = self.find_job()
+            self._job = job
+            by_node = self.job_processes(job)
+            missing = [n for n in by_node if n not in self._nodes or self._nodes[n].handle is None]
+            targets = [(self._nodes[n], pids) for n, pids in by_node.items() if n not in missing]
+            refs = [w.handle.signal.remote(pids, "stop") for w, pids in targets]
+            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
+            self._paused_nodes = [w for w, _ in targets]
+            record = {"action": "stop", "at": time.time(), "job": job.get("submission_id") or job.get("job_id"),
+                      "nodes": {r["node"]: len(r["pids"]) for r in results},
+                      "not_reached": [n[:12] for n in missing]}
+            self._pause_log.append(record)
+            if missing:
+                self._warn(f"job processes on {len(missing)} node(s) without a sampler were not stopped")
+
+    def resume(self) -> None:
+        """Continue every process stopped on every node (the monitor's resume callback)."""
+        import ray
+
+        with self._lock:
+            refs = [w.handle.signal.remote([], "resume") for w in self._paused_nodes]
+            self._paused_nodes = []
+            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
+            self._pause_log.append({"action": "resume", "at": time.time(),
+                                    "nodes": {r["node"]: len(r["pids"]) for r in results}})
+
+    @property
+    def signal_log(self) -> list[dict[str, Any]]:
+        """Every stop/resume sent: when, and how many processes on each node (for tests and the bench)."""
+        return list(self._pause_log)
+
+    def cluster_manifest(self) -> dict[str, Any]:
+        """The cluster's part of the manifest's `gpu` section."""
+        with self._lock:
+            nodes = [w.to_dict() for w in self._nodes.values()]
+            unwatched = {w.label: w.unwatched for w in self._nodes.values() if w.unwatched}
+            return {"cluster": {**self.target.to_dict(), "gcs_address": self._gcs, "connected": self._connected,
+                                "unavailable": self._unreachable, "job": self._job},
+                    "nodes": nodes, "unwatched": unwatched}
+
+
+def _job_dict(job: Any) -> dict[str, Any]:
+    status = getattr(job.status, "value", job.status)
+    kind = getattr(job.type, "value", job.type)
+    driver = job.driver_info
+    return {"job_id": job.job_id, "submission_id": job.submission_id, "type": str(kind), "status": str(status),
+            "entrypoint": job.entrypoint, "start_time": job.start_time,
+            "driver_pid": getattr(driver, "pid", None), "driver_ip": getattr(driver, "node_ip_address", None),
+            "driver_node": getattr(job, "driver_node_id", None)}
+
+
+def pick_job(jobs: list[dict[str, Any]], target: ClusterTarget, started_at: float, local_pids: set[int]) -> dict[str, Any] | None:
+    """This run's job among the cluster's: by submission id, else a driver in our process tree,
+    else a submitted job with our entrypoint, else the only job submitted since the run started."""
+    alive = [j for j in jobs if j["status"] in ("PENDING", "RUNNING")]
+    if target.submission_id:
+        return next((j for j in alive if j["submission_id"] == target.submission_id), None)
+    ours = [j for j in alive if j["type"] == "DRIVER" and j["driver_pid"] and int(j["driver_pid"]) in local_pids]
+    if len(ours) == 1:
+        return ours[0]
+    recent = [j for j in alive if j["type"] == "SUBMISSION" and (j["start_time"] or 0) / 1000 >= started_at - 30]
+    if target.entrypoint:
+        want = " ".join(target.entrypoint.split())
+        same = [j for j in recent if " ".join((j["entrypoint"] or "").split()) == want]
+        if len(same) == 1:
+            return same[0]
+    return recent[0] if len(recent) == 1 else None

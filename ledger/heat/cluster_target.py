@@ -1,0 +1,124 @@
+"""Is this run a Ray cluster job, and where is the cluster? Pure parsing, no Ray import.
+
+A run is watched on a cluster when its command submits to Ray (`ray job submit ...`, directly
+or in the launcher script it runs) or when `RAY_ADDRESS` is set in its environment. The address
+is `ray job submit`'s `--address` (the dashboard, e.g. `http://127.0.0.1:8265`), else
+`RAY_ADDRESS`, else Ray's default dashboard address. `ledger.heat.cluster` turns it into the
+cluster's GCS address to connect to.
+
+Also here: the job's collective (NCCL / torch.distributed) timeout when the command or the
+environment shows it, because a heat pause longer than that timeout makes the job abort.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
+# environment variables that bound how long a collective may wait, in seconds
+TIMEOUT_ENV = ("NCCL_TIMEOUT", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "TORCH_DIST_TIMEOUT")
+_SUBMIT = re.compile(r"\bray\s+job\s+submit\b")
+_ADDRESS = re.compile(r"--address(?:=|\s+)[\"']?([^\s\"']+)")
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """The cluster a run's job goes to, as far as the command shows it."""
+
+    address: str  # as given (dashboard URL, GCS host:port or ray://)
+    source: str  # where it came from: "argv", "launcher", "RAY_ADDRESS" or "default"
+    submission_id: str | None = None
+    entrypoint: str | None = None  # the command after `ray job submit ... --`
+    env_vars: dict[str, str] = field(default_factory=dict)  # from --runtime-env-json
+
+    def to_dict(self) -> dict[str, Any]:
+        """For the manifest."""
+        return {"address": self.address, "source": self.source, "submission_id": self.submission_id}
+
+
+def _option(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _submit_index(argv: list[str]) -> int | None:
+    for i in range(len(argv) - 2):
+        if argv[i].rsplit("/", 1)[-1] == "ray" and argv[i + 1] == "job" and argv[i + 2] == "submit":
+            return i
+    return None
+
+
+def detect_cluster(argv: list[str], env: Mapping[str, str], launcher_text: str | None = None) -> ClusterTarget | None:
+    """The cluster this command runs on, or None for a single machine."""
+    start = _submit_index(argv)
+    if start is not None:
+        rest = argv[start + 3 :]
+        split = rest.index("--") if "--" in rest else len(rest)
+        options, entry = rest[:split], rest[split + 1 :]
+        address = _option(options, "--address")
+        source = "argv"
+        if address is None:
+            address, source = (env["RAY_ADDRESS"], "RAY_ADDRESS") if env.get("RAY_ADDRESS") else (DEFAULT_DASHBOARD, "default")
+        env_vars: dict[str, str] = {}
+        runtime = _option(options, "--runtime-env-json")
+        if runtime:
+            try:
+                env_vars = {str(k): str(v) for k, v in (json.loads(runtime).get("env_vars") or {}).items()}
+            except (ValueError, AttributeError):
+                env_vars = {}
+        return ClusterTarget(address, source, _option(options, "--submission-id"), shlex.join(entry) if entry else None, env_vars)
+    if launcher_text is not None and _SUBMIT.search(launcher_text):
+        found = _ADDRESS.search(launcher_text[_SUBMIT.search(launcher_text).start() :])  # type: ignore[union-attr]
+        address = found.group(1) if found and "$" not in found.group(1) else None
+        if address is not None:
+            return ClusterTarget(address, "launcher")
+        if env.get("RAY_ADDRESS"):
+            return ClusterTarget(env["RAY_ADDRESS"], "RAY_ADDRESS")
+        return ClusterTarget(DEFAULT_DASHBOARD, "default")
+    if env.get("RAY_ADDRESS"):
+        return ClusterTarget(env["RAY_ADDRESS"], "RAY_ADDRESS")
+    return None
+
+
+@dataclass(frozen=True)
+class CollectiveTimeout:
+    """A collective timeout the job declares: seconds, and where it was seen."""
+
+    seconds: float
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """For the manifest's `gpu.distributed_timeout`."""
+        return {"seconds": self.seconds, "source": self.source}
+
+
+def collective_timeout(argv: list[str], env: Mapping[str, str]) -> CollectiveTimeout | None:
+    """The shortest collective timeout visible in the training argv or environment, if any.
+
+    Megatron's `--distributed-timeout-minutes N` (torch.distributed's process-group timeout) and
+    the variables in TIMEOUT_ENV, in seconds.
+    """
+    found: list[CollectiveTimeout] = []
+    minutes = _option(argv, "--distributed-timeout-minutes")
+    if minutes is not None:
+        try:
+            found.append(CollectiveTimeout(float(minutes) * 60, f"--distributed-timeout-minutes {minutes}"))
+        except ValueError:
+            pass
+    for name in TIMEOUT_ENV:
+        value = env.get(name)
+        if value:
+            try:
+                found.append(CollectiveTimeout(float(value), f"{name}={value}"))
+            except ValueError:
+                pass
+    return min(found, key=lambda t: t.seconds) if found else None
