@@ -1,115 +1,90 @@
-"""Throughput of OutputCapture against `tee FILE > /dev/null` on the same fast log-writing job.
+"""What `ledger run` costs a log-writing job, against `JOB | tee FILE > /dev/null` in the same run.
 
-Usage: .venv/bin/python bench/bench_capture.py [--gib 1] [--scan commands|all]
+The job is `bench/gen_log.py`: Miles-shaped lines (SGLang decode lines, RolloutManager and train
+perf lines) in many small writes, as trainers write. Both sides run the very same command:
+  baseline: `gen_log.py ... | tee tee.out > /dev/null`
+  ledger:   `ledger run --no-debug-data -- sh -c 'gen_log.py ...'` with stdout to /dev/null, in a
+            real repository (`ledger init` done), i.e. exactly the path users take: raw copy while
+            the job runs, then split, metrics, offload and the commit after it ended.
+The job stamps its own first and last write (`--stamp FILE`): the job's throughput under each side.
+Reported: job throughput ratio (tee / ledger: 1.0 means free; issue target >= 0.9x) and wall time
+until the run is committed against wall time until `tee` exits (issue target <= 1.2x + 1 s).
+
+    .venv/bin/python bench/bench_capture.py [--mib 256] [--repeat 1]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import shutil
+import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from ledger.capture.stream import OutputCapture
+from common import ROOT, ledger_argv, report, scratch_repo
 
-# The job: writes a pre-built 1 MiB block of realistic log lines N times (C speed).
-_JOB = r"""
-import os, random, sys
-r = random.Random(7)
-lines, size, i = [], 0, 0
-while size < 1 << 20:
-    i += 1
-    k = i % 10
-    if k == 0:
-        line = (f"(SGLangEngine pid={r.randint(1000, 99999)}, ip=10.0.0.{r.randint(1, 9)}) "
-                f"[2026-04-15 07:57:53 TP0] Decode batch. #running-req: {r.randint(1, 64)}, "
-                f"#token: {r.randint(100, 99999)}, token usage: 0.{r.randint(10, 99)}, "
-                f"gen throughput (token/s): {r.random() * 3000:.2f}, #queue-req: 0\n")
-    elif k < 4:
-        line = (f"(MegatronTrainRayActor pid={r.randint(1000, 99999)}) [2026-04-15 07:57:53.123 "
-                f"actor_cell0_rank0] model.py:{r.randint(10, 999)} - step {i}: {{'train/loss': "
-                f"{r.random():.6f}, 'train/grad_norm': {r.random() * 5:.4f}}}\n")
-    elif k < 6:
-        line = (f"(RolloutManager pid=1805485) [2026-04-15 07:57:53] rollout.py:1193 - perf {i}: "
-                f"{{'rollout/response_len/mean': {r.random() * 3000:.1f}, "
-                f"'perf/rollout_time': {r.random() * 400:.2f}}}\n")
-    elif k == 6:
-        line = f"[2026-04-15 07:57:53.123 main] train.py:88 - Timer train end (elapsed: 3.1s)\n"
-    else:
-        line = (f" iteration {i} | consumed samples: {i * 64} | elapsed time per iteration (ms): "
-                f"{r.random() * 9999:.1f} | learning rate: 1.000000E-06 | lm loss: {r.random():.6E} |\n")
-    lines.append(line)
-    size += len(line)
-block = "".join(lines).encode()
-n = int(sys.argv[1])
-for _ in range(n):
-    view = memoryview(block)
-    while view:
-        view = view[os.write(1, view):]
-"""
+LINE_BYTES = 3200  # gen_log.py with --engine-lines 20: bytes per step, measured
 
 
-def run_tee(blocks: int, folder: Path) -> float:
-    """Seconds for the job piped into tee."""
-    start = time.perf_counter()
-    subprocess.run(
-        f'"{sys.executable}" -c "$JOB" {blocks} | tee "{folder / "tee.log"}" > /dev/null',
-        shell=True,
-        check=True,
-        env={**os.environ, "JOB": _JOB},
-    )
-    return time.perf_counter() - start
+def metric_rows(repo: Path) -> int:
+    """Rows of metrics.jsonl in the run just committed: proof the bench recorded real work."""
+    changed = subprocess.run(["git", "diff-tree", "-r", "--name-only", "--no-commit-id", "experiments^1",
+                              "experiments"], cwd=repo, check=True, capture_output=True, text=True).stdout.split()
+    path = next((p for p in changed if p.endswith("/metrics.jsonl")), None)
+    if path is None:
+        return 0
+    return subprocess.run(["git", "cat-file", "-p", f"experiments:{path}"], cwd=repo, check=True,
+                          capture_output=True).stdout.count(b"\n")
 
 
-def run_capture(
-    blocks: int, folder: Path, scan: str
-) -> tuple[float, float, OutputCapture]:
-    """Seconds until the job exits and until the capture has finished, and the capture."""
-    read_fd, write_fd = os.pipe()
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    capture = OutputCapture(
-        read_fd,
-        devnull,
-        folder / "trainer.log",
-        folder / "engine.log",
-    )  # every line is scanned for secrets now (issue 10); `scan` is kept for the report only
-    start = time.perf_counter()
-    capture.start()
-    job = subprocess.Popen([sys.executable, "-c", _JOB, str(blocks)], stdout=write_fd)
-    os.close(write_fd)
-    if job.wait() != 0:
-        raise SystemExit("the benchmark job failed")
-    job_done = time.perf_counter() - start
-    capture.join()
-    all_done = time.perf_counter() - start
-    os.close(devnull)
-    return job_done, all_done, capture
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=float, default=256.0)
+    ap.add_argument("--repeat", type=int, default=1)
+    args = ap.parse_args()
+    repo = scratch_repo("capture")
+    subprocess.run(ledger_argv("init"), cwd=repo, check=True, capture_output=True)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "ledger init"], cwd=repo, check=True)
+    stamp = repo.parent / "job-seconds"
+    steps = max(1, int(args.mib * (1 << 20) / LINE_BYTES))
+    job = [sys.executable, str(ROOT / "bench" / "gen_log.py"), "--steps", str(steps), "--engine-lines", "20",
+           "--stamp", str(stamp)]
 
+    def tee() -> tuple[float, float]:
+        t = time.perf_counter()
+        subprocess.run(f"{' '.join(job)} | tee tee.out > /dev/null", shell=True, cwd=repo, check=True)
+        return float(stamp.read_text()), time.perf_counter() - t
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--gib", type=float, default=1.0)
-    parser.add_argument("--scan", choices=["all", "commands"], default="commands")
-    args = parser.parse_args()
-    blocks = max(1, int(args.gib * 1024))
-    mib = float(blocks)
-    with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
-        folder = Path(tmp)
-        tee_s = run_tee(blocks, folder)
-        (folder / "tee.log").unlink()
-        job_s, cap_s, capture = run_capture(blocks, folder, args.scan)
-    print(f"data: {mib:.0f} MiB, secret scan: all lines (--scan is ignored since issue 10)")
-    print(f"tee:     {tee_s:6.2f} s  {mib / tee_s:7.1f} MiB/s")
-    print(
-        f"capture: {cap_s:6.2f} s  {mib / cap_s:7.1f} MiB/s (job itself exited after {job_s:.2f} s)"
-    )
-    print(f"ratio capture/tee throughput: {tee_s / cap_s:.2f}")
-    print(f"lines: trainer {capture.lines_trainer}, engine {capture.lines_engine}")
-    return 0
+    def ledger() -> tuple[float, float, int]:
+        t = time.perf_counter()
+        subprocess.run(ledger_argv("run", "--no-debug-data", "--", *job), cwd=repo, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - t
+        return float(stamp.read_text()), wall, metric_rows(repo)
+
+    size = repo / "tee.out"
+    rows, thr, wall = [], [], []
+    for i in range(args.repeat):
+        j_tee, e_tee = tee()
+        mib = size.stat().st_size / (1 << 20)
+        size.unlink()
+        j_led, e_led, rows_recorded = ledger()
+        thr.append(j_tee / j_led)
+        wall.append(e_led / e_tee)
+        rows.append((f"round {i + 1}", f"{mib:.0f} MiB; job under tee {mib / j_tee:.0f} MiB/s, under ledger run "
+                                        f"{mib / j_led:.0f} MiB/s; until tee exits {e_tee:.2f} s, until the run is "
+                                        f"committed {e_led:.2f} s (+{e_led - e_tee:.2f} s); "
+                                        f"recorded {rows_recorded} metric rows for {steps} steps"))
+    rows.append(("job throughput, ledger run vs tee (median)", f"{statistics.median(thr):.2f}x (target >= 0.9x)"))
+    rows.append(("wall until committed vs until tee exits (median)",
+                 f"{statistics.median(wall):.2f}x (target <= 1.2x + 1 s)"))
+    report(f"`ledger run` of a Miles-shaped log writer vs `| tee FILE`, {args.mib:g} MiB (bench/bench_capture.py)",
+           rows)
+    shutil.rmtree(repo.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()

@@ -9,6 +9,10 @@ rollout files into a staged run folder, then times, in the same run and on the s
             `push_data` to the local remote (one copy of the data).
 `sync` runs between timings so one side's dirty pages do not slow the other. Prints both times
 and the ratio ledger / baseline (target: within 1.5x).
+
+Then the same on fresh files hashed first the way `ledger run` hashes them while the job runs
+(`ledger.data.prehash`, through `prehash_files`): what is left after the job exits, against the
+same baseline (issue 15's target: <= 0.2x).
 """
 
 from __future__ import annotations
@@ -62,10 +66,13 @@ def baseline(folder: Path, dest: Path) -> tuple[float, float, float]:
     return done - start, hashed - start, done - hashed
 
 
-def ledger_side(root: Path, staging: Path) -> tuple[float, float, float]:
-    from ledger.data.dvcops import track_outputs
+def ledger_side(root: Path, staging: Path, prehashed: bool = False) -> tuple[float, float, float]:
+    from ledger.data.dvcops import prehash_files, track_outputs
     from ledger.data.dvcremote import push_data
 
+    if prehashed:  # what the hashing thread did while the job ran
+        files = sorted(str(p) for p in (staging / "data" / "rollout").iterdir())
+        prehash_files(root, files, lambda: False)
     start = time.perf_counter()
     records = track_outputs(root, staging, [("rollout", staging / "data" / "rollout")])
     tracked = time.perf_counter()
@@ -109,28 +116,30 @@ def main() -> int:
         f"data: {args.files} files x {args.mib} MiB = {total_mib} MiB; dvc import {import_s:.2f} s"
     )
     for run in range(args.repeat):
-        with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-data-") as tmp:
-            base = Path(tmp)
-            root, remote = base / "repo", base / "remote"
-            # DVC's site cache (hash state, indexes) stays in the scratch folder, not /var/tmp
-            os.environ["DVC_SITE_CACHE_DIR"] = str(base / "dvc-site")
-            make_repo(root, remote)
-            staging = root / ".ledger" / "staging" / "20261129-111354-a3f9"
-            rollout = staging / "data" / "rollout"
-            write_rollout(rollout, args.files, args.mib << 20)
-            sync()
-            base_s, md5_s, cp_s = baseline(rollout, base / "copy")
-            shutil.rmtree(base / "copy")
-            sync()
-            ours_s, track_s, push_s = ledger_side(root, staging)
-            sync()
-            check_copies(root, remote, rollout)
-        ratio = ours_s / base_s
-        print(
-            f"run {run + 1}: md5sum+cp {base_s:.2f} s (md5sum {md5_s:.2f} + cp {cp_s:.2f}) | "
-            f"track+push {ours_s:.2f} s (track {track_s:.2f} + push {push_s:.2f}) | "
-            f"ratio {ratio:.2f}x"
-        )
+        for prehashed in (False, True):
+            with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-data-") as tmp:
+                base = Path(tmp)
+                root, remote = base / "repo", base / "remote"
+                # DVC's site cache (hash state, indexes) stays in the scratch folder, not /var/tmp
+                os.environ["DVC_SITE_CACHE_DIR"] = str(base / "dvc-site")
+                make_repo(root, remote)
+                staging = root / ".ledger" / "staging" / "20261129-111354-a3f9"
+                rollout = staging / "data" / "rollout"
+                write_rollout(rollout, args.files, args.mib << 20)
+                sync()
+                base_s, md5_s, cp_s = baseline(rollout, base / "copy")
+                shutil.rmtree(base / "copy")
+                sync()
+                ours_s, track_s, push_s = ledger_side(root, staging, prehashed)
+                sync()
+                check_copies(root, remote, rollout)
+            ratio = ours_s / base_s
+            what = "left after the job (hashed while it ran)" if prehashed else "all at the end"
+            print(
+                f"run {run + 1}, {what}: md5sum+cp {base_s:.2f} s (md5sum {md5_s:.2f} + cp {cp_s:.2f}) | "
+                f"track+push {ours_s:.2f} s (track {track_s:.2f} + push {push_s:.2f}) | "
+                f"ratio {ratio:.2f}x"
+            )
     return 0
 
 

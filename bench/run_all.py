@@ -22,11 +22,11 @@ def main() -> None:
     plan = [
         ["bench_store.py", "--runs", *runs],
         ["bench_run.py", "--gib", "1" if args.full else "0.25"],
-        ["bench_capture.py", "--gib", "1" if args.full else "0.25"],
+        ["bench_capture.py", "--mib", "1024" if args.full else "128"],
         ["bench_longline.py", "--mb", "200" if args.full else "64"],
         ["bench_redact.py", *(["--mib", "1024", "--no-fallback"] if args.full else ["--mib", "64"])],
         ["bench_diff.py", "--steps", "10000", "--engine-lines", "100" if args.full else "20"],
-        ["bench_data.py", *([] if args.full else ["--files", "16"])],
+        ["bench_data.py", *([] if args.full else ["--files", "8"])],
         ["bench_cluster_heat.py", "--interval", "1"],
     ]
     failed = 0

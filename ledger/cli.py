@@ -123,6 +123,31 @@ def log(limit: int | None, reverse: bool) -> None:
 
 @app.command()
 @click.argument("run_name")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while the run is running.")
+@click.option("--engine", is_flag=True, help="The engine log (SGLang lines) instead of the trainer log.")
+@click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True,
+              help="How many of the last lines to print.")
+def tail(run_name: str, follow: bool, engine: bool, count: int) -> None:
+    """The end of a running or recorded run's trainer (or engine) log; `latest` is the newest running run."""
+    from ledger.commands.tail import tail_run
+
+    result = tail_run(Path.cwd(), run_name, engine=engine, count=count, follow=follow)
+    out = sys.stdout.buffer
+    if follow and result.follow is None:
+        _say(f"ledger: run {result.run_id} is {result.state}, not running: nothing to follow")
+    out.writelines(result.lines)
+    out.flush()
+    if result.follow is not None:
+        try:
+            for line in result.follow:
+                out.write(line)
+                out.flush()
+        except KeyboardInterrupt:
+            return
+
+
+@app.command()
+@click.argument("run_name")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
 def show(run_name: str, as_json: bool) -> None:
     """Print one run's manifest (by id, id prefix, name, latest, latest~N)."""

@@ -21,7 +21,6 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ledger import yamlio
 from ledger.errors import LedgerError
 
 CONFIG_NAME = ".ledger.yaml"
@@ -273,4 +272,6 @@ def load_config(root: Path) -> Config:
     path = root / CONFIG_NAME
     if not path.exists():
         return Config()
+    from ledger import yamlio  # lazily: ruamel costs ~30 ms of `ledger run`'s start-up
+
     return parse_config(yamlio.load_file(path, CONFIG_NAME))

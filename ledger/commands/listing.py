@@ -1,4 +1,8 @@
-"""`ledger list`, `ledger log`, `ledger show`, `ledger path`."""
+"""`ledger list`, `ledger log`, `ledger show`, `ledger path`.
+
+`ledger list` shows the recorded runs, then the runs in progress (state `running`, read from the
+staging area by `ledger.record.live`), newest last.
+"""
 
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ class ListResult:
     changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     unpulled: str | None = None  # runs on origin's branch this clone does not have yet
     oldest_id: str | None = None  # the oldest run of the ledger (it has no run before it)
+    running: list[dict[str, Any]] = field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
+    running_first: bool = True  # newest first: the runs in progress come before the recorded ones
 
     def to_json(self) -> list[dict[str, Any]]:
         out = []
@@ -33,8 +39,8 @@ class ListResult:
             if self.changes:
                 item["changed"] = self.changes.get(m["id"], [])
             out.append(item)
-        return out
-
+        live = [dict(r) for r in self.running]
+        return live + out if self.running_first else out + live
 
 
 def summary(m: dict[str, Any]) -> dict[str, Any]:
@@ -60,8 +66,13 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None, reve
     listing = load_listing(repo, tip, with_settings=changed)
     rows = listing.ordered()
     shown = rows[-limit:] if limit else rows
+    from ledger.record.live import running_runs
+
+    recorded = {m["id"] for m in rows}
+    running = [r.summary() for r in running_runs(repo.root) if r.id not in recorded]
     result = ListResult(shown if reverse else shown[::-1], listing.broken, unpulled=_unpulled(repo, cfg.branch, tip),
-                        oldest_id=rows[0]["id"] if rows else None)
+                        oldest_id=rows[0]["id"] if rows else None, running=running if reverse else running[::-1],
+                        running_first=not reverse)
     if changed:
         from ledger.capture.settings import DEFAULT_IGNORE
         from ledger.compare.diffcore import change_log
@@ -89,7 +100,7 @@ def change_text(changes: list[dict[str, Any]]) -> str:
 
 def render_list(result: ListResult) -> str:
     """A table, one run a line."""
-    if not result.rows:
+    if not result.rows and not result.running:
         return "no runs recorded yet (record one with `ledger run -- CMD`)\n"
     header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
     lines = []
@@ -103,6 +114,17 @@ def render_list(result: ListResult) -> str:
         if result.changes:
             row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
         lines.append(row)
+    running = []
+    for live in result.running:
+        state = "running" if live["step"] is None else f"running: step {live['step']}"
+        if live["last_step_at"]:
+            state += f" ({live['last_step_at']})"
+        row = [live["id"], live["name"] or "-", state, "-", "-", "-",
+               (live["started"] or "-")[:19].replace("T", " ")]
+        if result.changes:
+            row.append("(running)")
+        running.append(row)
+    lines = running + lines if result.running_first else lines + running
     if result.changes:
         header.append("CHANGED")
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header) - 1)]

@@ -370,3 +370,23 @@ def read_metrics_jsonl(path: Path) -> MetricsTable:
             examples = list(meta.get("malformed_examples", [])) + table.malformed_examples
             table.malformed_examples = examples[:MAX_EXAMPLES]
     return table
+
+
+_ROLLOUT_LINE = re.compile(rb" - (?:perf|rollout) (\d+): ")
+
+
+def last_step(data: bytes) -> tuple[int, str | None] | None:
+    """The last rollout id in a piece of Miles log (`perf N:` / `rollout N:` lines), and the
+    timestamp of that line as `YYYY-MM-DD HH:MM:SS` (None when the line has none)."""
+    found = None
+    for match in _ROLLOUT_LINE.finditer(data):
+        found = match
+    if found is None:
+        return None
+    start = data.rfind(b"\n", 0, found.start()) + 1
+    stamp = _ANY_TIMESTAMP.search(data, start, found.start())
+    when = None
+    if stamp:
+        y, mo, d, h, mi, s = (g.decode() for g in stamp.groups()[:6])
+        when = f"{y}-{mo}-{d} {h}:{mi}:{s}"
+    return int(found.group(1)), when

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -239,6 +239,31 @@ def _save_to_cache(cache: Any, source: Path, name: str, link: bool) -> DvcOut:
             f"{len(result.failed)} object(s) could not be saved into the DVC cache"
         )
     return DvcOut(name, str(obj.hash_info.value), meta.size, meta.nfiles)
+
+
+def prehash_files(repo_root: Path, paths: Sequence[str], stop: Callable[[], bool]) -> int:
+    """Hash files into the repository's DVC state (keyed by inode, mtime and size), as `dvc add`
+    would; `track_outputs` then finds them there instead of reading them again. The file's
+    signature is taken before it is read, so a file changed meanwhile misses the state later and
+    is hashed anew. Returns how many files were hashed; stops early when `stop()` is true."""
+    from dvc_data.hashfile.hash_info import HashInfo
+    from dvc_objects.fs.local import LocalFileSystem
+
+    fs = LocalFileSystem()  # type: ignore[no-untyped-call]
+    done = 0
+    with open_dvc_repo(repo_root) as repo:
+        state = repo.cache.local.state
+        for path in paths:
+            if stop():
+                break
+            info = fs.info(path)
+            md5 = hashlib.md5(usedforsecurity=False)
+            with open(path, "rb") as f:
+                while block := f.read(1 << 22):
+                    md5.update(block)
+            state.save(path, fs, HashInfo(_HASH_NAME, md5.hexdigest()), info=info)
+            done += 1
+    return done
 
 
 def _add_gitignore_entries(path: Path, entries: Sequence[str]) -> None:

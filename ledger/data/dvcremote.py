@@ -166,7 +166,7 @@ def fetch_data(
 
 
 def _wanted(
-    cache: Any, outs: list[DvcOut], unlistederror_text: str
+    cache: Any, outs: list[DvcOut], unlisted_error: str
 ) -> tuple[set[Any], dict[str, str], dict[str, set[str]], list[TransferFailure]]:
     """The objects of `outs` (folder listings and their files), labels by md5, the files of
     each listing, and the folders whose listing is not in `cache` (their files are unknown)."""
@@ -181,7 +181,7 @@ def _wanted(
         if out.isdir:
             tree = load_tree(cache, out)
             if tree is None:
-                unlisted.append(TransferFailure(labels[out.md5], unlistederror_text))
+                unlisted.append(TransferFailure(labels[out.md5], unlisted_error))
                 continue
             members[out.md5] = set()
             for rel, oid in file_entries(tree):

@@ -15,7 +15,7 @@ from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 
 Say = Callable[[str], None]
-RAW_OUTPUT = "output.raw"  # the job's combined output while it runs (split into the logs at the end)
+RAW_OUTPUT = staging.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
 
 
 def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bool:

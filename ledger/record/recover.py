@@ -8,7 +8,7 @@ from ledger.capture.runscrub import load_secrets
 from ledger.capture.scanner import Redactor
 from ledger.capture.stream import split_output
 from ledger.config import load_config
-from ledger.record.run import RAW_OUTPUT, Say, finish
+from ledger.record.run import Say, finish
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
@@ -33,7 +33,7 @@ def recover(start: Path, say: Say) -> list[str]:
             continue
         # the job's output is the best clock of when it last did anything; read it before the
         # split below rewrites the logs (and their mtimes)
-        raw = staged.dir / RAW_OUTPUT
+        raw = staged.raw_output
         stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log")
                                                      if p.exists()]
         last = max(stamps)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import yamlio
 from ledger.capture import launcher, redact
 from ledger.capture.hostfacts import basic_host
 from ledger.capture.redact import Redactions
@@ -31,16 +30,16 @@ from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
-from ledger.record import facts, jobsetup
+from ledger.record import jobsetup
 from ledger.runref import check_run_name
 from ledger.storage import staging
-from ledger.storage.git import CodeSnapshot, Repo
-from ledger.storage.listing import summary_of
+from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 
 Say = Callable[[str], None]
-RAW_OUTPUT = jobsetup.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
+# Modules only the end of a run needs: imported on a thread while the job runs, not before it starts.
+END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.listing", "ledger.compare.logparse")
 
 
 @dataclass
@@ -232,10 +231,11 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
             staged.remove()
             raise
         guard.attach(job, lambda: None)
+        threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
         staged.set_owner(job.pgid)
         capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
                                 staged.run_dir / "engine.log", list(cfg.engine_patterns),
-                                redactor=Redactor(ctx["secrets"], cfg.secret_names), raw_path=staged.dir / RAW_OUTPUT)
+                                redactor=Redactor(ctx["secrets"], cfg.secret_names), raw_path=staged.raw_output)
         capture.start()
         from ledger.heat.setup import start_monitor
 
@@ -243,10 +243,15 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
                                 repo.root, job_argv=job_argv, env=env, launcher_text=ctx.get("launcher_text"),
                                 pgid=job.pgid)
         guard.before_forward = monitor.resume_if_paused
+        from ledger.data.prehash import PreHasher
+
+        hasher = PreHasher(repo.root, staged.data_dir)  # debug data is hashed as each file is closed
+        hasher.start()
         try:
             result = job.wait()
         finally:
             monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
+            hasher.stop()
         return _after_job(repo, cfg, staged, m, code, ctx, result, capture, monitor, say)
 
 
@@ -261,7 +266,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     else:  # a child of the job still holds the pipe open: split what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
-        split = split_output(staged.dir / RAW_OUTPUT, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
+        split = split_output(staged.raw_output, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
                              list(cfg.engine_patterns), Redactor(ctx["secrets"], cfg.secret_names))
     _note_truncation(staged.run_dir, m, capture.truncation_notes(), say)
     m["gpu"] = monitor.stop_summary()
@@ -305,6 +310,21 @@ def _note_truncation(run_dir: Path, m: dict[str, Any], notes: list[str], say: Sa
         pass  # still no space: the manifest says it
 
 
+def _import_end_modules() -> None:
+    """Pay the imports the record needs while the job runs (a failure shows up, later, where used)."""
+    import importlib
+
+    for name in END_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the import is retried, and reported, where the module is used
+            pass
+    try:
+        preload_gitpython()
+    except Exception:  # noqa: BLE001 - as above: `run_git` reports a missing GitPython itself
+        pass
+
+
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
     try:
         fn()
@@ -334,6 +354,10 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
            command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None,
            environ: dict[str, str] | None = None, found: set[bytes] | None = None) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
+    from ledger import yamlio
+    from ledger.record import facts
+    from ledger.storage.listing import summary_of
+
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
     add_redacted(m, stream_redacted)

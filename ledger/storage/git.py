@@ -57,6 +57,11 @@ class GitResult:
     stderr: str
 
 
+def preload_gitpython() -> None:
+    """Import GitPython ahead of `run_git` (`ledger run` does it on a thread while the job runs)."""
+    import git  # noqa: F401
+
+
 def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
     """Run `git ARGS` in `root` through GitPython's command wrapper (imported on first use: it costs
     ~85 ms, and the object hot path never needs it). With `check`, a failure raises GitError

@@ -4,6 +4,8 @@
 `git status` and the user's `.gitignore` is never edited. Per run:
   .ledger/staging/<id>/owner.json   ledger's pid and start time, the job's process group
   .ledger/staging/<id>/code.json    the code snapshot taken before the job started
+  .ledger/staging/<id>/manifest.json the manifest so far (JSON while staged)
+  .ledger/staging/<id>/output.raw   the job's combined output while it runs (split at the end)
   .ledger/staging/<id>/run/         the run folder, committed as runs/<shard>/<id>/
   .ledger/staging/<id>/data/        bulky outputs, tracked with DVC, never committed
 """
@@ -24,6 +26,7 @@ from ledger.storage.git import CodeSnapshot
 
 LEDGER_DIR = ".ledger"
 _CLAIMS: dict[Path, int] = {}  # finalising locks this process holds (path -> fd)
+RAW_OUTPUT = "output.raw"
 
 
 def ledger_dir(root: Path) -> Path:
@@ -70,6 +73,11 @@ class Staged:
     @property
     def data_dir(self) -> Path:
         return self.dir / "data"
+
+    @property
+    def raw_output(self) -> Path:
+        """The job's combined output as it arrives (split into the two logs when the job ended)."""
+        return self.dir / RAW_OUTPUT
 
     def write_json(self, name: str, data: dict[str, Any]) -> None:
         write_atomic(self.dir / name, json.dumps(data, indent=1, default=str))
