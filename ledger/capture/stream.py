@@ -295,6 +295,11 @@ class LineSplitter:
         else:
             trainer.append(b"\n" + new)
 
+    def truncation_notes(self) -> list[str]:
+        """One line per log whose writing failed (a full disk): where it stops, and why."""
+        return [f"{sink.path.name} truncated at byte {sink.written}: {sink.error.strerror or sink.error}"
+                for sink in (self.trainer, self.engine) if sink.error is not None]
+
     @property
     def redacted(self) -> list[str]:
         """What was redacted where (``trainer.log: <name>``, ``engine.log: pattern:<kind>``)."""
@@ -332,9 +337,12 @@ class OutputCapture:
         self._terminal_fd = terminal_fd
         self._raw_path = raw_path
         self._raw_fd: int | None = None
-        self._splitter = LineSplitter(
-            trainer_path, engine_path, engine_patterns, keep_command_lines, redactor
-        )
+        # raw mode splits later (`split_raw`, or `ledger.record.streamed` while the job runs): the
+        # splitter, which creates the two logs, is made only when the split happens here
+        self._make_splitter = functools.partial(LineSplitter, trainer_path, engine_path, engine_patterns,
+                                                keep_command_lines, redactor)
+        self._splitter_made: LineSplitter | None = None if raw_path is not None else self._make_splitter()
+        self._paths = (trainer_path, engine_path)
         self._thread = threading.Thread(target=self._run, name="ledger-capture", daemon=True)
         self.bytes_in = 0
         self.error: BaseException | None = None
@@ -357,6 +365,12 @@ class OutputCapture:
             split_file(self._raw_path, self._splitter)
             self._raw_path.unlink()
 
+    @property
+    def _splitter(self) -> LineSplitter:
+        if self._splitter_made is None:
+            self._splitter_made = self._make_splitter()
+        return self._splitter_made
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait for EOF and the files to be closed; returns whether the thread has ended."""
         self._thread.join(timeout)
@@ -365,12 +379,12 @@ class OutputCapture:
     @property
     def lines_trainer(self) -> int:
         """Lines in the trainer log (counted in the file: exact once `join` returned True)."""
-        return count_lines(self._splitter.trainer.path)
+        return count_lines(self._paths[0])
 
     @property
     def lines_engine(self) -> int:
         """Lines in the engine log (counted in the file: exact once `join` returned True)."""
-        return count_lines(self._splitter.engine.path)
+        return count_lines(self._paths[1])
 
     @property
     def command_lines(self) -> list[str]:
@@ -390,7 +404,8 @@ class OutputCapture:
     @property
     def file_errors(self) -> list[OSError]:
         """Errors that stopped writing a log file (the capture itself went on)."""
-        return [e for e in (self._splitter.trainer.error, self._splitter.engine.error) if e]
+        made = self._splitter_made
+        return [] if made is None else [e for e in (made.trainer.error, made.engine.error) if e]
 
     def _to_terminal(self, data: bytes) -> None:
         if self._terminal_fd is None:
@@ -448,10 +463,8 @@ class OutputCapture:
             notes.append(f"logs truncated: saving the job's output failed after {self.raw_kept} of "
                          f"{self.bytes_in} bytes ({self.raw_error.strerror or self.raw_error}); "
                          "the rest reached the terminal only")
-        for sink in (self._splitter.trainer, self._splitter.engine):
-            if sink.error is not None:
-                notes.append(f"{sink.path.name} truncated at byte {sink.written}: "
-                             f"{sink.error.strerror or sink.error}")
+        if self._splitter_made is not None:
+            notes.extend(self._splitter_made.truncation_notes())
         return notes
 
     def _drain(self) -> None:

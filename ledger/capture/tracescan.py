@@ -56,11 +56,26 @@ def command_lines(paths: Iterable[Path]) -> list[str]:
         if not path.is_file():
             continue
         with _mapped(path) as data:
-            starts = {m.start() for m in _XTRACE.finditer(data)}
-            starts.update(data.rfind(b"\n", 0, m.start()) + 1 for m in _MARKERS.finditer(data))
-            for start in sorted(starts):
-                out.extend(_logical_line(data, start))
+            out.extend(command_lines_in(data)[0])
     return out
+
+
+def command_lines_in(data: bytes | mmap.mmap, final: bool = True) -> tuple[list[str], int]:
+    """The command lines of `data` (whole lines, from a line start) and how far it is done.
+
+    Streamed (`final` False: more lines may follow), a command whose quote is still open at the
+    end of `data` is left, from its first line, for the next call: the offset returned is where
+    that call must start. Fed block by block this gives what one call on the whole file gives.
+    """
+    out: list[str] = []
+    starts = {m.start() for m in _XTRACE.finditer(data)}
+    starts.update(data.rfind(b"\n", 0, m.start()) + 1 for m in _MARKERS.finditer(data))
+    for start in sorted(starts):
+        lines, ran_out = _logical_line(data, start)
+        if ran_out and not final:
+            return out, start
+        out.extend(lines)
+    return out, len(data)
 
 
 def _line_at(data: bytes | mmap.mmap, start: int) -> tuple[str, int]:
@@ -69,17 +84,18 @@ def _line_at(data: bytes | mmap.mmap, start: int) -> tuple[str, int]:
     return ANSI.sub("", bytes(data[start:end]).decode("utf-8", "replace")).rstrip("\r"), end + 1
 
 
-def _logical_line(data: bytes | mmap.mmap, start: int) -> list[str]:
+def _logical_line(data: bytes | mmap.mmap, start: int) -> tuple[list[str], bool]:
+    """The line at `start` and its continuation lines; True when `data` ended with a quote open."""
     first, pos = _line_at(data, start)
     lines = [first]
     if "ENV_REPORT_JSON=" in first and "EXEC: " not in first and not first.startswith("+"):
-        return lines
+        return lines, False
     text = first
-    while _open_quote(text.split("EXEC: ", 1)[-1].lstrip("+ ")) and len(lines) <= _MAX_CONTINUATION and pos < len(data):
+    while (still_open := _open_quote(text.split("EXEC: ", 1)[-1].lstrip("+ "))) and len(lines) <= _MAX_CONTINUATION and pos < len(data):
         line, pos = _line_at(data, pos)
         lines.append(line)
         text += "\n" + line
-    return lines
+    return lines, still_open and len(lines) <= _MAX_CONTINUATION and pos >= len(data)
 
 
 def exported_env(lines: Iterable[str]) -> dict[str, str]:

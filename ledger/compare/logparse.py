@@ -147,45 +147,77 @@ def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
                 view.close()
 
 
-class _LogScan:
-    """Accumulates rows over several log files."""
+class LogScan:
+    """Accumulates rows over several log files, a whole file or a block of lines at a time."""
 
     def __init__(self) -> None:
         self.table = MetricsTable()
         self.last_seen: dict[int, float] = {}
         self.first_ts: float | None = None
+        self._no_timestamp_yet: set[str] = set()
 
     def scan(self, path: Path) -> None:
-        self.table.sources.append(str(path))
         with _mapped(path) as data:
+            self.scan_bytes(data, path)
+
+    def scan_bytes(self, data: bytes | mmap.mmap, path: Path, line_base: int = 0) -> None:
+        """Scan whole lines of `path` (a whole file, or, streamed, the next block of it: a block
+        starts at a line start; `line_base` is the number of lines before it)."""
+        key = str(path)
+        if key not in self.table.sources:
+            self.table.sources.append(key)
+            self._no_timestamp_yet.add(key)
+        if key in self._no_timestamp_yet:  # a file's first timestamp, whichever block holds it
             first = _ANY_TIMESTAMP.search(data)
             if first is not None:
                 ts = _unix(first.groups())
                 self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
-            lines_counted_to, line_no = 0, 1
-            for m in _CANDIDATE.finditer(data):
-                start = data.rfind(b"\n", 0, m.start()) + 1
-                head = _HEAD.fullmatch(data, start, m.start())
-                if head is None:
-                    continue  # the words occur inside some other message
-                end = data.find(b"\n", m.end())
-                truncated = end < 0
-                end = len(data) if truncated else end
-                kind, number = m.group(1).decode(), int(m.group(2))
-                text = data[m.end() : end].decode("utf-8", "replace")
-                text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
-                try:
-                    metrics = _numbers(_literal(text))
-                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                    metrics = None
-                if metrics is None:
-                    if len(self.table.malformed_examples) < MAX_EXAMPLES:  # line numbers cost a count
-                        line_no += data[lines_counted_to:start].count(b"\n")
-                        lines_counted_to = start
-                    why = "truncated last line" if truncated else "payload is not a dict literal"
-                    self.table._note_malformed(f"{path.name}:{line_no}: {kind} {number}: {why}")
-                    continue
-                self._add(kind, number, metrics, _unix(head.groups()))
+                self._no_timestamp_yet.discard(key)
+        lines_counted_to, line_no = 0, line_base + 1
+        for m in _CANDIDATE.finditer(data):
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            head = _HEAD.fullmatch(data, start, m.start())
+            if head is None:
+                continue  # the words occur inside some other message
+            end = data.find(b"\n", m.end())
+            truncated = end < 0
+            end = len(data) if truncated else end
+            kind, number = m.group(1).decode(), int(m.group(2))
+            text = data[m.end() : end].decode("utf-8", "replace")
+            text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
+            try:
+                metrics = _numbers(_literal(text))
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                metrics = None
+            if metrics is None:
+                if len(self.table.malformed_examples) < MAX_EXAMPLES:  # line numbers cost a count
+                    line_no += data[lines_counted_to:start].count(b"\n")
+                    lines_counted_to = start
+                why = "truncated last line" if truncated else "payload is not a dict literal"
+                self.table._note_malformed(f"{path.name}:{line_no}: {kind} {number}: {why}")
+                continue
+            self._add(kind, number, metrics, _unix(head.groups()))
+
+    def absorb(self, later: LogScan) -> None:
+        """Add what `later` scanned (other files) as if it had been scanned after this scan's
+        files: the result equals one scan over all the files in that order."""
+        for number, row in later.table.rows.items():
+            mine = self.table.rows.get(number)
+            if mine is None:
+                self.table.rows[number] = StepRow(number, None, None, dict(row.metrics))
+            else:
+                mine.metrics.update(row.metrics)
+            ts = later.last_seen[number]
+            self.last_seen[number] = max(ts, self.last_seen.get(number, ts))
+        for number, metrics in later.table.train_steps.items():
+            self.table.train_steps.setdefault(number, {}).update(metrics)
+        for example in later.table.malformed_examples:
+            if len(self.table.malformed_examples) < MAX_EXAMPLES:
+                self.table.malformed_examples.append(example)
+        self.table.malformed += later.table.malformed
+        self.table.sources.extend(s for s in later.table.sources if s not in self.table.sources)
+        if later.first_ts is not None:
+            self.first_ts = later.first_ts if self.first_ts is None else min(self.first_ts, later.first_ts)
 
     def _add(self, kind: str, number: int, metrics: dict[str, float], ts: float) -> None:
         if kind in ("step", "critic-step"):  # critic-step N: the PPO critic's train step N
@@ -219,7 +251,7 @@ class _LogScan:
 
 def parse_logs(paths: Iterable[Path]) -> MetricsTable:
     """Per-step metrics from Miles log files (missing files are skipped, not errors)."""
-    scan = _LogScan()
+    scan = LogScan()
     for path in paths:
         if Path(path).is_file():
             scan.scan(Path(path))

@@ -9,7 +9,7 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.capture import envvars, launcher, redact, tracescan
 from ledger.capture import settings as settings_mod
@@ -22,6 +22,9 @@ from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
 from ledger.storage import staging
 from ledger.storage.git import Repo
+
+if TYPE_CHECKING:
+    from ledger.compare.logparse import MetricsTable
 
 Say = Callable[[str], None]
 
@@ -136,10 +139,13 @@ def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_a
         m["warnings"].append("the debug-data flags did not reach the training command: this run cannot be replayed")
 
 
-def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any]) -> None:
+def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any], table: MetricsTable | None = None) -> None:
+    """`metrics.jsonl` from the log metrics (`table`, parsed while the job ran, or read from the
+    logs now) merged with the debug events."""
     from ledger.compare.logparse import merge, parse_events, parse_logs, write_metrics_jsonl
 
-    table = parse_logs([run_dir / "trainer.log", run_dir / "engine.log"])
+    if table is None:
+        table = parse_logs([run_dir / "trainer.log", run_dir / "engine.log"])
     events = data_dir / "events"
     if events.is_dir():
         table = merge(table, parse_events(events))

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from ledger.capture.runscrub import load_secrets
 from ledger.capture.scanner import Redactor
-from ledger.capture.stream import split_output
 from ledger.config import load_config
 from ledger.record.run import Say, finish
+from ledger.record.streamed import StreamResult, process_raw, stop_worker
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
@@ -37,14 +37,13 @@ def recover(start: Path, say: Say) -> list[str]:
         stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log")
                                                      if p.exists()]
         last = max(stamps)
-        lines: list[str] = []
-        stream_redacted: list[str] = []
         secrets = load_secrets(staged.dir)  # exactly the values a normal finish scrubs
-        found: set[bytes] = set()
+        stop_worker(staged.dir)  # a log worker the dead ledger left; its work is redone from the raw file
+        logs: StreamResult | None = None  # None: the logs were split before ledger died
         if raw.exists():
-            split = split_output(raw, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
-                                 list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
-            lines, stream_redacted, found = split.command_lines, split.redacted, split.redactor.found_values()
+            logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
+            m["warnings"].extend(logs.truncated)
+            m["logs"]["split"] = "by ledger recover, from the raw output"
             raw.unlink()
         started = parse_iso(m.get("started")) or last
         ended = (m.get("status") or {}).get("state") not in (None, "running")
@@ -59,6 +58,6 @@ def recover(start: Path, say: Say) -> list[str]:
             from ledger.heat.setup import summary_from_log
 
             m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
-        done.append(finish(repo, cfg, staged, m, code, lines, stream_redacted, say, secrets=secrets, found=found))
+        done.append(finish(repo, cfg, staged, m, code, logs, say, secrets=secrets))
     return done
 

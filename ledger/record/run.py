@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.capture import launcher, redact
 from ledger.capture.hostfacts import basic_host
@@ -25,7 +25,7 @@ from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.runscrub import add_redacted, save_secrets, scrub_logs, scrub_manifest
 from ledger.capture.scanner import Redactor
 from ledger.capture.secretvalues import known_secrets
-from ledger.capture.stream import OutputCapture, split_output
+from ledger.capture.stream import OutputCapture
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
@@ -36,6 +36,9 @@ from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
+
+if TYPE_CHECKING:
+    from ledger.record.streamed import Follower, StreamResult
 
 Say = Callable[[str], None]
 # Modules only the end of a run needs: imported on a thread while the job runs, not before it starts.
@@ -237,6 +240,11 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
                                 staged.run_dir / "engine.log", list(cfg.engine_patterns),
                                 redactor=Redactor(ctx["secrets"], cfg.secret_names), raw_path=staged.raw_output)
         capture.start()
+        from ledger.record.streamed import Follower
+
+        follower = Follower(staged.dir, staged.raw_output, staged.run_dir, list(cfg.engine_patterns),
+                            list(cfg.secret_names), lambda: capture.bytes_in)
+        follower.start()  # split, redaction and metrics while the job runs, off the copy's path
         from ledger.heat.setup import start_monitor
 
         monitor = start_monitor(cfg.heat, req.heat_guard, staged.run_dir / "heat.log", job.signal_group, say,
@@ -252,23 +260,27 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         finally:
             monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
             hasher.stop()
-        return _after_job(repo, cfg, staged, m, code, ctx, result, capture, monitor, say)
+        try:
+            return _after_job(repo, cfg, staged, m, code, ctx, result, capture, follower, monitor, say)
+        except BaseException:
+            follower.abandon()  # `ledger recover` redoes the log work from the raw file
+            raise
 
 
 def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
-               ctx: dict[str, Any], result: JobResult, capture: OutputCapture, monitor: Any,
-               say: Say) -> RunOutcome:
+               ctx: dict[str, Any], result: JobResult, capture: OutputCapture, follower: Follower,
+               monitor: Any, say: Say) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
     if capture.join(timeout=10):
         ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say)
-        capture.split_raw()
-        split = capture.splitter
-    else:  # a child of the job still holds the pipe open: split what arrived so far
+    else:  # a child of the job still holds the pipe open: record what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
-        split = split_output(staged.raw_output, staged.run_dir / "trainer.log", staged.run_dir / "engine.log",
-                             list(cfg.engine_patterns), Redactor(ctx["secrets"], cfg.secret_names))
-    _note_truncation(staged.run_dir, m, capture.truncation_notes(), say)
+    logs = follower.finish(Redactor(ctx["secrets"], cfg.secret_names))
+    m["logs"]["split"] = logs.where
+    staged.raw_output.unlink(missing_ok=True)
+    notes = capture.truncation_notes() + logs.truncated
+    _note_truncation(staged.run_dir, m, notes, say)
     m["gpu"] = monitor.stop_summary()
     host_thread = ctx["host_thread"]
     if host_thread is not None:
@@ -289,8 +301,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     if ray_end is not None:
         jobsetup.ray_status(m, ray_end, say)
     staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
-    commit = finish(repo, cfg, staged, m, code, split.command_lines, split.redacted, say,
-                    secrets=ctx["secrets"], environ=ctx.get("environ"), found=split.redactor.found_values())
+    commit = finish(repo, cfg, staged, m, code, logs, say, secrets=ctx["secrets"], environ=ctx.get("environ"))
     st = m["status"]
     return RunOutcome(m["id"], st["exit_code"] if st["exit_code"] is not None else result.exit_code, st["state"], commit)
 
@@ -351,24 +362,32 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
 
 
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
-           command_lines: list[str], stream_redacted: list[str], say: Say, secrets: set[str] | None = None,
-           environ: dict[str, str] | None = None, found: set[bytes] | None = None) -> str:
-    """Derive the remaining facts, write manifest and status, commit, drop the staging folder."""
+           logs: StreamResult | None, say: Say, secrets: set[str] | None = None,
+           environ: dict[str, str] | None = None) -> str:
+    """Derive the remaining facts, write manifest and status, commit, drop the staging folder.
+
+    `logs` is the log work done on the job's output (`ledger.record.streamed`); None reads it
+    back from the split logs already in the run folder."""
     from ledger import yamlio
     from ledger.record import facts
     from ledger.storage.listing import summary_of
 
     run_dir = staged.run_dir
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
-    add_redacted(m, stream_redacted)
-    from ledger.capture import shim, tracescan
+    if logs is None:
+        from ledger.record.streamed import logs_result
+
+        logs = logs_result(run_dir)
+    add_redacted(m, logs.redacted)
+    found = logs.found
+    from ledger.capture import shim
 
     records = shim.read_log(staged.dir / shim.LOG_NAME)
-    lines = tracescan.command_lines([run_dir / "trainer.log", run_dir / "engine.log"]) or command_lines
+    lines = logs.command_lines
     _guarded(m, "reading the training command",
              lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
-    _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m), say)
+    _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs.metrics), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
     for log in ("trainer.log", "engine.log"):
         (run_dir / log).touch()

@@ -1,0 +1,283 @@
+"""The record's log work done while the job runs: split, redaction, command lines, metrics.
+
+While the job runs, ledger's capture thread only copies the job's output to the terminal and to
+the staged raw file (`output.raw`), as `tee` does: nothing else stands between the job's pipe and
+the terminal, so a slow consumer never throttles the job. A worker *process* (not a thread: the
+split is CPU work, and a thread would take the interpreter lock from the copy) follows that raw
+file from its own position: it splits it into trainer.log and engine.log with secrets redacted
+(`LineSplitter`), and reads the command lines and the per-step metrics back from those two files
+as they grow. When the job has ended, ledger writes the raw file's final size to `output.end`;
+the worker catches up to it, finishes and leaves its result in `streamed.pickle`.
+
+One code path, three ways to run it (`StreamedLogs`): in the worker; in ledger's own process
+when the output stayed small (spawning a worker costs more than the split: under `WORKER_AFTER`
+bytes none is started) or when the worker failed; and in `ledger recover`, from the raw file of a
+run whose ledger died. Fed block by block it gives what one pass over the finished files gives,
+byte for byte (tests/test_streamed.py), so where the worker had not caught up, or died, the
+record is rebuilt from the raw file and is complete all the same.
+
+    python -m ledger.record.streamed STAGING_DIR     # the worker (started by `Follower`)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.capture import tracescan
+from ledger.capture.runscrub import load_secrets
+from ledger.capture.scanner import Redactor
+from ledger.capture.stream import CHUNK, LineSplitter
+from ledger.compare.logparse import LogScan, MetricsTable
+from ledger.fsutil import write_atomic
+
+SPEC = "streamed.json"
+RESULT = "streamed.pickle"
+END = "output.end"
+PID = "streamed.pid"
+BLOCK = 4 * CHUNK
+WORKER_AFTER = 4 << 20  # bytes of output before a worker process is worth its start-up
+WORKER_NICE = 5  # the job comes first when the cores are busy; the worker catches up after
+POLL_S = 0.1
+
+
+@dataclass
+class StreamResult:
+    """What the log work gives the record: as the manifest and `finish` need it."""
+
+    command_lines: list[str]
+    redacted: list[str]
+    found: set[bytes]  # values the rules removed, looked for again in other forms by the final scrub
+    metrics: MetricsTable
+    truncated: list[str] = field(default_factory=list)  # a log whose writing failed: where, why
+    where: str = "after the job"  # when the work was done (the manifest's `logs.split`)
+
+
+class _Tail:
+    """One split log read back as it grows: whole lines to the metric and command scans."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.lines = 0
+        self.scan = LogScan()
+        self.commands: list[str] = []
+        self._carry = b""  # a command line whose quote was still open at the end of what was read
+
+    def poll(self, final: bool = False) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        if not final:
+            data = data[: data.rfind(b"\n") + 1]
+        if not data and not (final and self._carry):
+            return
+        self.offset += len(data)
+        if data:
+            self.scan.scan_bytes(data, self.path, self.lines)
+            self.lines += data.count(b"\n")
+        block = self._carry + data if self._carry else data
+        lines, done = tracescan.command_lines_in(block, final)
+        self.commands.extend(lines)
+        self._carry = bytes(block[done:])
+
+
+class StreamedLogs:
+    """Follows a raw output file: splits it into the two logs and reads them back as they grow."""
+
+    def __init__(self, raw: Path, trainer: Path, engine: Path, engine_patterns: Sequence[str], redactor: Redactor):
+        self.raw = raw
+        self.splitter = LineSplitter(trainer, engine, engine_patterns, redactor=redactor)
+        self.tails = (_Tail(trainer), _Tail(engine))
+        self.offset = 0
+
+    def step(self, limit: int = 4 * BLOCK) -> int:
+        """Split up to `limit` new bytes of the raw file; returns how many were read."""
+        read = 0
+        try:
+            with open(self.raw, "rb") as f:
+                f.seek(self.offset)
+                while read < limit and (data := f.read(min(BLOCK, limit - read))):
+                    self.splitter.feed(data)
+                    read += len(data)
+        except FileNotFoundError:
+            return 0
+        self.offset += read
+        if read:
+            for tail in self.tails:
+                tail.poll()
+        return read
+
+    def finish(self) -> StreamResult:
+        """The raw file is complete: split the rest, close the logs, read their last lines."""
+        while self.step():
+            pass
+        self.splitter.finish()
+        for tail in self.tails:
+            tail.poll(final=True)
+        trainer, engine = self.tails
+        trainer.scan.absorb(engine.scan)  # as one scan over trainer.log, then engine.log
+        return StreamResult(trainer.commands + engine.commands, self.splitter.redacted,
+                            self.splitter.redactor.found_values(), trainer.scan.finish(),
+                            self.splitter.truncation_notes())
+
+
+def process_raw(raw: Path, run_dir: Path, engine_patterns: Sequence[str], redactor: Redactor) -> StreamResult:
+    """All of the log work on a complete raw file, in this process (small output, `recover`)."""
+    return StreamedLogs(raw, run_dir / "trainer.log", run_dir / "engine.log", engine_patterns, redactor).finish()
+
+
+def logs_result(run_dir: Path) -> StreamResult:
+    """The log work's result read back from split logs already in `run_dir` (their redaction was
+    done when they were split)."""
+    from ledger.compare.logparse import parse_logs
+
+    paths = [run_dir / "trainer.log", run_dir / "engine.log"]
+    return StreamResult(tracescan.command_lines(paths), [], set(), parse_logs(paths), where="after the job, from the split logs")
+
+
+class Follower:
+    """Ledger's side: starts the worker once the output is big enough, and collects its result."""
+
+    def __init__(self, staging_dir: Path, raw: Path, run_dir: Path, engine_patterns: Sequence[str],
+                 secret_names: Sequence[str], bytes_in: Any, worker_after: int = WORKER_AFTER):
+        self.dir = staging_dir
+        self.raw = raw
+        self.run_dir = run_dir
+        self.patterns = list(engine_patterns)
+        self.secret_names = list(secret_names)
+        self._bytes_in = bytes_in  # a callable: the output copied so far
+        self._worker_after = worker_after
+        self._ended = threading.Event()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._thread = threading.Thread(target=self._watch, name="ledger-follow", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._ended.wait(POLL_S):
+            if self._bytes_in() >= self._worker_after:
+                self._spawn()
+                return
+
+    def _spawn(self) -> None:
+        try:
+            write_atomic(self.dir / SPEC, json.dumps({"engine_patterns": self.patterns,
+                                                      "secret_names": self.secret_names, "nice": WORKER_NICE}))
+            # its own session: a Ctrl-C at the terminal is ledger's to forward, never the worker's
+            self._proc = subprocess.Popen([sys.executable, "-m", "ledger.record.streamed", str(self.dir)],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            self._proc = None  # the work is then done in-process at the end
+
+    def finish(self, redactor: Redactor) -> StreamResult:
+        """The raw file is complete (the job ended, a followed Ray job too): the log work's result."""
+        self._ended.set()
+        self._thread.join()
+        proc, why = self._proc, ""
+        if proc is not None:
+            size = self.raw.stat().st_size if self.raw.exists() else 0
+            try:
+                write_atomic(self.dir / END, str(size))
+                # far longer than a catch-up takes (tens of MiB/s); a hung worker is not waited for
+                rc: int | str = proc.wait(timeout=120 + size / (2 << 20))
+            except (OSError, subprocess.TimeoutExpired) as exc:  # a full disk, a hung worker
+                proc.kill()
+                proc.wait()
+                rc = "timed out" if isinstance(exc, subprocess.TimeoutExpired) else f"{exc.strerror or exc}"
+            result = _load_result(self.dir / RESULT) if rc == 0 else None
+            if result is not None:
+                result.where = "while the job ran"
+                return result
+            why = f"after the job (the worker failed: {rc if isinstance(rc, str) else f'exit {rc}'})"
+        result = process_raw(self.raw, self.run_dir, self.patterns, redactor)
+        if why:
+            result.where = why
+        return result
+
+    def abandon(self) -> None:
+        """Stop the worker without waiting for a result (ledger is failing; `recover` redoes it)."""
+        self._ended.set()
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _load_result(path: Path) -> StreamResult | None:
+    try:
+        with open(path, "rb") as f:
+            result = pickle.load(f)  # our own worker's file, in our own 0700 staging folder
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
+        return None
+    return result if isinstance(result, StreamResult) else None
+
+
+def stop_worker(staging_dir: Path) -> None:
+    """Kill a worker left by a ledger that died (`recover` then redoes its work from the raw file)."""
+    from ledger.storage.staging import pid_alive
+
+    try:
+        pid, start = json.loads((staging_dir / PID).read_text())
+    except (OSError, ValueError, TypeError):
+        return
+    if pid_alive(int(pid), start):
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _worker(staging_dir: Path) -> int:
+    from ledger.storage.staging import RAW_OUTPUT, _proc_start
+
+    spec = json.loads((staging_dir / SPEC).read_text())
+    write_atomic(staging_dir / PID, json.dumps([os.getpid(), _proc_start(os.getpid())]))
+    try:
+        os.nice(int(spec.get("nice", 0)))
+    except OSError:
+        pass
+    parent = os.getppid()
+    run_dir = staging_dir / "run"
+    logs = StreamedLogs(staging_dir / RAW_OUTPUT, run_dir / "trainer.log", run_dir / "engine.log",
+                        spec["engine_patterns"], Redactor(load_secrets(staging_dir), spec["secret_names"]))
+    while True:
+        read = logs.step()
+        if os.getppid() != parent:
+            return 3  # ledger died: `ledger recover` redoes the work from the raw file
+        if read:
+            continue
+        try:
+            end = int((staging_dir / END).read_text())
+        except (OSError, ValueError):
+            end = None
+        if end is not None and logs.offset >= end:
+            break
+        time.sleep(POLL_S)
+    result = logs.finish()
+    fd = os.open(staging_dir / (RESULT + ".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(staging_dir / (RESULT + ".tmp"), staging_dir / RESULT)
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from ledger.record import streamed  # the module itself, not __main__: its result pickles by its real name
+
+    sys.exit(streamed._worker(Path(sys.argv[1])))

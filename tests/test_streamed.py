@@ -1,0 +1,214 @@
+"""The log work done while the job runs (issue 15): streamed split, command lines and metrics equal
+the work done after the fact, byte for byte; the worker process; a run killed mid-way still yields
+a complete record, rebuilt from the raw output."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import LEDGER, REPO_ROOT, git, ledger, make_repo
+
+from ledger.capture import tracescan
+from ledger.capture.runscrub import save_secrets
+from ledger.capture.scanner import Redactor
+from ledger.capture.stream import split_output
+from ledger.compare.logparse import parse_logs
+from ledger.config import DEFAULT_ENGINE_PATTERNS
+from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
+
+SECRET = "hf_" + "Q" * 34
+GEN_LOG = REPO_ROOT / "bench" / "gen_log.py"
+
+
+def miles_output(steps: int = 400) -> bytes:
+    """Job output in the shapes a Miles launcher and its Ray actors print, with the awkward bits."""
+    out = [
+        b"+ export NCCL_ALGO=Ring\n",
+        b"+ ray job submit --address=http://127.0.0.1:8265 '--runtime-env-json={\n",
+        b'  "env_vars": {"PYTHONPATH": "/root/Megatron-LM/"}\n',
+        b"}' -- python3 train.py --lr 1e-6 --seed 7 --hf-token " + SECRET.encode() + b"\n",
+        b"\x1b[36m(MegatronTrainRayActor pid=311)\x1b[0m ENV_REPORT_JSON={\"miles\": \"abc123\"}\n",
+    ]
+    for step in range(steps):
+        ts = b"2026-11-29 00:%02d:%02d" % (step // 60 % 60, step % 60)
+        for i in range(3):
+            out.append(b"\x1b[36m(SGLangEngine pid=42, ip=10.0.0.2)\x1b[0m [%s TP0] Decode batch. #token: %d\n" % (ts, i))
+        out.append(b"(RolloutManager pid=1) [%s RolloutManager] rollout.py:1193 - perf %d: "
+                   b"{'perf/rollout_time': %d.5, 'rollout/response_len/mean': 100.0}\n" % (ts, step, step))
+        out.append(b"[%s main] train.py:88 - step %d: {'train/loss': %d.25, 'train/grad_norm': nan}\n" % (ts, step, step))
+        if step == 17:
+            out.append(b"[%s main] train.py:88 - step 17: {'train/loss': \n" % ts)  # malformed
+            out.append(b"Namespace(lr=1e-06, wandb_key='" + b"w" * 40 + b"')\n")
+        if step == 33:  # a command printed later, its quote closing three lines on
+            out.append(b"+ python3 eval.py '--cfg={\n")
+            out.append(b"  a: 1,\n")
+            out.append(b"}'\n")
+    out.append(b"[2026-11-29 01:00:00 main] train.py:88 - step 9999: {'train/loss': 1.0}")  # no newline at EOF
+    return b"".join(out)
+
+
+def _reference(raw: Path, out: Path) -> dict[str, object]:
+    """The after-the-fact work: one split of the whole file, then a read of the two logs."""
+    out.mkdir()
+    split_output(raw, out / "trainer.log", out / "engine.log", DEFAULT_ENGINE_PATTERNS, Redactor({SECRET}))
+    logs = [out / "trainer.log", out / "engine.log"]
+    table = parse_logs(logs)
+    for row in table.rows.values():  # nan != nan: compare the numbers as text
+        row.metrics = {k: repr(v) for k, v in row.metrics.items()}  # type: ignore[misc]
+    return {"trainer": logs[0].read_bytes(), "engine": logs[1].read_bytes(),
+            "commands": tracescan.command_lines(logs), "rows": {k: (r.t_start, r.t_end, r.metrics) for k, r in table.rows.items()},
+            "train": {k: {m: repr(v) for m, v in d.items()} for k, d in table.train_steps.items()},
+            "malformed": (table.malformed, [e.replace(str(out), "") for e in table.malformed_examples])}
+
+
+def _streamed(result: object, out: Path) -> dict[str, object]:
+    from ledger.record.streamed import StreamResult
+
+    assert isinstance(result, StreamResult)
+    table = result.metrics
+    return {"trainer": (out / "trainer.log").read_bytes(), "engine": (out / "engine.log").read_bytes(),
+            "commands": result.command_lines,
+            "rows": {k: (r.t_start, r.t_end, {m: repr(v) for m, v in r.metrics.items()}) for k, r in table.rows.items()},
+            "train": {k: {m: repr(v) for m, v in d.items()} for k, d in table.train_steps.items()},
+            "malformed": (table.malformed, [e.replace(str(out), "") for e in table.malformed_examples])}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_streamed_work_equals_the_work_done_after_the_fact(tmp_path: Path, seed: int) -> None:
+    data = miles_output()
+    ref = _reference(_write(tmp_path / "whole.raw", data), tmp_path / "ref")
+    # the raw file grows in random pieces (cut anywhere, mid-line too), the worker steps between
+    rng = random.Random(seed)
+    raw, out = tmp_path / "growing.raw", tmp_path / "streamed"
+    out.mkdir()
+    logs = StreamedLogs(raw, out / "trainer.log", out / "engine.log", DEFAULT_ENGINE_PATTERNS, Redactor({SECRET}))
+    pos = 0
+    with open(raw, "wb") as f:
+        while pos < len(data):
+            n = rng.choice([1, 7, 100, 4096, 30000])
+            f.write(data[pos : pos + n])
+            f.flush()
+            pos += n
+            logs.step(limit=rng.choice([10, 5000, 1 << 20]))
+    got = _streamed(logs.finish(), out)
+    assert got == ref
+    assert SECRET.encode() not in got["trainer"] and b"w" * 40 not in got["trainer"]  # type: ignore[operator]
+    assert len(ref["rows"]) == 400 and ref["malformed"][0] == 1  # type: ignore[arg-type,index]
+    assert any("eval.py" in line for line in ref["commands"])  # type: ignore[union-attr]
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def test_the_worker_process_follows_the_raw_file_and_hands_back_the_result(tmp_path: Path) -> None:
+    staging = tmp_path / "staging"
+    (staging / "run").mkdir(parents=True)
+    raw = staging / "output.raw"
+    data = miles_output(2000)
+    copied = [0]
+    follower = Follower(staging, raw, staging / "run", DEFAULT_ENGINE_PATTERNS, [], lambda: copied[0], worker_after=1)
+    save_secrets(staging, [SECRET])
+    follower.start()
+    with open(raw, "wb") as f:
+        for i in range(0, len(data), 50_000):
+            f.write(data[i : i + 50_000])
+            f.flush()
+            copied[0] += 50_000
+            time.sleep(0.02)
+    deadline = time.monotonic() + 30
+    while not (staging / PID).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (staging / PID).exists(), "no worker process started"
+    result = follower.finish(Redactor({SECRET}))
+    assert result.where == "while the job ran"
+    ref = _reference(_write(tmp_path / "whole.raw", data), tmp_path / "ref")
+    assert _streamed(result, staging / "run") == ref
+
+
+def test_in_process_result_when_the_output_stays_small(tmp_path: Path) -> None:
+    staging = tmp_path / "staging"
+    (staging / "run").mkdir(parents=True)
+    raw = _write(staging / "output.raw", miles_output(20))
+    follower = Follower(staging, raw, staging / "run", DEFAULT_ENGINE_PATTERNS, [], lambda: raw.stat().st_size)
+    follower.start()
+    result = follower.finish(Redactor({SECRET}))
+    assert result.where == "after the job" and not (staging / PID).exists()
+    assert _streamed(result, staging / "run") == _reference(_write(tmp_path / "w.raw", raw.read_bytes()), tmp_path / "ref")
+
+
+def _init(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n"})
+    assert ledger(repo, "init").returncode == 0
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "ledger init")
+    return repo
+
+
+def _committed(repo: Path, run: str, name: str) -> bytes:
+    path = ledger(repo, "path", run).stdout.strip()
+    rel = os.path.relpath(path, repo) if os.path.isabs(path) else path
+    return subprocess.run(["git", "cat-file", "-p", f"experiments:{rel}/{name}"], cwd=repo, check=True,
+                          capture_output=True).stdout
+
+
+def test_a_big_run_is_split_while_it_runs_and_equals_the_split_after_the_fact(tmp_path: Path) -> None:
+    repo = _init(tmp_path)
+    # ~9 MiB in three bursts with pauses: a job long enough for the worker to start and follow it
+    gen = f"{sys.executable} {GEN_LOG} --steps 1000 --engine-lines 20"
+    job = ["sh", "-c", f"for i in 1 2 3; do {gen}; sleep 0.5; done"]
+    proc = ledger(repo, "run", "--no-heat-guard", "--no-debug-data", "--", *job)
+    assert proc.returncode == 0, proc.stderr
+    manifest = _committed(repo, "latest", "manifest.yaml").decode()
+    assert "split: while the job ran" in manifest
+    whole = _write(tmp_path / "job.out", subprocess.run(job, check=True, capture_output=True).stdout)
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    split_output(whole, ref / "trainer.log", ref / "engine.log")
+    assert _committed(repo, "latest", "trainer.log") == (ref / "trainer.log").read_bytes()
+    assert _committed(repo, "latest", "engine.log") == (ref / "engine.log").read_bytes()
+    rows = [json.loads(line) for line in _committed(repo, "latest", "metrics.jsonl").splitlines()[1:]]
+    assert len([r for r in rows if "rollout_id" in r]) == 1000  # the same 1000 steps, three times
+
+
+def test_ledger_killed_while_the_worker_runs_leaves_a_complete_record(tmp_path: Path) -> None:
+    repo = _init(tmp_path)
+    # ~6 MiB at once (the worker starts), then the job goes on quietly until ledger is killed
+    script = (f"import subprocess, sys, time; subprocess.run([sys.executable, {str(GEN_LOG)!r}, '--steps', '2000', "
+              "'--engine-lines', '20']); sys.stdout.flush(); time.sleep(60)")
+    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--no-debug-data", "--", sys.executable, "-c", script],
+                            cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    staging = repo / ".ledger" / "staging"
+    deadline = time.monotonic() + 60
+    pid_files: list[Path] = []
+    while time.monotonic() < deadline and not pid_files:
+        pid_files = list(staging.glob(f"*/{PID}"))
+        time.sleep(0.1)
+    assert pid_files, "the worker never started"
+    worker_pid = json.loads(pid_files[0].read_text())[0]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10  # the worker sees its parent gone and stops
+    while time.monotonic() < deadline and Path(f"/proc/{worker_pid}").exists():
+        time.sleep(0.1)
+    assert not Path(f"/proc/{worker_pid}").exists() or "zombie" in Path(f"/proc/{worker_pid}/status").read_text()
+    rec = ledger(repo, "recover")
+    assert rec.returncode == 0, rec.stderr
+    assert "split: by ledger recover" in _committed(repo, "latest", "manifest.yaml").decode()
+    rows = [json.loads(line) for line in _committed(repo, "latest", "metrics.jsonl").splitlines()[1:]]
+    assert len([r for r in rows if "rollout_id" in r]) == 2000
+    whole = _write(tmp_path / "gen.out", subprocess.run([sys.executable, str(GEN_LOG), "--steps", "2000",
+                                                         "--engine-lines", "20"], check=True, capture_output=True).stdout)
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    process_raw(whole, ref, DEFAULT_ENGINE_PATTERNS, Redactor())
+    assert _committed(repo, "latest", "engine.log") == (ref / "engine.log").read_bytes()
