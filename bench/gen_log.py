@@ -2,7 +2,8 @@
 
 Used by the benchmarks: `python3 bench/gen_log.py --steps 10000 --engine-lines 100 [--scale 1.0]`.
 `--stamp FILE` writes the seconds from the first write to the last flush there (the job's own
-throughput, whatever reads its output).
+throughput, whatever reads its output). `--seconds S` spreads the steps over S seconds, as a
+trainer does (the default writes as fast as it can).
 """
 
 import argparse
@@ -15,6 +16,7 @@ ap.add_argument("--steps", type=int, default=10000)
 ap.add_argument("--engine-lines", type=int, default=100)
 ap.add_argument("--scale", type=float, default=1.0)
 ap.add_argument("--stamp", default=None)
+ap.add_argument("--seconds", type=float, default=0.0)
 a = ap.parse_args()
 out = sys.stdout.buffer
 t0 = datetime.datetime(2026, 11, 29, 0, 0, 0)
@@ -29,6 +31,9 @@ for step in range(a.steps):
               b"'rollout/response_len/mean': %.1f}\n" % (ts, step, rt, 2000.0 - step * 0.1))
     out.write(b"[%s main] train.py:310 - perf %d: {'perf/train_time': %.4f, 'perf/step_time': %.4f, "
               b"'perf/update_weights_time': 0.5}\n" % (ts, step, 3.0 * a.scale, rt + 3.0 * a.scale))
+    if a.seconds and (ahead := start + a.seconds * (step + 1) / a.steps - time.perf_counter()) > 0.01:
+        out.flush()
+        time.sleep(ahead)
 out.flush()
 if a.stamp:
     with open(a.stamp, "w") as f:

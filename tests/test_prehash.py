@@ -62,3 +62,30 @@ def test_a_rollout_file_rewritten_after_it_was_hashed_is_hashed_again(repo: Path
     assert hashlib.md5(contents[2]).hexdigest() in tree
     assert hashlib.md5(contents[1]).hexdigest() not in tree
 
+
+
+def test_a_log_hash_from_the_log_worker_is_used_only_while_the_file_is_unchanged(repo: Path) -> None:
+    """`remember_hashes` (the md5 the log worker computed as it read a big log back) is trusted for
+    the file as it was then: the state is used (a planted wrong md5 proves it), and a file whose
+    inode, mtime or size changed since is hashed anew."""
+    from ledger.data.dvcops import remember_hashes
+
+    assert ledger(repo, "init").returncode == 0
+    staged = repo / ".ledger" / "staging" / "20261201-100000-abcd"
+    run_dir, logs = staged / "run", staged / "data" / "logs"
+    run_dir.mkdir(parents=True)
+    logs.mkdir(parents=True)
+    log = logs / "engine.log"
+    log.write_bytes(b"line\n" * 1000)
+    st = log.stat()
+    planted = "0" * 32  # not the file's md5: only the state can have given it
+    assert remember_hashes(repo, {log: (planted, (st.st_ino, st.st_mtime_ns, st.st_size))}) == 1
+    [record] = track_outputs(repo, run_dir, [("logs", logs)], [staged])
+    tree = (repo / ".dvc" / "cache" / "files" / "md5" / record.hash[:2] / record.hash[2:]).read_text()  # type: ignore[index]
+    assert planted in tree
+
+    log.write_bytes(b"other\n" * 1000)  # changed after it was hashed: the signature no longer matches
+    assert remember_hashes(repo, {log: (planted, (st.st_ino, st.st_mtime_ns, st.st_size))}) == 0
+    [record] = track_outputs(repo, run_dir, [("logs", logs)], [staged])
+    tree = (repo / ".dvc" / "cache" / "files" / "md5" / record.hash[:2] / record.hash[2:]).read_text()  # type: ignore[index]
+    assert hashlib.md5(b"other\n" * 1000).hexdigest() in tree and planted not in tree

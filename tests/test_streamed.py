@@ -4,6 +4,7 @@ a complete record, rebuilt from the raw output."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -212,3 +213,27 @@ def test_ledger_killed_while_the_worker_runs_leaves_a_complete_record(tmp_path: 
     ref.mkdir()
     process_raw(whole, ref, DEFAULT_ENGINE_PATTERNS, Redactor())
     assert _committed(repo, "latest", "engine.log") == (ref / "engine.log").read_bytes()
+
+
+def test_a_big_log_offloaded_to_dvc_with_the_workers_hash_is_stored_under_its_true_md5(tmp_path: Path) -> None:
+    repo = _init(tmp_path)
+    _set_git_max_mb(repo / ".ledger.yaml", 1)
+    gen = f"{sys.executable} {GEN_LOG} --steps 1000 --engine-lines 20"
+    proc = ledger(repo, "run", "--no-heat-guard", "--no-debug-data", "--", "sh", "-c", f"for i in 1 2 3; do {gen}; sleep 0.5; done")
+    assert proc.returncode == 0, proc.stderr
+    manifest = _committed(repo, "latest", "manifest.yaml").decode()
+    assert "split: while the job ran" in manifest and "in_dvc:" in manifest
+    objects = [p for p in (repo / ".dvc" / "cache" / "files" / "md5").glob("*/*") if not p.name.endswith(".dir")]
+    assert objects
+    for obj in objects:  # every object in the cache is stored under the md5 of its bytes
+        assert hashlib.md5(obj.read_bytes()).hexdigest() == obj.parent.name + obj.name
+
+
+def _set_git_max_mb(config: Path, mb: int) -> None:
+    from ruamel.yaml import YAML
+
+    yaml = YAML()
+    data = yaml.load(config.read_text()) or {}
+    data.setdefault("logs", {})["git_max_mb"] = mb
+    with open(config, "w") as f:
+        yaml.dump(data, f)

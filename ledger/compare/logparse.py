@@ -117,6 +117,22 @@ def _numbers(payload: Any) -> dict[str, float] | None:
     return out
 
 
+# The shape of nearly every Miles payload, `{'perf/rollout_time': 371.18, 'train/loss': nan}`: a
+# flat dict of quoted keys and plain numbers, read by two regexes ~10x faster than `ast` (the
+# parse of a big log's metric lines is most of its cost). Anything else goes to `_literal`.
+_NUMBER = r"-?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
+_PAIR = r"'[^'\\\n]*': " + _NUMBER
+_FLAT_DICT = re.compile(r"\{(?:" + _PAIR + r"(?:, " + _PAIR + r")*)?\}")
+_FLAT_PAIRS = re.compile(r"'([^'\\\n]*)': (" + _NUMBER + ")")
+
+
+def _payload_numbers(text: str) -> dict[str, float] | None:
+    """The numbers of a payload: the flat-dict fast path, else `_literal` and `_numbers`."""
+    if _FLAT_DICT.fullmatch(text):
+        return {key: float(value) for key, value in _FLAT_PAIRS.findall(text)}
+    return _numbers(_literal(text))
+
+
 def _literal(text: str) -> Any:
     """`ast.literal_eval`, retried with `nan`/`inf`/`np.float64(x)` rewritten to literals."""
     try:
@@ -186,7 +202,7 @@ class LogScan:
             text = data[m.end() : end].decode("utf-8", "replace")
             text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
             try:
-                metrics = _numbers(_literal(text))
+                metrics = _payload_numbers(text)
             except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
                 metrics = None
             if metrics is None:

@@ -217,7 +217,8 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
 EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
 
 
-def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], say: Say,
+                     known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None) -> None:
     """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
 
     A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
@@ -246,6 +247,11 @@ def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[st
         note = (f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
                 f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n")
         write_atomic(staged.run_dir / name, head + note.encode() + tail)
+    known = {dest / n: known_md5[n] for n in big if known_md5 and n in known_md5}
+    if known:  # hashed by the log worker as it read them (the same inode: moved, not copied)
+        from ledger.data.dvcops import remember_hashes
+
+        remember_hashes(repo.root, known)
     [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir])
     if record.error:  # keep the whole logs in git rather than lose them
         for name in big:

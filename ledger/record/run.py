@@ -243,7 +243,8 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         from ledger.record.streamed import Follower
 
         follower = Follower(staged.dir, staged.raw_output, staged.run_dir, list(cfg.engine_patterns),
-                            list(cfg.secret_names), lambda: capture.bytes_in)
+                            list(cfg.secret_names), lambda: capture.bytes_in,
+                            preload_after=int(cfg.log_git_max_mb * (1 << 20)))
         follower.start()  # split, redaction and metrics while the job runs, off the copy's path
         from ledger.heat.setup import start_monitor
 
@@ -395,7 +396,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
         m["logs"]["heat"] = "heat.log"
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
     scrub_logs(run_dir, m, secrets or set(), found or set(), cfg.secret_names)
-    _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say), say)
+    _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say, logs.md5), say)
     scrub_manifest(m, secrets or set(), found or set(), cfg.secret_names)
     st = m["status"]
     write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))

@@ -21,6 +21,7 @@ record is rebuilt from the raw file and is complete all the same.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -60,6 +61,9 @@ class StreamResult:
     found: set[bytes]  # values the rules removed, looked for again in other forms by the final scrub
     metrics: MetricsTable
     truncated: list[str] = field(default_factory=list)  # a log whose writing failed: where, why
+    # each log's md5 as it was read back, with the (inode, mtime_ns, size) it had then: the DVC
+    # offload of a big log uses it instead of reading the log again (`dvcops.remember_hashes`)
+    md5: dict[str, tuple[str, tuple[int, int, int]]] = field(default_factory=dict)
     where: str = "after the job"  # when the work was done (the manifest's `logs.split`)
 
 
@@ -73,6 +77,7 @@ class _Tail:
         self.scan = LogScan()
         self.commands: list[str] = []
         self._carry = b""  # a command line whose quote was still open at the end of what was read
+        self.md5 = hashlib.md5(usedforsecurity=False)
 
     def poll(self, final: bool = False) -> None:
         try:
@@ -87,6 +92,7 @@ class _Tail:
             return
         self.offset += len(data)
         if data:
+            self.md5.update(data)
             self.scan.scan_bytes(data, self.path, self.lines)
             self.lines += data.count(b"\n")
         block = self._carry + data if self._carry else data
@@ -130,9 +136,17 @@ class StreamedLogs:
             tail.poll(final=True)
         trainer, engine = self.tails
         trainer.scan.absorb(engine.scan)  # as one scan over trainer.log, then engine.log
+        md5 = {}
+        for tail in self.tails:
+            try:
+                st = os.stat(tail.path)
+            except OSError:
+                continue
+            if st.st_size == tail.offset:  # all of it was read, hence hashed
+                md5[tail.path.name] = (tail.md5.hexdigest(), (st.st_ino, st.st_mtime_ns, st.st_size))
         return StreamResult(trainer.commands + engine.commands, self.splitter.redacted,
                             self.splitter.redactor.found_values(), trainer.scan.finish(),
-                            self.splitter.truncation_notes())
+                            self.splitter.truncation_notes(), md5=md5)
 
 
 def process_raw(raw: Path, run_dir: Path, engine_patterns: Sequence[str], redactor: Redactor) -> StreamResult:
@@ -153,7 +167,8 @@ class Follower:
     """Ledger's side: starts the worker once the output is big enough, and collects its result."""
 
     def __init__(self, staging_dir: Path, raw: Path, run_dir: Path, engine_patterns: Sequence[str],
-                 secret_names: Sequence[str], bytes_in: Any, worker_after: int = WORKER_AFTER):
+                 secret_names: Sequence[str], bytes_in: Any, worker_after: int = WORKER_AFTER,
+                 preload_after: int | None = None):
         self.dir = staging_dir
         self.raw = raw
         self.run_dir = run_dir
@@ -161,6 +176,7 @@ class Follower:
         self.secret_names = list(secret_names)
         self._bytes_in = bytes_in  # a callable: the output copied so far
         self._worker_after = worker_after
+        self._preload_after = preload_after  # output size from which a log will go to DVC
         self._ended = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
         self._thread = threading.Thread(target=self._watch, name="ledger-follow", daemon=True)
@@ -169,10 +185,14 @@ class Follower:
         self._thread.start()
 
     def _watch(self) -> None:
-        while not self._ended.wait(POLL_S):
-            if self._bytes_in() >= self._worker_after:
+        spawned, preloaded = False, self._preload_after is None
+        while not (spawned and preloaded) and not self._ended.wait(POLL_S):
+            if not spawned and self._bytes_in() >= self._worker_after:
                 self._spawn()
-                return
+                spawned = True
+            if not preloaded and self._bytes_in() >= (self._preload_after or 0):
+                _preload_dvc()  # the offload of a big log at the end then skips DVC's ~0.8 s import
+                preloaded = True
 
     def _spawn(self) -> None:
         try:
@@ -216,6 +236,15 @@ class Follower:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
+
+
+def _preload_dvc() -> None:
+    try:
+        from ledger.data.dvcops import preload
+
+        preload()
+    except Exception:  # noqa: BLE001 - the import is retried, and reported, where it is used
+        pass
 
 
 def _load_result(path: Path) -> StreamResult | None:
