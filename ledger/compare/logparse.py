@@ -349,6 +349,11 @@ def merge(log_table: MetricsTable, event_table: MetricsTable) -> MetricsTable:
     return out
 
 
+# one encoder for all rows: `json.dumps(..., allow_nan=False)` builds a new one per call (a third
+# of the time of writing 40,000 rows); the output is the same
+_ROW_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 def _finite_or_none(metrics: dict[str, float]) -> dict[str, float | None]:
     return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
 
@@ -366,10 +371,10 @@ def write_metrics_jsonl(path: Path, table: MetricsTable) -> None:
         row = table.rows[number]
         record: dict[str, Any] = {"rollout_id": number, "t_start": row.t_start, "t_end": row.t_end}
         record["metrics"] = _finite_or_none(row.metrics)
-        lines.append(json.dumps(record, allow_nan=False))
+        lines.append(_ROW_ENCODER.encode(record))
     for number in sorted(table.train_steps):
         step = {"train_step": number, "metrics": _finite_or_none(table.train_steps[number])}
-        lines.append(json.dumps(step, allow_nan=False))
+        lines.append(_ROW_ENCODER.encode(step))
     write_atomic(Path(path), "\n".join(lines) + "\n")
 
 
