@@ -369,3 +369,27 @@ def test_runtime_env_json_in_both_forms_and_bad_json() -> None:
     assert runtime_env_from_ray_argv([*ray, "--runtime-env-json={bad"]) is None
     assert runtime_env_from_ray_argv([*ray, "--runtime-env-json=[1]"]) is None
     assert runtime_env_from_ray_argv(ray) is None
+
+
+def test_the_files_a_launcher_takes_flags_from(tmp_path: Path) -> None:
+    """Shapes of radixark/miles launchers (issue 9, item 6): a sourced model file named through a
+    variable set in the script (`examples/**/run-*-profile.sh` before August 2026), and the
+    model-args helper with an environment prefix and a variable name (since August 2026)."""
+    from ledger.record.jobsetup import _flag_files
+
+    root = tmp_path / "repo"
+    for rel in ("scripts/models/glm-air.sh", "scripts/models/qwen-big.py", "scripts/models/old-model.py",
+                "scripts/models/commented-out.sh",
+                "miles/utils/external_utils/model_args_utils.py", "examples/p2p/run-x.sh"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("\n")
+    launcher = root / "examples/p2p/run-x.sh"
+    text = ('MODEL_TYPE="glm-air"\nMODEL_ARGS_FILE=qwen-big\n'
+            'MILES_ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." &>/dev/null && pwd)"\n'
+            'source "${MILES_ROOT}/scripts/models/${MODEL_TYPE}.sh"\n'
+            'MODEL_ARGS_LINE="$(MODEL_ARGS_ROTARY_BASE=5000000 python3 '
+            '"${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "${MODEL_ARGS_FILE}")" || exit 1\n'
+            '# source "${MILES_ROOT}/scripts/models/commented-out.sh"\n'
+            '# was: python3 "${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "old-model"\n')
+    found = _flag_files(launcher, text, root / "examples", root)
+    assert found == [(root / "scripts/models/glm-air.sh").resolve(), (root / "scripts/models/qwen-big.py").resolve()]

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import git, ledger, make_repo
+from conftest import LEDGER, git, ledger, make_repo
 
 from ledger.capture import launcher, tracescan
 
@@ -119,6 +119,14 @@ def test_direct_ray_job_submit_records_ray_argv_runtime_env_and_data(miles_repo:
     assert m["command"]["training_argv"][:4] == ["python3", "miles_grpo.py", "--lr", "2e-6"]
     assert m["settings"]["lr"] == 2e-6 and m["settings"]["env.NCCL_ALGO"] == "Tree"
     assert {d["role"] for d in m["data"]} == {"rollout", "events"}  # was: data [] and files deleted
+    # a replay runs the trainer directly: the runtime env's variables are set for it, as Ray did
+    dry = ledger(repo, "replay", m["id"], "--step", "0", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.startswith("NCCL_ALGO=Tree python3 miles_grpo.py ")
+    r = ledger(repo, "replay", m["id"], "--step", "0", "--yes", env=env)
+    assert r.returncode == 0, r.stderr
+    replayed = _show(repo)
+    assert replayed["replay_of"] == m["id"] and replayed["settings"]["env.NCCL_ALGO"] == "Tree"  # was: absent
 
 
 def test_a_launcher_edit_is_one_setting_change_in_diff(miles_repo: tuple[Path, dict[str, str]]) -> None:
@@ -140,6 +148,33 @@ def test_a_launcher_edit_is_one_setting_change_in_diff(miles_repo: tuple[Path, d
     assert ledger(repo, "run", "--name", "code", "--", "bash", "run-tiny.sh", env=env).returncode == 0
     changed = json.loads(ledger(repo, "diff", "committed", "code", "--json", "--no-git-diff").stdout)["changed"]
     assert [c["name"] for c in changed] == ["code.tree"]
+
+
+def _changed(repo: Path, a: str, b: str) -> list[str]:
+    r = ledger(repo, "diff", a, b, "--json", "--no-git-diff")
+    return [c["name"] for c in json.loads(r.stdout)["changed"]]
+
+
+def test_editing_a_model_file_is_that_flag_alone(miles_repo: tuple[Path, dict[str, str]]) -> None:
+    """Item 6 for the files a launcher takes its model flags from. Miles' bash launchers since
+    August 2026 (run-tiny-pymodel.sh's shape) read them from scripts/models/<NAME>.py through
+    `python3 .../model_args_utils.py "${MODEL_TYPE}"` and `read -ra`; older ones `source` a .sh
+    (run-tiny.sh). Either way an edited model flag is that setting, not also `code.tree`."""
+    repo, env = miles_repo
+    assert ledger(repo, "run", "--name", "py-base", "--", "bash", "run-tiny-pymodel.sh", env=env).returncode == 0
+    m = _show(repo)
+    assert m["command"]["training_argv"][1:] == _seen(repo)  # the helper's python3 call is not the trainer
+    assert m["command"]["runtime_env"] == {"env_vars": {"PYTHONPATH": "/root/Megatron-LM", "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}}
+    assert m["settings"]["hidden-size"] == 64 and m["settings"]["moe-token-dispatcher-type"] == "flex"
+    model = repo / "scripts" / "models" / "tiny.py"
+    model.write_text(model.read_text().replace("--hidden-size 64", "--hidden-size 128"))
+    assert ledger(repo, "run", "--name", "py-wider", "--", "bash", "run-tiny-pymodel.sh", env=env).returncode == 0
+    assert _changed(repo, "py-base", "py-wider") == ["hidden-size"]
+    assert ledger(repo, "run", "--name", "sh-base", "--", "bash", "run-tiny.sh", env=env).returncode == 0
+    sourced = repo / "scripts" / "models" / "tiny.sh"
+    sourced.write_text(sourced.read_text().replace("--num-layers 2", "--num-layers 3"))
+    assert ledger(repo, "run", "--name", "sh-deeper", "--", "bash", "run-tiny.sh", env=env).returncode == 0
+    assert _changed(repo, "sh-base", "sh-deeper") == ["num-layers"]
 
 
 def test_debug_data_into_a_container_is_refused_aloud(miles_repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
@@ -198,3 +233,29 @@ def test_no_wait_with_no_reachable_ray_is_said_and_recorded_as_unknown(miles_rep
     assert m["status"]["ray_job"]["submission_id"].startswith("ledger-") and m["status"]["ray_job"]["status"] is None
     assert any(f"127.0.0.1:{port}" in w for w in m["warnings"])
     assert "recorded what is known" in r.stderr
+
+
+def test_job_env_is_configurable_and_the_callers_value_wins(tmp_path: Path) -> None:
+    """Item 7: RAY_DEDUP_LOGS=0 is set for the job by default, recorded as ledger's, never a
+    setting; `capture: job_env:` changes or removes (null) it; a value the caller set is kept."""
+    probe = "import json, os\njson.dump({k: os.environ.get(k) for k in ('RAY_DEDUP_LOGS', 'RAY_COLOR_PREFIX')}, open('seen-env.json', 'w'))\n"
+    repo = make_repo(tmp_path / "proj", {"train.py": probe, ".gitignore": "seen-env.json\n"})
+    ledger(repo, "init")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+
+    def run(env: dict[str, str]) -> tuple[dict, dict]:
+        r = subprocess.run([*LEDGER, "run", "--no-debug-data", "--", "python3", "train.py"], cwd=repo, env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return json.loads((repo / "seen-env.json").read_text()), _show(repo)
+
+    seen, m = run(clean)
+    assert seen == {"RAY_DEDUP_LOGS": "0", "RAY_COLOR_PREFIX": None} and m["command"]["ledger_env"]["RAY_DEDUP_LOGS"] == "0"
+    assert not any(name.startswith("env.RAY_") for name in m["settings"])
+    seen, m = run({**clean, "RAY_DEDUP_LOGS": "1"})
+    assert seen["RAY_DEDUP_LOGS"] == "1" and "RAY_DEDUP_LOGS" not in m["command"]["ledger_env"]
+    config = repo / ".ledger.yaml"
+    config.write_text(config.read_text().replace("job_env: {}", 'job_env: {RAY_DEDUP_LOGS: null, RAY_COLOR_PREFIX: "0"}', 1))
+    seen, m = run(clean)
+    assert seen == {"RAY_DEDUP_LOGS": None, "RAY_COLOR_PREFIX": "0"}
+    assert "RAY_DEDUP_LOGS" not in m["command"]["ledger_env"] and m["command"]["ledger_env"]["RAY_COLOR_PREFIX"] == "0"

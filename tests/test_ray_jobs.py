@@ -91,6 +91,8 @@ def _logs(repo: Path, m: dict) -> tuple[str, str]:
 
 
 def _check_split(trainer: str, engine: str) -> None:
+    # Ray coloured the actor prefixes even into ledger's pipe (miles-facts.md): the split read through them
+    assert engine.startswith("\x1b[") and "\x1b[36m(MegatronTrainRayActor pid=" in trainer
     assert engine.count("Decode batch") == 3 and "Decode batch" not in trainer
     assert all("SGLangEngine" in line for line in engine.splitlines())
     for cell in (0, 1):  # no per-step line of either trainer cell lost to de-duplication
@@ -151,3 +153,33 @@ def test_ctrl_c_stops_a_followed_job(cluster: tuple[str, str], ray_repo: Path) -
     m = _show(ray_repo)
     assert m["status"]["ray_job"]["status"] == "STOPPED"
     assert m["status"]["state"] == "killed" and proc.returncode == 130
+
+
+def test_ray_own_driver_variables_are_not_settings(cluster: tuple[str, str], tmp_path: Path) -> None:
+    """Ray gives every job's driver variables of its own: the job's config with its random
+    submission id and the cluster's GCS address (`_get_driver_env_vars` in Ray's
+    dashboard/modules/job/job_supervisor.py). Miles launchers start their own head under ledger's
+    PATH wrappers, so the python3 wrapper reads the trainer's environment inside the job; seen
+    there, two identical jobs must give the same `env.*` settings."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from ledger.capture import envvars
+
+    _, url = cluster
+    client = JobSubmissionClient(url)
+    (tmp_path / "dump_env.py").write_text("import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n")
+    runtime_env = {"env_vars": {"NCCL_ALGO": "Ring"}}
+    seen = []
+    for n in range(2):
+        out = tmp_path / f"env{n}.json"
+        job = client.submit_job(entrypoint=f"python3 {tmp_path / 'dump_env.py'} {out}", runtime_env=runtime_env)
+        deadline = time.monotonic() + 60
+        while client.get_job_status(job) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+            assert time.monotonic() < deadline, client.get_job_logs(job)
+            time.sleep(0.2)
+        assert client.get_job_status(job) == JobStatus.SUCCEEDED, client.get_job_logs(job)
+        seen.append(json.loads(out.read_text()))
+    assert seen[0]["RAY_JOB_CONFIG_JSON_ENV_VAR"] != seen[1]["RAY_JOB_CONFIG_JSON_ENV_VAR"]  # what Ray really sets
+    first, second = (envvars.env_settings(envvars.capture_env(env), runtime_env) for env in seen)
+    assert first == second
+    assert first["env.NCCL_ALGO"] == "Ring" and "env.RAY_ADDRESS" not in first

@@ -9,6 +9,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from ledger.config import DEFAULT_ENV_PATTERNS
 
 ENV_PREFIX = "env."
+# Set by Ray on every job's driver (`_get_driver_env_vars` in Ray's
+# dashboard/modules/job/job_supervisor.py): the job's config, holding its random submission id,
+# and the cluster's GCS address. They name the job and where it ran, not the experiment; seen by
+# the python3 wrapper inside a job (a launcher that starts its own head), they would make two
+# identical runs differ. The runtime env is recorded as `command.runtime_env`.
+RAY_JOB_VARIABLES = frozenset({"RAY_JOB_CONFIG_JSON_ENV_VAR", "RAY_ADDRESS"})
 
 
 def capture_env(
@@ -62,8 +68,9 @@ def env_settings(
     """`env.<NAME>` settings from the captured process env and the Ray runtime environment.
 
     Every runtime-env variable is kept (the launcher chose it deliberately) and overrides the
-    process value, as Ray does for the job's processes.
+    process value, as Ray does for the job's processes. Ray's own job variables
+    (`RAY_JOB_VARIABLES`) are left out.
     """
     merged = dict(env)
     merged.update(runtime_env_vars(runtime_env))
-    return {ENV_PREFIX + name: merged[name] for name in sorted(merged)}
+    return {ENV_PREFIX + name: merged[name] for name in sorted(merged) if name not in RAY_JOB_VARIABLES}

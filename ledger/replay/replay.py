@@ -55,6 +55,9 @@ class ReplayPlan:
     data_dir: Path | None
     warnings: list[str]
     image: dict[str, Any] = field(default_factory=dict)
+    # the recorded Ray runtime env's variables: a `ray job submit` run's trainer had them, and a
+    # replay runs the trainer directly, so they are set for it (PYTHONPATH, NCCL_*, ...)
+    env: dict[str, str] = field(default_factory=dict)
 
 
 def _inside(root: Path, path: Path) -> bool:
@@ -185,6 +188,10 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     warnings = _environment_warnings(repo, m, opts)
     rec_root = (m.get("command") or {}).get("repo_root")
     training = [_rebase_path(a, rec_root, repo.root) for a in training]
+    env, hidden = _runtime_env(m)
+    if hidden:
+        warnings.append(f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; "
+                        "the replay takes them from your environment")
     cwd_rel = (m.get("command") or {}).get("cwd_in_repo") or "."
     if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
         raise UsageError(f"run {entry.id} records a working directory outside the repository", "refusing to replay it")
@@ -202,7 +209,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     if opts.rollout_only:
         argv = build_replay_argv(training, mode="rollout", save_template=f"{PLACEHOLDER}/rollout/{{rollout_id}}.pt",
                                  num_rollout=(max(chosen) + 1) if chosen else None, sets=sets, extra=opts.extra)
-        return ReplayPlan(entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {})
+        return ReplayPlan(entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env)
     rec = _rollout_record(m)
     if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
         raise DataError(f"the rollout data of run {entry.id} was never tracked: {rec.get('error') or 'unknown reason'}",
@@ -222,7 +229,18 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
         load_dir, num = data_dir, None
     argv = build_replay_argv(training, mode="train", load_template=str(load_dir / name_template),
                              num_rollout=num, sets=sets, extra=opts.extra)
-    return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {})
+    return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env)
+
+
+def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+    """The recorded runtime env's variables, and the names whose values were redacted."""
+    from ledger.capture.redact import MASK
+
+    env_vars = ((m.get("command") or {}).get("runtime_env") or {}).get("env_vars") or {}
+    if not isinstance(env_vars, dict):
+        return {}, []
+    hidden = sorted(str(k) for k, v in env_vars.items() if MASK in str(v))
+    return {str(k): str(v) for k, v in env_vars.items() if MASK not in str(v)}, hidden
 
 
 def _rebase_path(arg: str, recorded_root: str | None, root: Path) -> str:
@@ -248,7 +266,8 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
     if tip is None:
         raise RunNotFound(f"no run named '{opts.run}': no runs recorded yet", "record one with `ledger run -- CMD`")
     plan = plan_replay(repo, tip, opts)
-    shown = shlex.join(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)
+    shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()),
+                        *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
     for w in plan.warnings:
         say(f"ledger: warning: {w}")
     if opts.dry_run:
@@ -265,8 +284,9 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
     info = {"mode": plan.mode, "steps": plan.steps,
             "mapping": {str(k): v for k, v in plan.mapping.items()} if plan.mapping else None,
             "sets": opts.sets, "extra": opts.extra, "in_image": opts.in_image}
+    env = {**os.environ, **plan.env} if plan.env and not opts.in_image else None
     req = RunRequest(argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info,
-                     debug_data=False, data_placeholder=PLACEHOLDER)
+                     debug_data=False, data_placeholder=PLACEHOLDER, env=env)
     return record_run(req, say, terminal_fd).exit_code
 
 
@@ -276,4 +296,5 @@ def _in_image(root: Path, plan: ReplayPlan, argv: list[str]) -> list[str]:
     if not pinned:
         raise UsageError(f"run {plan.source} did not record an image", "replay without --in-image")
     ref = pinned if "@" in pinned or pinned.startswith("sha256:") else f"{plan.image.get('ref')}@{pinned}"
-    return ["docker", "run", "--rm", "--gpus", "all", "-v", f"{root}:{root}", "-w", str(plan.cwd), ref, *argv]
+    env = [x for k, v in plan.env.items() for x in ("-e", f"{k}={v}")]
+    return ["docker", "run", "--rm", "--gpus", "all", "-v", f"{root}:{root}", "-w", str(plan.cwd), *env, ref, *argv]
