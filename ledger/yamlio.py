@@ -48,8 +48,19 @@ def loads(text: str | bytes, what: str = "YAML") -> Any:
     try:
         return _LOADER.load(text)
     except YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise YamlError(f"{what} is not valid YAML: {first}") from exc
+        raise YamlError(f"{what} is not valid YAML: {_problem(exc)}") from exc
+
+
+def _problem(exc: YAMLError) -> str:
+    """What is wrong and where, in one line: the problem and its line, not the context line
+    before it ("while constructing a mapping" alone names neither the key nor the place)."""
+    problem = getattr(exc, "problem", None)
+    mark = getattr(exc, "problem_mark", None)
+    if problem:
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return " ".join(str(problem).split()) + where
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def dumps(data: Any) -> str:

@@ -1,12 +1,13 @@
 """Planted secrets for the redaction tests, built at run time (no live-looking token is committed).
 
 Shapes follow the issuers' public descriptions: Hugging Face user access tokens (``hf_`` + 34
-letters/digits), OpenAI keys (``sk-`` / ``sk-proj-``), GitHub tokens (``ghp_``/``gho_``/``ghs_`` +
-36, fine-grained ``github_pat_`` + 22 + ``_`` + 59), GitLab personal access tokens (``glpat-`` + 20),
-Slack tokens (``xoxb-``/``xoxp-``/``xoxa-``/``xoxr-``), AWS access key ids (``AKIA``/``ASIA`` + 16)
-with their 40-character secret keys, Google API keys (``AIza`` + 35), JWTs (three base64url parts,
-the first a JSON header), RFC 7617 Basic credentials, RFC 3986 userinfo in URLs, and PEM (RFC 7468)
-/ OpenSSH private key blocks. Each line below is (text, the secret that must not survive).
+letters/digits), OpenAI keys (``sk-`` / ``sk-proj-``), Anthropic keys (``sk-ant-api03-``), GitHub
+tokens (``ghp_``/``gho_``/``ghs_``/``ghu_``/``ghr_`` + 36, fine-grained ``github_pat_`` + 22 + ``_``
++ 59), GitLab personal access tokens (``glpat-`` + 20), Slack tokens (``xoxb-``/``xoxp-``/``xoxa-``/
+``xoxr-``), AWS access key ids (``AKIA``/``ASIA`` + 16) with their 40-character secret keys, Google
+API keys (``AIza`` + 35), JWTs (three base64url parts, the first a JSON header), RFC 7617 Basic
+credentials, RFC 6750 bearer tokens, RFC 3986 userinfo in URLs, and PEM (RFC 7468) / OpenSSH
+private key blocks. Each line below is (text, the secret that must not survive).
 """
 
 from __future__ import annotations
@@ -37,13 +38,18 @@ def tokens() -> dict[str, str]:
         "hf": "hf" + "_" + rand(34),
         "openai": "sk" + "-" + rand(20) + "T3Blbk" + "FJ" + rand(20),
         "openai-proj": "sk" + "-proj-" + rand(60, ALNUM + "_-") + "1",
+        "anthropic": "sk" + "-ant-api03-" + rand(90, ALNUM + "_-") + "AA",
         "ghp": "gh" + "p_" + rand(36),
         "gho": "gh" + "o_" + rand(36),
         "ghs": "gh" + "s_" + rand(36),
+        "ghu": "gh" + "u_" + rand(36),
+        "ghr": "gh" + "r_" + rand(36),
         "github-pat": "github" + "_pat_" + rand(22) + "_" + rand(59),
         "gitlab": "gl" + "pat-" + rand(20),
         "slack-b": "xo" + "xb-" + rand(12, string.digits) + "-" + rand(13, string.digits) + "-" + rand(24),
         "slack-p": "xo" + "xp-" + rand(12, string.digits) + "-" + rand(24),
+        "slack-a": "xo" + "xa-2-" + rand(12, string.digits) + "-" + rand(24),
+        "slack-r": "xo" + "xr-" + rand(12, string.digits) + "-" + rand(24),
         "aws-id": "AK" + "IA" + rand(16, string.ascii_uppercase + string.digits),
         "aws-sts": "AS" + "IA" + rand(16, string.ascii_uppercase + string.digits),
         "google": "AI" + "za" + rand(35, ALNUM + "_-"),
@@ -72,6 +78,13 @@ def shape_lines(tok: dict[str, str]) -> list[tuple[str, str]]:
         (f"cloning https://{tok['ghp']}@github.invalid/org/repo.git", tok["ghp"]),
         (f"pushing to git+https://oauth2:{url_pw}x@gitlab.invalid/x", url_pw + "x"),
     ]
+    # an opaque bearer token needs no digit (RFC 6750 b64token); GitHub's REST API also takes
+    # `Authorization: token X`: after an Authorization header name any value is a credential
+    letters = [rand(32, string.ascii_letters) for _ in range(2)]
+    out += [
+        (f"requests: headers={{'Authorization': 'Bearer {letters[0]}', 'Accept': '*/*'}}", letters[0]),
+        (f"> Authorization: token {letters[1]}", letters[1]),
+    ]
     return out
 
 
@@ -93,6 +106,21 @@ def named_lines() -> list[tuple[str, str]]:
         (f"aws_secret_access_key = {v[13]}", v[13]),
         (f"private_key_passphrase: \"{v[14]}\"", v[14]),
         (f"AUTH_TOKEN='{v[15]}'", v[15]),
+    ]
+
+
+def prefixed_lines() -> list[tuple[str, str]]:
+    """Secret-named values behind what a real log puts before them or around them: a logger prefix
+    (`logging`'s ``INFO:``, wandb's ``wandb:``) that itself reads as ``name: value``, Python bytes
+    values in reprs (``b'...'``), and ``print("token=", value)`` (a space after the ``=``)."""
+    v = [rand(24, string.ascii_lowercase + string.digits) for _ in range(6)]
+    return [
+        (f"INFO: password: {v[0]}", v[0]),
+        (f"wandb: api_key: {v[1]}", v[1]),
+        (f"config {{'api_key': b'{v[2]}', 'lr': 1e-06}}", v[2]),
+        (f"Namespace(hub_token=b'{v[3]}', seed=1)", v[3]),
+        (f"token= {v[4]}", v[4]),
+        (f"[rank0]: db: password = {v[5]}", v[5]),
     ]
 
 
@@ -133,4 +161,6 @@ ORDINARY = [
     "task-abcdefghij0123456789xyz skipped; cache_hit_tokens: 384; num_tokens=4096; max_new_tokens: 1024",
     "use_auth=True num_keys: 12 key_count=3 reward_key: score",
     "Basic block allocator initialised; bearer of bad news: none",
+    "wandb: Currently logged in as: team-bot (use `wandb login --relogin` to force relogin)",
+    "INFO: Authorization: granted for user trainer; token usage: 0.05",
 ]

@@ -70,3 +70,20 @@ def test_pull_with_one_run_argument_pulls_it_from_the_default_remote(recorded: t
     assert "now at" in proc.stderr, proc.stderr
     assert "no git remote" not in proc.stderr
     assert ledger(other, "show", run_id).returncode == 0
+
+
+def test_pull_without_a_dvc_remote_ends_on_the_failure(recorded: tuple[Path, str], tmp_path: Path) -> None:
+    """A data failure on pull is named with its fix, and no "fetched data" line follows it."""
+    repo, run_id = recorded
+    git(tmp_path, "init", "-q", "--bare", "shared.git")
+    git(repo, "remote", "add", "origin", str(tmp_path / "shared.git"))
+    git(repo, "push", "-q", "origin", "main")
+    ledger(repo, "push")  # the branch goes; the data cannot (no DVC remote)
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", "-b", "main", str(tmp_path / "shared.git"), str(other))
+    proc = ledger(other, "pull", run_id)
+    assert proc.returncode == 5, proc.stderr  # EXIT_DATA: the branch came, the data did not
+    (line,) = [line for line in proc.stderr.splitlines() if "data not fetched" in line]
+    assert "dvc remote add -d <remote name> <remote url>" in line
+    assert "fetched data of" not in proc.stderr  # was: "fetched data of 1 run (0 objects)" after it
+    assert "`ledger pull` again retries the data" in proc.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import LEDGER, ledger
 from repos import git
-from secret_corpus import escaped_forms, named_lines, pem_block, rand, shape_lines, tokens
+from secret_corpus import escaped_forms, named_lines, pem_block, prefixed_lines, rand, shape_lines, tokens
 
 # The job prints every corpus line on stdout, stderr and as an engine line, and the values of the
 # secret-named variables it was given in escaped forms no rule knows (only known values catch them).
@@ -32,6 +32,9 @@ import base64, urllib.parse
 print("q=" + urllib.parse.quote(key, safe=""), "b64", base64.b64encode(key.encode()).decode(), flush=True)
 for part in multi.splitlines():
     print("line of value:", part, flush=True)
+config = open("config.yaml").read() if os.path.exists("config.yaml") else ""
+if "db_password: " in config:  # a value from a dirty tracked file, printed bare: a known value too
+    print("loading key", config.split("db_password: ", 1)[1].split()[0], flush=True)
 for i in range(int(os.environ.get("PAD_LINES", "0"))):
     print(f"[2026-11-29 10:00:00] train.py:1 - step {i}: {{'train/loss': 0.5}}", flush=True)
 open("extra.log", "w").write("\n".join(lines) + "\n")
@@ -44,7 +47,7 @@ if os.environ.get("HANG"):
 def _secrets() -> tuple[list[str], list[str], dict[str, str]]:
     """(lines to print, secrets that must not survive, environment)."""
     tok = tokens()
-    corpus = shape_lines(tok) + named_lines()
+    corpus = shape_lines(tok) + named_lines() + prefixed_lines()
     pem = pem_block("OPENSSH PRIVATE KEY", 5)
     lines = [line for line, _ in corpus] + pem
     must_not = [p for _, s in corpus for p in s.split(" ")] + pem[1:-1]
@@ -88,7 +91,8 @@ def test_no_planted_secret_reaches_git_or_dvc(repo: Path) -> None:
     tok = tokens()
     gh = next(s for s in must_not if s.startswith("gh" + "p_"))
     dirty_key = "sk" + "-" + rand(40) + "9"
-    (repo / "config.yaml").write_text(f"lr: 1.0e-06\napi_key: {dirty_key}\n")  # dirty tracked file
+    plain = "plain" + rand(16)  # no token shape: only known as the value of a secret-named key
+    (repo / "config.yaml").write_text(f"lr: 1.0e-06\napi_key: {dirty_key}\ndb_password: {plain}\n")  # dirty tracked file
     launch_pw = rand(18)
     (repo / "launch.sh").write_text(  # an untracked launcher with secrets written in
         f"#!/bin/bash\nset -x\nexport DB_PASSWORD={launch_pw}\n"
@@ -98,7 +102,7 @@ def test_no_planted_secret_reaches_git_or_dvc(repo: Path) -> None:
                "bash", "launch.sh", "--wandb-key", env["WANDB_API_KEY"],
                env=_run_env(env, PAD_LINES="300"))
     assert r.returncode == 0, r.stderr
-    must_not += [dirty_key, launch_pw, tok["hf"], tok["gitlab"]]
+    must_not += [dirty_key, plain, launch_pw, tok["hf"], tok["gitlab"]]
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
     assert m["logs"].get("in_dvc"), "the big-log path must be exercised"
     assert any(e.startswith("code/config.yaml: ") for e in m["redacted"])

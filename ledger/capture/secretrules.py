@@ -9,13 +9,16 @@ Secret-named values (the name rule is `ledger.capture.redact.is_secret_name`):
 ``"name": "value"`` (JSON, Python dict reprs, escaped JSON), ``['--name', 'value']`` (printed
 argv lists), ``NAME=value`` / ``--name=value`` / ``Namespace(name='value')``, ``name: value``
 (YAML, ``key = value`` INI), ``--name value`` (also across a ``\\`` continuation) and Megatron's
-argument dump (``  wandb_key ........ value``).
+argument dump (``  wandb_key ........ value``). A quoted value may carry a Python string prefix
+(``b'...'``); a pair whose name is not secret does not hide one that starts in its value
+(``INFO: password: x``).
 
 Shapes redacted whatever the name (public formats of each issuer): Hugging Face ``hf_``,
 OpenAI/Anthropic ``sk-``/``sk-proj-``/``sk-ant-``, GitHub ``ghp_ gho_ ghs_ ghu_ ghr_`` and
 ``github_pat_``, GitLab ``glpat-``, Slack ``xox[abposr]-``, AWS key ids ``AKIA``/``ASIA`` (and a
 40-character secret key on the same line), Google API keys ``AIza`` + 35, JWTs ``eyJ..``.``..``,
-``Authorization: Bearer``/``Basic`` values, credentials in URLs, and PEM/OpenSSH private key blocks
+``Authorization: Bearer``/``Basic`` values (and any value after an ``Authorization`` header
+name), credentials in URLs, and PEM/OpenSSH private key blocks
 (`pem_step`: a block spread over several lines is masked line by line, keeping the line count).
 """
 
@@ -35,23 +38,29 @@ _NAME = rb"[A-Za-z_][A-Za-z0-9_.-]*"
 _DQ = rb'"(?:[^"\\\n]|\\.)*"'
 _SQ = rb"'[^'\n]*'"
 _BARE = rb"""[^\s'";|&,}\])]+"""
+# a Python string prefix before a quoted value: b'...' (bytes reprs), u'...', r'...'
+_PFX = rb"""(?:[bBuUrR]{1,2}(?=["']))?"""
 
 # "NAME": "value" (JSON, Python reprs; also with escaped quotes inside JSON strings)
 _PAIR = re.compile(
     rb"""(?P<q>\\?["'])(?P<name>""" + _NAME + rb""")(?P=q)\s*:\s*"""
-    rb"""(?:(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<bare>[^\s,}\]"'\\]+))"""
+    rb"""(?:""" + _PFX + rb"""(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<bare>[^\s,}\]"'\\]+))"""
 )
 # ['--wandb-key', 'value'] (printed argv lists)
 _LISTED = re.compile(rb"""(?P<q>["'])(?P<name>--?""" + _NAME + rb""")(?P=q)\s*,\s*(?P<v>""" + _DQ + rb"|" + _SQ + rb")")
 # NAME=value, --name=value, export NAME="value", ?token=value, Namespace(name='value')
-_ASSIGN = re.compile(rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=(?P<v>" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")")
-# name: value (YAML, logs), key = value (INI); a separate pattern so neither hides the other's match
+_ASSIGN = re.compile(rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")")
+# name: value (YAML, logs), key = value (INI), name= value (`print("token=", v)`); a separate
+# pattern so neither hides the other's match
+# A value that opens a YAML flow mapping or list (`secrets: {names: [X]}`) is structure, not a
+# secret: its inner `name: value` pairs are matched on their own.
 _COLON = re.compile(
-    rb"(?<![\w.-])(?P<name>" + _NAME + rb")(?:[ \t]*:|[ \t]+=)[ \t]*(?P<v>" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")"
+    rb"(?<![\w.-])(?P<name>" + _NAME + rb")(?:[ \t]*:|[ \t]+=|=(?=[ \t]))[ \t]*(?!=)" + _PFX
+    + rb"(?P<v>" + _DQ + rb"|" + _SQ + rb"|(?![{\[])" + _BARE + rb")"
 )
 # --name value (also across a shell line continuation)
 _SPACED = re.compile(
-    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+(?P<v>" + _DQ + rb"|" + _SQ + rb"|(?!-)" + _BARE + rb")"
+    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+" + _PFX + rb"(?P<v>" + _DQ + rb"|" + _SQ + rb"|(?!-)" + _BARE + rb")"
 )
 # Megatron's argument dump: "  wandb_key ........................ value"
 _DOTTED = re.compile(rb"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
@@ -60,6 +69,14 @@ _URL = re.compile(rb"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^/\s:@'\"]*):(?P<v>[^
 # https://TOKEN@host: a token alone as the user part (GitHub's documented form)
 _URL_TOKEN = re.compile(rb"\bhttps?://(?P<v>[A-Za-z0-9_.~-]{16,})@")
 _BEARER = re.compile(rb"(?i)\bbearer\s+(?P<v>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,})")
+# after an Authorization header name any value is a credential (RFC 9110 11.6.2): with a scheme
+# (Bearer, GitHub's `token`, ...) whatever follows it; without one a token-looking value. Basic
+# and Digest have their own forms (`_BASIC`; Digest's parameters are not single values).
+_AUTHZ = re.compile(
+    rb"""(?i)\bauthorization\\?["']?[ \t]*[:=][ \t]*\\?["']?(?!(?:basic|digest)\s)"""
+    rb"""(?:(?:bearer|token|bot|negotiate|apikey|key)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{6,})"""
+    rb"""|(?P<raw>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,}|[A-Za-z0-9._~+/=-]{20,}))"""
+)
 _BASIC = re.compile(rb"(?i)(?P<auth>authorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})")
 _AWS_ID = re.compile(rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
 _AWS_SECRET = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
@@ -93,26 +110,44 @@ def _inner(data: bytes, start: int, end: int) -> Span:
 
 def _named(pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[Span], secret: NameTest,
            found: set[bytes] | None, group: str = "v") -> None:
-    for m in pattern.finditer(data):
+    pos = 0
+    while (m := pattern.search(data, pos)) is not None:
         name = m.group("name").decode("ascii")
         if group == "pair":
-            group_name = "qval" if m.group("vq") is not None else "bare"
-            start, end = m.span(group_name)
+            quoted = m.group("vq") is not None
+            start, end = m.span("qval" if quoted else "bare")
+            value_at = m.start("vq") if quoted else start
         else:
+            value_at = m.start(group)
             start, end = _inner(data, *m.span(group))
         value = data[start:end].decode("utf-8", "surrogateescape")
         if not secret(name) or keeps_value(name, value):
+            # the value may start the next pair: "INFO: password: x" matches "INFO: password" first
+            pos = value_at
             continue
         acc.add_name(name)
         out.append((start, end))
         if found is not None:
             found.add(data[start:end])
+        pos = m.end()
 
 
 def _kind(pattern: re.Pattern[bytes], kind: str, data: bytes, acc: Redactions, out: list[Span],
           found: set[bytes] | None, group: str | int = "v") -> None:
     for m in pattern.finditer(data):
         acc.add_kind(kind)
+        out.append(m.span(group))
+        if found is not None:
+            found.add(m.group(group))
+
+
+def _authorization(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
+    """The value of an ``Authorization`` header (`_AUTHZ`), whatever its characters."""
+    for m in _AUTHZ.finditer(data):
+        group = "v" if m.group("v") is not None else "raw"
+        if m.span(group) in out:
+            continue  # `_BEARER` hid it already
+        acc.add_kind("authorization-header")
         out.append(m.span(group))
         if found is not None:
             found.add(m.group(group))
@@ -151,6 +186,7 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name,
     _kind(_URL, "url-credentials", data, acc, out, found)
     _kind(_URL_TOKEN, "url-credentials", data, acc, out, found)
     _kind(_BEARER, "bearer-token", data, acc, out, found)
+    _authorization(data, acc, out, found)
     _basic(data, acc, out, found)
     for kind, pattern in SHAPES:
         _kind(pattern, kind, data, acc, out, found, 0)

@@ -115,6 +115,10 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
     fetched = fetch_data(repo.root, texts, cfg.dvc_remote, progress("fetching data"))
     for f in fetched.failed[:5]:
         say(f"ledger: data not fetched: {f.what}: {f.reason}")
+    if fetched.failed:  # never a "fetched" line after a failure
+        say(f"ledger: data of {plural(len(entries), 'run')} not all fetched ({fetched.fetched} objects came); "
+            "the branch is pulled all the same, `ledger pull` again retries the data")
+        return EXIT_DATA
     say(f"ledger: fetched data of {plural(len(entries), 'run')} ({fetched.fetched} objects)")
-    return EXIT_DATA if fetched.failed else EXIT_OK
+    return EXIT_OK
 

@@ -175,10 +175,14 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         extra = frozenset(n.upper() for n in cfg.secret_names)
         secrets = known_secrets(req_argv, req.env if req.env is not None else os.environ,
                                 [t for t in (launcher_text, req.name, req.note) if t], extra)
-        save_secrets(staged.dir, secrets)  # before any output exists, so `recover` scrubs the same
         redactor = Redactor(secrets, cfg.secret_names)
         code_places: list[list[str]] = []
         code = repo.code_snapshot(scrub=_code_scrubber(redactor, code_places))
+        # a value hidden in a dirty tracked file (`api_key: ...` in config.yaml) is a known value
+        # from now on: the job may print it in any form
+        secrets |= {v.decode("utf-8", "surrogateescape") for v in redactor.found_values()}
+        redactor = Redactor(secrets, cfg.secret_names)
+        save_secrets(staged.dir, secrets)  # before any output exists, so `recover` scrubs the same
         staged.save_code(code)
         m = new_manifest(run_id, started)
         redacted: set[str] = set()
@@ -279,6 +283,9 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
         ray_end = None
     logs = follower.finish(Redactor(ctx["secrets"], cfg.secret_names))
     m["logs"]["split"] = logs.where
+    # what the rules found in the output is a known value for the final scrub; saved before the raw
+    # output goes, so a `recover` after a crash from here on scrubs the same
+    save_secrets(staged.dir, set(ctx["secrets"]) | {v.decode("utf-8", "surrogateescape") for v in logs.found})
     staged.raw_output.unlink(missing_ok=True)
     notes = capture.truncation_notes() + logs.truncated
     _note_truncation(staged.run_dir, m, notes, say)

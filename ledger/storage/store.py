@@ -112,7 +112,12 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
     """Commit a run folder onto the branch with compare-and-swap, rebuilding on a moved tip."""
     ref = branch_ref(branch)
     for attempt in range(MAX_CAS_ATTEMPTS):
-        tip = check_ledger_branch(repo, branch)
+        try:
+            tip = check_ledger_branch(repo, branch)
+        except NotALedgerBranch as exc:  # moved to a foreign commit while the job ran
+            raise LedgerError(f"could not record run {run_id}: {exc.message}",
+                              f"the run is still staged; once '{branch}' points at its last run again "
+                              f"(`git reflog {branch}` shows it), `ledger recover` commits it") from exc
         if tip is not None and find_run(repo, tip, run_id) is not None:
             return tip  # already landed (a retry after a crash between update and cleanup)
         tree = build_run_tree(repo, code, tip, run_id, run_tree)
