@@ -91,7 +91,7 @@ def _terminal_fd() -> int | None:
 @app.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--changed", is_flag=True, help="Show which settings changed from the run before.")
-@click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Only the newest N runs.")
 @click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
 def list_cmd(as_json: bool, changed: bool, limit: int | None, reverse: bool) -> None:
     """List the recorded runs, newest first (read from the branch tip, no checkout)."""
@@ -109,7 +109,7 @@ def list_cmd(as_json: bool, changed: bool, limit: int | None, reverse: bool) -> 
 
 
 @app.command()
-@click.option("-n", "--limit", type=int, default=None, help="Only the newest N runs.")
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Only the newest N runs.")
 @click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
 def log(limit: int | None, reverse: bool) -> None:
     """For each run (newest first), the settings that changed from the run before it."""

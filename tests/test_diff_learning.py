@@ -55,6 +55,7 @@ def test_learning_section_shows_per_step_loss_difference_and_where_it_begins(rep
     loss_json = learned["train/loss"]
     assert loss_json["axis"] == "train step" and loss_json["common_steps"] == 12
     assert loss_json["first_divergence"] == 1 and loss_json["identical_before"] is True
+    assert loss_json["first_bitwise_difference"] == 1
     first = loss_json["first_diffs"][0]
     assert first["step"] == 1 and first["diff"] == pytest.approx(first["b"] - first["a"]) and first["diff"] != 0
     # the samples were replayed: rewards are the recorded ones in both runs

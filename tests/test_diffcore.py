@@ -282,3 +282,18 @@ def test_absent_values_serialise_as_json() -> None:
     assert change.b is ABSENT
     assert json.loads(json.dumps({"a": change.a, "b": change.b})) == {"a": 1, "b": "<absent>"}
     assert changed_settings({"x": "<absent>"}, {}) != []  # a real string is not the marker
+
+
+def test_timing_columns_carry_units_and_a_missing_interval_says_why() -> None:
+    def rows(steps: int, time: float, length: float) -> MetricsTable:
+        return MetricsTable(rows={s: StepRow(s, s * 10.0, s * 10.0 + 10, {
+            "perf/rollout_time": time, "rollout/response_len/mean": length}) for s in range(steps)})
+
+    report = build_report(manifest("a"), manifest("b", lr=2e-06), rows(4, 2.0, 500.0), rows(4, 3.0, 500.0),
+                          ignore=["save"])
+    lines = {line.split()[0]: line for line in render_text(report).splitlines() if line.startswith("  ")}
+    assert "2.00 s" in lines["perf/rollout_time"] and "3.00 s" in lines["perf/rollout_time"]
+    assert "500 tok" in lines["rollout/response_len/mean"]
+    assert "4.00 s/1k tok" in lines["perf/rollout_time_per_1k_tokens"]
+    assert "1.500x (no CI: n < 6)" in lines["perf/rollout_time"]
+    assert lines["no"] == "  no CI: a 95% interval for a median needs at least 6 common steps"

@@ -84,8 +84,9 @@ def test_reused_name_means_newest_and_name_tilde_reaches_older(repo: Path) -> No
     import json
 
     assert json.loads(shown.stdout)["id"] == ids[2]
-    assert "2 older run(s) share the name 'sweep'" in shown.stderr
-    assert json.loads(ledger(repo, "show", "sweep~1", "--json").stdout)["id"] == ids[1]
+    assert "2 older runs share the name 'sweep'" in shown.stderr
+    one_older = ledger(repo, "show", "sweep~1", "--json")
+    assert json.loads(one_older.stdout)["id"] == ids[1] and "1 older run shares the name 'sweep'" in one_older.stderr
     assert json.loads(ledger(repo, "show", "sweep~2", "--json").stdout)["id"] == ids[0]
     assert ledger(repo, "show", "sweep~3").returncode == 4
 

@@ -3,8 +3,10 @@ id, `step N:` metrics by train step)."""
 
 from __future__ import annotations
 
-from ledger.compare.learning import compare_learning, step_diffs, unmatched_patterns
+from ledger.compare.diffcore import build_report
+from ledger.compare.learning import compare_learning, learning_json, step_diffs, unmatched_patterns
 from ledger.compare.logparse import MetricsTable, StepRow
+from ledger.compare.render import render_text
 
 
 def table(loss: list[float], reward: list[float] | None = None, extra: str | None = None) -> MetricsTable:
@@ -52,3 +54,19 @@ def test_rollout_metrics_timing_left_out_and_extra_globs() -> None:
     diffs = step_diffs(a, b, "rollout/raw_reward")
     assert diffs is not None and [round(d.diff, 9) for d in diffs] == [0.0, 0.1]
     assert step_diffs(a, b, "perf/rollout_time") is None
+
+
+def test_the_first_bitwise_difference_is_named_in_data_and_text() -> None:
+    (noise,) = compare_learning(table([1.0, 2.0, 3.0]), table([1.0, 2.0 + 1e-12, 3.0]))
+    assert noise.first_divergence is None and noise.first_bitwise_difference == 1
+    (nondeterministic,) = compare_learning(table([1.0, 2.0, 3.0]), table([1.0 + 1e-9, 2.0, 9.0]))
+    assert nondeterministic.first_divergence == 2 and nondeterministic.first_bitwise_difference == 0
+    assert learning_json(nondeterministic)["first_bitwise_difference"] == 0
+    (same,) = compare_learning(table([1.0, 2.0]), table([1.0, 2.0]))
+    assert same.first_bitwise_difference is None
+    ma = {"id": "a", "settings": {"lr": 1}, "replay_of": "base", "replay": {"mapping": None}}
+    mb = {"id": "b", "settings": {"lr": 2}, "replay_of": "base", "replay": {"mapping": None}}
+    text = render_text(build_report(ma, mb, table([1.0, 2.0, 3.0]), table([1.0 + 1e-9, 2.0, 9.0])))
+    assert "train step 2; NOT bitwise identical from train step 0" in text  # was: "... before", no step
+    text = render_text(build_report(ma, mb, table([1.0, 2.0, 3.0]), table([1.0, 2.0 + 1e-12, 3.0])))
+    assert "never (within float noise from train step 1)" in text

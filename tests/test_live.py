@@ -61,6 +61,14 @@ def test_list_shows_a_running_run_then_its_final_state_and_tail_follows_it(repo:
         table = ledger(repo, "list").stdout
         assert "running: step 2 (2026-12-01 10:00:02)" in table
 
+        shown = ledger(repo, "show", "live", "--json")  # the manifest so far, marked as such
+        assert shown.returncode == 0, shown.stderr
+        so_far = json.loads(shown.stdout)
+        assert so_far["status"]["state"] == "running" and so_far["status"]["step"] == 2
+        assert so_far["name"] == "live" and so_far["command"]["argv"][-2:] == ["job.py", str(go)]
+        assert "still running: this is its manifest so far" in shown.stderr
+        assert "state: running" in ledger(repo, "show", "latest").stdout
+
         trainer = ledger(repo, "tail", "live", "-n", "2")
         assert trainer.returncode == 0, trainer.stderr
         assert [line.split(" - ")[1][:6] for line in trainer.stdout.splitlines()] == ["perf 1", "perf 2"]

@@ -94,3 +94,12 @@ def test_heat_page(runs: Path, tmp_path: Path) -> None:
     assert page.dom.count('data-kind="span"') == 1 and page.dom.count('data-kind="hline"') == 2
     legend = page.dom.count('data-kind="legend"')
     assert legend == 2 + 2 + 1 + 1  # two GPUs, two thresholds, paused, step boundary
+
+
+@needs_chromium
+def test_the_console_check_sees_what_a_page_logs(tmp_path: Path) -> None:
+    """The `console == []` checks above are not vacuous: Chromium's console reaches `open_page`."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<!DOCTYPE html><html><body><script>console.error("boom"); nope();</script></body></html>')
+    console = open_page(bad, tmp_path).console
+    assert any("boom" in m for m in console) and any("nope is not defined" in m for m in console)

@@ -4,12 +4,15 @@ terminal, so never here). Real parts: a temp repo, a recorded toy run, the CLI a
 
 from __future__ import annotations
 
+import json
 import os
+import pty
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TOY, git, ledger, make_repo
+from conftest import LEDGER, TOY, git, ledger, make_repo
 
 TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "4", "--n-samples-per-prompt", "2",
          "--seed", "3", "--num-rollout", "3", "--lr", "0.2"]
@@ -67,3 +70,17 @@ def test_yes_replays_without_asking(recorded: Path) -> None:
     r = ledger(recorded, "replay", "base", "--yes", "--name", "again", "--set", "lr=0.1")
     assert r.returncode == 0, r.stderr
     assert "run this command?" not in r.stderr and "recorded run" in r.stderr
+
+
+def test_a_terminal_is_asked_first_and_no_replays_nothing(recorded: Path) -> None:
+    before = json.loads(ledger(recorded, "list", "--json").stdout)
+    master, slave = pty.openpty()  # stdin is a terminal: the question is asked there
+    proc = subprocess.Popen([*LEDGER, "replay", "base", "--name", "asked"], cwd=recorded, stdin=slave,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    os.close(slave)
+    os.write(master, b"n\n")
+    out, err = proc.communicate(timeout=60)
+    os.close(master)
+    assert proc.returncode == 0, err
+    assert "ledger: replaying" in err and "run this command? [Y/n]" in err and "ledger: not replayed" in err
+    assert json.loads(ledger(recorded, "list", "--json").stdout) == before

@@ -11,7 +11,7 @@ import select
 import subprocess
 from pathlib import Path
 
-from conftest import LEDGER, git, ledger
+from conftest import LEDGER, git, head, ledger
 
 from ledger.commands.listing import change_text
 from ledger.termstyle import paint_lines, progress
@@ -99,6 +99,34 @@ def test_a_typo_suggests_the_nearest_names(repo: Path) -> None:
     assert "lr1" in r.stderr and "lr2" in r.stderr
     r = ledger(repo, "show", "latest~5")
     assert "only 2 runs recorded" in r.stderr
+    r = ledger(repo, "show", "lr3~1")  # the typo of an older run's name too
+    assert r.returncode == 4 and "no run named 'lr3'" in r.stderr and "did you mean lr2 or lr1?" in r.stderr
+    r = ledger(repo, "show", "lr1~1")
+    assert r.returncode == 4 and "'lr1~1': only 1 run named 'lr1'" in r.stderr
+
+
+def test_limit_keeps_the_newest_n_and_refuses_zero(repo: Path) -> None:
+    _two_runs(repo)
+    assert [line.split()[1] for line in ledger(repo, "list", "-n", "1").stdout.splitlines()] == ["NAME", "lr2"]
+    for command in ("list", "log"):
+        r = ledger(repo, command, "-n", "0")  # was: every run
+        assert r.returncode == 2 and "0 is not in the range x>=1" in r.stderr
+
+
+def test_report_page_writes_change_sets_as_list_does(repo: Path, tmp_path: Path) -> None:
+    first = head(repo)
+    assert ledger(repo, "run", "--no-debug-data", "--name", "one", "--", "python3", "train.py").returncode == 0
+    (repo / "train.py").write_text("print('changed')\n")
+    git(repo, "commit", "-qam", "change the code")
+    second = head(repo)
+    assert ledger(repo, "run", "--no-debug-data", "--name", "two", "--", "python3", "train.py").returncode == 0
+    listed = ledger(repo, "list", "--changed").stdout
+    assert f"code.commit: {first[:10]} -> {second[:10]}" in listed
+    page = tmp_path / "runs.html"
+    r = ledger(repo, "report", "--html", str(page))
+    assert r.returncode == 0 and "(2 runs)" in r.stderr
+    html = page.read_text()
+    assert f"code.commit: {first[:10]} -&gt; {second[:10]}" in html and second not in html  # was: full SHAs
 
 
 def test_list_says_pull_would_show_the_remotes_runs(repo: Path, tmp_path: Path) -> None:
@@ -109,3 +137,17 @@ def test_list_says_pull_would_show_the_remotes_runs(repo: Path, tmp_path: Path) 
     assert r.returncode == 0
     assert "origin/experiments has 2 runs not here; `ledger pull` would show them" in r.stderr
     assert "ledger pull" not in ledger(repo, "list").stderr  # the recording repo has them all
+
+
+def test_the_manifest_and_the_code_diff_each_under_its_own_heading(repo: Path) -> None:
+    run = ["run", "--no-debug-data", "--", "python3", "train.py", "--lr", "1"]
+    assert ledger(repo, *run).returncode == 0
+    (repo / "train.py").write_text("print('changed')\n")
+    git(repo, "commit", "-qam", "change the code")
+    assert ledger(repo, *run).returncode == 0
+    r = ledger(repo, "diff", "latest~1", "latest")
+    assert r.returncode == 0, r.stderr
+    manifest, code = r.stdout.split("\nmanifest diff:\n")[1].split("\ncode diff:\n")
+    assert manifest.startswith("diff --git a/runs/") and "/manifest.yaml b/runs/" in manifest
+    assert "-  code.commit: " in manifest and "+  code.commit: " in manifest
+    assert " train.py | 2 +-" in code and "+print('changed')" in code and "runs/" not in code

@@ -104,7 +104,7 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
     if ea.id == eb.id:
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")
     assert tip is not None
-    key = _report_key(ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours, "learning-1")
+    key = _report_key(ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours, "learning-2")
     report = _cached_report(repo, key)  # the same comparison again: nothing to parse or compute
     if report is None:
         report = _compare(repo, cfg, tip, ea, eb, metrics, force, steps_metric, ignore)

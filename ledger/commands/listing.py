@@ -1,7 +1,8 @@
 """`ledger list`, `ledger log`, `ledger show`, `ledger path`.
 
-`ledger list` shows the recorded runs, then the runs in progress (state `running`, read from the
-staging area by `ledger.record.live`), newest last.
+`ledger list` shows the recorded runs and the runs in progress (state `running`, read from the
+staging area by `ledger.record.live`), newest first as `git log` does: the runs in progress on top
+(`--reverse`: oldest first, the runs in progress last).
 """
 
 from __future__ import annotations
@@ -153,8 +154,22 @@ def render_change_log(result: ListResult) -> str:
 
 
 def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
-    """One run's manifest, as data and as its YAML text, and a note when its name is shared."""
+    """One run's manifest, as data and as its YAML text, and a note when its name is shared.
+
+    A run still in progress (`latest` names it when one runs, as in `ledger tail`) gives its
+    manifest so far, from the staging area, with `status.state: running` and a note saying so."""
     repo, _cfg, tip = open_branch(start)
+    from ledger.record.live import find_running
+
+    live = find_running(repo.root, name)
+    if live is not None:
+        from ledger import yamlio
+
+        so_far = {**live.manifest, "status": {"state": "running", "step": live.step, "last_step_at": live.last_step_at,
+                                              "output_bytes": live.output_bytes}}
+        running = (f"run {live.id} is still running: this is its manifest so far, not its record "
+                   "(settings, logs and metrics are added when it ends)")
+        return so_far, yamlio.dumps(so_far), running
     listing = load_listing(repo, tip) if tip is not None else None
     entry = resolve(repo, tip, name, listing)
     raw = read_file_at(repo, entry, "manifest.yaml")
@@ -163,13 +178,13 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
 
         raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
     manifest = parse_manifest(raw, entry.path)
-    note = None
+    note: str | None = None
     run_name = manifest.get("name")
     if listing is not None and run_name:
         same = runs_named(listing, run_name)
         older = same.index(entry.id) if entry.id in same else 0
         if older:
-            note = (f"{older} older run(s) share the name '{run_name}': "
+            note = (f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': "
                     + ", ".join(f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]))
     return manifest, raw.decode("utf-8", "replace"), note
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.capture.settings import DEFAULT_IGNORE
+from ledger.commands.listing import change_text
 from ledger.compare.diffcore import change_log
 from ledger.compare.html import ReportRow, report_page
 from ledger.compare.metrics_store import load_metrics
@@ -14,7 +15,7 @@ from ledger.fsutil import write_atomic
 from ledger.runref import resolve
 from ledger.storage.branch import open_branch
 from ledger.storage.listing import list_fields, load_listing
-from ledger.textfmt import plural, show_value
+from ledger.textfmt import plural
 
 DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read each run's metrics)
 
@@ -43,10 +44,9 @@ def write_report(start: Path, names: list[str], out: Path) -> ReportResult:
     rows = []
     for m in reversed(chosen):  # newest first, as `ledger list`
         entry = listing.entries.get(m["id"]) or resolve(repo, tip, m["id"], listing)
-        text = ", ".join(f"{c.name}: {show_value(c.a)} -> {show_value(c.b)}" for c in changes.get(m["id"], []))
-        first = m is ordered[0]
-        rows.append(ReportRow(list_fields(m), "(first run)" if first else text or "(no setting changed)",
-                              load_metrics(repo, entry)))
+        # the change set as `ledger list --changed` writes it (short SHAs, long values cut)
+        text = change_text([{"name": c.name, "a": c.a, "b": c.b} for c in changes.get(m["id"], [])])
+        rows.append(ReportRow(list_fields(m), "(first run)" if m is ordered[0] else text, load_metrics(repo, entry)))
     heading = f"ledger: {plural(len(rows), 'run')}"
     write_atomic(out, report_page(rows, heading))
     return ReportResult(out, len(rows))

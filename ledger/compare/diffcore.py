@@ -31,13 +31,15 @@ model started writing longer answers".
                    "median_a": float, "median_b": float, "median_diff": float|null,
                    "diff_ci": [low, high]|null, "confidence": float,
                    "first_divergence": int|null, "identical_before": bool,
+                   "first_bitwise_difference": int|null,
                    "first_diffs": [{"step": int, "a": float, "b": float, "diff": float}]}]}
 
 `steps` holds B−A in `diff` for a learning metric (`--steps train/loss`), the ratio for timing.
 `learning` compares training metrics (`ledger.compare.learning`): `median_diff` is the median of
 per-step B−A; `first_divergence` the first common step where the runs differ beyond float noise;
 `identical_before` whether every common step before it is bitwise equal (expected for replays on
-identical samples, which `same_samples` says the two runs are).
+identical samples, which `same_samples` says the two runs are); `first_bitwise_difference` the first
+common step that is not bitwise equal (null: every one is).
 
 Ratios are B/A per step; `median_ratio` is the median of those ratios, not median_b / median_a.
 Non-finite numbers are written as null.

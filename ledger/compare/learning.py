@@ -8,9 +8,11 @@ one setting apart. Each learning metric is compared on the step numbers BOTH run
 
 For each metric: the common steps, mean and median per run, the median of per-step differences
 B−A with the same distribution-free 95% interval as timing (`stats.median_with_ci`), the first
-common step where the runs differ beyond float noise (`NOISE_REL`/`NOISE_ABS`), and whether they
-are bitwise identical on every common step before it. For replays on identical samples the
-steps before the divergence should be bitwise identical; a run pair that is not is nondeterministic.
+common step where the runs differ beyond float noise (`NOISE_REL`/`NOISE_ABS`), whether they
+are bitwise identical on every common step before it, and the first step that is not. For replays
+on identical samples the steps before the divergence should be bitwise identical; where they are
+not, the first bitwise difference says whether the change acted below float noise from the step the
+other metrics diverge at, or the runs differ where nothing was changed yet (nondeterminism).
 
 Timing metrics (`perf/*`, response length) are not learning metrics: `stats.compare_timing` has them.
 """
@@ -63,6 +65,7 @@ class LearningResult:
     first_divergence: int | None  # first common step beyond float noise; None: never
     identical_before: bool  # bitwise equal on every common step before first_divergence
     first_diffs: list[StepDiff] = field(default_factory=list)
+    first_bitwise_difference: int | None = None  # first common step not bitwise equal; None: none
     confidence: float = CONFIDENCE
 
 
@@ -141,6 +144,7 @@ def _compare(metric: str, axis: str, col_a: Mapping[int, float], col_b: Mapping[
         identical_before=all(col_a[s] == col_b[s] for s in before),
         first_diffs=[StepDiff(s, col_a[s], col_b[s], col_b[s] - col_a[s])
                      for s in common[start:start + FIRST_DIFFS]] if first is not None else [],
+        first_bitwise_difference=next((s for s in common if col_a[s] != col_b[s]), None),
     )
 
 
@@ -184,6 +188,6 @@ def learning_json(r: LearningResult) -> dict[str, object]:
         "median_a": _num(r.median_a), "median_b": _num(r.median_b),
         "median_diff": _num(r.median_diff), "diff_ci": list(r.diff_ci) if r.diff_ci else None,
         "confidence": r.confidence, "first_divergence": r.first_divergence,
-        "identical_before": r.identical_before,
+        "identical_before": r.identical_before, "first_bitwise_difference": r.first_bitwise_difference,
         "first_diffs": [{"step": d.step, "a": d.a, "b": d.b, "diff": d.diff} for d in r.first_diffs],
     }

@@ -125,11 +125,12 @@ def _timing_lines(report: DiffReport) -> list[str]:
 
 
 def _diverges(r: LearningResult, same_samples: bool) -> str:
+    inexact = f"{r.axis} {r.first_bitwise_difference}"
     if r.first_divergence is None:
-        return "never (bitwise identical)" if r.identical_before else "never (within float noise)"
+        return "never (bitwise identical)" if r.identical_before else f"never (within float noise from {inexact})"
     text = f"{r.axis} {r.first_divergence}"
-    if same_samples:
-        text += "; bitwise identical before" if r.identical_before else "; NOT bitwise identical before"
+    if same_samples:  # where the bits first differ tells a change acting below noise from nondeterminism
+        text += "; bitwise identical before" if r.identical_before else f"; NOT bitwise identical from {inexact}"
     return text
 
 
