@@ -68,7 +68,12 @@ class StreamResult:
 
 
 class _Tail:
-    """One split log read back as it grows: whole lines to the metric and command scans."""
+    """One split log read back as it grows: whole lines to the metric and command scans.
+
+    Read in blocks of at most `BLOCK` bytes, so memory stays bounded whatever the output. A line
+    longer than a block (a 200 MB line) is hashed but not scanned: no metric or command line is
+    that long, and holding it whole is what the bound is for.
+    """
 
     def __init__(self, path: Path):
         self.path = path
@@ -77,24 +82,50 @@ class _Tail:
         self.scan = LogScan()
         self.commands: list[str] = []
         self._carry = b""  # a command line whose quote was still open at the end of what was read
+        self._in_long_line = False  # skipping the rest of a line longer than a block
         self.md5 = hashlib.md5(usedforsecurity=False)
 
     def poll(self, final: bool = False) -> None:
         try:
             with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
+                while True:
+                    f.seek(self.offset)
+                    data = f.read(BLOCK)
+                    if not data or not self._take(data, last=final and len(data) < BLOCK):
+                        break
         except FileNotFoundError:
-            return
-        if not final:
-            data = data[: data.rfind(b"\n") + 1]
-        if not data and not (final and self._carry):
-            return
+            pass
+        if final and self._carry:
+            self._commands(b"", final=True)
+
+    def _take(self, data: bytes, last: bool) -> int:
+        """Take what `data` (read at `offset`) completes; returns how much (0: wait for more).
+        `last`: `data` is all that is left of the finished file."""
+        if self._in_long_line:
+            end = data.find(b"\n") + 1
+            self._consume(data[:end] if end else data)
+            if end or last:
+                self._in_long_line = False
+                self.lines += 1 if end else 0
+            return end or len(data)
+        whole = data if last else data[: data.rfind(b"\n") + 1]
+        if not whole:
+            if len(data) < BLOCK:
+                return 0  # a partial last line: wait for its newline
+            self._consume(data)  # a line longer than a block
+            self._in_long_line = True
+            return len(data)
+        self._consume(whole)
+        self.scan.scan_bytes(whole, self.path, self.lines)
+        self.lines += whole.count(b"\n")
+        self._commands(whole, final=last)
+        return len(whole)
+
+    def _consume(self, data: bytes) -> None:
         self.offset += len(data)
-        if data:
-            self.md5.update(data)
-            self.scan.scan_bytes(data, self.path, self.lines)
-            self.lines += data.count(b"\n")
+        self.md5.update(data)
+
+    def _commands(self, data: bytes, final: bool) -> None:
         block = self._carry + data if self._carry else data
         lines, done = tracescan.command_lines_in(block, final)
         self.commands.extend(lines)
