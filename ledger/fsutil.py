@@ -20,12 +20,13 @@ def _temp_name(path: Path) -> Path:
 
 
 @contextmanager
-def atomic_writer(path: Path) -> Iterator[BinaryIO]:
-    """A binary file that replaces `path` when the block ends without an error."""
+def atomic_writer(path: Path, mode: int = 0o666) -> Iterator[BinaryIO]:
+    """A binary file that replaces `path` when the block ends without an error (`mode`: its
+    permissions from the first byte, less the umask: 0o600 for what holds secrets)."""
     path = Path(path)
     tmp = _temp_name(path)
     try:
-        with open(tmp, "wb") as f:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "wb") as f:
             yield f
         os.replace(tmp, path)
     except BaseException:

@@ -83,3 +83,11 @@ SHORT_SHA = 10
 def short_sha(value: Any) -> Any:
     """A full git or sha256 hash shortened to its first 10 characters; anything else unchanged."""
     return value[:SHORT_SHA] if isinstance(value, str) and _SHA.fullmatch(value) else value
+
+
+def change_text(changes: list[dict[str, Any]]) -> str:
+    """A change set (`{"name", "a", "b"}` dicts) on one line; commit and sha256 values shortened."""
+    if not changes:
+        return "(no setting changed)"
+    return ", ".join(f"{c['name']}: {show_value(short_sha(c['a']), width=40)} -> "
+                     f"{show_value(short_sha(c['b']), width=40)}" for c in changes)

@@ -18,7 +18,7 @@ from ledger.storage.git import Repo
 from ledger.storage.listing import list_fields, load_listing, parse_manifest
 from ledger.storage.store import read_file_at
 from ledger.storage.sync import local_only_runs, remote_ref
-from ledger.textfmt import MISSING, plural, short_sha, show_value
+from ledger.textfmt import MISSING, change_text, plural
 
 
 @dataclass
@@ -88,15 +88,6 @@ def _fmt_duration(s: Any) -> str:
     return duration_text(s) if isinstance(s, (int, float)) else MISSING
 
 
-def _value(v: Any) -> str:
-    return show_value(v, width=40)
-
-
-def change_text(changes: list[dict[str, Any]]) -> str:
-    """A change set on one line; commit and sha256 values shortened."""
-    if not changes:
-        return "(no setting changed)"
-    return ", ".join(f"{c['name']}: {_value(short_sha(c['a']))} -> {_value(short_sha(c['b']))}" for c in changes)
 
 
 def render_list(result: ListResult) -> str:

@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.capture.settings import DEFAULT_IGNORE
-from ledger.commands.listing import change_text
 from ledger.compare.diffcore import change_log
 from ledger.compare.html import ReportRow, report_page
 from ledger.compare.metrics_store import load_metrics
@@ -15,7 +14,7 @@ from ledger.fsutil import write_atomic
 from ledger.runref import resolve
 from ledger.storage.branch import open_branch
 from ledger.storage.listing import list_fields, load_listing
-from ledger.textfmt import plural
+from ledger.textfmt import change_text, plural
 
 DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read each run's metrics)
 

@@ -40,7 +40,7 @@ from ledger.capture.runscrub import load_secrets
 from ledger.capture.scanner import Redactor
 from ledger.capture.stream import CHUNK, LineSplitter
 from ledger.compare.logparse import LogScan, MetricsTable
-from ledger.fsutil import write_atomic
+from ledger.fsutil import atomic_writer, write_atomic
 
 SPEC = "streamed.json"
 RESULT = "streamed.pickle"
@@ -329,10 +329,8 @@ def _worker(staging_dir: Path) -> int:
             break
         time.sleep(POLL_S)
     result = logs.finish()
-    fd = os.open(staging_dir / (RESULT + ".tmp"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
+    with atomic_writer(staging_dir / RESULT, mode=0o600) as f:  # it holds the values the rules found
         pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(staging_dir / (RESULT + ".tmp"), staging_dir / RESULT)
     return 0
 
 
