@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 import tempfile
@@ -125,7 +126,11 @@ def main() -> None:
 
         def work_times() -> list[float]:
             logs = wait_job(client, submit(client, work, str(args.work)))
-            return [float(x) for x in json.loads(logs.split("WORK", 1)[1].splitlines()[0])]
+            # the job's own line (Ray's log lines around it may hold "WORK" too, e.g. WORKER)
+            found = re.search(r"^WORK (\[[^\n]*\])$", logs, re.M)
+            if found is None:
+                raise SystemExit(f"the cost job printed no WORK line: {logs[-2000:]}")
+            return [float(x) for x in json.loads(found.group(1))]
 
         work_times()  # warm-up: worker processes, imports
         base = work_times()

@@ -10,13 +10,25 @@ from pathlib import Path
 import pytest
 from repos import git, head, make_repo
 
-__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo"]
+__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo", "nvml_works"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOY = REPO_ROOT / "examples" / "toy_grpo"
 # the installed console script: `python -m ledger` would import a `ledger/` folder in the cwd first
 _SCRIPT = Path(sys.executable).parent / "ledger"
 LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"]
+
+
+def nvml_works() -> bool:
+    """Whether NVML answers on this machine (a GPU machine): tests of the no-GPU path skip there."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - any failure means no NVML here
+        return False
+    return True
 
 
 @pytest.fixture(autouse=True)

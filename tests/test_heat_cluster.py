@@ -11,13 +11,15 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from conftest import git, ledger
+from conftest import git, ledger, nvml_works
 
 from ledger.heat.cluster_target import ClusterTarget, collective_timeout, detect_cluster
 from ledger.heat.heatlog import read_heat_log
@@ -77,15 +79,21 @@ def _wait_for_job_agent(dashboard: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[tuple[str, str]]:
+def cluster() -> Iterator[tuple[str, str, Any]]:
     """A head (resource node1, with the dashboard the Job API needs) and a second raylet (node2).
 
     Everything listens on 127.0.0.1 only. Ray replaces a loopback address by the machine's own IP
     (`services.resolve_ip_for_localhost`) unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which makes
     its idea of "this node's IP" the loopback one: set for the cluster, its jobs and ledger alike.
+    This process read the variable when it imported Ray (at collection), so for the tests that
+    connect from here the constant it set is switched too, for this module only.
     """
+    from ray._private import ray_constants
+
     saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    patch = pytest.MonkeyPatch()
+    patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     dash = _free_port()
     c = cluster_utils.Cluster(initialize_head=True, head_node_args={
         "num_cpus": 2, "resources": {"node1": 1}, "node_ip_address": "127.0.0.1", "include_dashboard": True,
@@ -94,9 +102,10 @@ def cluster() -> Iterator[tuple[str, str]]:
         c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1")
         c.wait_for_nodes()
         _wait_for_job_agent(f"http://127.0.0.1:{dash}")
-        yield f"http://127.0.0.1:{dash}", c.address
+        yield f"http://127.0.0.1:{dash}", c.address, c
     finally:
         c.shutdown()
+        patch.undo()
         if saved is None:
             os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
         else:
@@ -117,8 +126,8 @@ def _ticks(path: Path) -> list[float]:
     return [float(line.split()[0]) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(cluster: tuple[str, str], repo: Path, tmp_path: Path) -> None:
-    dashboard, _gcs = cluster
+def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(cluster: tuple[str, str, Any], repo: Path, tmp_path: Path) -> None:
+    dashboard, _gcs, _c = cluster
     # node 2's GPU 0 is hot from 12 s after its sampler starts to 14 s: time enough for the job's
     # actors to be up on both nodes first (ledger connects and ray job submit starts meanwhile)
     _configure(repo, "0 0 50\n0 1 48\n12 node2 0 95\n14 node2 0 50\n")
@@ -150,13 +159,149 @@ def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(cluster: tuple[str, str],
     # the job's actors on BOTH nodes stopped during the pause and ran again after it
     pause_start, pause_end = log.pauses[0]
     assert pause_end is not None
+    # node 2's timeline clock starts at its sampler's first reading (its first heat.log line, a
+    # little later): GPU 0 turns hot at +12 s and cool at +14 s; the guard may resume at +14 s
+    # plus resume_after (1.5 s). Interval 0.5 s: "within two intervals" is within 1 s.
+    interval, resume_after = 0.5, 1.5
+    first = min(s.time for s in log.samples if s.sample.node == hot[0]["node"])
+    hot_at, may_resume = first + 12, first + 14 + resume_after
     for name in ("node1", "node2"):
         ticks = _ticks(out / f"{name}.ticks")
         gaps = [(a, b) for a, b in zip(ticks, ticks[1:]) if b - a > 1.0]
         assert len(gaps) == 1, f"{name}: expected one stop, got {gaps}"
-        stopped, resumed = gaps[0]
+        stopped, resumed = gaps[0]  # its last tick before the stop, its first tick after it
         assert stopped <= pause_end and resumed >= pause_end - 0.1  # the gap is the pause
+        assert stopped - hot_at <= 2 * interval, f"{name}: stopped {stopped - hot_at:.2f} s after the GPU turned hot"
+        assert resumed >= may_resume - 0.25, f"{name}: ran again {may_resume - resumed:.2f} s before resume_after passed"
+        assert resumed - may_resume <= 2 * interval, f"{name}: ran again {resumed - may_resume:.2f} s after it could"
         assert ticks[-1] > resumed  # it ran on afterwards
+
+
+def _state(pid: int) -> str:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rfind(")") + 2]
+
+
+def _sensor(dashboard: str, entries: list[tuple[float, int, float, str | None]] | None, warnings: list[str]) -> Any:
+    """A ClusterSensor in this process; `entries` None: each node samples NVML."""
+    from ledger.heat.cluster import ClusterSensor
+
+    spec = {"kind": "nvml"} if entries is None else {"kind": "scripted", "path": "test", "entries": entries}
+    sensor = ClusterSensor(ClusterTarget(dashboard, "argv"), spec, 0.5, time.time(), warn=warnings.append)
+    assert sensor.wait_connected(60), warnings
+    return sensor
+
+
+def _wait(what: str, ok: Any, sensor: Any, sample: bool = True, seconds: float = 60) -> None:
+    """Until `ok()`; `sample`: take readings meanwhile (no monitor is running to do it)."""
+    deadline = time.monotonic() + seconds
+    while not ok():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {sensor.cluster_manifest()}"
+        if sample:
+            sensor.sample()
+        time.sleep(0.2)
+
+
+def test_a_pause_that_fails_on_one_node_leaves_no_node_stopped(cluster: tuple[str, str, Any]) -> None:
+    """One node's sampler is gone when the guard pauses: the pause fails, and the processes the
+    other node had already stopped run again (else nothing would ever resume them)."""
+    import ray
+
+    dashboard, _gcs, _c = cluster
+    warnings: list[str] = []
+    sensor = _sensor(dashboard, [(0, 0, 50, None)], warnings)
+    # both raylets run on this machine, so a local process can stand for each node's part of the job
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+    try:
+        _wait("both samplers", lambda: len(sensor.gpus()) == 2, sensor)
+        one, two = sorted(sensor._nodes.values(), key=lambda w: "node1" not in w.names)  # noqa: SLF001
+        sensor.find_job = lambda: {"job_id": "test", "submission_id": "test"}
+        sensor.job_processes = lambda job: {one.node_id: [procs[0].pid], two.node_id: [procs[1].pid]}
+        ray.kill(two.handle)  # node 2's sampler dies (its node lost, OOM-killed)
+
+        def dead() -> bool:
+            try:
+                ray.get(two.handle.info.remote(), timeout=5)
+            except Exception:  # noqa: BLE001 - the actor-died error
+                return True
+            return False
+
+        _wait("node 2's sampler to die", dead, sensor, sample=False)
+        with pytest.raises(Exception):  # noqa: B017 - Ray's actor-died error, whatever its class
+            sensor.pause()
+        # an actor runs one caller's calls in order: once this answers, node 1 has handled the stop
+        ray.get(one.handle.info.remote(), timeout=30)
+        assert _state(procs[0].pid) != "T", "node 1 stopped its part of the job and nobody resumed it"
+        # nothing left half paused: a second pause/resume on node 1 alone works
+        sensor.job_processes = lambda job: {one.node_id: [procs[0].pid]}
+        sensor.pause()
+        assert _state(procs[0].pid) == "T"
+        sensor.resume()
+        assert _state(procs[0].pid) != "T"
+    finally:
+        sensor.close()
+        for proc in procs:
+            proc.kill()
+            proc.wait()
+
+
+def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(cluster: tuple[str, str, Any], tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third node joins during the run and gets a sampler; a node the timeline names no GPU of is
+    recorded as not watched, with the reason; a node that leaves keeps its GPUs in the record."""
+    from ledger.heat import cluster as heat_cluster
+    from ledger.heat.guard import HeatGuard
+    from ledger.heat.monitor import HeatMonitor
+
+    dashboard, _gcs, c = cluster
+    monkeypatch.setattr(heat_cluster, "REFRESH_S", 0.5)
+    warnings: list[str] = []
+    sensor = _sensor(dashboard, [(0, 0, 50, "node2"), (0, 0, 55, "node3"), (0, 1, 56, "node3")], warnings)
+    heat_log = tmp_path / "heat.log"
+    monitor = HeatMonitor(sensor, HeatGuard(), 0.5, heat_log, sensor.pause, sensor.resume, warn=warnings.append)
+    monitor.start()
+    third = None
+    try:
+        _wait("node 2's sampler", lambda: len(sensor.gpus()) == 1, sensor, sample=False)
+        third = c.add_node(num_cpus=1, resources={"node3": 1}, node_ip_address="127.0.0.1")
+        c.wait_for_nodes()
+        _wait("readings from the new node", lambda: len(read_heat_log(heat_log).keys) == 3, sensor, sample=False)
+        c.remove_node(third)
+        third = None
+        _wait("the node's leaving", lambda: len(sensor.gpus()) == 1, sensor, sample=False)
+    finally:
+        if third is not None:
+            c.remove_node(third)
+        gpu = monitor.stop().to_manifest()
+    nodes = {n["node"]: n for n in gpu["nodes"]}
+    assert len(nodes) == 3
+    label = {name: next(w.label for w in sensor._nodes.values() if name in w.names)  # noqa: SLF001
+             for name in ("node1", "node2", "node3")}
+    head, second, joined = (nodes[label[name]] for name in ("node1", "node2", "node3"))
+    assert not head["watched"] and gpu["unwatched"][head["node"]] == "no GPU sensor: the heat timeline names no GPU of this node"
+    assert second["watched"] and [g["index"] for g in second["gpus"]] == [0]
+    assert joined["left"] and gpu["unwatched"][joined["node"]] == "the node left the cluster"
+    assert [g["index"] for g in joined["gpus"]] == [0, 1] and joined["peak_temp_c"] == {0: 55.0, 1: 56.0}
+    assert sorted((g["node"], g["index"]) for g in gpu["gpus"]) == sorted(
+        [(second["node"], 0), (joined["node"], 0), (joined["node"], 1)])
+    assert any("not watched" in w and head["node"] in w for w in warnings), warnings
+
+
+@pytest.mark.skipif(nvml_works(), reason="NVML works here (a GPU machine): the no-NVML path cannot be shown")
+def test_nodes_without_nvml_are_recorded_as_not_watched(cluster: tuple[str, str, Any]) -> None:
+    """The real NVML sensor on each node, on a machine without a GPU driver: both nodes unwatched, with NVML's reason."""
+    dashboard, _gcs, _c = cluster
+    warnings: list[str] = []
+    sensor = _sensor(dashboard, None, warnings)
+    try:
+        _wait("both samplers' answers", lambda: len(sensor.cluster_manifest()["nodes"]) == 2 and all(
+            w.info is not None for w in sensor._nodes.values()), sensor)  # noqa: SLF001
+        facts = sensor.cluster_manifest()
+    finally:
+        sensor.close()
+    assert sensor.gpus() == [] and len(facts["unwatched"]) == 2
+    assert all(why.startswith("no GPU sensor: ") and len(why) > len("no GPU sensor: ") for why in facts["unwatched"].values())
+    assert sum("is not watched" in w for w in warnings) == 2, warnings
 
 
 def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import LEDGER, git, ledger
+from conftest import LEDGER, git, ledger, nvml_works
 
 COUNTER = "import time\nfor i in range({n}):\n    print(f'tick {{i}} {{time.time():.3f}}', flush=True)\n    time.sleep(0.05)\n"
 
@@ -118,18 +118,7 @@ def test_ledger_killed_during_a_pause_then_recover(repo: Path) -> None:
     assert m["status"]["state"] == "lost" and m["gpu"]["pauses"] == 1
 
 
-def _nvml_works() -> bool:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        pynvml.nvmlShutdown()
-    except Exception:
-        return False
-    return True
-
-
-@pytest.mark.skipif(_nvml_works(), reason="NVML works here (a GPU machine): the no-GPU path cannot be shown")
+@pytest.mark.skipif(nvml_works(), reason="NVML works here (a GPU machine): the no-GPU path cannot be shown")
 def test_without_nvml_the_run_goes_ahead(repo: Path) -> None:
     r = ledger(repo, "run", "--", sys.executable, "-c", "print(1)")
     assert r.returncode == 0
@@ -139,3 +128,35 @@ def test_without_nvml_the_run_goes_ahead(repo: Path) -> None:
     assert m["logs"]["heat"] is None
     r = ledger(repo, "heat", "latest")
     assert r.returncode == 1 and "no heat log" in r.stderr
+
+
+def test_a_collective_timeout_under_max_pause_is_recorded_and_warned(repo: Path) -> None:
+    """Megatron's `--distributed-timeout-minutes` (a Miles launcher flag) below `max_pause` (600 s)."""
+    r = ledger(repo, "run", "--", sys.executable, "-c", "print(1)", "--distributed-timeout-minutes", "1")
+    assert r.returncode == 0, r.stderr
+    assert "longer than the job's collective timeout 60 s (--distributed-timeout-minutes 1)" in r.stderr
+    assert _show(repo)["gpu"]["distributed_timeout"] == {"seconds": 60.0, "source": "--distributed-timeout-minutes 1"}
+    (repo / ".ledger.yaml").write_text("heat_guard:\n  max_pause: 30\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "short pauses")
+    r = ledger(repo, "run", "--", sys.executable, "-c", "print(1)", "--distributed-timeout-minutes", "1")
+    assert r.returncode == 0 and "collective timeout" not in r.stderr, r.stderr
+    assert _show(repo)["gpu"]["distributed_timeout"]["seconds"] == 60.0
+
+
+def test_a_cluster_job_without_ray_here_samples_this_machine_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ledger.config import HeatConfig
+    from ledger.heat.setup import start_monitor
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as where Ray is not installed
+    (tmp_path / "heat.timeline").write_text("0 0 60\n")
+    said: list[str] = []
+    cfg = HeatConfig(interval_s=0.05, sensor={"timeline": str(tmp_path / "heat.timeline")})
+    argv = ["ray", "job", "submit", "--address", "http://10.0.0.1:8265", "--", "python3", "train.py"]
+    monitor = start_monitor(cfg, True, tmp_path / "heat.log", lambda _sig: None, said.append, job_argv=argv, env={})
+    time.sleep(0.2)
+    gpu = monitor.stop_summary()
+    assert gpu["sensor"].startswith("scripted:") and gpu["peak_temp_c"] == {0: 60.0}
+    assert gpu["cluster"]["address"] == "http://10.0.0.1:8265" and gpu["cluster"]["connected"] is False
+    assert gpu["cluster"]["unavailable"].startswith("Ray is not installed where ledger runs")
+    assert any("nodes are not watched" in line and "sampling this machine only" in line for line in said), said

@@ -110,10 +110,11 @@ class NodeWatch:
     gpus: list[GpuInfo] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """For the manifest's `gpu.nodes`."""
+        """For the manifest's `gpu.nodes` (a node that left keeps the GPUs it had)."""
         return {"node": self.label, "node_id": self.node_id, "ip": self.ip, "hostname": self.hostname,
                 "sensor": (self.info or {}).get("sensor"), "watched": self.unwatched is None,
-                "unwatched": self.unwatched, "left": self.left_at is not None}
+                "unwatched": self.unwatched, "left": self.left_at is not None,
+                "gpus": [g.to_dict() for g in self.gpus]}
 
 
 def node_names(node: dict[str, Any], label: str) -> list[str]:
@@ -297,7 +298,10 @@ class ClusterSensor:
             if not self._connected:
                 return
             if self._paused_nodes:
-                self.resume()
+                try:
+                    self.resume()
+                except Exception as exc:  # noqa: BLE001 - say it; disconnecting must still happen
+                    self._warn(str(exc))
             for watch in self._nodes.values():
                 if watch.handle is not None:
                     try:
@@ -358,8 +362,15 @@ class ClusterSensor:
             missing = [n for n in by_node if n not in self._nodes or self._nodes[n].handle is None]
             targets = [(self._nodes[n], pids) for n, pids in by_node.items() if n not in missing]
             refs = [w.handle.signal.remote(pids, "stop") for w, pids in targets]
-            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
+            # every node asked to stop counts as paused before the answers come: when one node
+            # fails or is late, the others may already have stopped their part of the job, and
+            # a pause that raises is never resumed by the monitor
             self._paused_nodes = [w for w, _ in targets]
+            try:
+                results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
+            except Exception:
+                self._resume_quietly()
+                raise
             record = {"action": "stop", "at": time.time(), "job": job.get("submission_id") or job.get("job_id"),
                       "nodes": {r["node"]: len(r["pids"]) for r in results},
                       "not_reached": [n[:12] for n in missing]}
@@ -372,11 +383,32 @@ class ClusterSensor:
         import ray
 
         with self._lock:
-            refs = [w.handle.signal.remote([], "resume") for w in self._paused_nodes]
-            self._paused_nodes = []
-            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
+            asked = [(w, w.handle.signal.remote([], "resume")) for w in self._paused_nodes]
+            ready, _ = ray.wait([ref for _, ref in asked], num_returns=len(asked), timeout=SIGNAL_TIMEOUT_S)
+            results: list[dict[str, Any]] = []
+            failed: list[tuple[NodeWatch, str]] = []
+            for watch, ref in asked:
+                try:
+                    if ref not in ready:
+                        raise TimeoutError(f"no answer in {SIGNAL_TIMEOUT_S:g} s")
+                    results.append(ray.get(ref))
+                except Exception as exc:  # noqa: BLE001 - said below; close() tries that node again
+                    failed.append((watch, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+            # a node that did not confirm stays listed, so that close() asks it again
+            self._paused_nodes = [w for w, _ in failed]
             self._pause_log.append({"action": "resume", "at": time.time(),
-                                    "nodes": {r["node"]: len(r["pids"]) for r in results}})
+                                    "nodes": {r["node"]: len(r["pids"]) for r in results},
+                                    "not_resumed": {w.label: why for w, why in failed}})
+            if failed:
+                raise RuntimeError("job processes may still be stopped on node(s) "
+                                   + ", ".join(f"{w.label} ({why})" for w, why in failed))
+
+    def _resume_quietly(self) -> None:
+        """Resume after a failed pause; a failure here is already part of the pause's error."""
+        try:
+            self.resume()
+        except Exception:  # noqa: BLE001
+            pass
 
     @property
     def signal_log(self) -> list[dict[str, Any]]:
@@ -390,7 +422,9 @@ class ClusterSensor:
             unwatched = {w.label: w.unwatched for w in self._nodes.values() if w.unwatched}
             return {"cluster": {**self.target.to_dict(), "gcs_address": self._gcs, "connected": self._connected,
                                 "unavailable": self._unreachable, "job": self._job},
-                    "nodes": nodes, "unwatched": unwatched}
+                    "nodes": nodes, "unwatched": unwatched,
+                    # every GPU seen during the run, also on nodes that left (gpus() drops those)
+                    "gpus": [g for node in nodes for g in node["gpus"]]}
 
 
 def _job_dict(job: Any) -> dict[str, Any]:

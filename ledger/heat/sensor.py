@@ -12,7 +12,7 @@ Timeline file format (one entry a line, `#` starts a comment, blank lines are ig
     20    node2  0  91
 
 A line with four fields names a node: on a Ray cluster it applies only to the node that answers
-to that name (its label, IP, hostname, node id or id prefix, or a custom resource it offers, see
+to that name (its label, IP, hostname, node id, a custom resource it offers or a node label value, see
 `ledger.heat.cluster`); a line with three fields applies to every node (and to a single machine).
 
 The temperature of a GPU at time t is the value of its last entry at or before t (a step
