@@ -190,3 +190,23 @@ def test_stale_claim_of_a_dead_recover_is_reclaimed(repo: Path) -> None:
     rec = ledger(repo, "recover")
     assert "recovered 1 run" in rec.stderr, rec.stderr
     assert len(_run_ids(repo)) == 1
+
+
+def test_a_validated_config_is_remembered_and_an_edit_is_validated_again(repo: Path) -> None:
+    """The schema (pydantic, ~120 ms) runs once per distinct file: later commands read the
+    validated config from .git/ledger/config; any edit to the file is validated anew."""
+    import subprocess
+    import sys
+
+    (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 90}\n")
+    assert ledger(repo, "run", "--no-heat-guard", "--", "true").returncode == 0
+    cached = list((repo / ".git" / "ledger" / "config").glob("*.pickle"))
+    assert len(cached) == 1
+    probe = ("import sys; from pathlib import Path; from ledger.config import load_config; "
+             f"cfg = load_config(Path({str(repo)!r}), Path({str(repo / '.git')!r})); "
+             "print(cfg.heat.pause_at, 'pydantic' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["90.0", "False"]  # from the cache: the schema was not even imported
+    (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 70}\n")  # now below resume_at: refused
+    assert "pause_at" in _refused(repo)
+    assert len(list((repo / ".git" / "ledger" / "config").glob("*.pickle"))) == 1  # a refusal is never cached

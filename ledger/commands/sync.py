@@ -49,7 +49,7 @@ def pick_remote(repo: Repo, remote: str | None) -> str:
 def push_runs(start: Path, remote: str | None, say: Say) -> int:
     """Push runs' data to the DVC remote, then the branch to the git remote (rebuilding on rejection)."""
     repo = Repo(start)
-    cfg = load_config(repo.root)
+    cfg = load_config(repo.root, repo.common_dir)
     tip = check_ledger_branch(repo, cfg.branch)
     remote = pick_remote(repo, remote)  # before any data moves: no "pushed data" before a failure
     if tip is None:
@@ -90,7 +90,7 @@ def push_runs(start: Path, remote: str | None, say: Say) -> int:
 def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, say: Say) -> int:
     """Fetch and integrate the branch; fetch the data of the named runs (or all) into the DVC cache."""
     repo = Repo(start)
-    cfg = load_config(repo.root)
+    cfg = load_config(repo.root, repo.common_dir)
     check_ledger_branch(repo, cfg.branch)
     if remote is not None and remote not in repo.remote_names():
         runs = [remote, *runs]  # `ledger pull RUN`: a run from the default remote

@@ -17,7 +17,7 @@ from ledger.timefmt import iso, parse_iso
 def recover(start: Path, say: Say) -> list[str]:
     """Commit every staged run whose ledger process is gone, with state `lost`."""
     repo = Repo(start)
-    cfg = load_config(repo.root)
+    cfg = load_config(repo.root, repo.common_dir)
     done = []
     for staged in staging.orphans(repo.root):
         if not staged.claim():

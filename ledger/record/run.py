@@ -158,7 +158,7 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
             check_run_name(req.name)
         repo = Repo(req.cwd)
         repo.head_commit()
-        cfg = load_config(repo.root)
+        cfg = load_config(repo.root, repo.common_dir)
         check_branch_writable(repo, cfg.branch)
     except LedgerError as exc:
         raise StartError(exc.message, exc.hint) from exc

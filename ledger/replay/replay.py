@@ -261,7 +261,7 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
     from ledger.record.run import RunRequest, record_run
 
     repo = Repo(start)
-    cfg = load_config(repo.root)
+    cfg = load_config(repo.root, repo.common_dir)
     tip = check_ledger_branch(repo, cfg.branch)
     if tip is None:
         raise RunNotFound(f"no run named '{opts.run}': no runs recorded yet", "record one with `ledger run -- CMD`")

@@ -13,7 +13,7 @@ from ledger.storage.store import check_ledger_branch
 def open_branch(start: Path) -> tuple[Repo, Config, str | None]:
     """The repository, its configuration and the tip of its ledger branch (None before any run)."""
     repo = Repo(start)
-    cfg = load_config(repo.root)
+    cfg = load_config(repo.root, repo.common_dir)
     tip = check_ledger_branch(repo, cfg.branch)
     return repo, cfg, tip
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger import yamlio
 from ledger.errors import LedgerError
 from ledger.manifest import SCHEMA, ManifestError, check_manifest
 from ledger.storage.git import Repo
@@ -69,6 +68,8 @@ class ManifestCache:
 
 
 def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
+    from ledger import yamlio  # lazily: ruamel costs ~15 ms of every command's start-up
+
     return check_manifest(yamlio.loads(raw, f"{where}/manifest.yaml"), where)
 
 
