@@ -133,6 +133,7 @@ def track_outputs(
     staged_run_dir: Path,
     outputs: Sequence[tuple[str, Path]],
     private: Sequence[Path] = (),
+    known: dict[Path, tuple[str, tuple[int, int, int]]] | None = None,
 ) -> list[DataRecord]:
     """Track each (role, source) output as `data/<role>` of the staged run folder.
 
@@ -142,12 +143,14 @@ def track_outputs(
     Files inside `staged_run_dir` are hard-linked into the cache (no second copy; they become
     read-only); so are files inside the `private` folders (the run's own staging area, which
     nothing rewrites after the run); files elsewhere are copied. Never raises: a failure lands in
-    the record's `error`.
+    the record's `error`. `known`: md5s computed as the files were written (`remember_hashes`).
     """
     data_dir = staged_run_dir / "data"
     roles = [role for role, _ in outputs]
     try:
         with open_dvc_repo(repo_root) as repo:
+            if known:
+                _remember(repo, known)
             cache = repo.cache.local
             records = [
                 _track_one(cache, staged_run_dir, role, Path(src), role in roles[:i], private)
@@ -266,29 +269,37 @@ def prehash_files(repo_root: Path, paths: Sequence[str], stop: Callable[[], bool
     return done
 
 
-def preload() -> None:
-    """Import DVC ahead of need (~0.8 s), on a thread while the job runs."""
-    import dvc.repo  # noqa: F401
+def preload(repo_root: Path) -> None:
+    """Import what opening the DVC repository needs (~0.8 s: DVC loads much lazily, on first
+    open), on a thread while the job runs; opens and closes it once, changing nothing."""
     import dvc_data.hashfile.hash_info  # noqa: F401
+    import dvc_objects.fs.local  # noqa: F401
+
+    with open_dvc_repo(repo_root):
+        pass
 
 
 def remember_hashes(repo_root: Path, known: dict[Path, tuple[str, tuple[int, int, int]]]) -> int:
     """Put md5s computed while the files were written (the log worker's) into the DVC state, so
     `track_outputs` need not read the files again. Each comes with the (inode, mtime_ns, size) the
     file had when it was hashed; a file that has changed since is left out (it is hashed anew)."""
+    with open_dvc_repo(repo_root) as repo:
+        return _remember(repo, known)
+
+
+def _remember(repo: Any, known: dict[Path, tuple[str, tuple[int, int, int]]]) -> int:
     from dvc_data.hashfile.hash_info import HashInfo
     from dvc_objects.fs.local import LocalFileSystem
 
     fs = LocalFileSystem()  # type: ignore[no-untyped-call]
     done = 0
-    with open_dvc_repo(repo_root) as repo:
-        state = repo.cache.local.state
-        for path, (md5, signature) in known.items():
-            st = os.stat(path)
-            if (st.st_ino, st.st_mtime_ns, st.st_size) != signature:
-                continue
-            state.save(str(path), fs, HashInfo(_HASH_NAME, md5), info=fs.info(str(path)))
-            done += 1
+    state = repo.cache.local.state
+    for path, (md5, signature) in known.items():
+        st = os.stat(path)
+        if (st.st_ino, st.st_mtime_ns, st.st_size) != signature:
+            continue
+        state.save(str(path), fs, HashInfo(_HASH_NAME, md5), info=fs.info(str(path)))
+        done += 1
     return done
 
 

@@ -247,12 +247,9 @@ def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[st
         note = (f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
                 f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n")
         write_atomic(staged.run_dir / name, head + note.encode() + tail)
+    # hashed by the log worker as it read them back (the same inode: moved, not copied)
     known = {dest / n: known_md5[n] for n in big if known_md5 and n in known_md5}
-    if known:  # hashed by the log worker as it read them (the same inode: moved, not copied)
-        from ledger.data.dvcops import remember_hashes
-
-        remember_hashes(repo.root, known)
-    [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir])
+    [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir], known=known)
     if record.error:  # keep the whole logs in git rather than lose them
         for name in big:
             os.replace(dest / name, staged.run_dir / name)

@@ -248,7 +248,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
 
         follower = Follower(staged.dir, staged.raw_output, staged.run_dir, list(cfg.engine_patterns),
                             list(cfg.secret_names), lambda: capture.bytes_in,
-                            preload_after=int(cfg.log_git_max_mb * (1 << 20)))
+                            preload_after=int(cfg.log_git_max_mb * (1 << 20)), repo_root=repo.root)
         follower.start()  # split, redaction and metrics while the job runs, off the copy's path
         from ledger.heat.setup import start_monitor
 
@@ -398,7 +398,8 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs.metrics), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
     for log in ("trainer.log", "engine.log"):
-        (run_dir / log).touch()
+        if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
+            (run_dir / log).touch()
     if (run_dir / "heat.log").exists():
         m["logs"]["heat"] = "heat.log"
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC

@@ -199,7 +199,7 @@ class Follower:
 
     def __init__(self, staging_dir: Path, raw: Path, run_dir: Path, engine_patterns: Sequence[str],
                  secret_names: Sequence[str], bytes_in: Any, worker_after: int = WORKER_AFTER,
-                 preload_after: int | None = None):
+                 preload_after: int | None = None, repo_root: Path | None = None):
         self.dir = staging_dir
         self.raw = raw
         self.run_dir = run_dir
@@ -207,7 +207,8 @@ class Follower:
         self.secret_names = list(secret_names)
         self._bytes_in = bytes_in  # a callable: the output copied so far
         self._worker_after = worker_after
-        self._preload_after = preload_after  # output size from which a log will go to DVC
+        self._preload_after = preload_after if repo_root is not None else None  # a log will go to DVC
+        self._repo_root = repo_root
         self._ended = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
         self._thread = threading.Thread(target=self._watch, name="ledger-follow", daemon=True)
@@ -222,7 +223,7 @@ class Follower:
                 self._spawn()
                 spawned = True
             if not preloaded and self._bytes_in() >= (self._preload_after or 0):
-                _preload_dvc()  # the offload of a big log at the end then skips DVC's ~0.8 s import
+                _preload_dvc(self._repo_root)  # the offload of a big log at the end skips DVC's ~0.8 s start
                 preloaded = True
 
     def _spawn(self) -> None:
@@ -269,11 +270,13 @@ class Follower:
             self._proc.wait()
 
 
-def _preload_dvc() -> None:
+def _preload_dvc(repo_root: Path | None) -> None:
+    if repo_root is None or not (repo_root / ".dvc").is_dir():
+        return
     try:
         from ledger.data.dvcops import preload
 
-        preload()
+        preload(repo_root)
     except Exception:  # noqa: BLE001 - the import is retried, and reported, where it is used
         pass
 
