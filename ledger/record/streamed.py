@@ -48,7 +48,8 @@ END = "output.end"
 PID = "streamed.pid"
 BLOCK = 4 * CHUNK
 WORKER_AFTER = 4 << 20  # bytes of output before a worker process is worth its start-up
-WORKER_NICE = 5  # the job comes first when the cores are busy; the worker catches up after
+WORKER_NICE = 19  # the lowest priority: the job (and the copy) come first when the cores are busy;
+# a job that leaves cores idle, as trainers do, leaves them to the worker
 POLL_S = 0.1
 
 
