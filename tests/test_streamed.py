@@ -21,7 +21,7 @@ from ledger.capture import tracescan
 from ledger.capture.runscrub import save_secrets
 from ledger.capture.scanner import Redactor
 from ledger.capture.stream import split_output
-from ledger.compare.logparse import parse_logs
+from ledger.compare.logparse import parse_logs, read_metrics_jsonl
 from ledger.config import DEFAULT_ENGINE_PATTERNS
 from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
 
@@ -75,6 +75,9 @@ def _streamed(result: object, out: Path) -> dict[str, object]:
 
     assert isinstance(result, StreamResult)
     table = result.metrics
+    if table is None:  # the worker wrote metrics.jsonl itself
+        assert result.metrics_written
+        table = read_metrics_jsonl(out / "metrics.jsonl")
     return {"trainer": (out / "trainer.log").read_bytes(), "engine": (out / "engine.log").read_bytes(),
             "commands": result.command_lines,
             "rows": {k: (r.t_start, r.t_end, {m: repr(v) for m, v in r.metrics.items()}) for k, r in table.rows.items()},

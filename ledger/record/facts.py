@@ -24,7 +24,7 @@ from ledger.storage import staging
 from ledger.storage.git import Repo
 
 if TYPE_CHECKING:
-    from ledger.compare.logparse import MetricsTable
+    from ledger.record.streamed import StreamResult
 
 Say = Callable[[str], None]
 
@@ -139,21 +139,22 @@ def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_a
         m["warnings"].append("the debug-data flags did not reach the training command: this run cannot be replayed")
 
 
-def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any], table: MetricsTable | None = None) -> None:
-    """`metrics.jsonl` from the log metrics (`table`, parsed while the job ran, or read from the
-    logs now) merged with the debug events."""
-    from ledger.compare.logparse import merge, parse_events, parse_logs, write_metrics_jsonl
+def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any], logs: StreamResult | None = None) -> None:
+    """`metrics.jsonl` from the log metrics (parsed while the job ran, or read from the logs now)
+    merged with the debug events; the log worker may have written it already."""
+    from ledger.compare.logparse import parse_logs, write_run_metrics
 
-    if table is None:
-        table = parse_logs([run_dir / "trainer.log", run_dir / "engine.log"])
-    events = data_dir / "events"
-    if events.is_dir():
-        table = merge(table, parse_events(events))
-    if table.rows or table.train_steps:
-        write_metrics_jsonl(run_dir / "metrics.jsonl", table)
+    if logs is not None and logs.metrics_written is not None:
+        written, malformed = logs.metrics_written, logs.malformed
+    else:
+        table = logs.metrics if logs is not None and logs.metrics is not None else None
+        if table is None:
+            table = parse_logs([run_dir / "trainer.log", run_dir / "engine.log"])
+        written, malformed = write_run_metrics(run_dir, data_dir, table)
+    if written:
         m["logs"]["metrics"] = "metrics.jsonl"
-    if table.malformed:
-        m["warnings"].append(f"{table.malformed} malformed metric lines in the logs")
+    if malformed:
+        m["warnings"].append(f"{malformed} malformed metric lines in the logs")
 
 
 def _extra(cfg: Config) -> frozenset[str]:

@@ -395,7 +395,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     _guarded(m, "reading the training command",
              lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
-    _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs.metrics), say)
+    _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
     for log in ("trainer.log", "engine.log"):
         if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
