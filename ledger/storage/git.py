@@ -334,15 +334,26 @@ class Repo:
         return [r.name for r in gitpython.Repo(str(self.root)).remotes]
 
     def checked_out_branches(self) -> dict[str, Path]:
-        """Branch name -> the worktree that has it checked out, over every worktree of the repo."""
-        out = run_git(self.root, "worktree", "list", "--porcelain").stdout.decode("utf-8", "surrogateescape")
+        """Branch name -> the worktree that has it checked out, over every worktree of the repo.
+
+        Read from the files `git worktree list` reads (the common dir's HEAD, and each
+        `worktrees/<name>/HEAD` and `gitdir`): no git process and no GitPython import (~80 ms of
+        `ledger run`'s start-up)."""
         found: dict[str, Path] = {}
-        where: Path | None = None
-        for line in out.splitlines():
-            if line.startswith("worktree "):
-                where = Path(line[len("worktree "):])
-            elif line.startswith("branch refs/heads/") and where is not None:
-                found[line[len("branch refs/heads/"):]] = where
+        heads = [(self.common_dir / "HEAD", self.common_dir.parent)]
+        for entry in sorted((self.common_dir / "worktrees").glob("*/HEAD")):
+            try:
+                gitdir = Path((entry.parent / "gitdir").read_text().strip())
+            except OSError:
+                continue  # a worktree being removed
+            heads.append((entry, gitdir.parent))
+        for head, where in heads:
+            try:
+                text = head.read_text(encoding="utf-8", errors="surrogateescape").strip()
+            except OSError:
+                continue
+            if text.startswith("ref: refs/heads/"):
+                found.setdefault(text[len("ref: refs/heads/"):], where)
         return found
 
     def config_value(self, section: str, option: str) -> str | None:
