@@ -7,13 +7,10 @@ from __future__ import annotations
 
 import fcntl
 import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
-from conftest import LEDGER, git, ledger
-from test_faults_input import _manifest, _refused, _run_ids
+from conftest import git, ledger
+from test_faults_input import _manifest, _refused, _run_ids, _staged_dead_run
 
 
 def test_branch_checked_out_in_the_main_worktree_is_refused(repo: Path) -> None:
@@ -37,20 +34,6 @@ def test_foreign_tip_at_the_end_keeps_the_true_exit_status_for_recover(repo: Pat
     assert ledger(repo, "recover").returncode == 0
     status = _manifest(repo, _run_ids(repo)[0])["status"]
     assert (status["state"], status["exit_code"]) == ("failed", 3)
-
-
-def _staged_dead_run(repo: Path) -> Path:
-    """The staging folder of a run whose ledger and job were SIGKILLed."""
-    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", "sleep", "30"], cwd=repo,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    staging = repo / ".ledger" / "staging"
-    for _ in range(300):
-        if staging.exists() and any((p / "manifest.json").exists() for p in staging.iterdir()):
-            break
-        time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    return next(staging.iterdir())
 
 
 def test_claim_held_by_a_live_recover_is_respected(repo: Path) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -172,20 +174,7 @@ def test_ref_locked_at_the_end_keeps_the_true_exit_status_for_recover(repo: Path
 
 def test_stale_claim_of_a_dead_recover_is_reclaimed(repo: Path) -> None:
     """A `finalising` marker left by a recover that died no longer blocks the run forever."""
-    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", "sleep", "30"], cwd=repo,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    staging = repo / ".ledger" / "staging"
-    import time
-
-    for _ in range(300):
-        if staging.exists() and any((p / "manifest.json").exists() for p in staging.iterdir()):
-            break
-        time.sleep(0.05)
-    import signal
-
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    staged = next(staging.iterdir())
+    staged = _staged_dead_run(repo)
     (staged / "finalising").write_text("99999999")  # what a recover that died left behind
     rec = ledger(repo, "recover")
     assert "recovered 1 run" in rec.stderr, rec.stderr
@@ -210,3 +199,17 @@ def test_a_validated_config_is_remembered_and_an_edit_is_validated_again(repo: P
     (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 70}\n")  # now below resume_at: refused
     assert "pause_at" in _refused(repo)
     assert len(list((repo / ".git" / "ledger" / "config").glob("*.pickle"))) == 1  # a refusal is never cached
+
+
+def _staged_dead_run(repo: Path) -> Path:
+    """The staging folder of a run whose ledger and job were SIGKILLed."""
+    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", "sleep", "30"], cwd=repo,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    staging = repo / ".ledger" / "staging"
+    for _ in range(300):
+        if staging.exists() and any((p / "manifest.json").exists() for p in staging.iterdir()):
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return next(staging.iterdir())
