@@ -7,7 +7,7 @@ the key path and the fix (`ledger run` exits 125 and starts nothing).
 
 Every default lives here once (the constants and `HeatConfig` below); the schema, the capture,
 heat and init modules import them. A file that validated is remembered by the sha256 of its
-bytes and of the schema's source (`.git/ledger/config/`), so most commands start without
+bytes and of the schema's and this module's source (`.git/ledger/config/`), so most commands start without
 importing pydantic or ruamel (~150 ms). To add a key: a field in the schema's section model
 (`extra="forbid"` rejects anything not declared) with its default from here, a line to
 `DEFAULT_TEXT` if users should see it, and an attribute to `Config` set in `configschema`.
@@ -115,7 +115,8 @@ class Config:
     secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
 
 
-_SCHEMA = Path(__file__).with_name("configschema.py")
+# what a cached config depends on besides the file: the schema, and the `Config` class it fills
+_SOURCES = (Path(__file__).with_name("configschema.py"), Path(__file__))
 
 
 def parse_config(data: Any) -> Config:
@@ -140,7 +141,7 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
         from ledger.cache import LocalCache
 
         cache = LocalCache(common_dir, "config")
-        key = hashlib.sha256(raw + b"\0" + _SCHEMA.read_bytes()).hexdigest()
+        key = hashlib.sha256(b"\0".join([raw, *(src.read_bytes() for src in _SOURCES)])).hexdigest()
         cached = cache.read_pickle(key, Config)
         if cached is not None:
             return cached
