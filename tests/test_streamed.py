@@ -24,6 +24,7 @@ from ledger.capture.stream import split_output
 from ledger.compare.logparse import parse_logs, read_metrics_jsonl
 from ledger.config import DEFAULT_ENGINE_PATTERNS
 from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
+from ledger.storage.staging import Staged
 
 SECRET = "hf_" + "Q" * 34
 GEN_LOG = REPO_ROOT / "bench" / "gen_log.py"
@@ -120,7 +121,7 @@ def test_the_worker_process_follows_the_raw_file_and_hands_back_the_result(tmp_p
     raw = staging / "output.raw"
     data = miles_output(2000)
     copied = [0]
-    follower = Follower(staging, raw, staging / "run", DEFAULT_ENGINE_PATTERNS, [], lambda: copied[0], worker_after=1)
+    follower = Follower(Staged(staging.name, staging), DEFAULT_ENGINE_PATTERNS, [], lambda: copied[0], worker_after=1)
     save_secrets(staging, [SECRET])
     follower.start()
     with open(raw, "wb") as f:
@@ -143,7 +144,7 @@ def test_in_process_result_when_the_output_stays_small(tmp_path: Path) -> None:
     staging = tmp_path / "staging"
     (staging / "run").mkdir(parents=True)
     raw = _write(staging / "output.raw", miles_output(20))
-    follower = Follower(staging, raw, staging / "run", DEFAULT_ENGINE_PATTERNS, [], lambda: raw.stat().st_size)
+    follower = Follower(Staged(staging.name, staging), DEFAULT_ENGINE_PATTERNS, [], lambda: raw.stat().st_size)
     follower.start()
     result = follower.finish(Redactor({SECRET}))
     assert result.where == "after the job" and not (staging / PID).exists()
@@ -280,3 +281,37 @@ def test_one_200_mb_line_through_ledger_run_stays_in_bounded_memory(tmp_path: Pa
     assert int(proc.stdout) < 160, proc.stdout  # MB: was ~296 when the worker read the log back whole
     manifest = _committed(repo, "latest", "manifest.yaml").decode()
     assert "split: while the job ran" in manifest and "- trainer.log" in manifest  # tracked with DVC
+
+
+def test_a_worker_that_dies_is_redone_in_process_and_says_so(tmp_path: Path) -> None:
+    staging = tmp_path / "staging"
+    (staging / "run").mkdir(parents=True)
+    data = miles_output(2000)
+    raw = _write(staging / "output.raw", data[: len(data) // 2])
+    save_secrets(staging, [SECRET])
+    follower = Follower(Staged(staging.name, staging), DEFAULT_ENGINE_PATTERNS, [], lambda: raw.stat().st_size,
+                        worker_after=1)
+    follower.start()
+    deadline = time.monotonic() + 30
+    while not (staging / PID).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(json.loads((staging / PID).read_text())[0], signal.SIGKILL)  # the worker dies mid-way
+    with open(raw, "ab") as f:
+        f.write(data[len(data) // 2 :])
+    result = follower.finish(Redactor({SECRET}))
+    assert result.where == "after the job (the worker failed: exit -9)"
+    assert _streamed(result, staging / "run") == _reference(_write(tmp_path / "whole.raw", data), tmp_path / "ref")
+
+
+def test_the_flood_watch_measures_the_growth_rate_over_half_seconds() -> None:
+    from ledger.record.streamed import FLOOD_RATE, FloodWatch
+
+    size = [0]
+    watch = FloodWatch(lambda: size[0])
+    assert not watch.flooding()  # no window has passed yet
+    time.sleep(0.55)
+    size[0] += FLOOD_RATE  # a rate of ~2x FLOOD_RATE over the window
+    assert watch.flooding()
+    time.sleep(0.55)
+    size[0] += 1 << 20  # ~2 MiB/s: a trainer's pace
+    assert not watch.flooding()

@@ -63,7 +63,7 @@ def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: 
     for name in SMALL:
         path = run_dir / name
         acc = Redactions()
-        if path.is_file() and Redactor(secrets | _texts(new_values), extra).redact_file(path, acc=acc):
+        if path.is_file() and Redactor(secrets | as_texts(new_values), extra).redact_file(path, acc=acc):
             add_redacted(m, acc.at(name))
 
 
@@ -71,13 +71,14 @@ def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[by
                    extra_names: Iterable[str] = ()) -> None:
     """Every string of the manifest, and every value under a secret-named key (in place)."""
     acc = Redactions()
-    clean = Redactor(set(secrets) | _texts(set(found)), extra_names).redact_obj(m, acc, skip=frozenset({"redacted"}))
+    clean = Redactor(set(secrets) | as_texts(found), extra_names).redact_obj(m, acc, skip=frozenset({"redacted"}))
     m.clear()
     m.update(clean)
     add_redacted(m, acc.at("manifest"))
 
 
-def _texts(values: set[bytes]) -> set[str]:
+def as_texts(values: Iterable[bytes]) -> set[str]:
+    """Byte values as the texts `Redactor` and `save_secrets` take (undecodable bytes kept)."""
     return {v.decode("utf-8", "surrogateescape") for v in values}
 
 

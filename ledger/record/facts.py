@@ -139,18 +139,15 @@ def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_a
         m["warnings"].append("the debug-data flags did not reach the training command: this run cannot be replayed")
 
 
-def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any], logs: StreamResult | None = None) -> None:
-    """`metrics.jsonl` from the log metrics (parsed while the job ran, or read from the logs now)
-    merged with the debug events; the log worker may have written it already."""
-    from ledger.compare.logparse import parse_logs, write_run_metrics
+def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any], logs: StreamResult) -> None:
+    """`metrics.jsonl` from the log metrics the log work parsed, merged with the debug events
+    (the log worker writes it itself and carries back only the outcome)."""
+    from ledger.compare.logparse import write_run_metrics
 
-    if logs is not None and logs.metrics_written is not None:
+    if logs.metrics is None:
         written, malformed = logs.metrics_written, logs.malformed
     else:
-        table = logs.metrics if logs is not None and logs.metrics is not None else None
-        if table is None:
-            table = parse_logs([run_dir / "trainer.log", run_dir / "engine.log"])
-        written, malformed = write_run_metrics(run_dir, data_dir, table)
+        written, malformed = write_run_metrics(run_dir, data_dir, logs.metrics)
     if written:
         m["logs"]["metrics"] = "metrics.jsonl"
     if malformed:

@@ -7,8 +7,8 @@ from pathlib import Path
 from ledger.capture.runscrub import load_secrets
 from ledger.capture.scanner import Redactor
 from ledger.config import load_config
-from ledger.record.run import Say, finish
-from ledger.record.streamed import StreamResult, process_raw, stop_worker
+from ledger.record.run import Say, finish, note_truncation
+from ledger.record.streamed import StreamResult, process_raw, retire_raw, stop_worker
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
@@ -42,9 +42,8 @@ def recover(start: Path, say: Say) -> list[str]:
         logs: StreamResult | None = None  # None: the logs were split before ledger died
         if raw.exists():
             logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
-            m["warnings"].extend(logs.truncated)
-            m["logs"]["split"] = "by ledger recover, from the raw output"
-            raw.unlink()
+            logs.where = "by ledger recover, from the raw output"
+            retire_raw(staged, secrets, logs)
         started = parse_iso(m.get("started")) or last
         ended = (m.get("status") or {}).get("state") not in (None, "running")
         if ended:  # the job ended and its status was saved; only the commit failed
@@ -54,6 +53,8 @@ def recover(start: Path, say: Say) -> list[str]:
             m["status"] = {"state": "lost", "exit_code": None, "signal": None,
                            "duration_s": round(max(0.0, last - started), 3)}
             m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
+        if logs is not None:  # after the status above: a truncation is said in it too, as for a run
+            note_truncation(staged.run_dir, m, logs.truncated, say)
         if m.get("gpu") is None and (staged.run_dir / "heat.log").exists():
             from ledger.heat.setup import summary_from_log
 

@@ -22,7 +22,7 @@ from ledger.capture import launcher, redact
 from ledger.capture.hostfacts import basic_host
 from ledger.capture.redact import Redactions
 from ledger.capture.runner import Job, JobResult, SignalGuard
-from ledger.capture.runscrub import add_redacted, save_secrets, scrub_logs, scrub_manifest
+from ledger.capture.runscrub import add_redacted, as_texts, save_secrets, scrub_logs, scrub_manifest
 from ledger.capture.scanner import Redactor
 from ledger.capture.secretvalues import known_secrets
 from ledger.capture.stream import OutputCapture
@@ -180,7 +180,7 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         code = repo.code_snapshot(scrub=_code_scrubber(redactor, code_places))
         # a value hidden in a dirty tracked file (`api_key: ...` in config.yaml) is a known value
         # from now on: the job may print it in any form
-        secrets |= {v.decode("utf-8", "surrogateescape") for v in redactor.found_values()}
+        secrets |= as_texts(redactor.found_values())
         redactor = Redactor(secrets, cfg.secret_names)
         save_secrets(staged.dir, secrets)  # before any output exists, so `recover` scrubs the same
         staged.save_code(code)
@@ -246,9 +246,8 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         capture.start()
         from ledger.record.streamed import Follower
 
-        follower = Follower(staged.dir, staged.raw_output, staged.run_dir, list(cfg.engine_patterns),
-                            list(cfg.secret_names), lambda: capture.bytes_in,
-                            preload_after=int(cfg.log_git_max_mb * (1 << 20)), repo_root=repo.root)
+        follower = Follower(staged, list(cfg.engine_patterns), list(cfg.secret_names), lambda: capture.bytes_in,
+                            preload=(repo.root, int(cfg.log_git_max_mb * (1 << 20))))
         follower.start()  # split, redaction and metrics while the job runs, off the copy's path
         from ledger.heat.setup import start_monitor
 
@@ -281,14 +280,11 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     else:  # a child of the job still holds the pipe open: record what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
+    from ledger.record.streamed import retire_raw
+
     logs = follower.finish(Redactor(ctx["secrets"], cfg.secret_names))
-    m["logs"]["split"] = logs.where
-    # what the rules found in the output is a known value for the final scrub; saved before the raw
-    # output goes, so a `recover` after a crash from here on scrubs the same
-    save_secrets(staged.dir, set(ctx["secrets"]) | {v.decode("utf-8", "surrogateescape") for v in logs.found})
-    staged.raw_output.unlink(missing_ok=True)
-    notes = capture.truncation_notes() + logs.truncated
-    _note_truncation(staged.run_dir, m, notes, say)
+    retire_raw(staged, ctx["secrets"], logs)
+    note_truncation(staged.run_dir, m, capture.truncation_notes() + logs.truncated, say)
     m["gpu"] = monitor.stop_summary()
     host_thread = ctx["host_thread"]
     if host_thread is not None:
@@ -314,7 +310,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     return RunOutcome(m["id"], st["exit_code"] if st["exit_code"] is not None else result.exit_code, st["state"], commit)
 
 
-def _note_truncation(run_dir: Path, m: dict[str, Any], notes: list[str], say: Say) -> None:
+def note_truncation(run_dir: Path, m: dict[str, Any], notes: list[str], say: Say) -> None:
     """A capture error never goes unsaid: in the manifest, and as the last line of trainer.log."""
     if not notes:
         return
@@ -386,8 +382,8 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
         from ledger.record.streamed import logs_result
 
         logs = logs_result(run_dir)
+    m["logs"]["split"] = logs.where
     add_redacted(m, logs.redacted)
-    found = logs.found
     from ledger.capture import shim
 
     records = shim.read_log(staged.dir / shim.LOG_NAME)
@@ -403,9 +399,9 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     if (run_dir / "heat.log").exists():
         m["logs"]["heat"] = "heat.log"
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
-    scrub_logs(run_dir, m, secrets or set(), found or set(), cfg.secret_names)
+    scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
     _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say, logs.md5), say)
-    scrub_manifest(m, secrets or set(), found or set(), cfg.secret_names)
+    scrub_manifest(m, secrets or set(), logs.found, cfg.secret_names)
     st = m["status"]
     write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
     text = storable(m)  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`

@@ -30,17 +30,20 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ledger.capture import tracescan
-from ledger.capture.runscrub import load_secrets
+from ledger.capture.runscrub import as_texts, load_secrets, save_secrets
 from ledger.capture.scanner import Redactor
 from ledger.capture.stream import CHUNK, LineSplitter
 from ledger.compare.logparse import LogScan, MetricsTable, write_run_metrics
 from ledger.fsutil import atomic_writer, write_atomic
+
+if TYPE_CHECKING:
+    from ledger.storage.staging import Staged
 
 SPEC = "streamed.json"
 RESULT = "streamed.pickle"
@@ -66,7 +69,7 @@ class StreamResult:
     # each log's md5 as it was read back, with the (inode, mtime_ns, size) it had then: the DVC
     # offload of a big log uses it instead of reading the log again (`dvcops.remember_hashes`)
     md5: dict[str, tuple[str, tuple[int, int, int]]] = field(default_factory=dict)
-    metrics_written: bool | None = None  # set when metrics.jsonl was written (by the worker)
+    metrics_written: bool = False  # the worker wrote metrics.jsonl (then `metrics` is None)
     malformed: int = 0
     where: str = "after the job"  # when the work was done (the manifest's `logs.split`)
 
@@ -199,20 +202,21 @@ def logs_result(run_dir: Path) -> StreamResult:
 
 
 class Follower:
-    """Ledger's side: starts the worker once the output is big enough, and collects its result."""
+    """Ledger's side: starts the worker once the output is big enough, and collects its result.
 
-    def __init__(self, staging_dir: Path, raw: Path, run_dir: Path, engine_patterns: Sequence[str],
-                 secret_names: Sequence[str], bytes_in: Any, worker_after: int = WORKER_AFTER,
-                 preload_after: int | None = None, repo_root: Path | None = None):
-        self.dir = staging_dir
-        self.raw = raw
-        self.run_dir = run_dir
+    With `preload` (the repository root, and the output size from which a log will be tracked
+    with DVC), DVC is opened once while the job runs, so that the offload at the end skips its
+    start (~0.8 s)."""
+
+    def __init__(self, staged: Staged, engine_patterns: Sequence[str], secret_names: Sequence[str],
+                 bytes_in: Callable[[], int], worker_after: int = WORKER_AFTER,
+                 preload: tuple[Path, int] | None = None):
+        self.staged = staged
         self.patterns = list(engine_patterns)
         self.secret_names = list(secret_names)
-        self._bytes_in = bytes_in  # a callable: the output copied so far
+        self._bytes_in = bytes_in  # the output copied so far
         self._worker_after = worker_after
-        self._preload_after = preload_after if repo_root is not None else None  # a log will go to DVC
-        self._repo_root = repo_root
+        self._preload = preload
         self._ended = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
         self._thread = threading.Thread(target=self._watch, name="ledger-follow", daemon=True)
@@ -221,26 +225,24 @@ class Follower:
         self._thread.start()
 
     def _watch(self) -> None:
-        spawned, preloaded = False, self._preload_after is None
-        last, last_at = 0, time.monotonic()
+        spawned, preloaded = False, self._preload is None
+        flood = FloodWatch(self._bytes_in)
         while not (spawned and preloaded) and not self._ended.wait(POLL_S):
-            copied, now = self._bytes_in(), time.monotonic()
-            calm = (copied - last) / max(now - last_at, 1e-3) <= FLOOD_RATE
-            last, last_at = copied, now
+            copied = self._bytes_in()
             if not spawned and copied >= self._worker_after:
                 self._spawn()
                 spawned = True
             # DVC's imports hold the interpreter lock ~0.8 s: never while the copy is busy
-            if not preloaded and calm and copied >= (self._preload_after or 0):
-                _preload_dvc(self._repo_root)  # the offload of a big log at the end skips DVC's start
+            if self._preload is not None and not preloaded and copied >= self._preload[1] and not flood.flooding():
+                _preload_dvc(self._preload[0])
                 preloaded = True
 
     def _spawn(self) -> None:
         try:
-            write_atomic(self.dir / SPEC, json.dumps({"engine_patterns": self.patterns,
-                                                      "secret_names": self.secret_names, "nice": WORKER_NICE}))
+            write_atomic(self.staged.dir / SPEC, json.dumps({"engine_patterns": self.patterns,
+                                                             "secret_names": self.secret_names, "nice": WORKER_NICE}))
             # its own session: a Ctrl-C at the terminal is ledger's to forward, never the worker's
-            self._proc = subprocess.Popen([sys.executable, "-m", "ledger.record.streamed", str(self.dir)],
+            self._proc = subprocess.Popen([sys.executable, "-m", "ledger.record.streamed", str(self.staged.dir)],
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
@@ -251,22 +253,23 @@ class Follower:
         self._ended.set()
         self._thread.join()
         proc, why = self._proc, ""
+        raw = self.staged.raw_output
         if proc is not None:
-            size = self.raw.stat().st_size if self.raw.exists() else 0
+            size = raw.stat().st_size if raw.exists() else 0
             try:
-                write_atomic(self.dir / END, str(size))
+                write_atomic(self.staged.dir / END, str(size))
                 # far longer than a catch-up takes (tens of MiB/s); a hung worker is not waited for
                 rc: int | str = proc.wait(timeout=120 + size / (2 << 20))
             except (OSError, subprocess.TimeoutExpired) as exc:  # a full disk, a hung worker
                 proc.kill()
                 proc.wait()
                 rc = "timed out" if isinstance(exc, subprocess.TimeoutExpired) else f"{exc.strerror or exc}"
-            result = _load_result(self.dir / RESULT) if rc == 0 else None
+            result = _load_result(self.staged.dir / RESULT) if rc == 0 else None
             if result is not None:
                 result.where = "while the job ran"
                 return result
             why = f"after the job (the worker failed: {rc if isinstance(rc, str) else f'exit {rc}'})"
-        result = process_raw(self.raw, self.run_dir, self.patterns, redactor)
+        result = process_raw(raw, self.staged.run_dir, self.patterns, redactor)
         if why:
             result.where = why
         return result
@@ -279,8 +282,8 @@ class Follower:
             self._proc.wait()
 
 
-def _preload_dvc(repo_root: Path | None) -> None:
-    if repo_root is None or not (repo_root / ".dvc").is_dir():
+def _preload_dvc(repo_root: Path) -> None:
+    if not (repo_root / ".dvc").is_dir():
         return
     try:
         from ledger.data.dvcops import preload
@@ -297,6 +300,13 @@ def _load_result(path: Path) -> StreamResult | None:
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError):
         return None
     return result if isinstance(result, StreamResult) else None
+
+
+def retire_raw(staged: Staged, secrets: Iterable[str], result: StreamResult) -> None:
+    """The log work is done: remove the raw output, first keeping the values the rules found in
+    it with the run's known values, so that a `recover` from here on scrubs what `finish` does."""
+    save_secrets(staged.dir, set(secrets) | as_texts(result.found))
+    staged.raw_output.unlink(missing_ok=True)
 
 
 def stop_worker(staging_dir: Path) -> None:
@@ -322,41 +332,50 @@ def _end(staging_dir: Path) -> int | None:
         return None
 
 
-class _FloodWatch:
-    """Whether the raw file grows faster than `FLOOD_RATE`: no trainer logs that fast, and
-    following such a job only slows it (1 GiB as fast as a writer can: the job at 0.53x of tee
-    with the worker following, 0.80x without; the work is the same either way)."""
+class FloodWatch:
+    """Whether the output grows faster than `FLOOD_RATE` (measured over half-second windows): no
+    trainer logs that fast, and following such a job only slows it (1 GiB as fast as a writer
+    can: the job at 0.53x of tee with the worker following, 0.80x without; the work is the same
+    either way)."""
 
-    def __init__(self, raw: Path):
-        self.raw = raw
+    def __init__(self, size: Callable[[], int]):
+        self._size_now = size
         self._size, self._at, self._flooding = 0, time.monotonic(), False
 
     def flooding(self) -> bool:
         now = time.monotonic()
         if now - self._at >= 0.5:
-            try:
-                size = self.raw.stat().st_size
-            except OSError:
-                size = self._size
+            size = self._size_now()
             self._flooding = (size - self._size) / (now - self._at) > FLOOD_RATE
             self._size, self._at = size, now
         return self._flooding
 
 
-def _worker(staging_dir: Path) -> int:
-    from ledger.storage.staging import RAW_OUTPUT, _proc_start
+def _file_size(path: Path) -> Callable[[], int]:
+    def size() -> int:
+        try:
+            return path.stat().st_size
+        except OSError:
+            return 0
 
+    return size
+
+
+def _worker(staging_dir: Path) -> int:
+    from ledger.storage.staging import Staged, proc_start
+
+    staged = Staged(staging_dir.name, staging_dir)
     spec = json.loads((staging_dir / SPEC).read_text())
-    write_atomic(staging_dir / PID, json.dumps([os.getpid(), _proc_start(os.getpid())]))
+    write_atomic(staging_dir / PID, json.dumps([os.getpid(), proc_start(os.getpid())]))
     try:
         os.nice(int(spec.get("nice", 0)))
     except OSError:
         pass
     parent = os.getppid()
-    run_dir = staging_dir / "run"
-    logs = StreamedLogs(staging_dir / RAW_OUTPUT, run_dir / "trainer.log", run_dir / "engine.log",
+    run_dir = staged.run_dir
+    logs = StreamedLogs(staged.raw_output, run_dir / "trainer.log", run_dir / "engine.log",
                         spec["engine_patterns"], Redactor(load_secrets(staging_dir), spec["secret_names"]))
-    flood = _FloodWatch(logs.raw)
+    flood = FloodWatch(_file_size(staged.raw_output))
     while True:
         if os.getppid() != parent:
             return 3  # ledger died: `ledger recover` redoes the work from the raw file
@@ -371,7 +390,7 @@ def _worker(staging_dir: Path) -> int:
         time.sleep(POLL_S)
     result = logs.finish()
     if result.metrics is not None:  # the events are complete too: the job has ended
-        result.metrics_written, result.malformed = write_run_metrics(run_dir, staging_dir / "data", result.metrics)
+        result.metrics_written, result.malformed = write_run_metrics(run_dir, staged.data_dir, result.metrics)
         result.metrics = None  # written: not carried back (unpickling 300,000 rows costs ~1 s)
     with atomic_writer(staging_dir / RESULT, mode=0o600) as f:  # it holds the values the rules found
         pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)

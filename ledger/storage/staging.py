@@ -38,7 +38,7 @@ def ledger_dir(root: Path) -> Path:
     return d
 
 
-def _proc_start(pid: int) -> str | None:
+def proc_start(pid: int) -> str | None:
     """The kernel's start time of a process (guards against pid reuse)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -55,7 +55,7 @@ def pid_alive(pid: int, start: str | None) -> bool:
     except PermissionError:
         return True
     if start is not None and Path("/proc").exists():
-        return _proc_start(pid) == start
+        return proc_start(pid) == start
     return True
 
 
@@ -91,7 +91,7 @@ class Staged:
 
     def set_owner(self, job_pgid: int | None) -> None:
         me = os.getpid()
-        self.write_json("owner.json", {"ledger_pid": me, "ledger_start": _proc_start(me), "job_pgid": job_pgid})
+        self.write_json("owner.json", {"ledger_pid": me, "ledger_start": proc_start(me), "job_pgid": job_pgid})
 
     def owner_alive(self) -> bool:
         owner = self.read_json("owner.json")
