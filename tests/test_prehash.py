@@ -35,12 +35,17 @@ def _write(path: Path, data: bytes, age_s: float) -> None:
     os.utime(path, (t, t))
 
 
-def test_a_rollout_file_rewritten_after_it_was_hashed_is_hashed_again(repo: Path) -> None:
+def _staged_run(repo: Path, role: str) -> tuple[Path, Path, Path]:
+    """`ledger init` done; a staged run's folder, its run folder and its `data/<role>` folder."""
     assert ledger(repo, "init").returncode == 0
     staged = repo / ".ledger" / "staging" / "20261201-100000-abcd"
-    run_dir, rollout = staged / "run", staged / "data" / "rollout"
-    run_dir.mkdir(parents=True)
-    rollout.mkdir(parents=True)
+    (staged / "run").mkdir(parents=True)
+    (staged / "data" / role).mkdir(parents=True)
+    return staged, staged / "run", staged / "data" / role
+
+
+def test_a_rollout_file_rewritten_after_it_was_hashed_is_hashed_again(repo: Path) -> None:
+    staged, run_dir, rollout = _staged_run(repo, "rollout")
     target = rollout / "0.pt"
     contents = [os.urandom(64 << 10) for _ in range(3)]
     _write(target, contents[0], 30)
@@ -65,27 +70,22 @@ def test_a_rollout_file_rewritten_after_it_was_hashed_is_hashed_again(repo: Path
 
 
 def test_a_log_hash_from_the_log_worker_is_used_only_while_the_file_is_unchanged(repo: Path) -> None:
-    """`remember_hashes` (the md5 the log worker computed as it read a big log back) is trusted for
-    the file as it was then: the state is used (a planted wrong md5 proves it), and a file whose
-    inode, mtime or size changed since is hashed anew."""
-    from ledger.data.dvcops import remember_hashes
-
-    assert ledger(repo, "init").returncode == 0
-    staged = repo / ".ledger" / "staging" / "20261201-100000-abcd"
-    run_dir, logs = staged / "run", staged / "data" / "logs"
-    run_dir.mkdir(parents=True)
-    logs.mkdir(parents=True)
+    """`track_outputs(known=...)` (the md5 the log worker computed as it read a big log back) is
+    trusted for the file as it was then: the state is used (a planted wrong md5 proves it), and a
+    file whose inode, mtime or size changed since is hashed anew."""
+    staged, run_dir, logs = _staged_run(repo, "logs")
     log = logs / "engine.log"
     log.write_bytes(b"line\n" * 1000)
     st = log.stat()
     planted = "0" * 32  # not the file's md5: only the state can have given it
-    assert remember_hashes(repo, {log: (planted, (st.st_ino, st.st_mtime_ns, st.st_size))}) == 1
-    [record] = track_outputs(repo, run_dir, [("logs", logs)], [staged])
-    tree = (repo / ".dvc" / "cache" / "files" / "md5" / record.hash[:2] / record.hash[2:]).read_text()  # type: ignore[index]
-    assert planted in tree
+    known = {log: (planted, (st.st_ino, st.st_mtime_ns, st.st_size))}
 
+    def cached_tree() -> str:
+        [record] = track_outputs(repo, run_dir, [("logs", logs)], [staged], known=known)
+        assert record.hash is not None, record.error
+        return (repo / ".dvc" / "cache" / "files" / "md5" / record.hash[:2] / record.hash[2:]).read_text()
+
+    assert planted in cached_tree()
     log.write_bytes(b"other\n" * 1000)  # changed after it was hashed: the signature no longer matches
-    assert remember_hashes(repo, {log: (planted, (st.st_ino, st.st_mtime_ns, st.st_size))}) == 0
-    [record] = track_outputs(repo, run_dir, [("logs", logs)], [staged])
-    tree = (repo / ".dvc" / "cache" / "files" / "md5" / record.hash[:2] / record.hash[2:]).read_text()  # type: ignore[index]
+    tree = cached_tree()
     assert hashlib.md5(b"other\n" * 1000).hexdigest() in tree and planted not in tree

@@ -143,7 +143,8 @@ def track_outputs(
     Files inside `staged_run_dir` are hard-linked into the cache (no second copy; they become
     read-only); so are files inside the `private` folders (the run's own staging area, which
     nothing rewrites after the run); files elsewhere are copied. Never raises: a failure lands in
-    the record's `error`. `known`: md5s computed as the files were written (`remember_hashes`).
+    the record's `error`. `known`: md5s computed as the files were written, trusted only for a
+    file whose (inode, mtime_ns, size) is still the one given (`_remember`).
     """
     data_dir = staged_run_dir / "data"
     roles = [role for role, _ in outputs]
@@ -279,15 +280,10 @@ def preload(repo_root: Path) -> None:
         pass
 
 
-def remember_hashes(repo_root: Path, known: dict[Path, tuple[str, tuple[int, int, int]]]) -> int:
-    """Put md5s computed while the files were written (the log worker's) into the DVC state, so
-    `track_outputs` need not read the files again. Each comes with the (inode, mtime_ns, size) the
-    file had when it was hashed; a file that has changed since is left out (it is hashed anew)."""
-    with open_dvc_repo(repo_root) as repo:
-        return _remember(repo, known)
-
-
 def _remember(repo: Any, known: dict[Path, tuple[str, tuple[int, int, int]]]) -> int:
+    """Put md5s computed while the files were written (the log worker's) into the DVC state, so
+    that they are not read again. Each comes with the (inode, mtime_ns, size) the file had when
+    it was hashed; a file that has changed since is left out (it is hashed anew)."""
     from dvc_data.hashfile.hash_info import HashInfo
     from dvc_objects.fs.local import LocalFileSystem
 
