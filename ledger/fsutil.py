@@ -2,11 +2,13 @@
 
 A reader (another ledger, `git`, a crash-time `ledger recover`) sees the old bytes or the new ones,
 never half a file. Temp names carry the pid and thread id, so concurrent writers of the same path
-never share a temp file; the temp file is removed when the write fails.
+never share a temp file; the temp file is removed when the write fails. Also the one way a log
+is read whole without copying it (`mapped`).
 """
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Iterator
@@ -38,3 +40,18 @@ def write_atomic(path: Path, data: bytes | str) -> None:
     """Replace `path` with `data` (text is written as UTF-8) in one step."""
     with atomic_writer(path) as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextmanager
+def mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
+    """A file's bytes, memory-mapped read-only (an empty file, which cannot be mapped, is b"")."""
+    with open(path, "rb") as f:
+        try:
+            view: bytes | mmap.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:
+            view = b""
+        try:
+            yield view
+        finally:
+            if isinstance(view, mmap.mmap):
+                view.close()

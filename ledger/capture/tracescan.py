@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import mmap
 import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 
 from ledger.capture.launcher import Operator, shell_words
+from ledger.fsutil import mapped
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ANSI_B = rb"(?:\x1b\[[0-9;]*m)*"
@@ -26,20 +26,6 @@ _XTRACE_AFTER_NL = re.compile(rb"\n" + _ANSI_B + rb"\++ ")  # 9x faster than `(?
 _MARKERS = re.compile(rb"EXEC: |ENV_REPORT_JSON=")
 _MAX_CONTINUATION = 200
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@contextmanager
-def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
-    with open(path, "rb") as f:
-        try:
-            view: bytes | mmap.mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # an empty file cannot be mapped
-            view = b""
-        try:
-            yield view
-        finally:
-            if isinstance(view, mmap.mmap):
-                view.close()
 
 
 def _open_quote(text: str) -> bool:
@@ -56,7 +42,7 @@ def command_lines(paths: Iterable[Path]) -> list[str]:
     for path in paths:
         if not path.is_file():
             continue
-        with _mapped(path) as data:
+        with mapped(path) as data:
             out.extend(command_lines_in(data)[0])
     return out
 

@@ -39,13 +39,12 @@ import json
 import math
 import mmap
 import re
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.fsutil import write_atomic
+from ledger.fsutil import mapped, write_atomic
 
 METRICS_VERSION = 1
 MAX_EXAMPLES = 5
@@ -149,20 +148,6 @@ def _literal(text: str) -> Any:
     return ast.literal_eval(_NON_LITERAL.sub(fix, text))
 
 
-@contextmanager
-def _mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
-    with open(path, "rb") as fh:
-        try:
-            view: bytes | mmap.mmap = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except ValueError:  # empty file
-            view = b""
-        try:
-            yield view
-        finally:
-            if isinstance(view, mmap.mmap):
-                view.close()
-
-
 class LogScan:
     """Accumulates rows over several log files, a whole file or a block of lines at a time."""
 
@@ -173,7 +158,7 @@ class LogScan:
         self._no_timestamp_yet: set[str] = set()
 
     def scan(self, path: Path) -> None:
-        with _mapped(path) as data:
+        with mapped(path) as data:
             self.scan_bytes(data, path)
 
     def scan_bytes(self, data: bytes | mmap.mmap, path: Path, line_base: int = 0) -> None:
