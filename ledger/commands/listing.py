@@ -88,8 +88,6 @@ def _fmt_duration(s: Any) -> str:
     return duration_text(s) if isinstance(s, (int, float)) else MISSING
 
 
-
-
 def render_list(result: ListResult) -> str:
     """A table, one run a line."""
     if not result.rows and not result.running:

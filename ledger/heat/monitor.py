@@ -104,7 +104,8 @@ class HeatSummary:
             section.update(self.cluster)
             for node in section.get("nodes") or []:
                 label = node.get("node")
-                node.setdefault("gpus", [g.to_dict() for g in self.gpus if g.node == label])
+                if "gpus" not in node:  # the cluster sensor lists them itself, also for nodes that left
+                    node["gpus"] = [g.to_dict() for g in self.gpus if g.node == label]
                 node["peak_temp_c"] = {k[1]: self.peaks[k] for k in keys if k[0] == label}
         return section
 
