@@ -20,6 +20,21 @@ def test_branch_checked_out_in_the_main_worktree_is_refused(repo: Path) -> None:
     assert "checked out" in line and str(repo) in line
 
 
+def test_worktrees_of_a_bare_repository_are_judged_by_their_own_heads(repo: Path, tmp_path: Path) -> None:
+    """A bare repository's HEAD names a branch nobody has checked out (`git worktree list` says
+    "bare"): it never blocks recording; a linked worktree that has the branch checked out does."""
+    assert ledger(repo, "run", "--no-heat-guard", "--", "true").returncode == 0
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    git(bare, "symbolic-ref", "HEAD", "refs/heads/experiments")
+    git(bare, "worktree", "add", "-q", str(tmp_path / "wt"), "main")
+    run = ledger(tmp_path / "wt", "run", "--no-heat-guard", "--", "true")
+    assert run.returncode == 0, run.stderr
+    git(bare, "worktree", "add", "-q", str(tmp_path / "exp"), "experiments")
+    line = _refused(tmp_path / "wt")
+    assert "checked out" in line and str(tmp_path / "exp") in line
+
+
 def test_foreign_tip_at_the_end_keeps_the_true_exit_status_for_recover(repo: Path) -> None:
     """The job moves the branch to a commit ledger did not make: one error line that names
     `ledger recover`, the run stays staged, and recover records exit 3 (not lost, exit None)."""

@@ -340,7 +340,11 @@ class Repo:
         `worktrees/<name>/HEAD` and `gitdir`): no git process and no GitPython import (~80 ms of
         `ledger run`'s start-up)."""
         found: dict[str, Path] = {}
-        heads = [(self.common_dir / "HEAD", self.common_dir.parent)]
+        heads = []
+        # the main worktree, unless the worktrees hang off a bare repository (whose HEAD names a
+        # branch nobody has checked out; `git worktree list` says "bare" for it)
+        if self.git_dir == self.common_dir or not pygit2.Repository(str(self.common_dir)).is_bare:
+            heads.append((self.common_dir / "HEAD", self.common_dir.parent))
         for entry in sorted((self.common_dir / "worktrees").glob("*/HEAD")):
             try:
                 gitdir = Path((entry.parent / "gitdir").read_text().strip())
