@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.errors import LedgerError
+
 CONFIG_NAME = ".ledger.yaml"
 
 # SGLang engine lines as Ray prefixes them: "(SGLangEngine pid=123, ip=10.0.0.1) ..." (see
@@ -136,6 +138,9 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
         raw = path.read_bytes()
     except FileNotFoundError:
         return Config()
+    except OSError as exc:  # a folder of that name, no permission
+        raise LedgerError(f"cannot read {CONFIG_NAME}: {exc.strerror or exc}",
+                          f"make {path} a readable file, or remove it for the defaults") from exc
     cache = None
     if common_dir is not None:
         from ledger.cache import LocalCache

@@ -21,3 +21,10 @@ def test_invalid_yaml_is_refused_naming_the_problem_and_line(repo: Path, text: s
     assert ".ledger.yaml is not valid YAML" in line
     for part in expect:
         assert part in line, line
+
+
+def test_an_unreadable_config_is_refused_in_one_line(repo: Path) -> None:
+    """A folder named .ledger.yaml: one line and exit 125, nothing run (was: internal error)."""
+    (repo / ".ledger.yaml").mkdir()
+    line = _refused(repo)
+    assert "cannot read .ledger.yaml" in line and "readable file" in line
