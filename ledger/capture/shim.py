@@ -11,8 +11,10 @@ Reading the training command back from a launcher's `set -x` trace or `EXEC:` li
 - then `exec`s the real program found on PATH after its own folder (the trainer's `sys.executable`
   is the real interpreter, so venvs and subprocesses are unaffected).
 
-A `ray job submit --no-wait` without `--submission-id` gets one (`ledger-<run id>-<n>`), so ledger
-can follow the job to its end through Ray's Job API after the launcher returned.
+Every `ray job submit` without `--submission-id` gets one (`ledger-<run id>-<n>`), so ledger can
+reach the job through Ray's Job API: follow a `--no-wait` job to its end after the launcher
+returned, and stop a waiting one when the run is stopped (the Ray CLI's Ctrl-C leaves the job
+running on the cluster) or read its driver's exit code (the CLI exits 1 for any failure).
 
 The wrappers run this file with ledger's own interpreter in `-SE` mode (no site, no PYTHONPATH),
 importing only the standard library and `ledger.capture.settings`: one short interpreter start per
@@ -208,15 +210,16 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
         added = missing_flags(entry, add)
         no_wait = "--no-wait" in opts
         submission = _ray_option(opts, "--submission-id") or _ray_option(opts, "--job-id")
-        if no_wait and submission is None:
+        own_opts = list(opts)
+        if submission is None:
             count = len(read_log(Path(environ.get(ENV_LOG, "/nonexistent"))))
             submission = f"ledger-{environ.get(ENV_RUN_ID, 'run')}-{count}"
             opts = [*opts, "--submission-id", submission]
         new_entry = [*entry, *added]
         address = _ray_option(opts, "--address") or environ.get("RAY_ADDRESS")
         run_opts, env_added = _with_job_env(opts, json.loads(environ.get(ENV_JOB_ENV, "{}")))
-        # the record keeps the launcher's own options: ledger's variables are not its settings
-        record = ShimRecord("ray", ["ray", *opts], new_entry, [w for w in added if w.startswith("--")],
+        # the record keeps the launcher's own options: ledger's id and variables are not its settings
+        record = ShimRecord("ray", ["ray", *own_opts], new_entry, [w for w in added if w.startswith("--")],
                             submission_id=submission, no_wait=no_wait, address=address, job_env_added=env_added)
         return [*run_opts, "--", *new_entry], record
     argv = [name, *args]

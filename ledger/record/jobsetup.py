@@ -129,15 +129,81 @@ def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, l
     return repo.tree_with_edits(code.tree, edits) if edits else None
 
 
-def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say) -> Any:
-    """After the launcher ended: follow the last job it submitted with `--no-wait` (issue 9, item 8),
-    its logs appended to the run's raw output. None when nothing was submitted that way."""
-    from ledger.capture import shim
+def _stop_signal(result: Any) -> int | None:
+    """The signal that stopped the run (forwarded, SIGKILL after the grace, or one it died of)."""
+    import signal
 
-    pending = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.no_wait and r.submission_id]
-    if not pending:
+    if result.state != "killed":
         return None
-    record = pending[-1]
+    name = result.forwarded or result.signal_name or "SIGTERM"
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        return int(signal.SIGTERM)
+
+
+def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say,
+                     result: Any = None, stop_wait_s: float = 30.0) -> Any:
+    """After the launcher ended: settle every job it submitted through the `ray` wrapper.
+
+    The run was stopped (`result` killed): every job still running on the cluster is stopped
+    through the Job API (`rayjob.settle`), whether it was submitted with `--no-wait` or not.
+    Otherwise a job submitted without `--no-wait` is read back (the driver's exit code, Ray's
+    message), and followed if it still runs; the last `--no-wait` job is followed to its end
+    (issue 9, item 8), its logs appended to the run's raw output. Returns the end of the last
+    job submitted (None when nothing was submitted, or Ray never saw it)."""
+    from ledger.capture import shim
+    from ledger.capture.rayjob import Missing, settle
+
+    submitted = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.submission_id]
+    if not submitted:
+        return None
+    stop_signal = _stop_signal(result) if result is not None else None
+    ends: list[Any] = []
+    for record in submitted:
+        if stop_signal is None and record.no_wait:
+            continue
+        end = settle(record.address, str(record.submission_id), stop_signal, stop_wait_s, say)
+        if isinstance(end, Missing):
+            continue
+        if end.stopped_by_ledger:
+            _append_missing_logs(staged, record, terminal_fd)
+        if stop_signal is None and end.status in ("PENDING", "RUNNING"):
+            end = _follow(staged, record, terminal_fd, say)  # the Ray CLI died, the job runs on
+        ends.append((record, end))
+    pending = [r for r in submitted if r.no_wait]
+    if stop_signal is None and pending:
+        ends.append((pending[-1], _follow(staged, pending[-1], terminal_fd, say)))
+    if not ends:
+        return None
+    ends.sort(key=lambda pair: submitted.index(pair[0]))
+    return ends[-1][1]
+
+
+def _append_missing_logs(staged: staging.Staged, record: Any, terminal_fd: int | None) -> None:
+    """What the stopped job printed after the Ray CLI stopped tailing it, into the run's output."""
+    from ledger.capture.rayjob import missing_logs
+
+    raw_path = staged.dir / RAW_OUTPUT
+    try:
+        with open(raw_path, "rb") as f:
+            f.seek(max(0, raw_path.stat().st_size - (1 << 16)))
+            seen = f.read()
+    except OSError:
+        seen = b""
+    rest = missing_logs(record.address, str(record.submission_id), seen)
+    if not rest:
+        return
+    with open(raw_path, "ab") as raw:
+        raw.write(rest)
+    if terminal_fd is not None:
+        try:
+            os.write(terminal_fd, rest)
+        except OSError:
+            pass
+
+
+def _follow(staged: staging.Staged, record: Any, terminal_fd: int | None, say: Say) -> Any:
     from ledger.capture.rayjob import follow
 
     say(f"ledger: following Ray job {record.submission_id} to its end (Ctrl-C stops it)")
@@ -154,16 +220,33 @@ def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int
 
 
 def ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
-    """The run's status from the followed Ray job's own state."""
+    """The run's status from the submitted Ray job's own state.
+
+    A job followed after `--no-wait` gives the whole status. A job the Ray CLI waited for gives
+    its failure (the driver's exit code, not the CLI's 1) and a stop by ledger; its success
+    leaves the launcher's own exit code (a launcher may fail after its job); a Ray that cannot
+    be reached leaves the launcher's status, with a warning."""
     m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status,
                               "message": end.message}
-    if end.status is None:
+    if end.stopped_by_ledger:
+        m["status"]["ray_job"]["stopped_by_ledger"] = True
+    if end.status not in ("SUCCEEDED", "FAILED", "STOPPED"):
+        if end.waiting:
+            m["warnings"].append(f"{end.error or 'the Ray job did not end'}; the job's end is unknown "
+                                 f"(`ray job status {end.submission_id}`)")
+            say(f"ledger: {end.error or 'the Ray job did not end'}; recorded what is known")
+            m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
+            return
         m["status"]["state"] = "unknown"
         m["warnings"].append(f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)")
         say(f"ledger: {end.error}; recorded what is known")
         return
+    m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
+    if end.waiting and end.status == "SUCCEEDED":
+        return
+    if end.waiting and end.status == "STOPPED" and not end.stopped_by_ledger and m["status"]["state"] == "killed":
+        return  # stopped before ledger asked: the run's own signal is the story
     m["status"]["exit_code"] = end.exit_code
     m["status"]["state"] = {"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}[end.status]
-    m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
     if end.stopped_by_ledger:
-        m["status"]["signal"] = "SIGINT"
+        m["status"]["signal"] = end.stop_signal or "SIGINT"

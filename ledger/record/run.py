@@ -276,7 +276,7 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
                monitor: Any, say: Say) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
     if capture.join(timeout=10):
-        ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say)
+        ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say, result, cfg.stop_grace_s)
     else:  # a child of the job still holds the pipe open: record what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
