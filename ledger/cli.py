@@ -204,16 +204,18 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
 @click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
+@click.option("--address", default=None, metavar="URL",
+              help="A ray-submitted run: the Ray Job API to replay on (default: the recorded one, else a local head).")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
            name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, force: bool,
-           extra: tuple[str, ...]) -> int:
+           address: str | None, extra: tuple[str, ...]) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
     from ledger.replay.replay import ReplayOptions, replay_run
 
     opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
                          extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
-                         in_image=in_image, force=force)
+                         in_image=in_image, force=force, address=address)
     ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
     code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo, confirm=ask)
     return code

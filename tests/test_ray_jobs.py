@@ -256,3 +256,40 @@ def test_waiting_submission_records_the_drivers_exit_code(cluster: tuple[str, st
     assert m["status"]["ray_job"]["status"] == "FAILED"
     assert "exit code 3" in (m["status"]["ray_job"]["message"] or ""), m["status"]["ray_job"]
     assert m["status"]["ray_job"]["submission_id"].startswith(f"ledger-{m['id']}-")
+
+
+def _trainer_log(repo: Path, m: dict) -> str:
+    return subprocess.run(["git", "-C", str(repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def _actor_env(log: str) -> dict:
+    [line] = [x for x in log.splitlines() if "ACTOR_ENV " in x]
+    return json.loads(line.split("ACTOR_ENV ", 1)[1])
+
+
+def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(
+        cluster: tuple[str, str], miles_repo: Path) -> None:
+    """The replay is submitted to the recorded (reachable) cluster with the recorded runtime env:
+    its MegatronTrainRayActor sees NCCL_ALGO and friends, as the original's did; its settings are
+    what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""
+    _, url = cluster
+    r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD": url}, timeout=150)
+    assert r.returncode == 0, r.stderr
+    source = _show(miles_repo)
+    expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
+    assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
+    r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
+    assert r.returncode == 0, r.stderr
+    m = _show(miles_repo)
+    assert m["replay_of"] == source["id"]
+    assert m["replay"]["ray"] == {"address": url, "how": "recorded address", "local_head": False}
+    assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
+    seen = _actor_env(_trainer_log(miles_repo, m))
+    assert {k: seen[k] for k in expected} == expected  # the actors, not only the driver
+    assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
+    assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
+    assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
+    assert m["replay"]["fidelity"]["steps"] == 3
+    listing = ledger(miles_repo, "list").stdout
+    assert "(bitwise)" in listing

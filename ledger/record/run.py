@@ -365,6 +365,16 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
         say(f"ledger: untracked data of run {m['id']} kept at {dest}")
 
 
+def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> None:
+    """`replay.fidelity`: the replay's learning metrics against its source run's (issue 21)."""
+    from ledger.replay.fidelity import describe, fidelity_of
+
+    result = fidelity_of(repo, m, run_dir)
+    if result is not None:
+        m["replay"]["fidelity"] = result
+        say(f"ledger: replay fidelity against {m['replay_of']}: {describe(result)}")
+
+
 def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
            logs: StreamResult | None, say: Say, secrets: set[str] | None = None,
            environ: dict[str, str] | None = None) -> str:
@@ -393,6 +403,8 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
+    if m.get("replay_of") and isinstance(m.get("replay"), dict):
+        _guarded(m, "comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say), say)
     for log in ("trainer.log", "engine.log"):
         if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
             (run_dir / log).touch()

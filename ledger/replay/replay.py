@@ -40,6 +40,7 @@ class ReplayOptions:
     strict: bool = False
     in_image: bool = False
     force: bool = False  # --set may add a setting the run never had
+    address: str | None = None  # a ray-submitted run: the Ray Job API to replay on (raylaunch)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class ReplayPlan:
     # the recorded Ray runtime env's variables: a `ray job submit` run's trainer had them, and a
     # replay runs the trainer directly, so they are set for it (PYTHONPATH, NCCL_*, ...)
     env: dict[str, str] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)  # the source run's record (where it ran)
 
 
 def _inside(root: Path, path: Path) -> bool:
@@ -209,7 +211,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     if opts.rollout_only:
         argv = build_replay_argv(training, mode="rollout", save_template=f"{PLACEHOLDER}/rollout/{{rollout_id}}.pt",
                                  num_rollout=(max(chosen) + 1) if chosen else None, sets=sets, extra=opts.extra)
-        return ReplayPlan(entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env)
+        return ReplayPlan(entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env, m)
     rec = _rollout_record(m)
     if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
         raise DataError(f"the rollout data of run {entry.id} was never tracked: {rec.get('error') or 'unknown reason'}",
@@ -229,7 +231,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
         load_dir, num = data_dir, None
     argv = build_replay_argv(training, mode="train", load_template=str(load_dir / name_template),
                              num_rollout=num, sets=sets, extra=opts.extra)
-    return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env)
+    return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env, m)
 
 
 def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -266,8 +268,14 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
     if tip is None:
         raise RunNotFound(f"no run named '{opts.run}': no runs recorded yet", "record one with `ledger run -- CMD`")
     plan = plan_replay(repo, tip, opts)
-    shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()),
-                        *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
+    from ledger.replay import raylaunch
+
+    target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.manifest) and not opts.in_image else None
+    if target is not None:
+        shown = shlex.join(a.replace(PLACEHOLDER, "<new run data>") for a in raylaunch.submit_argv(target, plan.argv))
+    else:
+        shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()),
+                            *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
     for w in plan.warnings:
         say(f"ledger: warning: {w}")
     if opts.dry_run:
@@ -285,9 +293,47 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
             "mapping": {str(k): v for k, v in plan.mapping.items()} if plan.mapping else None,
             "sets": opts.sets, "extra": opts.extra, "in_image": opts.in_image}
     env = {**os.environ, **plan.env} if plan.env and not opts.in_image else None
+    if target is not None:
+        return _replay_on_ray(plan, opts, target, info, say, terminal_fd)
     req = RunRequest(argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info,
                      debug_data=False, data_placeholder=PLACEHOLDER, env=env)
     return record_run(req, say, terminal_fd).exit_code
+
+
+def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> Any:
+    """Where a replay of a ray-submitted run goes, with its runtime env (`raylaunch`); starts nothing."""
+    from ledger.replay import raylaunch
+
+    rec_root = (plan.manifest.get("command") or {}).get("repo_root")
+    target = raylaunch.choose_target(plan.manifest, opts.address, plan.cwd, say, dry_run=True)
+    target.runtime_env = raylaunch.runtime_env(plan.manifest, plan.env, lambda p: _rebase_path(p, rec_root, repo.root))
+    return target
+
+
+def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dict[str, Any], say: Say,
+                   terminal_fd: int | None) -> int:
+    """Submit the replay to Ray (a local head started for it when none answers), record it, and
+    stop that head after it."""
+    from ledger.record.run import RunRequest, record_run
+    from ledger.replay import raylaunch
+
+    _, hidden = _runtime_env(plan.manifest)  # redacted in the record: taken from this environment
+    missing = {k: os.environ[k] for k in hidden if k in os.environ}
+    if missing:
+        target.runtime_env.setdefault("env_vars", {}).update(missing)
+    if target.how == "local head started by ledger":
+        target = raylaunch.RayTarget("", target.how, target.runtime_env, raylaunch.LocalHead(plan.cwd, say))
+        assert target.head is not None
+        target.address = target.head.url
+    info["ray"] = target.to_record()
+    try:
+        req = RunRequest(argv=raylaunch.submit_argv(target, plan.argv), cwd=plan.cwd, name=opts.name,
+                         replay_of=plan.source, replay=info, debug_data=False, data_placeholder=PLACEHOLDER)
+        return record_run(req, say, terminal_fd).exit_code
+    finally:
+        if target.head is not None:
+            say(f"ledger: stopping the local Ray head ledger started for the replay ({target.address})")
+            target.head.stop()
 
 
 def _in_image(root: Path, plan: ReplayPlan, argv: list[str]) -> list[str]:
