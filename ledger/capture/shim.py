@@ -42,6 +42,7 @@ ENV_ADD = "LEDGER_SHIM_ADD"
 ENV_ENV_PATTERNS = "LEDGER_SHIM_ENV_PATTERNS"
 ENV_RUN_ID = "LEDGER_RUN_ID"
 ENV_JOB_ENV = "LEDGER_SHIM_JOB_ENV"
+ENV_FRAMEWORK = "LEDGER_SHIM_FRAMEWORK"  # `capture.debug_framework`, when .ledger.yaml names one
 DETAILS_FLAG = "--dump-details"
 
 
@@ -58,6 +59,8 @@ class ShimRecord:
     no_wait: bool = False
     address: str | None = None
     job_env_added: list[str] = field(default_factory=list)  # ledger's job variables put in the runtime env
+    framework: str | None = None  # the trainer's framework, deciding the debug flags (`framework`)
+    framework_how: str | None = None
 
 
 def install(bin_dir: Path, log_path: Path, patterns: Sequence[str], add: Sequence[tuple[str, str]],
@@ -135,6 +138,20 @@ def _has(flag: str, argv: Sequence[str]) -> bool:
     return any(token == flag or token.startswith(flag + "=") for token in argv)
 
 
+def _for_framework(argv: Sequence[str], add: Sequence[Sequence[str]],
+                   environ: Mapping[str, str]) -> tuple[list[list[str]], str | None, str | None]:
+    """The flags of `add` the trainer of `argv` has (`ledger.capture.framework`), its framework, how known."""
+    if not add:
+        return [], None, None
+    from ledger.capture import framework
+    from ledger.capture.settings import locate_training_command, split_training_command
+
+    located = locate_training_command(argv)
+    script = split_training_command(list(argv[located[0]:]))[1] if located else None
+    name, how, allowed = framework.detect(script, os.getcwd(), environ.get(ENV_FRAMEWORK) or None)
+    return framework.keep_flags(add, allowed), name, how
+
+
 def missing_flags(argv: Sequence[str], add: Sequence[Sequence[str]]) -> list[str]:
     """The `[flag, value, ...]` words of `add` whose flag `argv` does not set (none if it dumps details)."""
     if _has(DETAILS_FLAG, argv):
@@ -207,6 +224,7 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
         opts, entry = args[:cut], args[cut + 1:]
         if not _is_training(entry, [""]):  # any python entrypoint of a submitted job
             return args, None
+        add, framework_name, how = _for_framework(entry, add, environ)
         added = missing_flags(entry, add)
         no_wait = "--no-wait" in opts
         submission = _ray_option(opts, "--submission-id") or _ray_option(opts, "--job-id")
@@ -220,14 +238,17 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
         run_opts, env_added = _with_job_env(opts, json.loads(environ.get(ENV_JOB_ENV, "{}")))
         # the record keeps the launcher's own options: ledger's id and variables are not its settings
         record = ShimRecord("ray", ["ray", *own_opts], new_entry, [w for w in added if w.startswith("--")],
-                            submission_id=submission, no_wait=no_wait, address=address, job_env_added=env_added)
+                            submission_id=submission, no_wait=no_wait, address=address, job_env_added=env_added,
+                            framework=framework_name, framework_how=how)
         return [*run_opts, "--", *new_entry], record
     argv = [name, *args]
     if not _is_training(argv, patterns + _submitted_scripts(environ)):
         return args, None
+    add, framework_name, how = _for_framework(argv, add, environ)
     added = missing_flags(argv, add)
     env = _env_of_interest(environ, json.loads(environ.get(ENV_ENV_PATTERNS, "[]")))
-    return [*args, *added], ShimRecord(name, [*argv, *added], None, [w for w in added if w.startswith("--")], env)
+    return [*args, *added], ShimRecord(name, [*argv, *added], None, [w for w in added if w.startswith("--")], env,
+                                       framework=framework_name, framework_how=how)
 
 
 def main(argv: list[str]) -> None:

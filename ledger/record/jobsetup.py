@@ -43,12 +43,23 @@ def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, st
     from ledger.capture.image import detect_image_in_argv
     from ledger.data.outputs import debug_flag_values, inject_debug_flags, without_comments
 
-    if forwards_args(argv, launcher_text, cfg):
-        job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text)
+    script = _entry_script(argv, launcher_text, cfg, Path(m["command"]["cwd"]))
+    if forwards_args(argv, launcher_text, cfg) and script is not None:
+        from ledger.capture import framework
+
+        cwd = m["command"]["cwd"]
+        name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(m))
+        decision = {"framework": name, "recognised_by": how}
+        if not allowed:
+            m["command"]["debug_data"] = {"via": "argv", "added": [], **decision}
+            say(f"ledger: no debug data added for replay ({how}); if it is Miles or slime, set "
+                "`capture.debug_framework: miles` (or slime) in .ledger.yaml")
+            return argv, []
+        job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text, allowed)
+        m["command"]["debug_data"] = {"via": "argv", "added": added, **decision}
         if added:
             m["command"]["added_args"] = added
-            m["command"]["debug_data"] = {"via": "argv", "added": added}
-            say(f"ledger: keeping debug data for replay: added {' '.join(added)}")
+            say(f"ledger: keeping debug data for replay: added {' '.join(added)} ({name}: {how})")
         return job_argv, []
     if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
         m["command"]["debug_data"] = {"via": None, "added": []}
@@ -58,6 +69,60 @@ def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, st
         return argv, []
     m["command"]["debug_data"] = {"via": "wrapper", "added": []}
     return argv, debug_flag_values(str(staged.data_dir))
+
+
+def _miles_image(m: dict[str, Any]) -> bool:
+    image = m.get("image") or {}
+    return bool(image.get("miles_commit") or (image.get("checkouts") or {}).get("miles"))
+
+
+def _entry_script(argv: list[str], launcher_text: str | None, cfg: Config, cwd: Path) -> str | None:
+    """The training script flags appended to `argv` reach: the command's own, or the one a
+    forwarding launcher names (a word of its code that is a file matching the training
+    patterns); None when it cannot be told (the PATH wrappers then decide, seeing the real one)."""
+    found = launcher.training_command_from_argv(argv, list(cfg.training_patterns))
+    if found is not None:
+        return found.script
+    if launcher_text is None:
+        return None
+    from ledger.data.outputs import without_comments
+
+    for word in re.findall(r"[\w./${}-]+\.py\b", without_comments(launcher_text)):
+        if "$" in word or not any(re.search(p, word) for p in cfg.training_patterns):
+            continue
+        if (cwd / word).is_file():
+            return str(word)
+    return None
+
+
+def note_framework(m: dict[str, Any], records: list[Any]) -> None:
+    """`command.debug_data.framework` of a wrapper-route run: what the wrapper decided."""
+    decided = [r for r in records if getattr(r, "framework", None)]
+    debug = m["command"].get("debug_data")
+    if decided and isinstance(debug, dict) and debug.get("via") == "wrapper":
+        debug["framework"], debug["recognised_by"] = decided[-1].framework, decided[-1].framework_how
+        debug["added"] = list(decided[-1].added)
+
+
+def refused_debug_flags(run_dir: Path, m: dict[str, Any], say: Say) -> None:
+    """A trainer that exited at once with `unrecognized arguments: --save-debug-...`: one line
+    saying how to turn ledger's debug-data flags off (and a warning in the record)."""
+    from ledger.capture import framework
+
+    if not (m["command"].get("debug_data") or {}).get("added") and not m["command"].get("added_args"):
+        return
+    if (m["status"].get("duration_s") or 0.0) > 300:
+        return  # it trained for a while: not a refused flag at start
+    try:
+        with open(run_dir / "trainer.log", "rb") as f:
+            f.seek(max(0, (run_dir / "trainer.log").stat().st_size - (1 << 16)))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return
+    hint = framework.off_hint(tail)
+    if hint:
+        m["warnings"].append(hint)
+        say(f"ledger: {hint}")
 
 
 def job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any],
@@ -71,6 +136,8 @@ def job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[st
     job_vars = {k: v for k, v in cfg.job_env.items() if k not in env}
     wrappers = shim.install(staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns),
                             wrapper_flags, list(cfg.env_patterns), env, job_vars)
+    if cfg.debug_framework:
+        wrappers[shim.ENV_FRAMEWORK] = cfg.debug_framework
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
     m["command"]["ledger_env"] = recorded

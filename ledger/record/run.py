@@ -280,8 +280,10 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
     else:  # a child of the job still holds the pipe open: record what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
+    from ledger.capture import shim
     from ledger.record.streamed import retire_raw
 
+    jobsetup.note_framework(m, shim.read_log(staged.dir / shim.LOG_NAME))
     logs = follower.finish(Redactor(ctx["secrets"], cfg.secret_names))
     retire_raw(staged, ctx["secrets"], logs)
     note_truncation(staged.run_dir, m, capture.truncation_notes() + logs.truncated, say)
@@ -304,6 +306,8 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
         m["warnings"].append(result.escalated)
     if ray_end is not None:
         jobsetup.ray_status(m, ray_end, say)
+    if m["status"]["state"] == "failed":
+        jobsetup.refused_debug_flags(staged.run_dir, m, say)
     staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
     commit = finish(repo, cfg, staged, m, code, logs, say, secrets=ctx["secrets"], environ=ctx.get("environ"))
     st = m["status"]

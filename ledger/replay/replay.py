@@ -201,6 +201,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     # the replay's own debug outputs go to its own run folder, never into the original run's
     from ledger.capture.settings import parse_settings, split_training_command
 
+    training = _only_framework_flags(training, m)
     recorded = parse_settings(split_training_command(training)[2])
     warnings += _unknown_sets(entry.id, sets, recorded, opts.force)
     own = [k for k, _ in sets]
@@ -232,6 +233,23 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     argv = build_replay_argv(training, mode="train", load_template=str(load_dir / name_template),
                              num_rollout=num, sets=sets, extra=opts.extra)
     return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env, m)
+
+
+def _only_framework_flags(training: list[str], m: dict[str, Any]) -> list[str]:
+    """The recorded command without debug flags its trainer's framework does not have (a slime
+    run recorded by an older ledger carries `--save-debug-event-data`, which slime lacks)."""
+    from ledger.capture.framework import FLAGS
+    from ledger.capture.settings import flag_groups, split_training_command
+
+    name = ((m.get("command") or {}).get("debug_data") or {}).get("framework")
+    if name not in FLAGS:
+        return training
+    lacking = {f[2:] for f in FLAGS["miles"] if f not in FLAGS[name]}
+    prefix, script, args = split_training_command(training)
+    if script is None:
+        return training
+    kept = [t for g in flag_groups(args) if g.name not in lacking for t in g.tokens]
+    return [*prefix, script, *kept]
 
 
 def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
