@@ -55,6 +55,11 @@ def test_slime_run_gets_the_rollout_flag_only_and_its_replay_no_miles_flag(tmp_p
     debug = m["command"]["debug_data"]
     assert debug["framework"] == "slime" and debug["added"] == ["--save-debug-rollout-data"]
     assert "train.py imports slime" in debug["recognised_by"]
+    rollout = next(d for d in m["data"] if d["role"] == "rollout")
+    assert rollout["rollout_ids"] == [0, 1]  # `ledger show` lists what a replay can pick
+    r = ledger(repo, "replay", m["id"], "--step", "5", "--dry-run")
+    assert r.returncode != 0 and "rollout 5 is not in the recorded data" in r.stderr and "0, 1" in r.stderr
+    assert r.stdout == ""
     r = ledger(repo, "replay", m["id"], "--yes")
     assert r.returncode == 0, r.stderr
     replay = _show(repo)

@@ -369,6 +369,27 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
         say(f"ledger: untracked data of run {m['id']} kept at {dest}")
 
 
+def _note_rollout_ids(staged: staging.Staged, m: dict[str, Any]) -> None:
+    """`rollout_ids` of the rollout data record: which rollouts a replay can pick (`--step N`)."""
+    import re
+
+    for rec in m.get("data") or []:
+        if not isinstance(rec, dict) or rec.get("role") != "rollout" or not rec.get("template"):
+            continue
+        template = str(rec["template"])
+        base = Path(template)
+        if template.startswith("data/"):
+            base = staged.dir / template
+        elif not base.is_absolute():
+            base = Path(m["command"]["cwd"]) / template
+        pattern = re.compile(re.escape(base.name).replace(re.escape("{rollout_id}"), "(.+)") + "$")
+        if "{rollout_id}" not in base.name or not base.parent.is_dir():
+            continue
+        found = [match.group(1) for p in base.parent.iterdir() if (match := pattern.match(p.name))]
+        numbers = sorted(int(x) for x in found if x.isdigit())
+        rec["rollout_ids"] = [*numbers, *sorted(x for x in found if not x.isdigit())]
+
+
 def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> None:
     """`replay.fidelity`: the replay's learning metrics against its source run's (issue 21)."""
     from ledger.replay.fidelity import describe, fidelity_of
@@ -407,6 +428,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
+    _guarded(m, "listing the recorded rollout ids", lambda: _note_rollout_ids(staged, m), say)
     if m.get("replay_of") and isinstance(m.get("replay"), dict):
         _guarded(m, "comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say), say)
     for log in ("trainer.log", "engine.log"):

@@ -225,6 +225,8 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     mapping = None
     if chosen is not None:
         links = staging.ledger_dir(repo.root) / "replay-data" / f"{entry.id}-steps-{'-'.join(map(str, chosen))}"
+        if opts.dry_run:
+            _check_steps_recorded(entry.id, rec, data_dir, name_template, chosen)
         mapping = (dict(enumerate(chosen)) if opts.dry_run
                    else link_steps(data_dir, name_template, chosen, links))
         load_dir, num = links, len(chosen)
@@ -233,6 +235,24 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     argv = build_replay_argv(training, mode="train", load_template=str(load_dir / name_template),
                              num_rollout=num, sets=sets, extra=opts.extra)
     return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env, m)
+
+
+def _check_steps_recorded(run_id: str, rec: dict[str, Any], data_dir: Path, name_template: str,
+                          chosen: list[int]) -> None:
+    """A dry run refuses steps that are not in the recorded data, as the replay itself would."""
+    ids = rec.get("rollout_ids")
+    if isinstance(ids, list):
+        have = {str(i) for i in ids}
+        recorded = ", ".join(str(i) for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
+    elif data_dir.is_dir():
+        have = {str(i) for i in chosen if (data_dir / name_template.format(rollout_id=i)).is_file()}
+        recorded = "see `ledger show " + run_id + "`"
+    else:
+        return  # only in the DVC cache, not checked out by a dry run: the replay checks
+    missing = [i for i in chosen if str(i) not in have]
+    if missing:
+        raise DataError(f"rollout {missing[0]} is not in the recorded data of run {run_id} (recorded: {recorded})",
+                        "pick steps that exist")
 
 
 def _only_framework_flags(training: list[str], m: dict[str, Any]) -> list[str]:
