@@ -7,7 +7,9 @@ rollout from 0 (no mapping), since their numbering follows the rollouts replayed
 
 Verdicts: `bitwise` (every common value identical, NaN equal to NaN), `close` (largest relative
 difference below 1e-6), `diverged` (with the first step and metric, in step order, whose values
-differ by more), `unknown` (no common step or metric, with the reason).
+differ by more), `unknown` (no common step or metric, with the reason). A replay of rollouts
+that start after 0 trains from the initial weights, not the original's at that step: a `note`
+says its training metrics are not expected to match.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
             worst = max(worst, rel)
             if rel >= CLOSE and first is None:
                 first = {"kind": kind, "step": old, "replay_step": new, "metric": name, "source": b, "replay": a}
+    late = min(mapping.values()) if mapping else 0
     if compared == 0:
         return {"verdict": "unknown", "reason": "no learning metric at a step both runs logged", "compared": 0}
     out: dict[str, Any] = {"compared": compared, "steps": len(steps), "max_rel_diff": worst}
@@ -75,6 +78,9 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
     else:
         out["verdict"] = "diverged"
         out["first_difference"] = first
+    if late > 0:
+        out["note"] = (f"replayed from rollout {late} without the original's weights at that step (no checkpoint): "
+                       "its training metrics are not expected to match")
     return out
 
 
