@@ -166,9 +166,10 @@ def settle(address: str | None, submission_id: str, stop_signal: int | None, wai
         client = _client(address)
     except ImportError:
         return JobEnd(submission_id, address, None, None, False, None,
-                      "ray is not installed here (pip install 'ledger[ray]')", 0.0)
+                      "ray is not installed here (pip install 'ledger[ray]')", 0.0, waiting=True)
     except Exception as exc:  # ConnectionError and friends, translated here
-        return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0)
+        return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0,
+                      waiting=True)
     try:
         info = client.get_job_info(submission_id)
     except Exception as exc:  # Ray answers 404 for an id it never saw
@@ -176,7 +177,8 @@ def settle(address: str | None, submission_id: str, stop_signal: int | None, wai
         if "404" in text or "does not exist" in text or "not found" in text.lower():
             return Missing(submission_id, text.splitlines()[0] if text else "no such job")
         return JobEnd(submission_id, address, None, None, False, None,
-                      f"lost the Ray job {submission_id} at {address}: {text.splitlines()[0] if text else exc}", 0.0)
+                      f"lost the Ray job {submission_id} at {address}: {text.splitlines()[0] if text else exc}", 0.0,
+                      waiting=True)
     status = str(info.status.value) if getattr(info, "status", None) is not None else None
     stopped = False
     error: str | None = None

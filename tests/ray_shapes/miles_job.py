@@ -4,10 +4,8 @@ log lines; the rollout manager writes one file per rollout to `--save-debug-roll
 trainer trains on `--load-debug-rollout-data` files under `--debug-train-only`. Deterministic:
 the loss of a step depends only on `--seed`, `--lr` and the rollout's samples.
 
-Flags are parsed by argparse, so an unknown flag fails the job (`unrecognized arguments`); with
-`--slime` absent it accepts Miles' debug flags, `SLIME_SHAPED=1` in the file next to it removes
-`--save-debug-event-data` (slime has none). `--step-sleep S` slows each step; `--exit N` ends the
-driver with N after the last step.
+Flags are parsed by argparse, so an unknown flag fails the job (`unrecognized arguments`).
+`--step-sleep S` slows each step; `--exit N` ends the driver with N after the last step.
 """
 
 import argparse
@@ -19,7 +17,6 @@ import time
 import ray
 
 ENV_SEEN = ("NCCL_ALGO", "CUDA_DEVICE_MAX_CONNECTIONS", "PYTHONPATH", "LEDGER_REPLAY_MARK")
-SLIME_SHAPED = False  # slime_job.py sets it: slime has no --save-debug-event-data
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,8 +29,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--save-debug-rollout-data", default=None)
     p.add_argument("--load-debug-rollout-data", default=None)
     p.add_argument("--debug-train-only", action="store_true")
-    if not SLIME_SHAPED:
-        p.add_argument("--save-debug-event-data", default=None)
+    p.add_argument("--debug-rollout-only", action="store_true")
+    p.add_argument("--save-debug-event-data", default=None)
     return p
 
 
