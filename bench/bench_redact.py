@@ -27,12 +27,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ledger.capture import scanner  # noqa: E402
-from ledger.capture.scanner import Redactor  # noqa: E402
+from ledger.redact import scanner  # noqa: E402
+from ledger.redact.scanner import Redactor  # noqa: E402
 
 W = "(key|token|auth|pat|pass|pwd|secrets?|passwords?|passwd|passphrase|credentials?|private|apikey)"
 N = "[[:alnum:]_.-]{0,64}"
-# ERE equivalents of ledger.capture.scanner._TRIGGERS (grep -i covers the caseless ones too)
+# ERE equivalents of ledger.redact.scanner._TRIGGERS (grep -i covers the caseless ones too)
 GREP_PATTERNS = [
     W + N + "\\\\?[\"'][[:space:]]{0,8}[:,]",
     W + N + "[ \t]{0,8}[:=][ \t]{0,8}([\"'\\\\]|[0-9]{0,9}[^0-9[:space:],;'\"\\\\})]|[0-9]{10})",

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.capture.redact import (
-    Redactions,
-    is_secret_name,
-    redact_argv,
-    redact_env,
-    redact_line,
-    redact_text,
-)
+from ledger.redact.apply import redact_argv, redact_env, redact_line, redact_text
+from ledger.redact.names import Redactions, is_secret_name
 
 HF = "hf_" + "a1B2c3D4e5" * 4
 GHP = "ghp_" + "Z9y8X7w6V5" * 4

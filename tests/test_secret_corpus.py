@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from secret_corpus import ORDINARY, escaped_forms, named_lines, pem_block, prefixed_lines, rand, shape_lines, tokens
 
-from ledger.capture import scanner
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
+from ledger.redact import scanner
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
 
 TOK = tokens()
 CORPUS = shape_lines(TOK) + named_lines() + prefixed_lines()

@@ -7,8 +7,9 @@ import json
 import urllib.parse
 from pathlib import Path
 
-from ledger.capture.scanner import BLOCK, Redactor
-from ledger.capture.secretvalues import known_secrets, removed_values, variants
+from ledger.redact.scanner import BLOCK, Redactor
+from ledger.redact.values import known_secrets, removed_values
+from ledger.redact.variants import variants
 
 
 def test_removed_values() -> None:

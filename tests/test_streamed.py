@@ -18,12 +18,12 @@ import pytest
 from conftest import LEDGER, REPO_ROOT, git, ledger, make_repo
 
 from ledger.capture import tracescan
-from ledger.capture.runscrub import save_secrets
-from ledger.capture.scanner import Redactor
 from ledger.capture.stream import split_output
 from ledger.compare.logparse import parse_logs, read_metrics_jsonl
 from ledger.config import DEFAULT_ENGINE_PATTERNS
 from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
+from ledger.redact.runscrub import save_secrets
+from ledger.redact.scanner import Redactor
 from ledger.storage.staging import Staged
 
 SECRET = "hf_" + "Q" * 34

@@ -4,7 +4,7 @@ A dedicated thread reads the pipe in large chunks, writes every chunk raw to the
 splits the bytes line by line into ``engine.log`` (lines from SGLang engines, recognised by a
 line-start regex) and ``trainer.log`` (everything else). Bytes are never decoded; order is kept
 within each file. Lines that may hold secrets are redacted before they reach the files (the
-terminal gets the raw bytes): every line a `ledger.capture.scanner.Redactor` flags (token shapes,
+terminal gets the raw bytes): every line a `ledger.redact.scanner.Redactor` flags (token shapes,
 secret-named values, URL credentials, private-key blocks, the run's known secret values), found by
 one fast scan per block; launcher command lines are kept for the settings.
 
@@ -26,9 +26,8 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from pathlib import Path
 
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import Redactor
-from ledger.capture.secretlines import (
+from ledger.config import DEFAULT_ENGINE_PATTERNS
+from ledger.redact.lines import (
     COMMAND,
     COMMAND_START,
     engine_alternatives,
@@ -36,7 +35,8 @@ from ledger.capture.secretlines import (
     split_regex,
     suspect_spans,
 )
-from ledger.config import DEFAULT_ENGINE_PATTERNS
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import Redactor
 
 __all__ = ["DEFAULT_ENGINE_PATTERNS", "LineSplitter", "OutputCapture"]
 

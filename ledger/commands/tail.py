@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ledger.capture.redact import redact_line
-from ledger.capture.secretlines import engine_alternatives
 from ledger.record.live import LiveRun, find_running
+from ledger.redact.apply import redact_line
+from ledger.redact.lines import engine_alternatives
 from ledger.runref import resolve
 from ledger.storage.branch import open_branch
 from ledger.storage.store import read_file_at

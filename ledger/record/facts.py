@@ -11,15 +11,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.capture import envvars, launcher, redact, tracescan
+from ledger.capture import envvars, launcher, tracescan
 from ledger.capture import settings as settings_mod
-from ledger.capture.redact import Redactions
-from ledger.capture.runscrub import add_redacted
-from ledger.capture.scanner import Redactor
 from ledger.capture.shim import ShimRecord
 from ledger.config import Config
 from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
+from ledger.redact import apply as redact
+from ledger.redact.names import Redactions
+from ledger.redact.runscrub import add_redacted
+from ledger.redact.scanner import Redactor
 from ledger.storage import staging
 from ledger.storage.git import Repo
 

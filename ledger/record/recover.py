@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.capture.runscrub import load_secrets
-from ledger.capture.scanner import Redactor
 from ledger.config import load_config
 from ledger.record.run import Say, finish, note_truncation
 from ledger.record.streamed import StreamResult, process_raw, retire_raw, stop_worker
+from ledger.redact.runscrub import load_secrets
+from ledger.redact.scanner import Redactor
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso

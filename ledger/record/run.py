@@ -18,19 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.capture import launcher, redact
+from ledger.capture import launcher
 from ledger.capture.hostfacts import basic_host
-from ledger.capture.redact import Redactions
 from ledger.capture.runner import Job, JobResult, SignalGuard
-from ledger.capture.runscrub import add_redacted, as_texts, save_secrets, scrub_logs, scrub_manifest
-from ledger.capture.scanner import Redactor
-from ledger.capture.secretvalues import known_secrets
 from ledger.capture.stream import OutputCapture
 from ledger.config import Config, load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
 from ledger.record import jobsetup
+from ledger.redact import apply as redact
+from ledger.redact.names import Redactions
+from ledger.redact.runscrub import add_redacted, as_texts, save_secrets, scrub_logs, scrub_manifest
+from ledger.redact.scanner import Redactor
+from ledger.redact.values import known_secrets
 from ledger.runref import check_run_name
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython

@@ -234,7 +234,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
 
 def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The recorded runtime env's variables, and the names whose values were redacted."""
-    from ledger.capture.redact import MASK
+    from ledger.redact.names import MASK
 
     env_vars = ((m.get("command") or {}).get("runtime_env") or {}).get("env_vars") or {}
     if not isinstance(env_vars, dict):

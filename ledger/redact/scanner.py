@@ -31,9 +31,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ledger.capture import secretrules as rules
-from ledger.capture.redact import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
-from ledger.capture.secretvalues import MIN_LENGTH, variants
+from ledger.redact import rules
+from ledger.redact.names import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
+from ledger.redact.variants import MIN_LENGTH, variants
 
 Span = tuple[int, int]
 WINDOW = 1 << 20

@@ -1,11 +1,11 @@
 """The redaction rules, on bytes: each finds the SPANS of secret values in one line (or a text).
 
 Working on bytes keeps offsets exact (a long line is redacted in windows, see
-`ledger.capture.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
+`ledger.redact.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
 A rule reports `(start, end)` spans and records the name or kind it hid in a `Redactions`; the
 caller merges the spans and replaces each by ``***`` (`mask_spans`).
 
-Secret-named values (the name rule is `ledger.capture.redact.is_secret_name`):
+Secret-named values (the name rule is `ledger.redact.names.is_secret_name`):
 ``"name": "value"`` (JSON, Python dict reprs, escaped JSON), ``['--name', 'value']`` (printed
 argv lists), ``NAME=value`` / ``--name=value`` / ``Namespace(name='value')``, ``name: value``
 (YAML, ``key = value`` INI), ``--name value`` (also across a ``\\`` continuation) and Megatron's
@@ -29,7 +29,7 @@ import binascii
 import re
 from collections.abc import Callable, Iterable
 
-from ledger.capture.redact import Redactions, is_secret_name, keeps_value
+from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
 MASK = b"***"

@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import Redactor
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import Redactor
 
 SECRETS_FILE = "secrets.json"  # in the staging folder, outside the run folder: never committed
 LOGS = ("trainer.log", "engine.log")
