@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ledger.capture import shim
+from ledger.understand import shim
 
 
 def main() -> None:

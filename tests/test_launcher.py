@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ledger.capture.envvars import (
+from ledger.understand.envvars import (
     DEFAULT_ENV_PATTERNS,
     capture_env,
     env_settings,
     runtime_env_from_ray_argv,
 )
-from ledger.capture.launcher import (
+from ledger.understand.launcher import (
     env_report,
     find_training_command,
     is_launcher,
@@ -30,7 +30,7 @@ from ledger.capture.launcher import (
     simple_commands,
     training_command_from_argv,
 )
-from ledger.capture.settings import parse_settings
+from ledger.understand.settings import parse_settings
 
 ARGS = [
     "--lr", "1e-6",

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import LEDGER, git, ledger, make_repo
 
-from ledger.capture import launcher, tracescan
+from ledger.understand import launcher, tracescan
 
 SHAPES = Path(__file__).resolve().parent / "miles_shapes"
 

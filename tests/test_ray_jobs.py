@@ -163,7 +163,7 @@ def test_ray_own_driver_variables_are_not_settings(cluster: tuple[str, str], tmp
     there, two identical jobs must give the same `env.*` settings."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    from ledger.capture import envvars
+    from ledger.understand import envvars
 
     _, url = cluster
     client = JobSubmissionClient(url)

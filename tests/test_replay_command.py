@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.capture.settings import parse_settings, split_training_command
 from ledger.errors import UsageError
 from ledger.replay.command import build_replay_argv, parse_set
+from ledger.understand.settings import parse_settings, split_training_command
 
 RECORDED = [
     "python3", "train.py",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.capture.settings import (
+from ledger.understand.settings import (
     DEFAULT_IGNORE,
     convert_value,
     flag_groups,

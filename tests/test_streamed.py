@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 from conftest import LEDGER, REPO_ROOT, git, ledger, make_repo
 
-from ledger.capture import tracescan
 from ledger.capture.stream import split_output
 from ledger.compare.logparse import parse_logs, read_metrics_jsonl
 from ledger.config import DEFAULT_ENGINE_PATTERNS
@@ -25,6 +24,7 @@ from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
 from ledger.redact.runscrub import save_secrets
 from ledger.redact.scanner import Redactor
 from ledger.storage.staging import Staged
+from ledger.understand import tracescan
 
 SECRET = "hf_" + "Q" * 34
 GEN_LOG = REPO_ROOT / "bench" / "gen_log.py"

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.cache import LocalCache
-from ledger.capture.dockerargv import detect_image_in_argv
+from ledger.understand.dockerargv import detect_image_in_argv
 
 __all__ = ["ImageFacts", "detect_image_in_argv", "probe_image"]
 

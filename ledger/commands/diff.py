@@ -11,7 +11,6 @@ from typing import Any
 
 from ledger import __version__
 from ledger.cache import LocalCache
-from ledger.capture.settings import DEFAULT_IGNORE, ignored_settings
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.html import DiffPageInput, diff_page
 from ledger.compare.metrics_store import load_metrics
@@ -24,6 +23,7 @@ from ledger.storage.branch import open_branch
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_manifest
 from ledger.storage.store import RunEntry, commit_of_run, read_file_at
+from ledger.understand.settings import DEFAULT_IGNORE, ignored_settings
 
 
 @dataclass

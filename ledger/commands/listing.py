@@ -75,8 +75,8 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None, reve
                         oldest_id=rows[0]["id"] if rows else None, running=running if reverse else running[::-1],
                         running_first=not reverse)
     if changed:
-        from ledger.capture.settings import DEFAULT_IGNORE
         from ledger.compare.diffcore import change_log
+        from ledger.understand.settings import DEFAULT_IGNORE
 
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]
         for run_id, changes in change_log(rows, ignore):

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.capture.settings import DEFAULT_IGNORE
 from ledger.compare.diffcore import change_log
 from ledger.compare.html import ReportRow, report_page
 from ledger.compare.metrics_store import load_metrics
@@ -15,6 +14,7 @@ from ledger.runref import resolve
 from ledger.storage.branch import open_branch
 from ledger.storage.listing import list_fields, load_listing
 from ledger.textfmt import change_text, plural
+from ledger.understand.settings import DEFAULT_IGNORE
 
 DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read each run's metrics)
 

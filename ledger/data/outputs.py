@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ledger.capture.settings import flag_groups, locate_training_command, split_training_command
+from ledger.understand.settings import flag_groups, locate_training_command, split_training_command
 
 ROLLOUT_FLAG = "--save-debug-rollout-data"
 EVENTS_FLAG = "--save-debug-event-data"

@@ -11,9 +11,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.capture import envvars, launcher, tracescan
-from ledger.capture import settings as settings_mod
-from ledger.capture.shim import ShimRecord
 from ledger.config import Config
 from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
@@ -23,6 +20,9 @@ from ledger.redact.runscrub import add_redacted
 from ledger.redact.scanner import Redactor
 from ledger.storage import staging
 from ledger.storage.git import Repo
+from ledger.understand import envvars, launcher, tracescan
+from ledger.understand import settings as settings_mod
+from ledger.understand.shim import ShimRecord
 
 if TYPE_CHECKING:
     from ledger.record.streamed import StreamResult

@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ledger.capture import launcher
 from ledger.config import Config
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
+from ledger.understand import launcher
 
 Say = Callable[[str], None]
 RAW_OUTPUT = staging.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
@@ -63,7 +63,7 @@ def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, st
 def job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any],
              wrapper_flags: list[tuple[str, str]]) -> dict[str, str]:
     """The variables ledger sets for the job, recorded in `command.ledger_env`."""
-    from ledger.capture import shim
+    from ledger.understand import shim
 
     ledger_env = {"LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
                   "LEDGER_DATA_DIR": str(staged.data_dir)}  # bulky outputs here are tracked with DVC
@@ -132,7 +132,7 @@ def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, l
 def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say) -> Any:
     """After the launcher ended: follow the last job it submitted with `--no-wait` (issue 9, item 8),
     its logs appended to the run's raw output. None when nothing was submitted that way."""
-    from ledger.capture import shim
+    from ledger.understand import shim
 
     pending = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.no_wait and r.submission_id]
     if not pending:

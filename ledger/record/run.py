@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.capture import launcher
 from ledger.capture.hostfacts import basic_host
 from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.stream import OutputCapture
@@ -37,6 +36,7 @@ from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
+from ledger.understand import launcher
 
 if TYPE_CHECKING:
     from ledger.record.streamed import Follower, StreamResult
@@ -385,7 +385,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
         logs = logs_result(run_dir)
     m["logs"]["split"] = logs.where
     add_redacted(m, logs.redacted)
-    from ledger.capture import shim
+    from ledger.understand import shim
 
     records = shim.read_log(staged.dir / shim.LOG_NAME)
     lines = logs.command_lines

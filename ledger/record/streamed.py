@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.capture import tracescan
 from ledger.capture.stream import CHUNK, LineSplitter
 from ledger.compare.logparse import LogScan, MetricsTable, write_run_metrics
 from ledger.fsutil import atomic_writer, write_atomic
 from ledger.redact.runscrub import as_texts, load_secrets, save_secrets
 from ledger.redact.scanner import Redactor
+from ledger.understand import tracescan
 
 if TYPE_CHECKING:
     from ledger.storage.staging import Staged

@@ -197,7 +197,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
         raise UsageError(f"run {entry.id} records a working directory outside the repository", "refusing to replay it")
     cwd = repo.root / cwd_rel
     # the replay's own debug outputs go to its own run folder, never into the original run's
-    from ledger.capture.settings import parse_settings, split_training_command
+    from ledger.understand.settings import parse_settings, split_training_command
 
     recorded = parse_settings(split_training_command(training)[2])
     warnings += _unknown_sets(entry.id, sets, recorded, opts.force)

@@ -20,13 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.capture.envvars import runtime_env_from_ray_argv
-from ledger.capture.settings import (
+from ledger.config import DEFAULT_TRAINING_PATTERNS
+from ledger.understand.envvars import runtime_env_from_ray_argv
+from ledger.understand.settings import (
     is_interpreter,
     locate_training_command,
     split_training_command,
 )
-from ledger.config import DEFAULT_TRAINING_PATTERNS
 
 _MAX_CONTINUATION = 200
 _XTRACE_RE = re.compile(r"^(\++) (.*)$")

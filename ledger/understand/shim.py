@@ -15,7 +15,7 @@ A `ray job submit --no-wait` without `--submission-id` gets one (`ledger-<run id
 can follow the job to its end through Ray's Job API after the launcher returned.
 
 The wrappers run this file with ledger's own interpreter in `-SE` mode (no site, no PYTHONPATH),
-importing only the standard library and `ledger.capture.settings`: one short interpreter start per
+importing only the standard library and `ledger.understand.settings`: one short interpreter start per
 call (`bench/bench_wrappers.py`).
 Nothing here may raise into the job: on any internal error the real program runs unchanged.
 """
@@ -106,7 +106,7 @@ def _real_program(name: str, shim_dir: str, path: str) -> str | None:
 
 
 def _is_training(argv: Sequence[str], patterns: Sequence[str]) -> bool:
-    from ledger.capture.settings import locate_training_command, split_training_command
+    from ledger.understand.settings import locate_training_command, split_training_command
 
     located = locate_training_command(argv)
     if located is None:
@@ -117,7 +117,7 @@ def _is_training(argv: Sequence[str], patterns: Sequence[str]) -> bool:
 
 def _submitted_scripts(environ: Mapping[str, str]) -> list[str]:
     """Patterns for the scripts this run submitted through `ray job submit` (any name counts)."""
-    from ledger.capture.settings import locate_training_command, split_training_command
+    from ledger.understand.settings import locate_training_command, split_training_command
 
     scripts = []
     for record in read_log(Path(environ.get(ENV_LOG, "/nonexistent"))):
