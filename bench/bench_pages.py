@@ -2,7 +2,7 @@
 
 The `ledger diff --html` page (six charts, A and B per step) drawn four ways from the same data:
 
-- `svg`: ledger's own static SVG (`ledger.compare.svg`), what ledger ships;
+- `svg`: ledger's own static SVG (`ledger.pages.svg`), what ledger ships;
 - `mpl-svg`: matplotlib figures saved as SVG, inlined;
 - `mpl-png`: matplotlib figures saved as PNG, inlined as base64;
 - `plotly`: plotly with its JavaScript inline (`include_plotlyjs=True`), only when a Python with
@@ -29,9 +29,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ledger.compare.diffcore import build_report  # noqa: E402
-from ledger.compare.html import DiffPageInput, diff_charts, diff_page  # noqa: E402
 from ledger.compare.logparse import MetricsTable, StepRow  # noqa: E402
 from ledger.compare.render import render_text  # noqa: E402
+from ledger.pages.html import DiffPageInput, diff_charts, diff_page  # noqa: E402
 
 PLOTLY = '''
 import json, sys

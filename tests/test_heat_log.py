@@ -14,9 +14,9 @@ from ledger.heat.heatlog import (
     HeatLogWriter,
     read_heat_log,
 )
-from ledger.heat.plot import plot_heat_png
 from ledger.heat.sensor import Sample, ScriptedSensor
 from ledger.heat.summary import format_duration, render_heat_summary, time_above
+from ledger.pages.heatplot import plot_heat_png
 
 T0 = 1_795_000_000.0  # 2026-11-18
 

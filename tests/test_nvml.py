@@ -72,7 +72,7 @@ def test_importing_heat_does_not_import_pynvml_or_matplotlib() -> None:
     import subprocess
 
     code = (
-        "import sys, ledger.heat, ledger.heat.plot\n"
+        "import sys, ledger.heat, ledger.pages.heatplot\n"
         "print('pynvml' in sys.modules, 'matplotlib' in sys.modules)"
     )
     out = subprocess.run(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from ledger.compare.svg import Chart, Series, page, render
 from ledger.heat.chart import heat_plot
 from ledger.heat.heatlog import HeatLog
+from ledger.pages.svg import Chart, Series, page, render
 
 
 def heat_page(run_id: str, heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, summary: str) -> str:

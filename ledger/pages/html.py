@@ -1,6 +1,6 @@
 """The HTML pages of `ledger diff --html` and `ledger report --html`: one self-contained file each.
 
-Charts are static SVG from `ledger.compare.svg` (no script, nothing fetched at view time). The diff
+Charts are static SVG from `ledger.pages.svg` (no script, nothing fetched at view time). The diff
 page puts A and B on one step axis per question (rollout time, response length, time per 1k tokens,
 train time, loss, reward), heat-paused steps shaded, steps only one run has marked under the axis,
 the changed setting (or the refusal) as the title and the text report beside the charts.
@@ -23,7 +23,7 @@ from ledger.compare.stats import (
     Pause,
     metric_value,
 )
-from ledger.compare.svg import Chart, Series, page, render
+from ledger.pages.svg import Chart, Series, page, render
 from ledger.textfmt import show_value
 
 COLOR_A, COLOR_B = "#1f77b4", "#d62728"
