@@ -69,15 +69,10 @@ def init() -> None:
 def run(name: str | None, note: str | None, image: str | None, no_heat_guard: bool,
         data_paths: tuple[str, ...], debug_data: bool | None, command: tuple[str, ...]) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
-    from ledger.record.run import RunRequest, record_run
+    from ledger.commands.run import run_job
 
-    argv = list(command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    req = RunRequest(argv=argv, cwd=Path.cwd(), name=name, note=note, image=image,
-                     heat_guard=not no_heat_guard, data_paths=list(data_paths), debug_data=debug_data)
-    outcome = record_run(req, _say, _terminal_fd())
-    return outcome.exit_code
+    return run_job(Path.cwd(), command, name=name, note=note, image=image, heat_guard=not no_heat_guard,
+                   data_paths=data_paths, debug_data=debug_data, say=_say, terminal_fd=_terminal_fd())
 
 
 def _terminal_fd() -> int | None:
@@ -209,14 +204,12 @@ def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | Non
            name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, force: bool,
            extra: tuple[str, ...]) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
-    from ledger.replay.replay import ReplayOptions, replay_run
+    from ledger.commands.replay import replay as replay_cmd
 
-    opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
-                         extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
-                         in_image=in_image, force=force)
     ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
-    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo, confirm=ask)
-    return code
+    return replay_cmd(Path.cwd(), run_name, rollout_only=rollout_only, step=step, steps=steps, sets=sets,
+                      extra=extra, name=name, dry_run=dry_run, strict=strict, in_image=in_image, force=force,
+                      say=_say, terminal_fd=_terminal_fd(), stdout=click.echo, confirm=ask)
 
 
 @app.command()
@@ -245,10 +238,10 @@ def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
 @app.command()
 def recover() -> None:
     """Commit every staged run whose ledger process died, with state `lost`."""
-    from ledger.record.recover import recover as do_recover
+    from ledger.commands.recover import recover_runs
 
-    done = do_recover(Path.cwd(), _say)
-    _say(f"ledger: recovered {plural(len(done), 'run')}")
+    result = recover_runs(Path.cwd(), _say)
+    _say(f"ledger: recovered {plural(len(result.runs), 'run')}")
 
 
 @app.command()
