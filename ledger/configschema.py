@@ -1,6 +1,6 @@
 """The schema of `.ledger.yaml` (pydantic), and its one-line errors.
 
-Imported only to validate a file `ledger.config.load_config` has not seen before (pydantic costs
+Imported only to validate a file `ledger.configload.load_config` has not seen before (pydantic costs
 ~120 ms of start-up); the defaults themselves live in `ledger/config.py`, once.
 """
 

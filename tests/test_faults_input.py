@@ -14,7 +14,8 @@ import pytest
 from conftest import LEDGER, git, ledger
 
 from ledger import yamlio
-from ledger.config import DEFAULT_TEXT, load_config
+from ledger.config import DEFAULT_TEXT
+from ledger.configload import load_config
 from ledger.errors import EXIT_RUN_FAILED_TO_START
 
 RAN = "ran.txt"  # the job writes this: its absence proves nothing ran
@@ -191,7 +192,7 @@ def test_a_validated_config_is_remembered_and_an_edit_is_validated_again(repo: P
     assert ledger(repo, "run", "--no-heat-guard", "--", "true").returncode == 0
     cached = list((repo / ".git" / "ledger" / "config").glob("*.pickle"))
     assert len(cached) == 1
-    probe = ("import sys; from pathlib import Path; from ledger.config import load_config; "
+    probe = ("import sys; from pathlib import Path; from ledger.configload import load_config; "
              f"cfg = load_config(Path({str(repo)!r}), Path({str(repo / '.git')!r})); "
              "print(cfg.heat.pause_at, 'pydantic' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ledger.config import load_config
+from ledger.configload import load_config
 from ledger.errors import EXIT_DATA, EXIT_OK, LedgerError
 from ledger.runref import resolve
 from ledger.storage import sync

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.config import load_config
+from ledger.configload import load_config
 from ledger.record.run import Say, finish, note_truncation
 from ledger.record.streamed import StreamResult, process_raw, retire_raw, stop_worker
 from ledger.redact.runscrub import load_secrets

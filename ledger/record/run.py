@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from ledger.capture.hostfacts import basic_host
 from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.stream import OutputCapture
-from ledger.config import Config, load_config
+from ledger.config import Config
+from ledger.configload import load_config
 from ledger.errors import LedgerError, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable

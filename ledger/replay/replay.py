@@ -257,7 +257,7 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
     `confirm` (given on a terminal without `--yes`) is asked before the command runs; a no
     changes nothing and returns 0. A dry run prints the command and writes nothing at all.
     """
-    from ledger.config import load_config
+    from ledger.configload import load_config
     from ledger.record.run import RunRequest, record_run
 
     repo = Repo(start)
