@@ -11,6 +11,7 @@ from typing import Any
 
 from ledger import __version__
 from ledger.cache import LocalCache
+from ledger.commands.opening import open_branch
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
@@ -19,7 +20,6 @@ from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
 from ledger.pages.html import DiffPageInput, diff_page
 from ledger.runref import RunRef, resolve
-from ledger.storage.branch import open_branch
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_manifest
 from ledger.storage.store import RunEntry, commit_of_run, read_file_at

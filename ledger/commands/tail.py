@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ledger.commands.opening import open_branch
 from ledger.record.live import LiveRun, find_running
 from ledger.redact.apply import redact_line
 from ledger.redact.lines import engine_alternatives
 from ledger.runref import resolve
-from ledger.storage.branch import open_branch
 from ledger.storage.store import read_file_at
 
 POLL_S = 0.2
