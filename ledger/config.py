@@ -27,8 +27,16 @@ DEFAULT_ENGINE_PATTERNS: tuple[str, ...] = (r"^\(SGLangEngine pid=\d+(?:, ip=[^)
 # Miles and of slime (the project Miles grew from).
 DEFAULT_TRAINING_PATTERNS: tuple[str, ...] = (r"(^|/)train(_async)?\.py$", r"^miles\.", r"^slime\.")
 DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
-    "CUDA_*", "NCCL_*", "NVTE_*", "TORCH_*", "PYTORCH_*", "CUBLAS_*",
-    "SGLANG_*", "MILES_*", "RAY_*", "PYTHONHASHSEED",
+    "CUDA_*",
+    "NCCL_*",
+    "NVTE_*",
+    "TORCH_*",
+    "PYTORCH_*",
+    "CUBLAS_*",
+    "SGLANG_*",
+    "MILES_*",
+    "RAY_*",
+    "PYTHONHASHSEED",
 )
 # set in the job's environment unless the user's environment already sets them (README, "What
 # ledger sets in the job's environment"): Ray's log de-duplication drops metric lines it thinks

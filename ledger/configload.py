@@ -35,8 +35,9 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
     except FileNotFoundError:
         return Config()
     except OSError as exc:  # a folder of that name, no permission
-        raise LedgerError(f"cannot read {CONFIG_NAME}: {exc.strerror or exc}",
-                          f"make {path} a readable file, or remove it for the defaults") from exc
+        raise LedgerError(
+            f"cannot read {CONFIG_NAME}: {exc.strerror or exc}", f"make {path} a readable file, or remove it for the defaults"
+        ) from exc
     cache = None
     if common_dir is not None:
         from ledger.cache import LocalCache

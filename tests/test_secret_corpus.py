@@ -124,14 +124,17 @@ def test_trigger_set_is_valid_for_both_engines() -> None:
 
     for p, _ in patterns:
         re.compile(p)
-    assert Redactor(known=["a.b*c(d)-xyz"], extra_names=["signature"]).redact_line(
-        b"request_signature=abcdef123 a.b*c(d)-xyz") == b"request_signature=*** ***"
+    assert (
+        Redactor(known=["a.b*c(d)-xyz"], extra_names=["signature"]).redact_line(b"request_signature=abcdef123 a.b*c(d)-xyz")
+        == b"request_signature=*** ***"
+    )
 
 
 def test_ledgers_own_default_config_is_not_redacted() -> None:
     """`ledger init`'s .ledger.yaml, dirty in a run's code snapshot, lost `{names:` to the YAML
     rule (`secrets: ***`): a flow mapping after a secret-ish key is structure, not a value."""
     from ledger.config import DEFAULT_TEXT as text
+
     acc = Redactions()
     assert Redactor().redact_text(text, acc) == text and not acc
     assert Redactor().redact_text("secrets: {api_key: abcdef123456}\n") == "secrets: {api_key: ***}\n"

@@ -82,8 +82,11 @@ def _table(steps: range, start: float) -> MetricsTable:
 
 
 def test_diff_charts_shade_paused_steps_and_mark_unshared_ones() -> None:
-    ma = {"id": "a", "settings": {"lr": 1}, "gpu": {"pause_windows": [
-        {"start": "2025-11-24T16:00:22Z", "end": "2025-11-24T16:00:25Z"}]}}  # inside step 2 of A
+    ma = {
+        "id": "a",
+        "settings": {"lr": 1},
+        "gpu": {"pause_windows": [{"start": "2025-11-24T16:00:22Z", "end": "2025-11-24T16:00:25Z"}]},
+    }  # inside step 2 of A
     mb = {"id": "b", "settings": {"lr": 2}}
     t = 1_764_000_000.0  # 2025-11-24T16:00:00Z
     ta, tb = _table(range(0, 5), t), _table(range(0, 7), t + 1000)

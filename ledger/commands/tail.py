@@ -77,8 +77,7 @@ def _follow(live: LiveRun, f: BinaryIO, splitter: _Splitter) -> Iterator[bytes]:
         time.sleep(POLL_S)
 
 
-def _tail_running(live: LiveRun, patterns: tuple[str, ...], engine: bool, count: int,
-                  follow: bool) -> TailResult:
+def _tail_running(live: LiveRun, patterns: tuple[str, ...], engine: bool, count: int, follow: bool) -> TailResult:
     splitter = _Splitter(patterns, engine)
     log = "engine.log" if engine else "trainer.log"
     try:

@@ -13,10 +13,19 @@ from ledger.pages.svg import Chart, Series, page, render
 def heat_page(run_id: str, heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, summary: str) -> str:
     """One page: temperature per GPU (and node), pauses, thresholds, step ends; the summary beside."""
     plot = heat_plot(heatlog, steps)
-    chart = Chart(title=plot.title, x_label=f"{plot.unit} since start", y_label="temperature (C)",
-                  series=[Series(label, points) for label, points in plot.lines.items()],
-                  spans=plot.pauses, span_label="paused (heat guard)", vlines=plot.steps,
-                  vline_label="step boundary", hlines=plot.thresholds)
-    body = (f"<h1>heat of run {escape(run_id)}</h1>\n<div class=\"side\"><div>{render(chart, width=900, height=360)}"
-            f"</div>\n<pre>{escape(summary)}</pre></div>")
+    chart = Chart(
+        title=plot.title,
+        x_label=f"{plot.unit} since start",
+        y_label="temperature (C)",
+        series=[Series(label, points) for label, points in plot.lines.items()],
+        spans=plot.pauses,
+        span_label="paused (heat guard)",
+        vlines=plot.steps,
+        vline_label="step boundary",
+        hlines=plot.thresholds,
+    )
+    body = (
+        f'<h1>heat of run {escape(run_id)}</h1>\n<div class="side"><div>{render(chart, width=900, height=360)}'
+        f"</div>\n<pre>{escape(summary)}</pre></div>"
+    )
     return page(f"ledger heat {run_id}", body)

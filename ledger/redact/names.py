@@ -29,8 +29,7 @@ PATTERN_PREFIX = "pattern:"
 KNOWN_VALUE = "known-value"
 
 _STRONG = frozenset(
-    {"SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "CREDENTIAL"}
-    | {"CREDENTIALS", "APIKEY", "PRIVATE"}
+    {"SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "CREDENTIAL"} | {"CREDENTIALS", "APIKEY", "PRIVATE"}
 )
 _TAIL = frozenset({"KEY", "TOKEN", "AUTH", "PAT", "PASS", "PWD"})
 _TAIL_ENDS = ("TOKEN", "APIKEY", "SECRET", "PASSWORD")
@@ -64,8 +63,7 @@ def is_secret_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
     if not parts or "_".join(parts) in _NOT_SECRET:
         return False
     last = parts[-1]
-    return (last in _TAIL or last.endswith(_TAIL_ENDS)
-            or any(p in _STRONG or p in extra for p in parts))
+    return last in _TAIL or last.endswith(_TAIL_ENDS) or any(p in _STRONG or p in extra for p in parts)
 
 
 def keeps_value(name: str, value: str) -> bool:

@@ -43,8 +43,9 @@ def removed_values(original: str, redacted: str) -> list[str]:
     return out
 
 
-def known_secrets(argv: Sequence[str], environ: Mapping[str, str], texts: Iterable[str] = (),
-                  extra: frozenset[str] = frozenset()) -> set[str]:
+def known_secrets(
+    argv: Sequence[str], environ: Mapping[str, str], texts: Iterable[str] = (), extra: frozenset[str] = frozenset()
+) -> set[str]:
     """Secret values found in argv (by redaction), secret-named variables, and free texts.
 
     Credentials in URLs also give ``user:password`` (its base64 is what Basic auth sends).

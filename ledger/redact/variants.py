@@ -16,10 +16,15 @@ def variants(value: str | bytes) -> set[bytes]:
     each line of a multi-line value; forms shorter than `MIN_LENGTH` are left out."""
     raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
     text = raw.decode("utf-8", "surrogateescape")
-    forms = {raw, repr(text)[1:-1].encode("utf-8", "surrogateescape"),
-             json.dumps(text)[1:-1].encode(), json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"),
-             urllib.parse.quote(raw, safe="").encode(), urllib.parse.quote_plus(raw).encode(),
-             urllib.parse.quote(raw).encode()}
+    forms = {
+        raw,
+        repr(text)[1:-1].encode("utf-8", "surrogateescape"),
+        json.dumps(text)[1:-1].encode(),
+        json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"),
+        urllib.parse.quote(raw, safe="").encode(),
+        urllib.parse.quote_plus(raw).encode(),
+        urllib.parse.quote(raw).encode(),
+    }
     for enc in (base64.b64encode, base64.urlsafe_b64encode):
         forms.add(enc(raw).rstrip(b"="))
     forms.update(line.strip() for line in raw.splitlines())
