@@ -11,13 +11,13 @@ from typing import Any
 
 from ledger import __version__
 from ledger.cache import LocalCache
-from ledger.commands.opening import open_branch
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
 from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
+from ledger.opening import open_branch
 from ledger.pages.html import DiffPageInput, diff_page
 from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo, has_object, merge_base

@@ -6,12 +6,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.commands.opening import listing_for
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
 from ledger.heat.heatlog import read_heat_log
 from ledger.heat.summary import render_heat_summary
+from ledger.opening import listing_for
 from ledger.runref import resolve
 from ledger.storage.store import read_file_at
 

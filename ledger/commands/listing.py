@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.commands.opening import open_branch
 from ledger.manifest import duration_text
+from ledger.opening import open_branch
 from ledger.runref import resolve, runs_named
 from ledger.storage.git import Repo
 from ledger.storage.listing import list_fields, load_listing, parse_manifest

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.commands.opening import open_branch
 from ledger.compare.diffcore import change_log
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
+from ledger.opening import open_branch
 from ledger.pages.html import ReportRow, report_page
 from ledger.runref import resolve
 from ledger.storage.listing import list_fields, load_listing

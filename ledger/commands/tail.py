@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ledger.commands.opening import open_branch
+from ledger.opening import open_branch
 from ledger.record.live import LiveRun, find_running
 from ledger.redact.apply import redact_line
 from ledger.redact.lines import engine_alternatives

@@ -1,4 +1,4 @@
-"""Opening the ledger for a command (a helper, not a verb): the repository, its configuration and the tip of its runs branch."""
+"""Opening the ledger for a command: the repository, its configuration and the tip of its runs branch."""
 
 from __future__ import annotations
 
