@@ -38,8 +38,9 @@ lint: install
 	$(PY) tools/import_cycles.py
 
 # The whole suite under coverage, subprocesses included ([tool.coverage.run] in pyproject.toml).
-# COVERAGE_FLOOR is the figure measured, rounded down: raise it when coverage goes up, never lower it.
-COVERAGE_FLOOR := 0
+# COVERAGE_FLOOR: the figure measured, rounded down (69%, from 18 of the 47 test files: the whole
+# suite covers at least that); raise it after a full run and whenever coverage goes up, never lower it.
+COVERAGE_FLOOR := 69
 coverage: install system-deps
 	rm -f .coverage .coverage.*
 	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m coverage run -m pytest -q -x -p no:cacheprovider
