@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install system-deps demo test lint coverage bench clean
+.PHONY: install system-deps demo test lint coverage bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,10 @@ coverage: install system-deps
 	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m coverage run -m pytest -q -x -p no:cacheprovider
 	$(PY) -m coverage combine -q
 	$(PY) -m coverage report --fail-under=$(COVERAGE_FLOOR)
+
+# The CLI and config references in docs/ are generated from the code (tests check they are current).
+docs: install
+	$(PY) tools/gen_docs.py
 
 bench: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) bench/run_all.py
