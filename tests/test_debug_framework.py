@@ -8,7 +8,7 @@ from pathlib import Path
 
 from conftest import ledger, make_repo
 
-SLIME_TRAIN = '''\
+SLIME_TRAIN = """\
 import argparse
 import os
 import time
@@ -31,15 +31,15 @@ for rid in range(args.num_rollout):
     if args.load_debug_rollout_data:
         assert open(args.load_debug_rollout_data.format(rollout_id=rid)).read() == str(rid)
     print(f"[{stamp}] model.py:1 - step {rid}: {{'train/loss': {0.5 + rid * args.lr}}}", flush=True)
-'''
+"""
 
-PLAIN_TRAIN = '''\
+PLAIN_TRAIN = """\
 import argparse
 
 p = argparse.ArgumentParser()
 p.add_argument("--lr", type=float, default=0.1)
 print("trained with lr", p.parse_args().lr)
-'''
+"""
 
 
 def _show(repo: Path) -> dict:

@@ -49,12 +49,22 @@ def cluster() -> Iterator[tuple[str, str]]:
     # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     dash = _free_port()
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": dash,
-        "node_ip_address": "127.0.0.1", "gcs_server_port": _free_port(), "temp_dir": temp,
-        "dashboard_agent_listen_port": _free_port(), "runtime_env_agent_port": _free_port(),
-        "metrics_export_port": _free_port(), "metrics_agent_port": _free_port(),
-    })
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": True,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": dash,
+            "node_ip_address": "127.0.0.1",
+            "gcs_server_port": _free_port(),
+            "temp_dir": temp,
+            "dashboard_agent_listen_port": _free_port(),
+            "runtime_env_agent_port": _free_port(),
+            "metrics_export_port": _free_port(),
+            "metrics_agent_port": _free_port(),
+        },
+    )
     try:
         url = f"http://127.0.0.1:{dash}"
         from ray.job_submission import JobSubmissionClient
@@ -117,31 +127,69 @@ def test_driver_run_directly_splits_coloured_actor_lines(cluster: tuple[str, str
 def test_ray_job_submit_waits_and_no_wait_is_followed(cluster: tuple[str, str], ray_repo: Path) -> None:
     _, url = cluster
     script = str(ray_repo / "train.py")  # a job runs in the cluster's working directory
-    r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--address", url, "--",
-               "python3", script, timeout=100)
+    r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--address", url, "--", "python3", script, timeout=100)
     assert r.returncode == 0, r.stderr
     m = _show(ray_repo)
     assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
     assert m["command"]["training_argv"] == ["python3", script]
     _check_split(*_logs(ray_repo, m))
     # --no-wait: the launcher returns at once; ledger follows the job to its real end and state
-    r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--no-wait", "--address", url,
-               "--", "python3", script, "--exit", "3", timeout=100)
+    r = ledger(
+        ray_repo,
+        "run",
+        "--no-debug-data",
+        "--",
+        "ray",
+        "job",
+        "submit",
+        "--no-wait",
+        "--address",
+        url,
+        "--",
+        "python3",
+        script,
+        "--exit",
+        "3",
+        timeout=100,
+    )
     assert r.returncode == 3, r.stderr
     m = _show(ray_repo)
     assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
     assert m["status"]["ray_job"]["status"] == "FAILED"
-    trainer = subprocess.run(["git", "-C", str(ray_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
-                             capture_output=True, text=True, check=True).stdout
+    trainer = subprocess.run(
+        ["git", "-C", str(ray_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "driver done" in trainer  # the followed job's logs are in the record
 
 
 def test_ctrl_c_stops_a_followed_job(cluster: tuple[str, str], ray_repo: Path) -> None:
     _, url = cluster
     (ray_repo / "slow.py").write_text("import time\nprint('slow start', flush=True)\ntime.sleep(120)\n")
-    proc = subprocess.Popen([*LEDGER, "run", "--no-debug-data", "--", "ray", "job", "submit", "--no-wait",
-                             "--address", url, "--", "python3", str(ray_repo / "slow.py")], cwd=ray_repo, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [
+            *LEDGER,
+            "run",
+            "--no-debug-data",
+            "--",
+            "ray",
+            "job",
+            "submit",
+            "--no-wait",
+            "--address",
+            url,
+            "--",
+            "python3",
+            str(ray_repo / "slow.py"),
+        ],
+        cwd=ray_repo,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ),
+    )
     out = ""
     assert proc.stdout is not None
     while "slow start" not in out:  # the followed job's own output reached ledger's terminal copy
@@ -167,7 +215,7 @@ def test_ray_own_driver_variables_are_not_settings(cluster: tuple[str, str], tmp
     there, two identical jobs must give the same `env.*` settings."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    from ledger.capture import envvars
+    from ledger.understand import envvars
 
     _, url = cluster
     client = JobSubmissionClient(url)
@@ -213,8 +261,9 @@ def test_ctrl_c_stops_a_waiting_submission_and_keeps_every_file(cluster: tuple[s
     the record (nothing is written into a committed run's folder afterwards)."""
     _, url = cluster
     env = {**os.environ, "RAY_DASHBOARD": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
-    proc = subprocess.Popen([*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    )
     out = ""
     assert proc.stdout is not None
     while "step 2:" not in out:  # the job is training, its rollout files are being written
@@ -235,9 +284,12 @@ def test_ctrl_c_stops_a_waiting_submission_and_keeps_every_file(cluster: tuple[s
     assert m["status"]["state"] == "killed" and m["status"]["signal"] == "SIGINT" and proc.returncode == 130
     job_s = (info.end_time - info.start_time) / 1000  # type: ignore[attr-defined]
     assert m["status"]["duration_s"] >= job_s  # the record lasts until the job really stopped
-    trainer = subprocess.run(["git", "-C", str(miles_repo), "show",
-                              f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
-                             capture_output=True, text=True, check=True).stdout
+    trainer = subprocess.run(
+        ["git", "-C", str(miles_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     written = {line.split("perf ", 1)[1].split(":")[0] for line in trainer.splitlines() if "- perf " in line}
     rollout = next(d for d in m["data"] if d["role"] == "rollout")
     assert rollout["nfiles"] == len(written) >= 3 and len(written) < 40
@@ -248,8 +300,16 @@ def test_ctrl_c_stops_a_waiting_submission_and_keeps_every_file(cluster: tuple[s
 
 def test_waiting_submission_records_the_drivers_exit_code(cluster: tuple[str, str], miles_repo: Path) -> None:
     _, url = cluster
-    r = ledger(miles_repo, "run", "--no-debug-data", "--", "bash", "run.sh",
-               env={"RAY_DASHBOARD": url, "STEPS": "1", "DRIVER_EXIT": "3"}, timeout=100)
+    r = ledger(
+        miles_repo,
+        "run",
+        "--no-debug-data",
+        "--",
+        "bash",
+        "run.sh",
+        env={"RAY_DASHBOARD": url, "STEPS": "1", "DRIVER_EXIT": "3"},
+        timeout=100,
+    )
     assert r.returncode == 3, r.stderr  # not the Ray CLI's 1
     m = _show(miles_repo)
     assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
@@ -259,8 +319,12 @@ def test_waiting_submission_records_the_drivers_exit_code(cluster: tuple[str, st
 
 
 def _trainer_log(repo: Path, m: dict) -> str:
-    return subprocess.run(["git", "-C", str(repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
-                          capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
 
 
 def _actor_env(log: str) -> dict:
@@ -268,8 +332,7 @@ def _actor_env(log: str) -> dict:
     return json.loads(line.split("ACTOR_ENV ", 1)[1])
 
 
-def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(
-        cluster: tuple[str, str], miles_repo: Path) -> None:
+def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(cluster: tuple[str, str], miles_repo: Path) -> None:
     """The replay is submitted to the recorded (reachable) cluster with the recorded runtime env:
     its MegatronTrainRayActor sees NCCL_ALGO and friends, as the original's did; its settings are
     what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""

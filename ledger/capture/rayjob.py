@@ -74,8 +74,13 @@ def _tail(client: Any, submission_id: str, write: Callable[[bytes], None], done:
         done.set()
 
 
-def follow(address: str | None, submission_id: str, write: Callable[[bytes], None], poll_s: float = 0.5,
-           say: Callable[[str], None] = lambda _text: None) -> JobEnd:
+def follow(
+    address: str | None,
+    submission_id: str,
+    write: Callable[[bytes], None],
+    poll_s: float = 0.5,
+    say: Callable[[str], None] = lambda _text: None,
+) -> JobEnd:
     """Stream the job's logs to `write` until it ends; Ctrl-C (SIGINT) stops the job."""
     address = address or DEFAULT_ADDRESS
     started = time.monotonic()
@@ -87,13 +92,19 @@ def follow(address: str | None, submission_id: str, write: Callable[[bytes], Non
         signal.signal(signal.SIGINT, previous)
 
 
-def _follow(address: str, submission_id: str, write: Callable[[bytes], None], poll_s: float,
-            say: Callable[[str], None], interrupted: threading.Event, started: float) -> JobEnd:
+def _follow(
+    address: str,
+    submission_id: str,
+    write: Callable[[bytes], None],
+    poll_s: float,
+    say: Callable[[str], None],
+    interrupted: threading.Event,
+    started: float,
+) -> JobEnd:
     try:
         client = _client(address)
     except ImportError:
-        return JobEnd(submission_id, address, None, None, False, None,
-                      "ray is not installed here (pip install 'ledger[ray]')", 0.0)
+        return JobEnd(submission_id, address, None, None, False, None, "ray is not installed here (pip install 'ledger[ray]')", 0.0)
     except Exception as exc:  # ConnectionError and friends, translated here
         return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0)
     written = bytearray()
@@ -103,8 +114,7 @@ def _follow(address: str, submission_id: str, write: Callable[[bytes], None], po
         write(data)
 
     tail_done = threading.Event()
-    tail = threading.Thread(target=_tail, args=(client, submission_id, keep, tail_done), daemon=True,
-                            name="ledger-ray-tail")
+    tail = threading.Thread(target=_tail, args=(client, submission_id, keep, tail_done), daemon=True, name="ledger-ray-tail")
     tail.start()
     stopped = False
     status: str | None = None
@@ -129,7 +139,7 @@ def _follow(address: str, submission_id: str, write: Callable[[bytes], None], po
         logs = client.get_job_logs(submission_id).encode("utf-8", "surrogateescape")
         if not tail_done.is_set() or len(logs) > len(written):
             if logs.startswith(bytes(written)):
-                write(logs[len(written):])  # what the tail had not delivered
+                write(logs[len(written) :])  # what the tail had not delivered
     except Exception:  # noqa: BLE001 - the logs are a best effort once the status is known
         pass
     message = getattr(info, "message", None) if info is not None else None
@@ -151,8 +161,14 @@ def _exit_code(status: str | None, info: Any, stopped_code: int | None) -> int |
     return None
 
 
-def settle(address: str | None, submission_id: str, stop_signal: int | None, wait_s: float,
-           say: Callable[[str], None] = lambda _text: None, poll_s: float = 0.25) -> JobEnd | Missing:
+def settle(
+    address: str | None,
+    submission_id: str,
+    stop_signal: int | None,
+    wait_s: float,
+    say: Callable[[str], None] = lambda _text: None,
+    poll_s: float = 0.25,
+) -> JobEnd | Missing:
     """How a job submitted without `--no-wait` ended, once its launcher ended.
 
     `stop_signal` (the run was stopped by that signal): a job still PENDING or RUNNING is stopped
@@ -165,20 +181,28 @@ def settle(address: str | None, submission_id: str, stop_signal: int | None, wai
     try:
         client = _client(address)
     except ImportError:
-        return JobEnd(submission_id, address, None, None, False, None,
-                      "ray is not installed here (pip install 'ledger[ray]')", 0.0, waiting=True)
+        return JobEnd(
+            submission_id, address, None, None, False, None, "ray is not installed here (pip install 'ledger[ray]')", 0.0, waiting=True
+        )
     except Exception as exc:  # ConnectionError and friends, translated here
-        return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0,
-                      waiting=True)
+        return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0, waiting=True)
     try:
         info = client.get_job_info(submission_id)
     except Exception as exc:  # Ray answers 404 for an id it never saw
         text = str(exc)
         if "404" in text or "does not exist" in text or "not found" in text.lower():
             return Missing(submission_id, text.splitlines()[0] if text else "no such job")
-        return JobEnd(submission_id, address, None, None, False, None,
-                      f"lost the Ray job {submission_id} at {address}: {text.splitlines()[0] if text else exc}", 0.0,
-                      waiting=True)
+        return JobEnd(
+            submission_id,
+            address,
+            None,
+            None,
+            False,
+            None,
+            f"lost the Ray job {submission_id} at {address}: {text.splitlines()[0] if text else exc}",
+            0.0,
+            waiting=True,
+        )
     status = str(info.status.value) if getattr(info, "status", None) is not None else None
     stopped = False
     error: str | None = None
@@ -199,13 +223,16 @@ def settle(address: str | None, submission_id: str, stop_signal: int | None, wai
                 error = f"lost the Ray job {submission_id} at {address} while stopping it: {exc}"
                 break
         if status not in TERMINAL:
-            error = error or (f"Ray job {submission_id} was still {status} {wait_s:g} s after ledger asked Ray "
-                              f"to stop it (`ray job stop {submission_id}`)")
+            error = error or (
+                f"Ray job {submission_id} was still {status} {wait_s:g} s after ledger asked Ray "
+                f"to stop it (`ray job stop {submission_id}`)"
+            )
             say(f"ledger: {error}")
     code = _exit_code(status, info, 128 + stop_signal if stopped and stop_signal is not None else None)
     name = signal.Signals(stop_signal).name if stopped and stop_signal is not None else None
-    return JobEnd(submission_id, address, status, code, stopped, getattr(info, "message", None), error,
-                  time.monotonic() - started, name, True)
+    return JobEnd(
+        submission_id, address, status, code, stopped, getattr(info, "message", None), error, time.monotonic() - started, name, True
+    )
 
 
 def missing_logs(address: str | None, submission_id: str, seen: bytes) -> bytes:
@@ -222,6 +249,6 @@ def missing_logs(address: str | None, submission_id: str, seen: bytes) -> bytes:
             continue
         at = logs.rfind(line)
         if at >= 0:
-            rest = logs[at + len(line):]
+            rest = logs[at + len(line) :]
             return rest[1:] if rest.startswith(b"\n") else rest
     return logs

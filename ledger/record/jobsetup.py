@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ledger.capture import launcher
 from ledger.config import Config
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
+from ledger.understand import launcher
 
 Say = Callable[[str], None]
 RAW_OUTPUT = staging.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
@@ -35,8 +35,9 @@ def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bo
     return False
 
 
-def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged,
-                      m: dict[str, Any], say: Say) -> tuple[list[str], list[tuple[str, str]]]:
+def debug_data_route(
+    argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged, m: dict[str, Any], say: Say
+) -> tuple[list[str], list[tuple[str, str]]]:
     """How the debug-data flags reach the trainer: appended to the argv when it is the training
     command or a launcher that forwards "$@"; else added by the PATH wrappers (`shim`); said on
     one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
@@ -45,15 +46,17 @@ def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, st
 
     script = _entry_script(argv, launcher_text, cfg, Path(m["command"]["cwd"]))
     if forwards_args(argv, launcher_text, cfg) and script is not None:
-        from ledger.capture import framework
+        from ledger.understand import framework
 
         cwd = m["command"]["cwd"]
         name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(m))
         decision = {"framework": name, "recognised_by": how}
         if not allowed:
             m["command"]["debug_data"] = {"via": "argv", "added": [], **decision}
-            say(f"ledger: no debug data added for replay ({how}); if it is Miles or slime, set "
-                "`capture.debug_framework: miles` (or slime) in .ledger.yaml")
+            say(
+                f"ledger: no debug data added for replay ({how}); if it is Miles or slime, set "
+                "`capture.debug_framework: miles` (or slime) in .ledger.yaml"
+            )
             return argv, []
         job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text, allowed)
         m["command"]["debug_data"] = {"via": "argv", "added": added, **decision}
@@ -63,9 +66,11 @@ def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, st
         return job_argv, []
     if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
         m["command"]["debug_data"] = {"via": None, "added": []}
-        say("ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
+        say(
+            "ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
             "add --save-debug-rollout-data DIR/{rollout_id}.pt --save-debug-event-data DIR to the training command, "
-            "or run `ledger run` inside the container")
+            "or run `ledger run` inside the container"
+        )
         return argv, []
     m["command"]["debug_data"] = {"via": "wrapper", "added": []}
     return argv, debug_flag_values(str(staged.data_dir))
@@ -107,7 +112,7 @@ def note_framework(m: dict[str, Any], records: list[Any]) -> None:
 def refused_debug_flags(run_dir: Path, m: dict[str, Any], say: Say) -> None:
     """A trainer that exited at once with `unrecognized arguments: --save-debug-...`: one line
     saying how to turn ledger's debug-data flags off (and a warning in the record)."""
-    from ledger.capture import framework
+    from ledger.understand import framework
 
     if not (m["command"].get("debug_data") or {}).get("added") and not m["command"].get("added_args"):
         return
@@ -125,17 +130,21 @@ def refused_debug_flags(run_dir: Path, m: dict[str, Any], say: Say) -> None:
         say(f"ledger: {hint}")
 
 
-def job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any],
-             wrapper_flags: list[tuple[str, str]]) -> dict[str, str]:
+def job_env(
+    cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any], wrapper_flags: list[tuple[str, str]]
+) -> dict[str, str]:
     """The variables ledger sets for the job, recorded in `command.ledger_env`."""
-    from ledger.capture import shim
+    from ledger.understand import shim
 
-    ledger_env = {"LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
-                  "LEDGER_DATA_DIR": str(staged.data_dir)}  # bulky outputs here are tracked with DVC
+    ledger_env = {
+        "LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
+        "LEDGER_DATA_DIR": str(staged.data_dir),
+    }  # bulky outputs here are tracked with DVC
     ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
     job_vars = {k: v for k, v in cfg.job_env.items() if k not in env}
-    wrappers = shim.install(staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns),
-                            wrapper_flags, list(cfg.env_patterns), env, job_vars)
+    wrappers = shim.install(
+        staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns), wrapper_flags, list(cfg.env_patterns), env, job_vars
+    )
     if cfg.debug_framework:
         wrappers[shim.ENV_FRAMEWORK] = cfg.debug_framework
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
@@ -170,8 +179,7 @@ def _flag_files(launcher_path: Path, launcher_text: str, cwd: Path, root: Path) 
     def first_file(candidates: list[Path]) -> Path | None:
         return next((c.resolve() for c in candidates if c.is_file()), None)
 
-    found = [first_file([b / _launcher_path_word(m.group(1), values) for b in bases])
-             for m in _SOURCE_RE.finditer(launcher_text)]
+    found = [first_file([b / _launcher_path_word(m.group(1), values) for b in bases]) for m in _SOURCE_RE.finditer(launcher_text)]
     from ledger.data.outputs import without_comments
 
     for m in _MODEL_ARGS_RE.finditer(without_comments(launcher_text)):
@@ -182,8 +190,7 @@ def _flag_files(launcher_path: Path, launcher_text: str, cwd: Path, root: Path) 
     return [f for f in found if f is not None]
 
 
-def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, launcher_text: str | None,
-                           cwd: Path) -> str | None:
+def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, launcher_text: str | None, cwd: Path) -> str | None:
     """The code tree with the launcher and the files it takes flags from left out (issue 9, item 6):
     their effect is in the recorded training command."""
     files = [launcher_path.resolve(), *_flag_files(launcher_path, launcher_text or "", cwd, repo.root)]
@@ -209,8 +216,9 @@ def _stop_signal(result: Any) -> int | None:
         return int(signal.SIGTERM)
 
 
-def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say,
-                     result: Any = None, stop_wait_s: float = 30.0) -> Any:
+def follow_submitted(
+    staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say, result: Any = None, stop_wait_s: float = 30.0
+) -> Any:
     """After the launcher ended: settle every job it submitted through the `ray` wrapper.
 
     The run was stopped (`result` killed): every job still running on the cluster is stopped
@@ -219,8 +227,8 @@ def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int
     message), and followed if it still runs; the last `--no-wait` job is followed to its end
     (issue 9, item 8), its logs appended to the run's raw output. Returns the end of the last
     job submitted (None when nothing was submitted, or Ray never saw it)."""
-    from ledger.capture import shim
     from ledger.capture.rayjob import Missing, settle
+    from ledger.understand import shim
 
     submitted = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.submission_id]
     if not submitted:
@@ -275,6 +283,7 @@ def _follow(staged: staging.Staged, record: Any, terminal_fd: int | None, say: S
 
     say(f"ledger: following Ray job {record.submission_id} to its end (Ctrl-C stops it)")
     with open(staged.dir / RAW_OUTPUT, "ab") as raw:
+
         def write(data: bytes) -> None:
             raw.write(data)
             if terminal_fd is not None:
@@ -293,14 +302,14 @@ def ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
     its failure (the driver's exit code, not the CLI's 1) and a stop by ledger; its success
     leaves the launcher's own exit code (a launcher may fail after its job); a Ray that cannot
     be reached leaves the launcher's status, with a warning."""
-    m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status,
-                              "message": end.message}
+    m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
     if end.stopped_by_ledger:
         m["status"]["ray_job"]["stopped_by_ledger"] = True
     if end.status not in ("SUCCEEDED", "FAILED", "STOPPED"):
         if end.waiting:
-            m["warnings"].append(f"{end.error or 'the Ray job did not end'}; the job's end is unknown "
-                                 f"(`ray job status {end.submission_id}`)")
+            m["warnings"].append(
+                f"{end.error or 'the Ray job did not end'}; the job's end is unknown (`ray job status {end.submission_id}`)"
+            )
             say(f"ledger: {end.error or 'the Ray job did not end'}; recorded what is known")
             m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
             return

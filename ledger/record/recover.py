@@ -11,11 +11,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ledger.capture.runscrub import load_secrets
-from ledger.capture.scanner import Redactor
-from ledger.config import load_config
+from ledger.configload import load_config
 from ledger.record.run import Say, finish, note_truncation
 from ledger.record.streamed import StreamResult, process_raw, retire_raw, stop_worker
+from ledger.redact.runscrub import load_secrets
+from ledger.redact.scanner import Redactor
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
@@ -37,20 +37,23 @@ def recover(start: Path, say: Say) -> list[str]:
         if code is None or m is None:
             kept = keep_job_files(repo.root, staged)
             if kept is None:
-                say(f"ledger: run {staged.id}: staged before its record was written; it held no file of the job; "
-                    "removed ledger's staging folder")
+                say(
+                    f"ledger: run {staged.id}: staged before its record was written; it held no file of the job; "
+                    "removed ledger's staging folder"
+                )
             else:
                 count, dest = kept
-                say(f"ledger: run {staged.id}: no record to commit (staged before its record was written, or written "
+                say(
+                    f"ledger: run {staged.id}: no record to commit (staged before its record was written, or written "
                     f"to after it was committed); moved the {count} file(s) the job wrote to {dest}; "
-                    "removed ledger's staging folder")
+                    "removed ledger's staging folder"
+                )
             staged.remove()
             continue
         # the job's output is the best clock of when it last did anything; read it before the
         # split below rewrites the logs (and their mtimes)
         raw = staged.raw_output
-        stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log")
-                                                     if p.exists()]
+        stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log") if p.exists()]
         last = max(stamps)
         secrets = load_secrets(staged.dir)  # exactly the values a normal finish scrubs
         stop_worker(staged.dir)  # a log worker the dead ledger left; its work is redone from the raw file
@@ -65,8 +68,7 @@ def recover(start: Path, say: Say) -> list[str]:
             m["warnings"].append("ledger could not commit the record when the job ended; committed by `ledger recover`")
         else:
             m["finished"] = iso(last)
-            m["status"] = {"state": "lost", "exit_code": None, "signal": None,
-                           "duration_s": round(max(0.0, last - started), 3)}
+            m["status"] = {"state": "lost", "exit_code": None, "signal": None, "duration_s": round(max(0.0, last - started), 3)}
             m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
         if logs is not None:  # after the status above: a truncation is said in it too, as for a run
             note_truncation(staged.run_dir, m, logs.truncated, say)
@@ -76,7 +78,6 @@ def recover(start: Path, say: Say) -> list[str]:
             m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
         done.append(finish(repo, cfg, staged, m, code, logs, say, secrets=secrets))
     return done
-
 
 
 def keep_job_files(root: Path, staged: staging.Staged) -> tuple[int, Path] | None:

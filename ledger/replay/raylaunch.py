@@ -122,8 +122,10 @@ class LocalHead:
     def __init__(self, cwd: Path, say: Callable[[str], None]):
         ray = shutil.which("ray")
         if ray is None:
-            raise LedgerError("the run was submitted to Ray and no Ray cluster answers, but `ray` is not installed here",
-                              "pip install 'ledger[ray]', or give --address URL of a running cluster")
+            raise LedgerError(
+                "the run was submitted to Ray and no Ray cluster answers, but `ray` is not installed here",
+                "pip install 'ledger[ray]', or give --address URL of a running cluster",
+            )
         self.temp = tempfile.mkdtemp(prefix="lrh", dir="/tmp")  # short: Ray's socket paths have a length limit
         self.dashboard_port = _free_port()
         self.url = f"http://127.0.0.1:{self.dashboard_port}"
@@ -131,22 +133,46 @@ class LocalHead:
         env["RAY_TMPDIR"] = self.temp  # its address file stays in its own folder, not /tmp/ray
         os.makedirs(os.path.join(self.temp, "ray"), exist_ok=True)
         env.pop("RAY_ADDRESS", None)
-        argv = [ray, "start", "--head", "--block", "--disable-usage-stats", "--node-ip-address", "127.0.0.1",
-                "--port", str(_free_port()), "--include-dashboard", "true", "--dashboard-host", "127.0.0.1",
-                "--dashboard-port", str(self.dashboard_port),
-                "--dashboard-agent-listen-port", str(_free_port()), "--dashboard-agent-grpc-port", str(_free_port()),
-                "--runtime-env-agent-port", str(_free_port()), "--metrics-export-port", str(_free_port()),
-                "--temp-dir", self.temp]
+        argv = [
+            ray,
+            "start",
+            "--head",
+            "--block",
+            "--disable-usage-stats",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(_free_port()),
+            "--include-dashboard",
+            "true",
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(self.dashboard_port),
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--dashboard-agent-grpc-port",
+            str(_free_port()),
+            "--runtime-env-agent-port",
+            str(_free_port()),
+            "--metrics-export-port",
+            str(_free_port()),
+            "--temp-dir",
+            self.temp,
+        ]
         say(f"ledger: no Ray cluster to replay on; starting a local head for the replay at {self.url}")
         self.log = open(os.path.join(self.temp, "head.log"), "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + HEAD_START_S
         while not reachable(self.url, 2.0):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
-                raise LedgerError(f"the local Ray head for the replay did not start (see `ray start --head` "
-                                  f"output: exit {self.proc.returncode})", "give --address URL of a running cluster")
+                raise LedgerError(
+                    f"the local Ray head for the replay did not start (see `ray start --head` output: exit {self.proc.returncode})",
+                    "give --address URL of a running cluster",
+                )
             time.sleep(0.5)
 
     def stop(self) -> None:
@@ -166,13 +192,13 @@ class LocalHead:
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
-def choose_target(m: Mapping[str, Any], address: str | None, cwd: Path, say: Callable[[str], None],
-                  dry_run: bool = False) -> RayTarget:
+def choose_target(m: Mapping[str, Any], address: str | None, cwd: Path, say: Callable[[str], None], dry_run: bool = False) -> RayTarget:
     """Where the replay goes (module docstring); a dry run starts nothing."""
     if address:
         if not dry_run and not reachable(address):
-            raise LedgerError(f"no Ray Job API answers at --address {address}",
-                              "give the dashboard URL of a running cluster (http://HOST:8265)")
+            raise LedgerError(
+                f"no Ray Job API answers at --address {address}", "give the dashboard URL of a running cluster (http://HOST:8265)"
+            )
         return RayTarget(address, "--address")
     recorded = recorded_address(m)
     if recorded and reachable(recorded):

@@ -67,8 +67,7 @@ class MegatronTrainRayActor:
     def train(self, step: int, samples: list[int], lr: float) -> None:
         loss = sum(samples) / (len(samples) * 97.0) * self.weight
         self.weight -= lr * loss
-        print(f"[{stamp()}] model.py:1 - step {step}: {{'train/loss': {loss!r}, 'train/grad_norm': {self.weight!r}}}",
-              flush=True)
+        print(f"[{stamp()}] model.py:1 - step {step}: {{'train/loss': {loss!r}, 'train/grad_norm': {self.weight!r}}}", flush=True)
 
 
 def main() -> int:

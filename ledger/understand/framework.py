@@ -41,8 +41,7 @@ def _code(path: str) -> str | None:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
-def detect(script: str | None, cwd: str, configured: str | None = None,
-           miles_image: bool = False) -> tuple[str, str, tuple[str, ...]]:
+def detect(script: str | None, cwd: str, configured: str | None = None, miles_image: bool = False) -> tuple[str, str, tuple[str, ...]]:
     """(framework, how it was recognised, the debug flags to add) for the entry script `script`
     (relative to `cwd`). Framework is `miles`, `slime`, `declared` (the script names the flags),
     `none` (configured off) or `unknown`."""
@@ -75,6 +74,8 @@ def off_hint(log_tail: str) -> str | None:
     found = re.search(r"unrecognized arguments:[^\n]*(--save-debug-[\w-]+)", log_tail)
     if not found:
         return None
-    return (f"the trainer does not accept {found.group(1)}, which ledger added for replay: run with "
-            "`ledger run --no-debug-data`, or set `capture.debug_framework: none` (or `slime`, `miles`) "
-            "in .ledger.yaml")
+    return (
+        f"the trainer does not accept {found.group(1)}, which ledger added for replay: run with "
+        "`ledger run --no-debug-data`, or set `capture.debug_framework: none` (or `slime`, `miles`) "
+        "in .ledger.yaml"
+    )

@@ -79,8 +79,10 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
         out["verdict"] = "diverged"
         out["first_difference"] = first
     if late > 0:
-        out["note"] = (f"replayed from rollout {late} without the original's weights at that step (no checkpoint): "
-                       "its training metrics are not expected to match")
+        out["note"] = (
+            f"replayed from rollout {late} without the original's weights at that step (no checkpoint): "
+            "its training metrics are not expected to match"
+        )
     return out
 
 
@@ -106,9 +108,8 @@ def fidelity_of(repo: Any, m: dict[str, Any], run_dir: Any) -> dict[str, Any] | 
 
     from ledger.compare.logparse import read_metrics_jsonl
     from ledger.compare.metrics_store import load_metrics
-    from ledger.config import load_config
-    from ledger.runref import resolve
-    from ledger.storage.store import check_ledger_branch
+    from ledger.configload import load_config
+    from ledger.storage.store import check_ledger_branch, find_run
 
     source_id = m.get("replay_of")
     if not source_id:
@@ -116,7 +117,9 @@ def fidelity_of(repo: Any, m: dict[str, Any], run_dir: Any) -> dict[str, Any] | 
     path = Path(run_dir) / "metrics.jsonl"
     mine = read_metrics_jsonl(path) if path.exists() else MetricsTable()
     tip = check_ledger_branch(repo, load_config(repo.root, repo.common_dir).branch)
-    entry = resolve(repo, tip, str(source_id))
+    entry = find_run(repo, tip, str(source_id)) if tip is not None else None
+    if entry is None:
+        return {"verdict": "unknown", "reason": f"run {source_id} is not on the ledger branch", "compared": 0}
     theirs = load_metrics(repo, entry) or MetricsTable()
     info = m.get("replay") or {}
     raw_mapping = info.get("mapping") if isinstance(info, dict) else None
