@@ -195,6 +195,8 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
                             cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
         m["code"].update(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256,
                          untracked_left_out=code.untracked)
+        if code.submodules:
+            m["code"]["submodules"] = code.submodules
         m["replay_of"], m["replay"] = req.replay_of, req.replay
         redacted.update(f"argv: {n}" for n in argv_names)
         redacted.update(f"code/{p}: {kind}" for p, kinds in zip(code.scrubbed, code_places) for kind in kinds)
