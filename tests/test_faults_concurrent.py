@@ -5,11 +5,12 @@ outlives the bound is reported (tests/test_faults_input.py holds that contract).
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections import Counter
 from pathlib import Path
 
-from conftest import LEDGER, git
+from conftest import LEDGER, git, ledger
 
 WRITERS = 16
 ROUNDS = 2
@@ -38,3 +39,22 @@ def test_sixteen_concurrent_runs_all_land_exactly_once(repo: Path) -> None:
     staging = repo / ".ledger" / "staging"
     assert not staging.exists() or not any(staging.iterdir())  # nothing left behind
     git(repo, "fsck", "--strict", "--no-progress")
+
+
+def test_a_run_whose_ledger_was_killed_is_listed_as_orphaned(repo: Path) -> None:
+    """Was: `ledger list` said nothing of it until someone thought of `ledger recover`."""
+    from test_faults_input import _staged_dead_run
+
+    assert ledger(repo, "run", "--no-heat-guard", "--name", "kept", "--", "true").returncode == 0
+    staged = _staged_dead_run(repo)  # its ledger and job SIGKILLed
+    listed = ledger(repo, "list")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith(staged.name)]
+    assert "orphaned: `ledger recover` commits it" in row
+    as_json = json.loads(ledger(repo, "list", "--json").stdout)
+    rows = as_json if isinstance(as_json, list) else as_json.get("runs", [])
+    (entry,) = [r for r in rows if r["id"] == staged.name]
+    assert entry["state"] == "orphaned" and "ledger recover" in entry["hint"]
+    assert ledger(repo, "recover").returncode == 0
+    after = ledger(repo, "list").stdout
+    assert "orphaned" not in after and "lost" in next(line for line in after.splitlines() if line.startswith(staged.name))
