@@ -23,8 +23,9 @@ def to_job(repo: Path, repeat: int) -> float:
     times = []
     for _ in range(repeat):
         t = time.time()
-        out = subprocess.run(ledger_argv("run", "--no-heat-guard", "--no-debug-data", "--", *JOB), cwd=repo,
-                             check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ledger_argv("run", "--no-heat-guard", "--no-debug-data", "--", *JOB), cwd=repo, check=True, capture_output=True, text=True
+        ).stdout
         times.append(float(out.strip().splitlines()[-1]) - t)
     return statistics.median(times)
 
@@ -42,15 +43,19 @@ def main() -> None:
         for i in range(min(1000, args.files - d * 1000)):
             (folder / f"f{i:04d}.txt").write_bytes(b"")
     full = to_job(repo, args.repeat)
-    status = timeit(lambda: subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=repo, check=True,
-                                           capture_output=True), args.repeat)
+    status = timeit(
+        lambda: subprocess.run(["git", "status", "--porcelain", "-uall"], cwd=repo, check=True, capture_output=True), args.repeat
+    )
     extra = full - empty
-    report(f"time to the job with {args.files} untracked files (bench/bench_untracked.py)", [
-        ("0 untracked files", f"{empty * 1000:.0f} ms to the job"),
-        (f"{args.files} untracked files", f"{full * 1000:.0f} ms to the job"),
-        ("`git status --porcelain -uall`", f"{status * 1000:.0f} ms"),
-        ("extra time to the job vs git status", f"{extra / status:.2f}x (target < 0.5x)"),
-    ])
+    report(
+        f"time to the job with {args.files} untracked files (bench/bench_untracked.py)",
+        [
+            ("0 untracked files", f"{empty * 1000:.0f} ms to the job"),
+            (f"{args.files} untracked files", f"{full * 1000:.0f} ms to the job"),
+            ("`git status --porcelain -uall`", f"{status * 1000:.0f} ms"),
+            ("extra time to the job vs git status", f"{extra / status:.2f}x (target < 0.5x)"),
+        ],
+    )
     subprocess.run(["rm", "-rf", str(repo.parent)])
 
 

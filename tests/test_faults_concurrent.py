@@ -26,9 +26,12 @@ def test_sixteen_concurrent_runs_all_land_exactly_once(repo: Path) -> None:
     (another ledger's update-ref held the lock that instant), or 125 before the job."""
     failures: list[str] = []
     for _round in range(ROUNDS):
-        procs = [subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", "true"], cwd=repo,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for _ in range(WRITERS)]
+        procs = [
+            subprocess.Popen(
+                [*LEDGER, "run", "--no-heat-guard", "--", "true"], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(WRITERS)
+        ]
         for proc in procs:
             _out, err = proc.communicate(timeout=120)
             if proc.returncode != 0:

@@ -38,11 +38,14 @@ def read_only(folder: Path) -> Iterator[None]:
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
-@pytest.mark.parametrize(("folder", "said"), [
-    (".git/objects", "the object store"),
-    (".git/refs/heads", "branch 'experiments's ref"),
-    (".ledger", ".ledger/"),
-])
+@pytest.mark.parametrize(
+    ("folder", "said"),
+    [
+        (".git/objects", "the object store"),
+        (".git/refs/heads", "branch 'experiments's ref"),
+        (".ledger", ".ledger/"),
+    ],
+)
 def test_read_only_repository_is_refused_before_the_job(repo: Path, folder: str, said: str) -> None:
     """Was: the job ran, then `internal error: OSError … Read-only file system`, exit 1."""
     (repo / folder).mkdir(exist_ok=True)  # `.ledger/` exists once a run was made
@@ -57,8 +60,11 @@ def small_fs(tmp_path: Path) -> Iterator[Path]:
     where = tmp_path / "small"
     where.mkdir()
     mount = shutil.which("mount")
-    proc = subprocess.run([mount or "mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(where)],
-                          capture_output=True, text=True) if mount else None
+    proc = (
+        subprocess.run([mount or "mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(where)], capture_output=True, text=True)
+        if mount
+        else None
+    )
     if proc is None or proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() if proc else 'no mount command'}")
     try:
@@ -72,17 +78,20 @@ def _latest_manifest(repo: Path) -> dict:
     return yamlio.loads(git(repo, "show", f"experiments:runs/{run_id[-4:-2]}/{run_id}/manifest.yaml"))
 
 
-FLOOD = ("import sys\n"
-         "for i in range(500000): sys.stdout.write(f'line {i:09d} ' + 'y' * 80 + '\\n')\n"
-         "sys.exit(7)\n")
+FLOOD = "import sys\nfor i in range(500000): sys.stdout.write(f'line {i:09d} ' + 'y' * 80 + '\\n')\nsys.exit(7)\n"
 
 
 def test_full_disk_keeps_the_captured_output_in_the_log(small_fs: Path) -> None:
     """Was: the committed trainer.log was 0 bytes although ~20 MB had been captured (the raw
     copy filled the disk, and the split had no room left to write the log)."""
     repo = make_repo(small_fs / "proj", {"README.md": "x\n"})
-    proc = subprocess.run([*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "-c", FLOOD], cwd=repo,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
+    proc = subprocess.run(
+        [*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "-c", FLOOD],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=120,
+    )
     assert proc.returncode == 7, proc.stderr
     m = _latest_manifest(repo)
     kept = int(m["status"]["warnings"][0].split(" after ")[1].split(" of ")[0])
@@ -94,8 +103,13 @@ def test_full_disk_keeps_the_captured_output_in_the_log(small_fs: Path) -> None:
     body, _sep, note = log.rstrip(b"\n").rpartition(b"\n")
     assert note.startswith(b"[ledger] logs truncated") and f"after {kept} of 48000000 bytes".encode() in note
     assert f"trainer.log truncated at byte {at}".encode() in note
-    assert len(body) == at and body == b"".join(  # the first `at` bytes of the output, exactly
-        f"line {i:09d} {'y' * 80}\n".encode() for i in range(at // 96 + 1))[:at]
+    assert (
+        len(body) == at
+        and body
+        == b"".join(  # the first `at` bytes of the output, exactly
+            f"line {i:09d} {'y' * 80}\n".encode() for i in range(at // 96 + 1)
+        )[:at]
+    )
 
 
 def test_recover_on_a_full_disk_is_one_line(small_fs: Path) -> None:

@@ -41,8 +41,7 @@ class LiveRun:
 
         fields = list_fields({**self.manifest, "id": self.id, "status": None, "gpu": None})
         if self.orphaned:
-            return {**fields, "state": "orphaned", "step": self.step, "last_step_at": self.last_step_at,
-                    "hint": ORPHANED_HINT}
+            return {**fields, "state": "orphaned", "step": self.step, "last_step_at": self.last_step_at, "hint": ORPHANED_HINT}
         return {**fields, "state": "running", "step": self.step, "last_step_at": self.last_step_at}
 
 
