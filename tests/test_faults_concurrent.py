@@ -39,6 +39,8 @@ def test_sixteen_concurrent_runs_all_land_exactly_once(repo: Path) -> None:
     assert not failures, failures
     ids = _run_ids(repo)
     assert len(ids) == WRITERS * ROUNDS and max(Counter(ids).values()) == 1
+    folders = {path.split("/")[-1] for path in git(repo, "ls-tree", "-d", "--name-only", "-r", "experiments", "runs/").split()}
+    assert set(ids) <= folders  # every run's folder is at the tip: none was dropped by a later commit
     staging = repo / ".ledger" / "staging"
     assert not staging.exists() or not any(staging.iterdir())  # nothing left behind
     git(repo, "fsck", "--strict", "--no-progress")

@@ -403,8 +403,14 @@ class Repo:
                 here[head] = value
         base = self._obj(base_tree) if base_tree else None
         for name, sub in below.items():
-            existing = base[name] if base is not None and name in base else None
-            sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
+            # edits below a path set in the same call go on top of that new value (a run folder
+            # into the tip's shard folder), else on top of the base tree's entry
+            if name in here:
+                value = here[name]
+                sub_base = value[0] if value is not None and value[1] == MODE_TREE else None
+            else:
+                existing = base[name] if base is not None and name in base else None
+                sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
             new_sub = self.tree_with_edits(sub_base, sub)
             here[name] = None if len(self._obj(new_sub)) == 0 else (new_sub, int(MODE_TREE))
         if not all(_utf8(name) for name in here):
