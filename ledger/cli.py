@@ -174,13 +174,19 @@ def show(run_name: str, as_json: bool) -> None:
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
 @click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the comparison as one self-contained HTML page (charts A vs B per step).")
+@click.option("--any-age", is_flag=True,
+              help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours.")
 def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
-         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...], html: Path | None) -> int:
-    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
+         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...], html: Path | None,
+         any_age: bool) -> int:
+    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs (or they are repeats).
+
+    Every metric is judged against the noise between replicas: beyond noise, within noise, or no replicas.
+    """
     from ledger.commands.diff import diff_runs
 
     out = diff_runs(Path.cwd(), a, b, metrics=list(metrics), force=force, steps_metric=steps_metric,
-                    git_diff=not no_git_diff and not as_json, ignore=list(ignore), html=html)
+                    git_diff=not no_git_diff and not as_json, ignore=list(ignore), html=html, any_age=any_age)
     if out.forced_banner:
         _say(out.forced_banner)
     if out.html_path is not None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.logparse import MetricsTable
+from ledger.compare.noisehtml import noise_section
 from ledger.compare.stats import (
     RESPONSE_LEN,
     ROLLOUT_TIME,
@@ -70,6 +71,8 @@ class DiffPageInput:
     manifest_b: Mapping[str, Any]
     table_a: MetricsTable | None
     table_b: MetricsTable | None
+    # every run of each side (A or B first, then its replicas), for the noise section's bands
+    replicas: tuple[Sequence[MetricsTable | None], Sequence[MetricsTable | None]] = ((), ())
 
 
 def diff_title(report: DiffReport) -> str:
@@ -116,6 +119,7 @@ def diff_page(data: DiffPageInput) -> str:
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
     body = (f'<h1 class="{css}">{escape(title)}</h1>\n<p>A: {escape(report.a)} &nbsp; B: {escape(report.b)}</p>\n'
             f'<div class="side"><div class="charts">{svgs}</div>\n<pre>{escape(data.text)}</pre></div>')
+    body += "\n" + noise_section(report, *data.replicas)
     return page(f"ledger diff: {title}", body)
 
 
