@@ -210,10 +210,12 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
 @click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
+@click.option("--seeds", "seeds", default=None,
+              help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another.")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
            name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, force: bool,
-           extra: tuple[str, ...]) -> int:
+           seeds: str | None, extra: tuple[str, ...]) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
     from ledger.replay.replay import ReplayOptions, replay_run
 
@@ -221,6 +223,11 @@ def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | Non
                          extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
                          in_image=in_image, force=force)
     ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
+    if seeds is not None:
+        from ledger.replay.seeds import parse_seeds, replay_seeds
+
+        return replay_seeds(Path.cwd(), opts, parse_seeds(seeds), _say, _terminal_fd(), stdout=click.echo,
+                            confirm=ask)
     code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo, confirm=ask)
     return code
 

@@ -37,6 +37,7 @@ from ledger.compare.stats import (
     permutation_p,
     replica_difference,
 )
+from ledger.config import DEFAULT_MAX_AGE_HOURS
 
 BEYOND, WITHIN, NO_REPLICAS, REPEAT = "beyond noise", "within noise", "no replicas", "repeat"
 TRAIN_AXIS, ROLLOUT_AXIS = "train step", "rollout"
@@ -90,7 +91,7 @@ class NoiseReport:
     metrics: list[NoiseMetric] = field(default_factory=list)
     session: list[str] = field(default_factory=list)  # replicas from another day, host, GPU, driver
     any_age: bool = False
-    max_age_hours: float | None = None
+    max_age_hours: float = DEFAULT_MAX_AGE_HOURS
 
     def verdict_of(self, metric: str) -> NoiseMetric | None:
         """The judged metric of that name, if any."""
@@ -133,10 +134,11 @@ def _side(runs: Sequence[RunSeries], metric: str, axis: str, steps: set[int]) ->
 
 
 def judge_metric(metric: str, axis: str, side_a: Sequence[RunSeries], side_b: Sequence[RunSeries],
-                 repeat: bool = False, confidence: float = CONFIDENCE) -> NoiseMetric | None:
+                 repeat: bool = False, confidence: float = CONFIDENCE, permutation: bool = True) -> NoiseMetric | None:
     """One metric of two sides of replicas (each side's first run is A or B itself).
 
-    None when A and B share no step of it.
+    None when A and B share no step of it. `permutation`: also the permutation test's p-value
+    (a cross-check beside the verdict, where each side has enough runs).
     """
     col_a, col_b = column(side_a[0].table, metric, axis), column(side_b[0].table, metric, axis)
     steps = col_a.keys() & col_b.keys()
@@ -165,7 +167,7 @@ def judge_metric(metric: str, axis: str, side_a: Sequence[RunSeries], side_b: Se
         per_step = median_with_ci([col_b[s] - col_a[s] for s in ordered], confidence)
         return result(per_step.median, per_step.ci, None, NO_REPLICAS, "per-step")
     return result(judged.diff, judged.ci, judged.noise_floor, BEYOND if judged.beyond else WITHIN, judged.method,
-                  judged.df, permutation_p(means_a, means_b))
+                  judged.df, permutation_p(means_a, means_b) if permutation else None)
 
 
 def judge(metrics: Sequence[tuple[str, str]], side_a: Sequence[RunSeries], side_b: Sequence[RunSeries],

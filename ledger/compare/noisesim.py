@@ -60,7 +60,7 @@ def one_verdict(rng: random.Random, replicas: int, effect_sds: float, noise: Noi
     side_a = [RunSeries(f"a{i}", simulate_run(rng, noise, 0.0)) for i in range(replicas)]
     side_b = [RunSeries(f"b{i}", simulate_run(rng, noise_b or noise, effect))
               for i in range(replicas if replicas_b is None else replicas_b)]
-    judged = judge_metric(METRIC, TRAIN_AXIS, side_a, side_b)
+    judged = judge_metric(METRIC, TRAIN_AXIS, side_a, side_b, permutation=False)
     assert judged is not None
     return judged.verdict
 

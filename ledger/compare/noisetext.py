@@ -1,7 +1,7 @@
 """The text of a diff's noise section, its repeat heading and its degenerate-run flags.
 
 `render.render_text` places them: the repeat heading where the changed setting would be, the flags
-right under it (the diff's first lines), the noise section before the timing section.
+right under it (the diff's first lines), the noise section after the learning section.
 """
 
 from __future__ import annotations
@@ -36,6 +36,9 @@ def repeat_lines(report: DiffReport) -> list[str]:
 def flag_lines(report: DiffReport) -> list[str]:
     """One `DEGENERATE:` line per flag on A, B or a replica."""
     names = {report.a: "A", report.b: "B"}
+    if report.noise is not None:
+        names.update({rid: "A's replica" for rid in report.noise.replicas_a[1:]})
+        names.update({rid: "B's replica" for rid in report.noise.replicas_b[1:]})
     out = []
     for flag in report.flags:
         who = names.get(flag.run, "replica")

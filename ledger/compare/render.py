@@ -212,11 +212,11 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
     if not report.refused:
         lines.append("")
         lines += _unmatched_lines(report)
-        if report.noise is not None:
-            lines += [*noise_lines(report), ""]
         lines += _timing_lines(report)
         lines.append("")
         lines += _learning_lines(report)
+        if report.noise is not None:
+            lines += ["", *noise_lines(report)]
         if show_steps and report.steps_metric:
             lines.append("")
             lines += _steps_lines(report)

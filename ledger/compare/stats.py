@@ -448,13 +448,8 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> float | None:
     na, nb = len(a), len(b)
     if min(na, nb) < PERMUTATION_MIN_RUNS or math.comb(na + nb, na) > PERMUTATION_MAX_SPLITS:
         return None
-    pooled = [*a, *b]
+    pooled = [float(v) for v in (*a, *b)]
     total = sum(pooled)
-    observed = abs(statistics.fmean(b) - statistics.fmean(a))
-    hits = splits = 0
-    for chosen in itertools.combinations(range(na + nb), na):
-        sum_a = sum(pooled[i] for i in chosen)
-        gap = abs((total - sum_a) / nb - sum_a / na)
-        hits += gap >= observed * (1 - 1e-12)
-        splits += 1
-    return hits / splits
+    observed = abs(statistics.fmean(b) - statistics.fmean(a)) * (1 - 1e-12)
+    gaps = [abs((total - s) / nb - s / na) for s in map(sum, itertools.combinations(pooled, na))]
+    return sum(g >= observed for g in gaps) / len(gaps)
