@@ -143,6 +143,12 @@ def test_the_diff_page_shows_each_sides_band_and_the_verdicts(runs: Path, tmp_pa
     assert 'data-series="A mean of 3 runs" data-n="10"' in band
     assert 'data-series="A band: lowest replica"' in band and 'data-series="B band: highest replica"' in band
     assert "DEGENERATE" in html
+    report = tmp_path / "runs.html"  # and every report: the runs table names them in their state
+    assert ledger(runs, "report", "--html", str(report)).returncode == 0
+    rows = {row.split('"')[0]: row for row in report.read_text().split('<tr data-run="')[1:]}
+    ids = _ids(runs)
+    assert all("DEGENERATE: 100% of groups had zero reward spread" in rows[rid] for rid in ids["b"])
+    assert not any("DEGENERATE" in rows[rid] for rid in ids["a"])
 
 
 def test_two_runs_with_identical_settings_compare_as_a_repeat(runs: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.logparse import MetricsTable
-from ledger.compare.noisehtml import noise_section
+from ledger.compare.noisehtml import degenerate_text, noise_section
 from ledger.compare.stats import (
     RESPONSE_LEN,
     ROLLOUT_TIME,
@@ -150,7 +150,9 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
         s = row.summary
         paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
         duration = s.get("duration_s")
-        cells = [s.get("id"), s.get("name") or "-", (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else ""),
+        state = (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else "")
+        state += f" {flagged}" if (flagged := degenerate_text(str(s.get("id")), row.table)) else ""
+        cells = [s.get("id"), s.get("name") or "-", state,
                  "-" if s.get("exit_code") is None else s.get("exit_code"),
                  "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s", paused,
                  (s.get("started") or "-")[:19].replace("T", " "), row.changes]

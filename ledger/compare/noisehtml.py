@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from html import escape
 
 from ledger.compare.diffcore import DiffReport
+from ledger.compare.flags import degenerate_flags
 from ledger.compare.logparse import MetricsTable
 from ledger.compare.noise import METHODS, NoiseMetric, column
 from ledger.compare.svg import Chart, Series, render
@@ -76,3 +77,9 @@ def noise_section(report: DiffReport, tables_a: Sequence[MetricsTable | None],
     runs = f"A: {len(noise.replicas_a)} run(s), B: {len(noise.replicas_b)} run(s)"
     return (f'<section class="noise"><h2>Is the difference real? ({escape(runs)}; {escape(method)})</h2>\n'
             f"{flags}{table}{notes}\n{''.join(charts)}</section>")
+
+
+def degenerate_text(run: str, table: MetricsTable | None) -> str:
+    """`DEGENERATE: ...` for a run of `ledger report` over all its steps ("" when it is not)."""
+    flags = degenerate_flags(run, table)
+    return "; ".join(f"DEGENERATE: {f.describe()}" for f in flags)
