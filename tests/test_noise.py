@@ -242,3 +242,14 @@ def test_noise_section_in_text_and_page() -> None:
     single = judge([("train/loss", TRAIN_AXIS)], side_a[:1], side_b[:1])
     report.noise = single
     assert single.method == "per-step" and "IGNORES run-to-run noise" in render_text(report)
+
+
+def test_a_suggested_baseline_from_another_session_is_named_under_the_hint() -> None:
+    earlier = _m("base", "2026-11-29T10:00:00Z", lr=0.3)
+    report = build_report(_m("A", lr=0.2, seed=3), _m("B", lr=0.3, seed=2), None, None, ignore=["save"],
+                          earlier_runs=[earlier], replica_keys=replica_globs())
+    assert report.refused and report.suggested_baseline == "base"
+    report.baseline_session = session_notes(_m("B"), [("suggested baseline base", earlier)], "B")
+    text = render_text(report)
+    hint = text.index("hint: base differs from B in one setting")
+    assert text.index("session: different day than B (2026-12-02): suggested baseline base (2026-11-29)") > hint

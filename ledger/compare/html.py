@@ -82,7 +82,7 @@ def diff_title(report: DiffReport) -> str:
         return f"refused: {len(report.changed)} settings differ" + (f" ({changes})" if changes else "")
     if report.forced:
         return f"FORCED: {changes or 'no setting differs'}"
-    return changes
+    return changes or "no setting differs: two repeats"
 
 
 def diff_charts(data: DiffPageInput) -> list[Chart]:
