@@ -253,3 +253,20 @@ def test_a_suggested_baseline_from_another_session_is_named_under_the_hint() -> 
     text = render_text(report)
     hint = text.index("hint: base differs from B in one setting")
     assert text.index("session: different day than B (2026-12-02): suggested baseline base (2026-11-29)") > hint
+
+
+def test_flags_from_miles_shaped_perf_lines(tmp_path: Any) -> None:
+    # the rollout manager's `perf N:` dict as miles/ray/rollout/metrics.py builds it (rollout/ prefix)
+    from pathlib import Path
+
+    from ledger.compare.logparse import parse_logs
+
+    log = Path(tmp_path) / "trainer.log"
+    log.write_text("".join(
+        f"(RolloutManager pid=18) [2026-04-15 07:5{n}:53] rollout.py:1193 - perf {n}: {{'rollout/response_len/mean': "
+        f"2773.7, 'rollout/zero_std/count_0.0': {c0}, 'rollout/zero_std/all_zero_percentage': {c0 / 64}, "
+        f"'rollout/zero_std/all_one_percentage': 0.0, 'rollout/repetition_frac': 0.05, "
+        f"'rollout/truncated_ratio': {t}, 'perf/rollout_time': 371.18}}\n" for n, (c0, t) in enumerate([(40, 0.1), (30, 0.3)])))
+    flags = {f.flag: f for f in degenerate_flags("r", parse_logs([log]))}
+    assert set(flags) == {"zero-std"} and flags["zero-std"].value == pytest.approx(70 / 128)
+    assert flags["zero-std"].steps == [0] and flags["zero-std"].context == {"repetition_frac": pytest.approx(0.05)}
