@@ -47,7 +47,7 @@ METHODS = {
     "exact": "replicas agree exactly: no run-to-run noise, any difference is beyond it",
     "per-step": "no replicas: per-step interval (median of per-step B-A), ignores run-to-run noise",
     "repeat": "A and B are repeats: their difference is the noise",
-    "mixed": "per metric (see each)",
+    "mixed": "t on replica means per metric; exact where replicas agree bitwise",
 }
 
 

@@ -72,8 +72,10 @@ def _heading(report: DiffReport) -> str:
     if noise.method == "per-step":
         return (f"noise: no replicas (runs equal to A or B but for the seed, {age}); the interval is per step "
                 f"and IGNORES run-to-run noise: a difference may be just the seed")
-    return (f"noise ({count}, {age}): diff = B-A of per-step means over replicas [{confidence} CI over run means, "
-            f"{METHODS.get(noise.method, noise.method)}]; noise floor = SD of one run's mean")
+    return (f"noise ({count}, {age}; {METHODS.get(noise.method, noise.method)}):\n"
+            f"  diff = B-A of per-step means over replicas; interval: {confidence} CI over run means; noise floor "
+            f"= SD of one run's mean; each metric is judged alone (of 20 metrics a change does not touch, "
+            f"about one reads beyond noise by chance)")
 
 
 def noise_lines(report: DiffReport) -> list[str]:
@@ -85,10 +87,11 @@ def noise_lines(report: DiffReport) -> list[str]:
         return ["noise: no metric on common steps to judge"]
     rows = [["metric", "axis", "n", "runs", "diff", "interval", "noise floor", "verdict"]]
     for m in noise.metrics:
-        verdict = m.verdict + (" (per-step CI)" if m.verdict == NO_REPLICAS else "")
+        verdict = m.verdict + (" (per-step CI)" if m.verdict == NO_REPLICAS else
+                               " (replicas agree exactly)" if m.method == "exact" else "")
         rows.append([m.metric, m.axis, str(m.steps), f"{m.replicas_a}+{m.replicas_b}", _signed(m.diff),
                      _interval(m), _plain(m.noise_floor), verdict])
-    lines = [_heading(report), *_table(rows, right={2, 4, 6})]
+    lines = [*_heading(report).split("\n"), *_table(rows, right={2, 4, 6})]
     lines += [f"  {note}" for note in _session(noise.session)]
     disagree = [m.metric for m in noise.metrics if m.permutation_p is not None and m.verdict not in (REPEAT,)
                 and (m.permutation_p < 1 - m.confidence) != (m.verdict == "beyond noise")]

@@ -75,8 +75,8 @@ def find_sides(repo: Repo, tip: str, listing: Listing | None, ea: RunEntry, eb: 
         return cached
     ma, mb = manifest(ea), manifest(eb)
     listing = listing or load_listing(repo, tip)
-    near = [m for rid, m in listing.manifests.items()
-            if rid not in (ea.id, eb.id) and (m.get("status") or {}).get("state") == "finished"
+    near = [m for m in listing.ordered()  # oldest first
+            if m["id"] not in (ea.id, eb.id) and (m.get("status") or {}).get("state") == "finished"
             and (any_age or within_age(ma, m, max_age_hours) or within_age(mb, m, max_age_hours))]
     candidates = [_settings(repo, listing.entries[m["id"]], m) for m in near]
     replays: dict[str, Any] = {}
