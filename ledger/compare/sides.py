@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.cache import LocalCache
-from ledger.capture.settings import ignored_settings
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.flags import RunFlag, degenerate_flags
 from ledger.compare.logparse import MetricsTable
@@ -62,10 +61,12 @@ def _settings(repo: Repo, entry: RunEntry, summary: Mapping[str, Any]) -> dict[s
 
 def find_sides(repo: Repo, tip: str, listing: Listing | None, ea: RunEntry, eb: RunEntry,
                manifest: Callable[[RunEntry], Mapping[str, Any]], ignore: Sequence[str], keys: Sequence[str],
-               max_age_hours: float, any_age: bool) -> Sides:
+               max_age_hours: float, any_age: bool,
+               run_ignored: Callable[[Mapping[str, Any], str], set[str]] = lambda settings, run_id: set()) -> Sides:
     """The replicas of A and of B among the runs at `tip` (see the module docstring).
 
-    `manifest` reads a run's full manifest (called for A and B only when the search is not cached).
+    `manifest` reads a run's full manifest (called for A and B only when the search is not cached);
+    `run_ignored(settings, run id)` names a run's settings that are not settings (paths holding its id).
     """
     cache = LocalCache(repo.common_dir, "replicas")
     key = hashlib.sha256(json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age,
@@ -92,9 +93,9 @@ def find_sides(repo: Repo, tip: str, listing: Listing | None, ea: RunEntry, eb: 
 
     sides = Sides(any_age=any_age, max_age_hours=max_age_hours)
     for target, entry, out in ((ma, ea, sides.replicas_a), (mb, eb, sides.replicas_b)):
-        own = sorted(ignored_settings(target.get("settings") or {}, entry.id))
+        own = sorted(run_ignored(target.get("settings") or {}, entry.id))
         for m in candidates:
-            extra = sorted(ignored_settings(m.get("settings") or {}, str(m["id"])))
+            extra = sorted(run_ignored(m.get("settings") or {}, str(m["id"])))
             if find_replicas(target, [m], [*ignore, *own, *extra], keys, max_age_hours, any_age,
                              (ea.id, eb.id), replay_of):
                 out.append(listing.entries[str(m["id"])])

@@ -18,7 +18,7 @@ from ledger.compare.diffcore import DiffReport
 from ledger.compare.flags import degenerate_flags
 from ledger.compare.logparse import MetricsTable
 from ledger.compare.noise import METHODS, NoiseMetric, column
-from ledger.compare.svg import Chart, Series, render
+from ledger.pages.svg import Chart, Series, render
 
 MAX_CHARTS = 8
 COLOR_A, COLOR_B = "#1f77b4", "#d62728"
