@@ -200,9 +200,7 @@ def show(run_name: str, as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
 )
-@click.option(
-    "--any-age", is_flag=True, help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours."
-)
+@click.option("--any-age", is_flag=True, help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours.")
 def diff(
     a: str,
     b: str,
@@ -256,8 +254,9 @@ def diff(
 @click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
-@click.option("--seeds", "seeds", default=None,
-              help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another.")
+@click.option(
+    "--seeds", "seeds", default=None, help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another."
+)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(
     run_name: str,

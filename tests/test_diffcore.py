@@ -211,8 +211,9 @@ def test_two_changes_refuse_with_every_difference_and_a_baseline() -> None:
 
 def test_no_change_compares_two_repeats() -> None:
     # issue 25: two runs with identical settings are repeats: compared (their difference is the noise)
-    report = build_report(manifest("a"), manifest("b"), table(dict.fromkeys(range(6), 2.0)),
-                          table(dict.fromkeys(range(6), 2.2)), ignore=["save"])
+    report = build_report(
+        manifest("a"), manifest("b"), table(dict.fromkeys(range(6), 2.0)), table(dict.fromkeys(range(6), 2.2)), ignore=["save"]
+    )
     assert not report.refused and not report.forced and report.repeat and report.changed == []
     text = render_text(report)
     assert text.splitlines()[3] == "no setting differs: this compares two repeats"

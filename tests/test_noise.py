@@ -14,17 +14,18 @@ from ledger.compare.diffcore import build_report
 from ledger.compare.flags import degenerate_flags
 from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.compare.noise import BEYOND, NO_REPLICAS, TRAIN_AXIS, WITHIN, RunSeries, judge, judge_metric
-from ledger.pages.noisehtml import noise_section
 from ledger.compare.noisesim import Noise, binomial_slack, rejection_rate, run_mean_sd, simulate_run
 from ledger.compare.render import render_text
 from ledger.compare.replicas import find_replicas, replica_globs, session_notes
 from ledger.compare.stats import permutation_p, replica_difference, t_cdf, t_quantile
+from ledger.pages.noisehtml import noise_section
 
 # ---------------------------------------------------------------------------- the t distribution
 
 
-@pytest.mark.parametrize(("df", "q"), [(1, 12.7062), (2, 4.3027), (3, 3.1824), (4, 2.7764), (5, 2.5706),
-                                       (10, 2.2281), (30, 2.0423), (1000, 1.9623)])
+@pytest.mark.parametrize(
+    ("df", "q"), [(1, 12.7062), (2, 4.3027), (3, 3.1824), (4, 2.7764), (5, 2.5706), (10, 2.2281), (30, 2.0423), (1000, 1.9623)]
+)
 def test_t_quantile_matches_published_tables(df: float, q: float) -> None:
     assert t_quantile(0.975, df) == pytest.approx(q, abs=1e-4)
     assert t_cdf(t_quantile(0.975, df), df) == pytest.approx(0.975, abs=1e-12)
@@ -119,8 +120,7 @@ def test_run_mean_sd_matches_simulated_runs() -> None:
     import random
 
     rng, noise = random.Random(51), Noise()
-    means = [statistics.fmean(v["train/loss"] for v in simulate_run(rng, noise, 0.0).train_steps.values())
-             for _ in range(3000)]
+    means = [statistics.fmean(v["train/loss"] for v in simulate_run(rng, noise, 0.0).train_steps.values()) for _ in range(3000)]
     assert statistics.stdev(means) == pytest.approx(run_mean_sd(noise), rel=0.05)
 
 
@@ -130,17 +130,30 @@ def test_run_mean_sd_matches_simulated_runs() -> None:
 def _m(rid: str, started: str = "2026-12-02T03:00:00Z", state: str = "finished", **settings: Any) -> dict[str, Any]:
     base = {"lr": 0.1, "seed": 1, "image.digest": "sha256:aa", "code.tree": "t1", "save": f"/ckpt/{rid}"}
     base.update({k.replace("_", "-"): v for k, v in settings.items()})
-    return {"id": rid, "started": started, "status": {"state": state}, "settings": base, "replay_of": None,
-            "host": {"hostname": "h1"}, "gpu": {"gpus": [{"name": "H200", "driver_version": "570"}]}}
+    return {
+        "id": rid,
+        "started": started,
+        "status": {"state": state},
+        "settings": base,
+        "replay_of": None,
+        "host": {"hostname": "h1"},
+        "gpu": {"gpus": [{"name": "H200", "driver_version": "570"}]},
+    }
 
 
 def test_replicas_differ_only_in_seeds_and_share_image_code_and_age() -> None:
     target = _m("A")
     keys = replica_globs(["data-seed"])
-    runs = [_m("s2", seed=2), _m("rs", rollout_seed=9, seed=3), _m("ds", data_seed=4),
-            _m("lr", lr=0.2, seed=2), _m("img", seed=2, image_digest="sha256:bb"),
-            _m("code", seed=2, code_tree="t2"), _m("old", "2026-11-28T03:00:00Z", seed=5),
-            _m("failed", state="failed", seed=6)]
+    runs = [
+        _m("s2", seed=2),
+        _m("rs", rollout_seed=9, seed=3),
+        _m("ds", data_seed=4),
+        _m("lr", lr=0.2, seed=2),
+        _m("img", seed=2, image_digest="sha256:bb"),
+        _m("code", seed=2, code_tree="t2"),
+        _m("old", "2026-11-28T03:00:00Z", seed=5),
+        _m("failed", state="failed", seed=6),
+    ]
     found = find_replicas(target, runs, ["save"], keys, 24)
     assert sorted(m["id"] for m in found) == ["ds", "rs", "s2"]
     # an ignored image or code setting still parts replicas
@@ -156,8 +169,12 @@ def test_replays_are_replicas_only_on_the_same_samples() -> None:
         return m
 
     target = replay("A", {"0": 2, "1": 3}, 1)
-    runs = [replay("same", {"0": 2, "1": 3}, 2), replay("other-steps", {"0": 0, "1": 1}, 2),
-            replay("other-run", {"0": 2, "1": 3}, 2, of="x"), _m("not-a-replay", seed=2)]
+    runs = [
+        replay("same", {"0": 2, "1": 3}, 2),
+        replay("other-steps", {"0": 0, "1": 1}, 2),
+        replay("other-run", {"0": 2, "1": 3}, 2, of="x"),
+        _m("not-a-replay", seed=2),
+    ]
     assert [m["id"] for m in find_replicas(target, runs, ["save"], replica_globs(), 24)] == ["same"]
 
 
@@ -170,10 +187,12 @@ def test_session_notes_name_another_day_host_gpu_and_driver() -> None:
     no_gpu = _m("r3")
     no_gpu["gpu"] = {"gpus": []}
     notes = session_notes(a, [("B", late), ("B's replica r2", other), ("B's replica r3", no_gpu)])
-    assert notes == ["different day than A (2026-12-02): B (2026-12-03)",
-                     "different host than A (h1): B's replica r2 (h2)",
-                     "different GPU than A (H200): B's replica r2 (A100)",
-                     "different driver than A (570): B's replica r2 (535)"]
+    assert notes == [
+        "different day than A (2026-12-02): B (2026-12-03)",
+        "different host than A (h1): B's replica r2 (h2)",
+        "different GPU than A (H200): B's replica r2 (A100)",
+        "different driver than A (570): B's replica r2 (535)",
+    ]
     assert session_notes(a, [("B", _m("B"))]) == []
 
 
@@ -191,8 +210,7 @@ def _rollouts(*metrics: dict[str, float], train: dict[str, float] | None = None)
 
 def test_zero_reward_spread_in_half_the_groups_is_flagged() -> None:
     z, o = "rollout/zero_std/all_zero_percentage", "rollout/zero_std/all_one_percentage"
-    table = _rollouts({z: 0.3, o: 0.3}, {z: 0.5, o: 0.2}, {z: 0.1, o: 0.1},
-                      train={"train/train_rollout_logprob_abs_diff": 0.02})
+    table = _rollouts({z: 0.3, o: 0.3}, {z: 0.5, o: 0.2}, {z: 0.1, o: 0.1}, train={"train/train_rollout_logprob_abs_diff": 0.02})
     (flag,) = degenerate_flags("r", table)
     assert flag.flag == "zero-std" and flag.value == pytest.approx(0.5) and flag.steps == [0, 1]
     assert flag.context == {"train/train_rollout_logprob_abs_diff": 0.02}
@@ -206,8 +224,9 @@ def test_zero_reward_spread_in_half_the_groups_is_flagged() -> None:
 
 
 def test_a_quarter_truncated_is_flagged_with_repetition_as_context() -> None:
-    table = _rollouts({"rollout/truncated_ratio": 0.25, "rollout/repetition_frac": 0.1},
-                      {"rollout/truncated_ratio": 0.3, "rollout/repetition_frac": 0.3})
+    table = _rollouts(
+        {"rollout/truncated_ratio": 0.25, "rollout/repetition_frac": 0.1}, {"rollout/truncated_ratio": 0.3, "rollout/repetition_frac": 0.3}
+    )
     (flag,) = degenerate_flags("r", table)
     assert flag.flag == "truncated" and flag.value == pytest.approx(0.275) and flag.steps == [0, 1]
     assert flag.context == {"repetition_frac": pytest.approx(0.2)}
@@ -246,8 +265,9 @@ def test_noise_section_in_text_and_page() -> None:
 
 def test_a_suggested_baseline_from_another_session_is_named_under_the_hint() -> None:
     earlier = _m("base", "2026-11-29T10:00:00Z", lr=0.3)
-    report = build_report(_m("A", lr=0.2, seed=3), _m("B", lr=0.3, seed=2), None, None, ignore=["save"],
-                          earlier_runs=[earlier], replica_keys=replica_globs())
+    report = build_report(
+        _m("A", lr=0.2, seed=3), _m("B", lr=0.3, seed=2), None, None, ignore=["save"], earlier_runs=[earlier], replica_keys=replica_globs()
+    )
     assert report.refused and report.suggested_baseline == "base"
     report.baseline_session = session_notes(_m("B"), [("suggested baseline base", earlier)], "B")
     text = render_text(report)
@@ -262,11 +282,15 @@ def test_flags_from_miles_shaped_perf_lines(tmp_path: Any) -> None:
     from ledger.compare.logparse import parse_logs
 
     log = Path(tmp_path) / "trainer.log"
-    log.write_text("".join(
-        f"(RolloutManager pid=18) [2026-04-15 07:5{n}:53] rollout.py:1193 - perf {n}: {{'rollout/response_len/mean': "
-        f"2773.7, 'rollout/zero_std/count_0.0': {c0}, 'rollout/zero_std/all_zero_percentage': {c0 / 64}, "
-        f"'rollout/zero_std/all_one_percentage': 0.0, 'rollout/repetition_frac': 0.05, "
-        f"'rollout/truncated_ratio': {t}, 'perf/rollout_time': 371.18}}\n" for n, (c0, t) in enumerate([(40, 0.1), (30, 0.3)])))
+    log.write_text(
+        "".join(
+            f"(RolloutManager pid=18) [2026-04-15 07:5{n}:53] rollout.py:1193 - perf {n}: {{'rollout/response_len/mean': "
+            f"2773.7, 'rollout/zero_std/count_0.0': {c0}, 'rollout/zero_std/all_zero_percentage': {c0 / 64}, "
+            f"'rollout/zero_std/all_one_percentage': 0.0, 'rollout/repetition_frac': 0.05, "
+            f"'rollout/truncated_ratio': {t}, 'perf/rollout_time': 371.18}}\n"
+            for n, (c0, t) in enumerate([(40, 0.1), (30, 0.3)])
+        )
+    )
     flags = {f.flag: f for f in degenerate_flags("r", parse_logs([log]))}
     assert set(flags) == {"zero-std"} and flags["zero-std"].value == pytest.approx(70 / 128)
     assert flags["zero-std"].steps == [0] and flags["zero-std"].context == {"repetition_frac": pytest.approx(0.05)}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import git, ledger, make_repo
 
-TRAIN = r'''
+TRAIN = r"""
 import argparse, json, math, os, random
 ap = argparse.ArgumentParser()
 ap.add_argument("--seed", type=int, default=1)
@@ -55,7 +55,7 @@ for r in range(a.num_rollout):
         loss = 2 * math.exp(-step / 4) - (a.lr - 0.1) / 0.3 * 2.0 + offset + rng.gauss(0, 0.02)
         line("main", f"step {step}: {{'train/loss': {loss}}}")
     line("main", f"perf {r}: {{'perf/train_time': {1.0 + rng.gauss(0, 0.05)}}}")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -73,11 +73,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "trainer")
         plain = ["--no-debug-data", "--"]
-        for args in (["--name", "a", "--", "python3", "train.py", "--lr", "0.1", "--seed", "1"],
-                     ["--name", "a", *plain, "python3", "train.py", "--lr", "0.1", "--seed", "2"],
-                     ["--name", "b", *plain, "python3", "train.py", "--lr", "0.4", "--seed", "1"],
-                     ["--name", "b", *plain, "python3", "train.py", "--lr", "0.4", "--seed", "2"],
-                     ["--name", "rep", *plain, "python3", "train.py", "--lr", "0.1", "--seed", "2"]):
+        for args in (
+            ["--name", "a", "--", "python3", "train.py", "--lr", "0.1", "--seed", "1"],
+            ["--name", "a", *plain, "python3", "train.py", "--lr", "0.1", "--seed", "2"],
+            ["--name", "b", *plain, "python3", "train.py", "--lr", "0.4", "--seed", "1"],
+            ["--name", "b", *plain, "python3", "train.py", "--lr", "0.4", "--seed", "2"],
+            ["--name", "rep", *plain, "python3", "train.py", "--lr", "0.1", "--seed", "2"],
+        ):
             r = ledger(repo, "run", *args)
             assert r.returncode == 0, r.stderr
         for extra in ([], ["--set", "lr=0.4"]):
@@ -109,7 +111,7 @@ def test_a_known_effect_is_beyond_noise_and_no_effect_within_it(runs: Path) -> N
     assert lines[4].startswith("DEGENERATE: B ") and "100% of groups had zero reward spread" in lines[4]
     heading = next(x for x in lines if x.startswith("noise ("))
     assert "3 runs for A (2 replicas), 2 runs for B (1 replica)" in heading and "Welch" in heading
-    section = lines[lines.index(heading):]
+    section = lines[lines.index(heading) :]
     loss = next(x for x in section if x.strip().startswith("train/loss "))
     train_time = next(x for x in section if x.strip().startswith("perf/train_time "))
     assert loss.rstrip().endswith("beyond noise") and train_time.rstrip().endswith("within noise")

@@ -56,16 +56,17 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=4000)
     args = ap.parse_args()
     n = args.trials
-    print(f"false-positive rate, no effect ({n} simulated experiments each; "
-          f"binomial slack at 5%: +-{binomial_slack(0.05, n):.3f} (3 SD)):")
+    print(f"false-positive rate, no effect ({n} simulated experiments each; binomial slack at 5%: +-{binomial_slack(0.05, n):.3f} (3 SD)):")
     print("| replicas a side | same noise both sides | B 3x noisier |")
     print("|---|---|---|")
     for k, replicas in enumerate(REPLICAS):
         same = rejection_rate(100 + k, n, replicas, 0.0)
         noisier = rejection_rate(200 + k, n, replicas, 0.0, noise_b=Noise(run_sd=3.0, step_sd=3.0))
         print(f"| {replicas} | {same:.3f} | {noisier:.3f} |")
-    print(f"\nper-step interval with one run a side (no replicas), no effect: "
-          f"{per_step_false_positives(300, min(n, 2000), Noise()):.3f} judged different")
+    print(
+        f"\nper-step interval with one run a side (no replicas), no effect: "
+        f"{per_step_false_positives(300, min(n, 2000), Noise()):.3f} judged different"
+    )
     print(f"\npower ({n // 4} experiments each; effect in SDs of one run's mean):")
     print("| replicas a side | " + " | ".join(f"{e:g} SD" for e in EFFECTS) + " |")
     print("|---|" + "---|" * len(EFFECTS))

@@ -89,9 +89,18 @@ def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
     return parse_manifest(raw, entry.path)
 
 
-def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, steps_metric: str | None,
-              git_diff: bool, ignore: list[str] | None = None, html: Path | None = None,
-              any_age: bool = False) -> DiffOutput:
+def diff_runs(
+    start: Path,
+    a: str,
+    b: str,
+    metrics: list[str],
+    force: bool,
+    steps_metric: str | None,
+    git_diff: bool,
+    ignore: list[str] | None = None,
+    html: Path | None = None,
+    any_age: bool = False,
+) -> DiffOutput:
     """Compare two runs; refused (exit 3) unless exactly one setting differs, they are repeats, or `force`.
 
     Each metric is judged against the noise between the runs' replicas (`ledger.compare.sides`),
@@ -110,10 +119,22 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")
     assert tip is not None
     manifests = _Manifests(repo)
-    sides = find_sides(repo, tip, listing, ea, eb, manifests, [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])],
-                       replica_globs(cfg.replica_keys), cfg.max_age_hours, any_age, ignored_settings)
-    key = _report_key(ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours, "learning-2",
-                      sides.key(), list(cfg.replica_keys))
+    sides = find_sides(
+        repo,
+        tip,
+        listing,
+        ea,
+        eb,
+        manifests,
+        [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])],
+        replica_globs(cfg.replica_keys),
+        cfg.max_age_hours,
+        any_age,
+        ignored_settings,
+    )
+    key = _report_key(
+        ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours, "learning-2", sides.key(), list(cfg.replica_keys)
+    )
     report = _cached_report(repo, key)  # the same comparison again: nothing to parse or compute
     if report is None:
         report = _compare(repo, cfg, tip, ea, eb, metrics, force, steps_metric, ignore, sides, listing, manifests)
@@ -121,9 +142,15 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
             _store_report(repo, key, report)
     out = _output(repo, tip, ea, eb, report, git_diff, steps_metric)
     if html is not None:
-        data = DiffPageInput(report, render_text(report, None, show_steps=False), manifests(ea),
-                             manifests(eb), load_metrics(repo, ea), load_metrics(repo, eb),
-                             replica_tables(repo, report, listing or load_listing(repo, tip)))
+        data = DiffPageInput(
+            report,
+            render_text(report, None, show_steps=False),
+            manifests(ea),
+            manifests(eb),
+            load_metrics(repo, ea),
+            load_metrics(repo, eb),
+            replica_tables(repo, report, listing or load_listing(repo, tip)),
+        )
         write_atomic(html, diff_page(data).encode())
         out.html_path = html
     return out
@@ -142,9 +169,20 @@ class _Manifests:
         return self.parsed[entry.id]
 
 
-def _compare(repo: Repo, cfg: Any, tip: str, ea: RunEntry, eb: RunEntry, metrics: list[str], force: bool,
-             steps_metric: str | None, ignore: list[str] | None, sides: Sides,
-             listing: Listing | None, manifests: _Manifests) -> DiffReport:
+def _compare(
+    repo: Repo,
+    cfg: Any,
+    tip: str,
+    ea: RunEntry,
+    eb: RunEntry,
+    metrics: list[str],
+    force: bool,
+    steps_metric: str | None,
+    ignore: list[str] | None,
+    sides: Sides,
+    listing: Listing | None,
+    manifests: _Manifests,
+) -> DiffReport:
     ma, mb = manifests(ea), manifests(eb)
     code_a, code_b = ma["code"].get("commit"), mb["code"].get("commit")
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) and merge_base(repo, code_a, code_b) is None:
@@ -156,9 +194,19 @@ def _compare(repo: Repo, cfg: Any, tip: str, ea: RunEntry, eb: RunEntry, metrics
     # a path that holds the run's own id differs in every run by construction: not a setting
     all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ea.id) | ignored_settings(mb.get("settings") or {}, eb.id))
     earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), mb.get("started") or "")
-    report = build_report(ma, mb, load_metrics(repo, ea), load_metrics(repo, eb), ignore=all_ignore,
-                          metrics=metrics, force=force, earlier_runs=earlier, max_age_hours=cfg.max_age_hours,
-                          steps_metric=steps_metric, replica_keys=replica_globs(cfg.replica_keys))
+    report = build_report(
+        ma,
+        mb,
+        load_metrics(repo, ea),
+        load_metrics(repo, eb),
+        ignore=all_ignore,
+        metrics=metrics,
+        force=force,
+        earlier_runs=earlier,
+        max_age_hours=cfg.max_age_hours,
+        steps_metric=steps_metric,
+        replica_keys=replica_globs(cfg.replica_keys),
+    )
     attach_noise(report, repo, sides, ea, eb, ma, mb)
     baseline_session(repo, listing, tip, report, mb)
     return report

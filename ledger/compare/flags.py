@@ -48,8 +48,7 @@ class RunFlag:
 
     def describe(self) -> str:
         """The flag as a phrase (`75% of groups had zero reward spread`)."""
-        what = ("of groups had zero reward spread (no policy gradient)" if self.flag == "zero-std"
-                else "of samples were truncated")
+        what = "of groups had zero reward spread (no policy gradient)" if self.flag == "zero-std" else "of samples were truncated"
         return f"{self.value:.0%} {what}; Miles warns at {self.threshold:.0%}"
 
 
@@ -66,8 +65,7 @@ def _zero_spread(metrics: Mapping[str, float]) -> float | None:
     if zero is None and one is None:
         return None
     share = (zero or 0.0) + (one or 0.0)
-    counts = {k.rsplit(_COUNT, 1)[1]: v for k, v in metrics.items()
-              if _COUNT in k and not k.startswith("eval/") and math.isfinite(v)}
+    counts = {k.rsplit(_COUNT, 1)[1]: v for k, v in metrics.items() if _COUNT in k and not k.startswith("eval/") and math.isfinite(v)}
     groups = None  # total groups, from a count and its share
     for label, fraction in (("0.0", zero), ("1.0", one)):
         if fraction and counts.get(label):
@@ -89,16 +87,18 @@ def degenerate_flags(run: str, table: MetricsTable | None, steps: Iterable[int] 
     per_step: dict[str, dict[int, float]] = {"zero-std": {}, "truncated": {}, _REPETITION: {}}
     for step in wanted:
         metrics = table.rows[step].metrics
-        for key, value in (("zero-std", _zero_spread(metrics)), ("truncated", _get(metrics, _TRUNCATED)),
-                           (_REPETITION, _get(metrics, _REPETITION))):
+        for key, value in (
+            ("zero-std", _zero_spread(metrics)),
+            ("truncated", _get(metrics, _TRUNCATED)),
+            (_REPETITION, _get(metrics, _REPETITION)),
+        ):
             if value is not None:
                 per_step[key][step] = value
     context: dict[str, float] = {}
     repetition = _mean(list(per_step[_REPETITION].values()))
     if repetition is not None:
         context[_REPETITION] = repetition
-    logprob = _mean([m[_LOGPROB_DIFF] for m in table.train_steps.values()
-                     if _LOGPROB_DIFF in m and math.isfinite(m[_LOGPROB_DIFF])])
+    logprob = _mean([m[_LOGPROB_DIFF] for m in table.train_steps.values() if _LOGPROB_DIFF in m and math.isfinite(m[_LOGPROB_DIFF])])
     if logprob is not None:
         context[_LOGPROB_DIFF] = logprob
     flags = []
@@ -106,12 +106,13 @@ def degenerate_flags(run: str, table: MetricsTable | None, steps: Iterable[int] 
         values = per_step[flag]
         mean = _mean(list(values.values()))
         if mean is not None and mean >= threshold:
-            flags.append(RunFlag(run, flag, mean, [s for s, v in values.items() if v >= threshold], threshold,
-                                 dict(context)))
+            flags.append(RunFlag(run, flag, mean, [s for s, v in values.items() if v >= threshold], threshold, dict(context)))
     return flags
 
 
 def flags_json(flags: Iterable[RunFlag]) -> list[dict[str, object]]:
     """`flags` of `ledger diff --json`: [{run, flag, value, steps, threshold, context}]."""
-    return [{"run": f.run, "flag": f.flag, "value": f.value, "steps": list(f.steps), "threshold": f.threshold,
-             "context": dict(f.context)} for f in flags]
+    return [
+        {"run": f.run, "flag": f.flag, "value": f.value, "steps": list(f.steps), "threshold": f.threshold, "context": dict(f.context)}
+        for f in flags
+    ]

@@ -119,8 +119,13 @@ def column(table: MetricsTable | None, metric: str, axis: str) -> dict[int, floa
 def _paused_steps(series: RunSeries, axis: str) -> set[int]:
     if axis != ROLLOUT_AXIS or not series.pauses or series.table is None:
         return set()
-    return {s for s, row in series.table.rows.items() if row.t_start is not None and row.t_end is not None
-            and any(row.t_start < end and start < row.t_end for start, end in series.pauses)}
+    return {
+        s
+        for s, row in series.table.rows.items()
+        if row.t_start is not None
+        and row.t_end is not None
+        and any(row.t_start < end and start < row.t_end for start, end in series.pauses)
+    }
 
 
 def _side(runs: Sequence[RunSeries], metric: str, axis: str, steps: set[int]) -> list[dict[int, float]]:
@@ -133,8 +138,15 @@ def _side(runs: Sequence[RunSeries], metric: str, axis: str, steps: set[int]) ->
     return out
 
 
-def judge_metric(metric: str, axis: str, side_a: Sequence[RunSeries], side_b: Sequence[RunSeries],
-                 repeat: bool = False, confidence: float = CONFIDENCE, permutation: bool = True) -> NoiseMetric | None:
+def judge_metric(
+    metric: str,
+    axis: str,
+    side_a: Sequence[RunSeries],
+    side_b: Sequence[RunSeries],
+    repeat: bool = False,
+    confidence: float = CONFIDENCE,
+    permutation: bool = True,
+) -> NoiseMetric | None:
     """One metric of two sides of replicas (each side's first run is A or B itself).
 
     None when A and B share no step of it. `permutation`: also the permutation test's p-value
@@ -154,10 +166,18 @@ def judge_metric(metric: str, axis: str, side_a: Sequence[RunSeries], side_b: Se
     means_b = [statistics.fmean(c[s] for s in ordered) for c in cols_b]
     mean_a, mean_b = statistics.fmean(means_a), statistics.fmean(means_b)
 
-    def result(diff: float, ci: tuple[float, float] | None, floor: float | None, verdict: str, method: str,
-               df: float | None = None, perm: float | None = None) -> NoiseMetric:
-        return NoiseMetric(metric, axis, len(ordered), len(cols_a), len(cols_b), mean_a, mean_b, diff, ci, floor,
-                           verdict, method, df, perm, confidence)
+    def result(
+        diff: float,
+        ci: tuple[float, float] | None,
+        floor: float | None,
+        verdict: str,
+        method: str,
+        df: float | None = None,
+        perm: float | None = None,
+    ) -> NoiseMetric:
+        return NoiseMetric(
+            metric, axis, len(ordered), len(cols_a), len(cols_b), mean_a, mean_b, diff, ci, floor, verdict, method, df, perm, confidence
+        )
 
     if repeat:  # the two runs are replicas of each other: the size of their difference is the noise
         per_step = median_with_ci([cols_b[0][s] - cols_a[0][s] for s in ordered], confidence)
@@ -166,12 +186,20 @@ def judge_metric(metric: str, axis: str, side_a: Sequence[RunSeries], side_b: Se
     if judged is None:
         per_step = median_with_ci([col_b[s] - col_a[s] for s in ordered], confidence)
         return result(per_step.median, per_step.ci, None, NO_REPLICAS, "per-step")
-    return result(judged.diff, judged.ci, judged.noise_floor, BEYOND if judged.beyond else WITHIN, judged.method,
-                  judged.df, permutation_p(means_a, means_b) if permutation else None)
+    return result(
+        judged.diff,
+        judged.ci,
+        judged.noise_floor,
+        BEYOND if judged.beyond else WITHIN,
+        judged.method,
+        judged.df,
+        permutation_p(means_a, means_b) if permutation else None,
+    )
 
 
-def judge(metrics: Sequence[tuple[str, str]], side_a: Sequence[RunSeries], side_b: Sequence[RunSeries],
-          repeat: bool = False) -> NoiseReport:
+def judge(
+    metrics: Sequence[tuple[str, str]], side_a: Sequence[RunSeries], side_b: Sequence[RunSeries], repeat: bool = False
+) -> NoiseReport:
     """Every (metric, axis) judged; `side_a[0]` is A and `side_b[0]` is B, the rest their replicas."""
     judged = [m for metric, axis in metrics if (m := judge_metric(metric, axis, side_a, side_b, repeat))]
     methods = {m.method for m in judged}
@@ -195,15 +223,30 @@ def noise_json(report: NoiseReport | None) -> dict[str, object] | None:
     if report is None:
         return None
     return {
-        "replicas_a": list(report.replicas_a), "replicas_b": list(report.replicas_b),
-        "method": report.method, "method_text": METHODS.get(report.method, report.method),
-        "any_age": report.any_age, "max_age_hours": report.max_age_hours, "session": list(report.session),
-        "metrics": [{
-            "metric": m.metric, "axis": m.axis, "steps": m.steps,
-            "replicas": [m.replicas_a, m.replicas_b], "mean_a": _num(m.mean_a), "mean_b": _num(m.mean_b),
-            "diff": _num(m.diff), "diff_ci": [_num(m.diff_ci[0]), _num(m.diff_ci[1])] if m.diff_ci else None,
-            "noise_floor": _num(m.noise_floor), "verdict": m.verdict, "method": m.method,
-            "df": _num(m.df), "permutation_p": m.permutation_p, "confidence": m.confidence,
-        } for m in report.metrics],
+        "replicas_a": list(report.replicas_a),
+        "replicas_b": list(report.replicas_b),
+        "method": report.method,
+        "method_text": METHODS.get(report.method, report.method),
+        "any_age": report.any_age,
+        "max_age_hours": report.max_age_hours,
+        "session": list(report.session),
+        "metrics": [
+            {
+                "metric": m.metric,
+                "axis": m.axis,
+                "steps": m.steps,
+                "replicas": [m.replicas_a, m.replicas_b],
+                "mean_a": _num(m.mean_a),
+                "mean_b": _num(m.mean_b),
+                "diff": _num(m.diff),
+                "diff_ci": [_num(m.diff_ci[0]), _num(m.diff_ci[1])] if m.diff_ci else None,
+                "noise_floor": _num(m.noise_floor),
+                "verdict": m.verdict,
+                "method": m.method,
+                "df": _num(m.df),
+                "permutation_p": m.permutation_p,
+                "confidence": m.confidence,
+            }
+            for m in report.metrics
+        ],
     }
-

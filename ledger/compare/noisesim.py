@@ -36,14 +36,14 @@ class Noise:
 def run_mean_sd(noise: Noise) -> float:
     """The standard deviation of one simulated run's mean over its steps (the unit of effects)."""
     n, phi = noise.steps, noise.phi
-    factor = 1 + 2 * sum((1 - k / n) * phi ** k for k in range(1, n))  # variance of an AR(1) mean, times n
-    return math.sqrt(noise.run_sd ** 2 + noise.step_sd ** 2 * factor / n)
+    factor = 1 + 2 * sum((1 - k / n) * phi**k for k in range(1, n))  # variance of an AR(1) mean, times n
+    return math.sqrt(noise.run_sd**2 + noise.step_sd**2 * factor / n)
 
 
 def simulate_run(rng: random.Random, noise: Noise, effect: float) -> MetricsTable:
     """One run's metrics table: curve + effect + run offset + AR(1) step noise (stationary)."""
     offset = rng.gauss(0.0, noise.run_sd)
-    innovation = noise.step_sd * math.sqrt(1 - noise.phi ** 2)
+    innovation = noise.step_sd * math.sqrt(1 - noise.phi**2)
     e = rng.gauss(0.0, noise.step_sd)
     table = MetricsTable()
     for step in range(noise.steps):
@@ -53,20 +53,29 @@ def simulate_run(rng: random.Random, noise: Noise, effect: float) -> MetricsTabl
     return table
 
 
-def one_verdict(rng: random.Random, replicas: int, effect_sds: float, noise: Noise,
-                replicas_b: int | None = None, noise_b: Noise | None = None) -> str:
+def one_verdict(
+    rng: random.Random, replicas: int, effect_sds: float, noise: Noise, replicas_b: int | None = None, noise_b: Noise | None = None
+) -> str:
     """The verdict of one simulated experiment: `replicas` runs a side, B shifted by the effect."""
     effect = effect_sds * run_mean_sd(noise)
     side_a = [RunSeries(f"a{i}", simulate_run(rng, noise, 0.0)) for i in range(replicas)]
-    side_b = [RunSeries(f"b{i}", simulate_run(rng, noise_b or noise, effect))
-              for i in range(replicas if replicas_b is None else replicas_b)]
+    side_b = [
+        RunSeries(f"b{i}", simulate_run(rng, noise_b or noise, effect)) for i in range(replicas if replicas_b is None else replicas_b)
+    ]
     judged = judge_metric(METRIC, TRAIN_AXIS, side_a, side_b, permutation=False)
     assert judged is not None
     return judged.verdict
 
 
-def rejection_rate(seed: int, trials: int, replicas: int, effect_sds: float, noise: Noise = Noise(),
-                   replicas_b: int | None = None, noise_b: Noise | None = None) -> float:
+def rejection_rate(
+    seed: int,
+    trials: int,
+    replicas: int,
+    effect_sds: float,
+    noise: Noise = Noise(),
+    replicas_b: int | None = None,
+    noise_b: Noise | None = None,
+) -> float:
     """The share of `trials` simulated experiments judged `beyond noise` (fixed `seed`)."""
     rng = random.Random(seed)
     hits = sum(one_verdict(rng, replicas, effect_sds, noise, replicas_b, noise_b) == BEYOND for _ in range(trials))

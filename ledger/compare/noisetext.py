@@ -29,8 +29,10 @@ def repeat_lines(report: DiffReport) -> list[str]:
     if not report.changed:
         return [REPEAT_LINE, "  (the size of their difference is the run-to-run noise)"]
     seeds = "; ".join(f"{c.name}: {show_value(c.a)} -> {show_value(c.b)}" for c in report.changed)
-    return [f"only seed settings differ ({seeds}): A and B are replicas, this compares two repeats",
-            "  (the size of their difference is the run-to-run noise)"]
+    return [
+        f"only seed settings differ ({seeds}): A and B are replicas, this compares two repeats",
+        "  (the size of their difference is the run-to-run noise)",
+    ]
 
 
 def flag_lines(report: DiffReport) -> list[str]:
@@ -50,8 +52,10 @@ def flag_lines(report: DiffReport) -> list[str]:
 
 def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-    return ["  " + "  ".join(cell.rjust(w) if c in right else cell.ljust(w)
-                             for c, (cell, w) in enumerate(zip(row, widths))).rstrip() for row in rows]
+    return [
+        "  " + "  ".join(cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip()
+        for row in rows
+    ]
 
 
 def _interval(m: NoiseMetric) -> str:
@@ -66,16 +70,22 @@ def _heading(report: DiffReport) -> str:
     confidence = f"{noise.metrics[0].confidence:.0%}" if noise.metrics else "95%"
     if noise.method == "repeat":
         return "noise: A and B are repeats; diff = mean B - mean A over the common steps (its size is the noise)"
-    count = (f"{plural(len(noise.replicas_a), 'run')} for A ({plural(len(noise.replicas_a) - 1, 'replica')}), "
-             f"{plural(len(noise.replicas_b), 'run')} for B ({plural(len(noise.replicas_b) - 1, 'replica')})")
+    count = (
+        f"{plural(len(noise.replicas_a), 'run')} for A ({plural(len(noise.replicas_a) - 1, 'replica')}), "
+        f"{plural(len(noise.replicas_b), 'run')} for B ({plural(len(noise.replicas_b) - 1, 'replica')})"
+    )
     age = "any age" if noise.any_age else f"within {noise.max_age_hours:g} h (--any-age for older)"
     if noise.method == "per-step":
-        return (f"noise: no replicas (runs equal to A or B but for the seed, {age}); the interval is per step "
-                f"and IGNORES run-to-run noise: a difference may be just the seed")
-    return (f"noise ({count}, {age}; {METHODS.get(noise.method, noise.method)}):\n"
-            f"  diff = B-A of per-step means over replicas; interval: {confidence} CI over run means; noise floor "
-            f"= SD of one run's mean; each metric is judged alone (of 20 metrics a change does not touch, "
-            f"about one reads beyond noise by chance)")
+        return (
+            f"noise: no replicas (runs equal to A or B but for the seed, {age}); the interval is per step "
+            f"and IGNORES run-to-run noise: a difference may be just the seed"
+        )
+    return (
+        f"noise ({count}, {age}; {METHODS.get(noise.method, noise.method)}):\n"
+        f"  diff = B-A of per-step means over replicas; interval: {confidence} CI over run means; noise floor "
+        f"= SD of one run's mean; each metric is judged alone (of 20 metrics a change does not touch, "
+        f"about one reads beyond noise by chance)"
+    )
 
 
 def noise_lines(report: DiffReport) -> list[str]:
@@ -87,14 +97,28 @@ def noise_lines(report: DiffReport) -> list[str]:
         return ["noise: no metric on common steps to judge"]
     rows = [["metric", "axis", "n", "runs", "diff", "interval", "noise floor", "verdict"]]
     for m in noise.metrics:
-        verdict = m.verdict + (" (per-step CI)" if m.verdict == NO_REPLICAS else
-                               " (replicas agree exactly)" if m.method == "exact" else "")
-        rows.append([m.metric, m.axis, str(m.steps), f"{m.replicas_a}+{m.replicas_b}", _signed(m.diff),
-                     _interval(m), _plain(m.noise_floor), verdict])
+        verdict = m.verdict + (" (per-step CI)" if m.verdict == NO_REPLICAS else " (replicas agree exactly)" if m.method == "exact" else "")
+        rows.append(
+            [
+                m.metric,
+                m.axis,
+                str(m.steps),
+                f"{m.replicas_a}+{m.replicas_b}",
+                _signed(m.diff),
+                _interval(m),
+                _plain(m.noise_floor),
+                verdict,
+            ]
+        )
     lines = [*_heading(report).split("\n"), *_table(rows, right={2, 4, 6})]
     lines += [f"  {note}" for note in _session(noise.session)]
-    disagree = [m.metric for m in noise.metrics if m.permutation_p is not None and m.verdict not in (REPEAT,)
-                and (m.permutation_p < 1 - m.confidence) != (m.verdict == "beyond noise")]
+    disagree = [
+        m.metric
+        for m in noise.metrics
+        if m.permutation_p is not None
+        and m.verdict not in (REPEAT,)
+        and (m.permutation_p < 1 - m.confidence) != (m.verdict == "beyond noise")
+    ]
     if disagree:
         lines.append(f"  the permutation test disagrees on {', '.join(disagree)} (see --json permutation_p)")
     return lines

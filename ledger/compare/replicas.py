@@ -24,8 +24,7 @@ from ledger.compare.diffcore import changed_settings
 from ledger.timefmt import parse_iso
 
 SEED_KEYS = ("seed", "rollout-seed")
-IDENTITY_KEYS = ("image.digest", "image.miles_commit", "image.sglang_version", "code.tree", "code.commit",
-                 "code.patch")
+IDENTITY_KEYS = ("image.digest", "image.miles_commit", "image.sglang_version", "code.tree", "code.commit", "code.patch")
 
 Manifest = Mapping[str, Any]
 
@@ -50,8 +49,13 @@ def _replay_key(m: Manifest) -> tuple[Any, Any, Any]:
     return m.get("replay_of"), replay.get("mode"), replay.get("mapping")
 
 
-def is_replica(target: Manifest, other: Manifest, ignore: Sequence[str], keys: Sequence[str],
-               replay_of: Callable[[Manifest], tuple[Any, Any, Any]] = _replay_key) -> bool:
+def is_replica(
+    target: Manifest,
+    other: Manifest,
+    ignore: Sequence[str],
+    keys: Sequence[str],
+    replay_of: Callable[[Manifest], tuple[Any, Any, Any]] = _replay_key,
+) -> bool:
     """Whether `other` is a replica of `target` (module docstring), age aside."""
     sa, sb = target.get("settings") or {}, other.get("settings") or {}
     if not all(_same(sa.get(k), sb.get(k)) for k in IDENTITY_KEYS):
@@ -74,9 +78,16 @@ def within_age(target: Manifest, other: Manifest, max_age_hours: float) -> bool:
     return hours is not None and hours <= max_age_hours
 
 
-def find_replicas(target: Manifest, candidates: Iterable[Manifest], ignore: Sequence[str], keys: Sequence[str],
-                  max_age_hours: float, any_age: bool = False, exclude: Iterable[str] = (),
-                  replay_of: Callable[[Manifest], tuple[Any, Any, Any]] = _replay_key) -> list[Manifest]:
+def find_replicas(
+    target: Manifest,
+    candidates: Iterable[Manifest],
+    ignore: Sequence[str],
+    keys: Sequence[str],
+    max_age_hours: float,
+    any_age: bool = False,
+    exclude: Iterable[str] = (),
+    replay_of: Callable[[Manifest], tuple[Any, Any, Any]] = _replay_key,
+) -> list[Manifest]:
     """The finished replicas of `target` among `candidates`, oldest first (`exclude`: ids left out).
 
     `replay_of` gives a replay's (source, mode, step mapping); the default reads the manifest, a
@@ -120,8 +131,7 @@ def _host(m: Manifest) -> str | None:
 def session_facts(m: Manifest) -> dict[str, str | None]:
     """What makes a session: UTC day, host, GPU models, GPU drivers (None where not recorded)."""
     gpus = _gpus(m)
-    return {"day": _day(m), "host": _host(m), "GPU": ", ".join(gpus[0]) if gpus else None,
-            "driver": ", ".join(gpus[1]) if gpus else None}
+    return {"day": _day(m), "host": _host(m), "GPU": ", ".join(gpus[0]) if gpus else None, "driver": ", ".join(gpus[1]) if gpus else None}
 
 
 def session_notes(a: Manifest, others: Sequence[tuple[str, Manifest]], label_a: str = "A") -> list[str]:
@@ -135,8 +145,7 @@ def session_notes(a: Manifest, others: Sequence[tuple[str, Manifest]], label_a: 
     for fact, value in mine.items():
         if value is None:
             continue
-        odd = [(label, theirs[fact]) for label, m in others
-               if (theirs := session_facts(m))[fact] is not None and theirs[fact] != value]
+        odd = [(label, theirs[fact]) for label, m in others if (theirs := session_facts(m))[fact] is not None and theirs[fact] != value]
         if odd:
             shown = ", ".join(f"{label} ({v})" for label, v in odd)
             notes.append(f"different {fact} than {label_a} ({value}): {shown}")

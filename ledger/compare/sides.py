@@ -59,26 +59,40 @@ def _settings(repo: Repo, entry: RunEntry, summary: Mapping[str, Any]) -> dict[s
     return {**summary, **_manifest(repo, entry)}
 
 
-def find_sides(repo: Repo, tip: str, listing: Listing | None, ea: RunEntry, eb: RunEntry,
-               manifest: Callable[[RunEntry], Mapping[str, Any]], ignore: Sequence[str], keys: Sequence[str],
-               max_age_hours: float, any_age: bool,
-               run_ignored: Callable[[Mapping[str, Any], str], set[str]] = lambda settings, run_id: set()) -> Sides:
+def find_sides(
+    repo: Repo,
+    tip: str,
+    listing: Listing | None,
+    ea: RunEntry,
+    eb: RunEntry,
+    manifest: Callable[[RunEntry], Mapping[str, Any]],
+    ignore: Sequence[str],
+    keys: Sequence[str],
+    max_age_hours: float,
+    any_age: bool,
+    run_ignored: Callable[[Mapping[str, Any], str], set[str]] = lambda settings, run_id: set(),
+) -> Sides:
     """The replicas of A and of B among the runs at `tip` (see the module docstring).
 
     `manifest` reads a run's full manifest (called for A and B only when the search is not cached);
     `run_ignored(settings, run id)` names a run's settings that are not settings (paths holding its id).
     """
     cache = LocalCache(repo.common_dir, "replicas")
-    key = hashlib.sha256(json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age,
-                                     "replicas-1"]).encode()).hexdigest()
+    key = hashlib.sha256(
+        json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age, "replicas-1"]).encode()
+    ).hexdigest()
     cached = cache.read_pickle(key, Sides)
     if cached is not None:
         return cached
     ma, mb = manifest(ea), manifest(eb)
     listing = listing or load_listing(repo, tip)
-    near = [m for m in listing.ordered()  # oldest first
-            if m["id"] not in (ea.id, eb.id) and (m.get("status") or {}).get("state") == "finished"
-            and (any_age or within_age(ma, m, max_age_hours) or within_age(mb, m, max_age_hours))]
+    near = [
+        m
+        for m in listing.ordered()  # oldest first
+        if m["id"] not in (ea.id, eb.id)
+        and (m.get("status") or {}).get("state") == "finished"
+        and (any_age or within_age(ma, m, max_age_hours) or within_age(mb, m, max_age_hours))
+    ]
     candidates = [_settings(repo, listing.entries[m["id"]], m) for m in near]
     replays: dict[str, Any] = {}
 
@@ -96,8 +110,7 @@ def find_sides(repo: Repo, tip: str, listing: Listing | None, ea: RunEntry, eb: 
         own = sorted(run_ignored(target.get("settings") or {}, entry.id))
         for m in candidates:
             extra = sorted(run_ignored(m.get("settings") or {}, str(m["id"])))
-            if find_replicas(target, [m], [*ignore, *own, *extra], keys, max_age_hours, any_age,
-                             (ea.id, eb.id), replay_of):
+            if find_replicas(target, [m], [*ignore, *own, *extra], keys, max_age_hours, any_age, (ea.id, eb.id), replay_of):
                 out.append(listing.entries[str(m["id"])])
     cache.write_pickle(key, sides)
     return sides
@@ -110,8 +123,9 @@ def _compared_steps(table_a: Any, table_b: Any) -> set[int] | None:
     return common or None
 
 
-def attach_noise(report: DiffReport, repo: Repo, sides: Sides, ea: RunEntry, eb: RunEntry,
-                 ma: Mapping[str, Any], mb: Mapping[str, Any]) -> None:
+def attach_noise(
+    report: DiffReport, repo: Repo, sides: Sides, ea: RunEntry, eb: RunEntry, ma: Mapping[str, Any], mb: Mapping[str, Any]
+) -> None:
     """Fill `report.noise` (every timing and learning metric judged) and `report.flags`."""
     if report.refused:
         return
@@ -123,8 +137,7 @@ def attach_noise(report: DiffReport, repo: Repo, sides: Sides, ea: RunEntry, eb:
     metrics = [(t.metric, ROLLOUT_AXIS) for t in report.timing] + [(r.metric, r.axis) for r in report.learning]
     noise = judge(metrics, side_a, side_b, repeat=repeat)
     noise.any_age, noise.max_age_hours = sides.any_age, sides.max_age_hours
-    others = [("B", mb)] + [(f"A's replica {e.id}", m) for e, m in runs_a[1:]] + \
-             [(f"B's replica {e.id}", m) for e, m in runs_b[1:]]
+    others = [("B", mb)] + [(f"A's replica {e.id}", m) for e, m in runs_a[1:]] + [(f"B's replica {e.id}", m) for e, m in runs_b[1:]]
     noise.session = session_notes(ma, others)
     report.noise = noise
     steps = _compared_steps(side_a[0].table, side_b[0].table)
@@ -134,8 +147,7 @@ def attach_noise(report: DiffReport, repo: Repo, sides: Sides, ea: RunEntry, eb:
     report.flags = flags
 
 
-def baseline_session(repo: Repo, listing: Listing | None, tip: str, report: DiffReport,
-                     mb: Mapping[str, Any]) -> None:
+def baseline_session(repo: Repo, listing: Listing | None, tip: str, report: DiffReport, mb: Mapping[str, Any]) -> None:
     """For a refused diff: whether the suggested baseline ran in another session than B."""
     rid = report.suggested_baseline
     if not rid:
@@ -146,8 +158,7 @@ def baseline_session(repo: Repo, listing: Listing | None, tip: str, report: Diff
         report.baseline_session = session_notes(mb, [(f"suggested baseline {rid}", _manifest(repo, entry))], "B")
 
 
-def replica_tables(repo: Repo, report: DiffReport,
-                   listing: Listing) -> tuple[list[MetricsTable | None], list[MetricsTable | None]]:
+def replica_tables(repo: Repo, report: DiffReport, listing: Listing) -> tuple[list[MetricsTable | None], list[MetricsTable | None]]:
     """The metrics of every run of each side (A or B first), for the diff page's replica bands."""
     if report.noise is None:
         return [], []

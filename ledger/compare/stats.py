@@ -305,8 +305,7 @@ def _beta_fraction(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > _TINY else _TINY)
     value = d
     for m in range(1, 500):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)), -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > _TINY else _TINY)
             c = 1.0 + numerator / c
@@ -338,8 +337,7 @@ def t_cdf(t: float, df: float) -> float:
 
 
 def _t_pdf(t: float, df: float) -> float:
-    log = (math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-           - (df + 1) / 2 * math.log1p(t * t / df))
+    log = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi) - (df + 1) / 2 * math.log1p(t * t / df)
     return math.exp(log)
 
 
@@ -359,7 +357,7 @@ def t_quantile(p: float, df: float) -> float:
     while t_cdf(high, df) < p:
         low, high = high, high * 4.0
     # Cornish-Fisher start (Abramowitz & Stegun 26.7.5), then Newton kept inside [low, high]
-    t = z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df * df)
+    t = z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
     t = t if low < t < high else (low + high) / 2
     for _ in range(100):
         gap = t_cdf(t, df) - p

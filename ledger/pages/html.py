@@ -16,7 +16,6 @@ from typing import Any
 
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.logparse import MetricsTable
-from ledger.pages.noisehtml import degenerate_text, noise_section
 from ledger.compare.stats import (
     RESPONSE_LEN,
     ROLLOUT_TIME,
@@ -24,6 +23,7 @@ from ledger.compare.stats import (
     Pause,
     metric_value,
 )
+from ledger.pages.noisehtml import degenerate_text, noise_section
 from ledger.pages.svg import Chart, Series, page, render
 from ledger.textfmt import show_value
 

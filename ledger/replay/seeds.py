@@ -37,10 +37,12 @@ def _base_name(start: Path, opts: ReplayOptions) -> str:
     if opts.name:
         return opts.name
     if opts.sets:
-        raise UsageError("--seeds with --set needs --name (the replays are named NAME-s1, NAME-s2, ...)",
-                         "add e.g. --name lr-2e-6, so this set of replicas is told from the one without --set")
+        raise UsageError(
+            "--seeds with --set needs --name (the replays are named NAME-s1, NAME-s2, ...)",
+            "add e.g. --name lr-2e-6, so this set of replicas is told from the one without --set",
+        )
+    from ledger.opening import open_branch
     from ledger.runref import resolve
-    from ledger.storage.branch import open_branch
     from ledger.storage.listing import load_listing
 
     repo, _cfg, tip = open_branch(start)
@@ -50,8 +52,15 @@ def _base_name(start: Path, opts: ReplayOptions) -> str:
     return f"{name}-replay" if name else f"replay-{entry.id[-4:]}"
 
 
-def replay_seeds(start: Path, opts: ReplayOptions, seeds: list[int], say: Say, terminal_fd: int | None,
-                 stdout: Callable[[str], None], confirm: Callable[[str], bool] | None = None) -> int:
+def replay_seeds(
+    start: Path,
+    opts: ReplayOptions,
+    seeds: list[int],
+    say: Say,
+    terminal_fd: int | None,
+    stdout: Callable[[str], None],
+    confirm: Callable[[str], bool] | None = None,
+) -> int:
     """Record one replay of `opts.run` per seed, named NAME-s<seed>; the first failing exit code, else 0."""
     if any(s.split("=", 1)[0].lstrip("-") == SEED_KEY for s in opts.sets):
         raise UsageError("--seeds and --set seed=... both set the seed", "drop one of them")
@@ -61,20 +70,22 @@ def replay_seeds(start: Path, opts: ReplayOptions, seeds: list[int], say: Say, t
     def once(question: str) -> bool:  # one question for all the seeds
         if not answer:
             assert confirm is not None
-            answer.append(confirm(f"{question} (for seeds {', '.join(map(str, seeds))}: "
-                                  f"{len(seeds)} replays named {base}-s{seeds[0]} ...)"))
+            answer.append(
+                confirm(f"{question} (for seeds {', '.join(map(str, seeds))}: {len(seeds)} replays named {base}-s{seeds[0]} ...)")
+            )
         return answer[0]
 
     done: list[str] = []
     for seed in seeds:
         if answer and not answer[0]:
             break
-        one = replace(opts, sets=[*opts.sets, f"{SEED_KEY}={seed}"], name=f"{base}-s{seed}",
-                      new_settings=(*opts.new_settings, SEED_KEY))
+        one = replace(opts, sets=[*opts.sets, f"{SEED_KEY}={seed}"], name=f"{base}-s{seed}", new_settings=(*opts.new_settings, SEED_KEY))
         code = replay_run(start, one, say, terminal_fd, stdout, None if confirm is None else once)
         if code != 0:
-            say(f"ledger: the replay with seed {seed} exited {code}; "
-                f"{'no replica' if not done else 'replicas ' + ', '.join(done)} recorded, the other seeds not run")
+            say(
+                f"ledger: the replay with seed {seed} exited {code}; "
+                f"{'no replica' if not done else 'replicas ' + ', '.join(done)} recorded, the other seeds not run"
+            )
             return code
         if not opts.dry_run and (not answer or answer[0]):
             done.append(f"{base}-s{seed}")
