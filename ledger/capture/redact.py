@@ -14,7 +14,9 @@ parts at ``-``, ``_``, ``.`` and camelCase boundaries, upper-cased. It is secret
 except the known non-secret names in `_NOT_SECRET` (Miles' dataset-column flags such as
 ``--input-key``, tokenizer special tokens such as ``--pad-token``, the shell's ``PWD``). Plurals
 (``--max-tokens``), longer words (``--tokenizer-path``) and non-final parts (``--kl-key-x``) are
-not secret. Values that are never secrets are kept: empty, None/null, true/false, and for
+not secret. A qualifier after the secret word does not hide it: trailing digits and the words in
+`_QUALIFIERS` are dropped first (``OPENAI_API_KEY_2``, ``STRIPE_KEY_LIVE``, ``"API Key"``).
+Values that are never secrets are kept: empty, None/null, true/false, and for
 KEY/TOKEN names a number of up to 9 digits (a token COUNT, not a credential).
 """
 
@@ -44,6 +46,11 @@ _NOT_SECRET = frozenset(
         "PWD", "OLDPWD",
     }
 )  # fmt: skip
+# words that only qualify a secret name (which one, where it is used): dropped from its end
+_QUALIFIERS = frozenset(
+    {"LIVE", "TEST", "PROD", "PRODUCTION", "DEV", "STAGING", "OLD", "NEW", "BACKUP", "PRIMARY"}
+    | {"SECONDARY", "ALT", "V1", "V2", "V3", "B64", "BASE64", "RAW", "VALUE", "STR"}
+)
 _TRIVIAL = frozenset({"", "none", "null", "nil", "true", "false", MASK, f"'{MASK}'", f'"{MASK}"'})
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -62,6 +69,10 @@ def is_secret_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
     """
     parts = _parts(name)
     if not parts or "_".join(parts) in _NOT_SECRET:
+        return False
+    while len(parts) > 1 and (parts[-1].isdigit() or parts[-1] in _QUALIFIERS):
+        parts.pop()
+    if "_".join(parts) in _NOT_SECRET:
         return False
     last = parts[-1]
     return (last in _TAIL or last.endswith(_TAIL_ENDS)

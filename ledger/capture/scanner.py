@@ -25,6 +25,7 @@ boundary it straddles. A line fed in pieces (`redact_part`) keeps at most one wi
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -33,6 +34,7 @@ from typing import Any, BinaryIO
 
 from ledger.capture import secretrules as rules
 from ledger.capture.redact import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
+from ledger.capture.secretcatalogue import catalogue
 from ledger.capture.secretvalues import MIN_LENGTH, variants
 
 Span = tuple[int, int]
@@ -62,6 +64,15 @@ _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
     (rb"://[^/\s:@'\"]{0,256}:[^/\s@'\"]{1,256}@", False),
     (rb"\bhttps?://[A-Za-z0-9_.~-]{16,256}@", False),
     (rb"-----(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY", False),
+    # name => v, name := v, name -> v; <password>v</password>; password%3Dv; netrc; commands
+    (_W + b"%s)" + _N + rb"\\?[\"']?[ \t]*(?:=>|:=|->)", True),
+    (rb"<[\w.-]{0,64}" + _W + b"%s)" + rb"[\w.-]{0,64}(?:\s[^<>\n]{0,256})?>[^<\n]", True),
+    (_W + b"%s)" + _N + rb"%3D[^&\s]", True),
+    (rb"%3A%2F%2F[^%\s/@]{0,256}%3A", True),
+    (rb"password[ \t]+[^\s]", False),
+    (rb"\b(?:docker|podman|nerdctl|sshpass|mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*[ \t]-p", False),
+    (rb"\b(?:curl|wget)\b[^\n]*[ \t](?:-u|--user|--proxy-user)", False),
+    (rb"cookie\\?[\"']?[ \t]*[:=]", True),
 )
 
 
@@ -70,7 +81,74 @@ def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] 
     """The trigger set: the built-in patterns with the configured name words, plus literals."""
     words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
     out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
+    if rules_on:
+        out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
+        out += [(r.trigger, r.caseless) for r in catalogue() if r.trigger is not None]
     return out + [(re.escape(lit), False) for lit in sorted(set(literals))]
+
+
+# What a terminal draws but a rule must not see: colour/cursor sequences (CSI, OSC, two-byte
+# escapes) and NUL bytes (UTF-16/32 text of ASCII characters). The rules scan the text without
+# them (`visible`) and the mask is applied to the original bytes.
+_HIDDEN = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x00+")
+
+
+class View:
+    """`data` without `_HIDDEN` sequences, and the map of its offsets back to `data`."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.segments: list[tuple[int, int]] = []  # (offset in the view, offset in data)
+        if b"\x1b" not in data and b"\x00" not in data:
+            self.text = data
+            return
+        parts: list[bytes] = []
+        pos = at = 0
+        for m in _HIDDEN.finditer(data):
+            if m.start() > pos:
+                self.segments.append((at, pos))
+                parts.append(data[pos : m.start()])
+                at += m.start() - pos
+            pos = m.end()
+        if pos < len(data):
+            self.segments.append((at, pos))
+            parts.append(data[pos:])
+        self.text = b"".join(parts)
+
+    @property
+    def same(self) -> bool:
+        """True when nothing was hidden (offsets are the same)."""
+        return self.text is self.data
+
+    def at(self, i: int) -> int:
+        """The offset in `data` of the view's byte `i`."""
+        if self.same or not self.segments:
+            return i
+        k = bisect.bisect_right(self.segments, (i, len(self.data) + 1)) - 1
+        view_at, data_at = self.segments[max(k, 0)]
+        return data_at + i - view_at
+
+    def span(self, start: int, end: int) -> Span:
+        """A span of the view as a span of `data`."""
+        if self.same:
+            return start, end
+        if end <= start:
+            return self.at(start), self.at(start)
+        return self.at(start), self.at(end - 1) + 1
+
+
+def hyperscan_compiles(pattern: bytes, caseless: bool) -> bool:
+    """Whether Hyperscan takes `pattern` (True where no Hyperscan is installed: `re` takes any)."""
+    try:
+        import hyperscan
+    except ImportError:
+        return True
+    try:
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(expressions=[pattern], flags=[hyperscan.HS_FLAG_CASELESS if caseless else 0])
+    except Exception:
+        return False
+    return True
 
 
 _COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
@@ -120,6 +198,13 @@ class _Engine:
         return []
 
 
+def _block_head(line: bytes) -> re.Match[bytes] | None:
+    """A YAML block-scalar header line (``password: |``), cheaply refused for most lines."""
+    if b"|" not in line and b">" not in line:
+        return None
+    return rules.BLOCK_HEAD.match(View(line).text.rstrip(b"\r"))
+
+
 def line_span(body: bytes, i: int) -> Span:
     """``(start, end)`` of the line holding offset `i`, without the newlines."""
     start = body.rfind(b"\n", 0, i) + 1
@@ -155,6 +240,7 @@ class Redactor:
         self._pem_left = 0
         self._carry = b""  # a long line fed in pieces: the part not yet committed
         self._pem_open_in_line = False
+        self._block: tuple[int, int] | None = None  # an open YAML block scalar (see `_block_after`)
 
     # --- the scan --------------------------------------------------------------------------
     def _secret(self, name: str) -> bool:
@@ -176,15 +262,21 @@ class Redactor:
         Lines are separated by ``\\n``. Includes every line inside a PEM block (open at the start,
         or opened here). Does not change the state: call `redact_line` on each span in order.
         """
-        hits = sorted({line_span(body, max(end - 1, start)) for end in self._get_engine().ends(body)
-                       if end > start})
-        if self._pem_left == 0 and not any(b"PRIVATE KEY" in body[s:e] for s, e in hits):
+        view = View(body)
+        ends = self._get_engine().ends(view.text)
+        if self.rules_on:
+            ends += [m.end() for r in catalogue() if r.trigger is None for m in r.pattern.finditer(view.text)]
+        hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends
+                       if view.at(max(end - 1, 0)) >= start})
+        if self._pem_left == 0 and self._block is None and not any(
+                b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
             return hits
         out: list[Span] = []
         left, pos, k = self._pem_left, start, 0
+        block = self._block
         scratch = Redactions()
         while pos < len(body):
-            if left == 0:
+            if left == 0 and block is None:
                 while k < len(hits) and hits[k][0] < pos:
                     k += 1
                 if k == len(hits):
@@ -196,22 +288,41 @@ class Redactor:
                 e = len(body) if e < 0 else e
             out.append((s, e))
             line = body[s:e]
-            _, open_after = rules.pem_step(line[: _content_end(line)], left > 0, scratch)
+            content = View(line[: _content_end(line)]).text
+            _, open_after = rules.pem_step(content, left > 0, scratch)
             left = _pem_after(left, left > 0, open_after)
+            block = self._block_after(content, block)[0]
             pos = e + 1
         return out
 
+    def _block_after(self, content: bytes, block: tuple[int, int] | None) -> tuple[tuple[int, int] | None, bool]:
+        """The YAML block-scalar state after one line's visible content, and whether the line is
+        inside the block (its value is masked whole). A block is (indent of its key, lines left)."""
+        if block is not None:
+            body = content.lstrip(b" \t")
+            if not body:
+                return block, False
+            if len(content) - len(body) > block[0] and block[1] > 0:
+                return (block[0], block[1] - 1), True
+        m = _block_head(content) if self.rules_on else None
+        if m is not None and self._secret(m.group("name").decode("ascii")):
+            return (len(m.group("ind")), rules.BLOCK_MAX_LINES), False
+        return None, False
+
     # --- lines ---------------------------------------------------------------------------------
     def _spans(self, data: bytes, acc: Redactions, pem_open: bool) -> tuple[list[Span], bool]:
-        spans, pem_open = rules.pem_step(data, pem_open, acc)
+        """Spans of `data` to mask: the rules run on its visible text (`View`), mapped back."""
+        view = View(data)
+        text = view.text
+        spans, pem_open = rules.pem_step(text, pem_open, acc)
         if self.rules_on:
-            spans += rules.rule_spans(data, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
+            spans += rules.rule_spans(text, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
         if self.needles:
-            hits = rules.literal_spans(data, self.needles)
+            hits = rules.literal_spans(text, self.needles)
             if hits:
                 acc.add_kind(KNOWN_VALUE)
                 spans += hits
-        return spans, pem_open
+        return [view.span(s, e) for s, e in spans], pem_open
 
     def redact_line(self, line: bytes, acc: Redactions | None = None) -> bytes:
         """One line (with or without its line end); returns it unchanged when nothing is secret."""
@@ -224,6 +335,12 @@ class Redactor:
         open_before = self._pem_left > 0
         spans, open_after = self._spans(content, acc, open_before)
         self._pem_left = _pem_after(self._pem_left, open_before, open_after)
+        if self.rules_on and (self._block is not None or b"|" in content or b">" in content):
+            self._block, inside = self._block_after(View(content).text, self._block)
+            if inside:
+                acc.add_kind("yaml-block-scalar")
+                body = len(content) - len(content.lstrip(b" \t\x00"))
+                spans.append((body, len(content)))
         if not spans:
             return line
         return rules.mask_spans(content, spans) + line[end:]
@@ -301,15 +418,34 @@ class Redactor:
         """A whole text (launcher script, a dirty tracked file, a note): rules may span lines."""
         acc = acc if acc is not None else Redactions()
         data = text.encode("utf-8", "surrogateescape")
-        spans = rules.pem_text_spans(data, acc)
+        view = View(data)
+        vis = view.text
+        spans = rules.pem_text_spans(vis, acc)
         if self.rules_on:
-            spans += rules.rule_spans(data, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
-        if self.needles and (hits := rules.literal_spans(data, self.needles)):
+            spans += rules.rule_spans(vis, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
+            spans += rules.block_scalar_spans(vis, acc, self._secret)
+        if self.needles and (hits := rules.literal_spans(vis, self.needles) + self._wrapped(vis)):
             acc.add_kind(KNOWN_VALUE)
             spans += hits
         if not spans:
             return text
-        return rules.mask_spans(data, spans).decode("utf-8", "surrogateescape")
+        return rules.mask_spans(data, [view.span(s, e) for s, e in spans]).decode("utf-8", "surrogateescape")
+
+    def _wrapped(self, text: bytes) -> list[Span]:
+        """Known values wrapped over lines (a line break, and the next line's indent, inside
+        them): one span per piece (`mask_spans` masks each line's part)."""
+        if b"\n" not in text:
+            return []
+        joined = View(text.replace(b"\r\n", b"\x00\x00").replace(b"\n", b"\x00"))  # breaks: hidden bytes
+        out: list[Span] = []
+        for needle in self.needles:
+            if len(needle) < 2 * MIN_LENGTH:
+                continue
+            i = joined.text.find(needle)
+            while i >= 0:
+                out.append(joined.span(i, i + len(needle)))
+                i = joined.text.find(needle, i + 1)
+        return out
 
     def redact_obj(self, obj: Any, acc: Redactions, skip: frozenset[str] = frozenset()) -> Any:
         """A JSON-like object (the manifest): values under secret-named keys, and every string."""
