@@ -198,6 +198,14 @@ class _Engine:
         return []
 
 
+def secret_kinds_in_name(name: str, extra_names: Iterable[str] = ()) -> list[str]:
+    """What a run name holds that the rules would hide (empty: the name is clean). A secret has
+    no business in a name: the name goes raw into the commit message and the reflog."""
+    acc = Redactions()
+    Redactor(extra_names=extra_names).redact_text(name, acc)
+    return acc.as_list()
+
+
 def _block_head(line: bytes) -> re.Match[bytes] | None:
     """A YAML block-scalar header line (``password: |``), cheaply refused for most lines."""
     if b"|" not in line and b">" not in line:

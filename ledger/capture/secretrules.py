@@ -85,6 +85,7 @@ _AUTHZ = re.compile(
 _BASIC = re.compile(rb"(?i)(?P<auth>authorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})")
 _AWS_ID = re.compile(rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
 _AWS_SECRET = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_ASSIGNED = re.compile(rb"[=:][ \t]*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 SHAPES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
     ("hf-token", re.compile(rb"\bhf_[A-Za-z0-9]{30,}")),
     ("github-token", re.compile(rb"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
@@ -139,7 +140,8 @@ _CMD_PASSWORD = (
 # Cookie / Set-Cookie header values: every cookie is a credential
 _COOKIE = re.compile(rb"(?i)\b(?:set-)?cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?P<v>[^\r\n\"'\\]{6,})")
 # URL-encoded: password%3Dvalue (up to %26 = &), and https%3A%2F%2Fuser%3Apw%40host
-_ENC_ASSIGN = re.compile(rb"(?i)(?<![\w.-])(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)%3D(?P<v>(?:(?!%26)[^&\s\"'])+)")
+_ENC_ASSIGN = re.compile(rb"(?i)(?:(?<=%3F)|(?<=%26)|(?<=%2C)|(?<![\w.-]))(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
+                         rb"%3D(?P<v>(?:(?!%26)[^&\s\"'])+)")
 _ENC_URL = re.compile(rb"(?i)%3A%2F%2F[^%\s/@]*%3A(?P<v>(?:(?!%40)[^\s/@\"'])+)%40")
 # YAML block scalar after a secret name: "password: |" / "api_key: >-", the value on the next lines
 BLOCK_HEAD = re.compile(rb"^(?P<ind>[ \t]*)(?:- )?(?P<name>" + _NAME + rb")[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?:#.*)?$")
@@ -266,19 +268,27 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name,
 
 
 def _aws_secrets(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
-    """A 40-character secret access key next to its key id: on the id's line or the line before or
-    after it (the adjacent assignment), never anywhere in a text (a git SHA is 40 characters too)."""
+    """A 40-character secret access key next to its key id: anywhere on the id's line, or as the
+    value assigned on the line before or after it; never anywhere in a text (a git SHA is 40
+    characters too)."""
     for m in _AWS_ID.finditer(data):
-        start = data.rfind(b"\n", 0, m.start())
-        start = data.rfind(b"\n", 0, start) + 1 if start >= 0 else 0
-        end = data.find(b"\n", m.end())
-        end = len(data) if end < 0 else data.find(b"\n", end + 1)
-        end = len(data) if end < 0 else end
-        for s in _AWS_SECRET.finditer(data, start, end):
+        start, end = _line_of(data, m.start())
+        spans = [s.span() for s in _AWS_SECRET.finditer(data, start, end)]
+        for at in (start - 1, end + 1):
+            if 0 <= at <= len(data) and (at < start or end < len(data)):
+                a, b = _line_of(data, at)
+                spans += [s.span("v") for s in _AWS_ASSIGNED.finditer(data, a, b)]
+        for span in spans:
             acc.add_kind("aws-secret-access-key")
-            out.append(s.span())
+            out.append(span)
             if found is not None:
-                found.add(s.group())
+                found.add(data[span[0] : span[1]])
+
+
+def _line_of(data: bytes, i: int) -> Span:
+    start = data.rfind(b"\n", 0, i) + 1
+    end = data.find(b"\n", i)
+    return start, len(data) if end < 0 else end
 
 
 def block_scalar_spans(text: bytes, acc: Redactions, secret: NameTest = is_secret_name) -> list[Span]:
