@@ -235,3 +235,19 @@ def test_suffixed_names_are_secret_names() -> None:
         assert is_secret_name(name), name
     for name in ("max_tokens_2", "reward_key_2", "PWD_1"):
         assert not is_secret_name(name), name
+
+
+def test_dirty_file_encodings_and_binaries() -> None:
+    from ledger.capture.runscrub import scrub_code_file, text_encoding
+
+    r = Redactor()
+    for codec in ("utf-16", "utf-16-le", "utf-32", "utf-32-be"):
+        data = f"key: {TOK['hf']}\nlr: 1\n".encode(codec)
+        acc = Redactions()
+        clean = scrub_code_file(r, data, acc)
+        assert clean is not None and text_encoding(data) is not None, codec
+        assert TOK["hf"] not in clean.decode(text_encoding(data)[0]) and "lr: 1" in clean.decode(text_encoding(data)[0])
+    binary = bytes(range(256)) * 8
+    assert scrub_code_file(r, binary, Redactions()) == binary  # no secret shape: stored as it is
+    assert scrub_code_file(r, binary + TOK["ghp"].encode() + b"\0", Redactions()) is None
+    assert scrub_code_file(r, binary + TOK["ghp"].encode("utf-16-le"), Redactions()) is None
