@@ -251,3 +251,13 @@ def test_dirty_file_encodings_and_binaries() -> None:
     assert scrub_code_file(r, binary, Redactions()) == binary  # no secret shape: stored as it is
     assert scrub_code_file(r, binary + TOK["ghp"].encode() + b"\0", Redactions()) is None
     assert scrub_code_file(r, binary + TOK["ghp"].encode("utf-16-le"), Redactions()) is None
+
+
+def test_secrets_doc_is_generated_from_what_the_code_covers() -> None:
+    """docs/secrets.md is `secretdoc.render()`: regenerate with `python -m ledger.capture.secretdoc --write`."""
+    from ledger.capture import secretdoc
+
+    assert secretdoc.syntax_examples_hidden() == []  # every syntax listed is really hidden
+    page = secretdoc.render()
+    assert "Stripe Access Key" in page and "`vault-token` (not in the catalogue)" in page
+    assert secretdoc.PATH.read_text(encoding="utf-8") == page
