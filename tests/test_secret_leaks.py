@@ -45,6 +45,10 @@ import base64, urllib.parse
 print("q=" + urllib.parse.quote(key, safe=""), "b64", base64.b64encode(key.encode()).decode(), flush=True)
 for part in multi.splitlines():
     print("line of value:", part, flush=True)
+print("wrapped key:", key[:12], flush=True)  # a known value wrapped over two lines
+print(key[12:], "(end of key)", flush=True)
+sys.stdout.buffer.write(("utf16 " + lines[0] + "\n").encode("utf-16-le"))  # UTF-16 output
+sys.stdout.flush()
 config = open("config.yaml").read() if os.path.exists("config.yaml") else ""
 if "db_password: " in config:  # a value from a dirty tracked file, printed bare: a known value too
     print("loading key", config.split("db_password: ", 1)[1].split()[0], flush=True)
@@ -72,6 +76,9 @@ def _secrets() -> tuple[list[str], list[str], dict[str, str]]:
     }
     must_not += [env["WANDB_API_KEY"], *env["SERVICE_PASSWORD"].splitlines()]
     must_not += escaped_forms(env["WANDB_API_KEY"]) + escaped_forms(env["SERVICE_PASSWORD"])
+    must_not += [env["WANDB_API_KEY"][:12], env["WANDB_API_KEY"][12:]]
+    first = next(s for line, s in corpus if line == lines[0])
+    must_not += [first.encode("utf-16-le").decode("latin-1")]
     return lines, [s for s in must_not if len(s) >= 6], env
 
 

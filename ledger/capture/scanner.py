@@ -14,7 +14,12 @@ Speed: almost no line of a training log holds a secret, so a block of lines is f
 TRIGGERS, patterns that every secret the rules would hide also matches (tested on the corpus in
 tests/test_secret_corpus.py), and only the lines they hit run the Python rules. Triggers run in
 Hyperscan (one pass for all patterns, several GB/s, `bench/bench_redact.py`), or, where the
-hyperscan wheel cannot be installed, in one combined Python regex (same result, slower).
+hyperscan wheel cannot be installed, in one combined Python regex (same result, slower). The
+rules' triggers (ours, and the provider catalogue's, `ledger.capture.secretcatalogue`) are one
+database compiled once per process and kept; a run's known values are a second, literal-only
+database (quick to compile, so each Redactor with its own values does not recompile the rules).
+Rules run on the text without ANSI colour/cursor sequences and NUL bytes (`View`), and masks are
+applied to the original bytes.
 
 Bounded memory on long lines: a line longer than `WINDOW` + `OVERLAP` bytes is redacted in
 windows. Each window is `WINDOW` + `OVERLAP` bytes; the rules run on the whole window, the output
@@ -66,7 +71,7 @@ _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
     (rb"-----(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY", False),
     # name => v, name := v, name -> v; <password>v</password>; password%3Dv; netrc; commands
     (_W + b"%s)" + _N + rb"\\?[\"']?[ \t]*(?:=>|:=|->)", True),
-    (rb"<[\w.-]{0,64}" + _W + b"%s)" + rb"[\w.-]{0,64}(?:\s[^<>\n]{0,256})?>[^<\n]", True),
+    (_W + b"%s)" + rb"[\w.-]*(?:\s[^<>\n]*)?>[^<\n]", True),
     (_W + b"%s)" + _N + rb"%3D[^&\s]", True),
     (rb"%3A%2F%2F[^%\s/@]{0,256}%3A", True),
     (rb"password[ \t]+[^\s]", False),
@@ -76,15 +81,25 @@ _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
 )
 
 
+def wrap_pieces(value: bytes) -> list[tuple[bytes, bytes]]:
+    """The (head, tail) pairs a known value splits into when wrapped over two lines (each piece at
+    least `MIN_LENGTH` long: a shorter piece is no secret by itself)."""
+    return [(value[:k], value[k:]) for k in range(MIN_LENGTH, len(value) - MIN_LENGTH + 1)]
+
+
 def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] = (),
-                     rules_on: bool = True) -> list[tuple[bytes, bool]]:
-    """The trigger set: the built-in patterns with the configured name words, plus literals."""
+                     rules_on: bool = True, wrapped: Iterable[bytes] = ()) -> list[tuple[bytes, bool]]:
+    """The trigger set: the built-in patterns with the configured name words, plus literals, plus
+    the pieces of the `wrapped` values at a line end or a line start."""
     words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
     out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
     if rules_on:
         out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
         out += [(r.trigger, r.caseless) for r in catalogue() if r.trigger is not None]
-    return out + [(re.escape(lit), False) for lit in sorted(set(literals))]
+    out += [(re.escape(lit), False) for lit in sorted(set(literals))]
+    # a superset: a head holds the value's first characters, a tail its last ones
+    ends = {piece for value in wrapped for piece in (value[:MIN_LENGTH], value[-MIN_LENGTH:])}
+    return out + [(re.escape(piece), False) for piece in sorted(ends - set(literals))]
 
 
 # What a terminal draws but a rule must not see: colour/cursor sequences (CSI, OSC, two-byte
@@ -172,9 +187,10 @@ class _Engine:
                 db.compile(expressions=[p for p, _ in patterns], ids=list(range(len(patterns))),
                            elements=len(patterns),
                            flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns])
-                if len(_COMPILED) >= 4:  # a run uses a few sets (triggers + its values, values alone)
-                    _COMPILED.clear()
+                if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
+                    del _COMPILED[next(iter(_COMPILED))]  # the least recently used
                 _COMPILED[key] = hyperscan.dumpb(db)
+            _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
             # each engine its own database and scratch: one per stream, so one per thread
             db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
             db.scratch = hyperscan.Scratch(db)
@@ -213,6 +229,22 @@ def _block_head(line: bytes) -> re.Match[bytes] | None:
     return rules.BLOCK_HEAD.match(View(line).text.rstrip(b"\r"))
 
 
+class _Engines:
+    """The rules' triggers (the same for every run: compiled once per process and kept) and the
+    run's own literals (its known values: quick to compile) as two databases; a block is scanned
+    by each (the literal one is a pure literal matcher, many GB/s)."""
+
+    def __init__(self, static: list[tuple[bytes, bool]], literals: list[tuple[bytes, bool]]):
+        self.parts = [e for e in (_Engine(static), _Engine(literals)) if e.kind != "none"]
+        self.kind = self.parts[0].kind if self.parts else "none"
+
+    def ends(self, data: bytes) -> list[int]:
+        """End offsets of the matches of both databases."""
+        if len(self.parts) == 1:
+            return self.parts[0].ends(data)
+        return [end for part in self.parts for end in part.ends(data)]
+
+
 def line_span(body: bytes, i: int) -> Span:
     """``(start, end)`` of the line holding offset `i`, without the newlines."""
     start = body.rfind(b"\n", 0, i) + 1
@@ -243,8 +275,12 @@ class Redactor:
         for value in known:
             needles.update(variants(value))
         self.needles = sorted(needles, key=len, reverse=True)
+        # values long enough to be found in two pieces, one at a line's end and one at the next's start
+        self.wrapped = sorted({v if isinstance(v, bytes) else v.encode("utf-8", "surrogateescape") for v in known}
+                              - {b""})
+        self.wrapped = [v for v in self.wrapped if len(v) >= 2 * MIN_LENGTH and b"\n" not in v and len(v) <= 256]
         self.found: set[bytes] = set()  # values the rules removed (memory only, never written)
-        self._engine: _Engine | None = None
+        self._engine: _Engines | None = None
         self._pem_left = 0
         self._carry = b""  # a long line fed in pieces: the part not yet committed
         self._pem_open_in_line = False
@@ -259,9 +295,10 @@ class Redactor:
         """``hyperscan`` or ``re``: what finds the trigger matches."""
         return self._get_engine().kind
 
-    def _get_engine(self) -> _Engine:
+    def _get_engine(self) -> _Engines:
         if self._engine is None:  # compiled on first use: a one-line redaction never pays for it
-            self._engine = _Engine(trigger_patterns(self.extra, self.needles, self.rules_on))
+            self._engine = _Engines(trigger_patterns(self.extra, rules_on=self.rules_on),
+                                    trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped))
         return self._engine
 
     def flagged(self, body: bytes, start: int = 0) -> list[Span]:
@@ -326,11 +363,26 @@ class Redactor:
         if self.rules_on:
             spans += rules.rule_spans(text, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
         if self.needles:
-            hits = rules.literal_spans(text, self.needles)
+            hits = rules.literal_spans(text, self.needles) + self._pieces(text)
             if hits:
                 acc.add_kind(KNOWN_VALUE)
                 spans += hits
         return [view.span(s, e) for s, e in spans], pem_open
+
+    def _pieces(self, line: bytes) -> list[Span]:
+        """A known value's head at the end of this line or its tail at the start (wrapped)."""
+        out: list[Span] = []
+        if not self.wrapped or len(line) < MIN_LENGTH:
+            return out
+        stripped = line.lstrip(b" \t")
+        lead = len(line) - len(stripped)
+        for value in self.wrapped:
+            for head, tail in wrap_pieces(value):
+                if line.endswith(head):
+                    out.append((len(line) - len(head), len(line)))
+                if stripped.startswith(tail):
+                    out.append((lead, lead + len(tail)))
+        return out
 
     def redact_line(self, line: bytes, acc: Redactions | None = None) -> bytes:
         """One line (with or without its line end); returns it unchanged when nothing is secret."""

@@ -9,8 +9,9 @@ no change here). Its regexes are used as data: each becomes
   pattern's first group when it has one, else the match widened over adjacent token characters,
   so a longer real token than the pattern describes is hidden whole); and
 - a TRIGGER in the one-pass Hyperscan scan (`ledger.capture.scanner`): the regex as it is when
-  Hyperscan compiles it, else TRANSLATED (lookaround assertions, which Hyperscan lacks, dropped:
-  the result matches a superset, which is all a trigger needs), else scanned per block by
+  Hyperscan compiles it (bounded repeats left open, `relax`: cheaper to compile), else
+  TRANSLATED (lookaround assertions, which Hyperscan lacks, dropped: the result matches a
+  superset, which is all a trigger needs), else scanned per block by
   Python's `re` (FALLBACK). `catalogue_report()` says which pattern took which path.
 
 Plugins left out, and why (`SKIPPED`): the public IPv4 detector (an address is no credential and
@@ -92,6 +93,12 @@ def translate(pattern: str) -> str:
     return pattern
 
 
+def relax(pattern: str) -> str:
+    """A trigger for `pattern` that is cheaper to compile: bounded repeats with an upper bound
+    (``{20,50}``, ``.{0,20}?``) left open (a superset: the rule itself checks the bound)."""
+    return re.sub(r"\{(\d+),\d+\}\??", r"{\1,}", pattern)
+
+
 def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
     try:
         plugins = importlib.import_module("detect_secrets.plugins")
@@ -130,10 +137,10 @@ def catalogue() -> tuple[CatalogueRule, ...]:
                 continue
             if p.flags & re.VERBOSE and re.search(r"[\s#]", p.pattern):  # verbose for real
                 trigger, path = None, "fallback"
-            elif _compiles(p.pattern.encode(), caseless):
-                trigger, path = p.pattern.encode(), "as-is"
-            elif _compiles(translate(p.pattern).encode(), caseless):
-                trigger, path = translate(p.pattern).encode(), "translated"
+            elif _compiles(relax(p.pattern).encode(), caseless):
+                trigger, path = relax(p.pattern).encode(), "as-is"
+            elif _compiles(relax(translate(p.pattern)).encode(), caseless):
+                trigger, path = relax(translate(p.pattern)).encode(), "translated"
             else:
                 trigger, path = None, "fallback"
             rules.append(CatalogueRule(provider, plugin, compiled, trigger, caseless, path))
