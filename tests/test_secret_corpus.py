@@ -261,3 +261,16 @@ def test_secrets_doc_is_generated_from_what_the_code_covers() -> None:
     page = secretdoc.render()
     assert "Stripe Access Key" in page and "`vault-token` (not in the catalogue)" in page
     assert secretdoc.PATH.read_text(encoding="utf-8") == page
+
+
+def test_ray_runtime_env_values_with_round_two_shapes() -> None:
+    """The runtime-env JSON's env_vars go through `redact_env`: provider shapes under any name."""
+    from ledger.capture.redact import redact_env
+
+    prov = provider_tokens()
+    env = {"DATABRICKS_HOST": "https://dbc.invalid", "DB_CONN": f"token={prov['databricks']}",
+           "HOOK": prov["slack-webhook"], "OPENAI_API_KEY_2": "plainvalue12345", "NCCL_ALGO": "Ring"}
+    out, names = redact_env(env)
+    assert out["DATABRICKS_HOST"] == "https://dbc.invalid" and out["NCCL_ALGO"] == "Ring"
+    assert prov["databricks"] not in out["DB_CONN"] and prov["slack-webhook"] not in out["HOOK"]
+    assert out["OPENAI_API_KEY_2"] == "***" and "OPENAI_API_KEY_2" in names
