@@ -58,9 +58,16 @@ class CatalogueRule:
         """The kind recorded in `redacted` (``catalogue:stripe-access-key``)."""
         return "catalogue:" + re.sub(r"[^a-z0-9]+", "-", self.provider.lower()).strip("-")
 
-    def spans(self, data: bytes) -> list[tuple[int, int]]:
-        """Spans this rule hides in `data`."""
+    @functools.cached_property
+    def needs(self) -> bytes:
+        """A literal every match holds (lower case when caseless; empty: none known)."""
+        return required_literal(self.pattern.pattern, self.caseless)
+
+    def spans(self, data: bytes, lower: bytes | None = None) -> list[tuple[int, int]]:
+        """Spans this rule hides in `data` (`lower`: `data.lower()`, for caseless rules' test)."""
         out: list[tuple[int, int]] = []
+        if self.needs and self.needs not in (data if not self.caseless else lower if lower is not None else data.lower()):
+            return out
         for m in self.pattern.finditer(data):
             if self.pattern.groups and m.group(1):
                 out.append(m.span(1))
@@ -77,6 +84,31 @@ class CatalogueRule:
             if end > start:
                 out.append((start, end))
         return out
+
+
+def required_literal(pattern: bytes, caseless: bool) -> bytes:
+    """The longest run of literal bytes at the top level of `pattern` (every match holds it), so a
+    rule is only run where its literal is (a cheap `in` test on a long line)."""
+    try:
+        parser: Any = importlib.import_module("re._parser")
+        consts: Any = importlib.import_module("re._constants")
+    except ImportError:  # Python 3.10
+        parser, consts = importlib.import_module("sre_parse"), importlib.import_module("sre_constants")
+    try:
+        parsed = parser.parse(pattern.decode("latin-1"), re.IGNORECASE if caseless else 0)
+    except Exception:
+        return b""
+    best: list[int] = []
+    run: list[int] = []
+    for op, arg in list(parsed) + [(None, None)]:
+        if op is consts.LITERAL:
+            run.append(arg)
+            continue
+        if len(run) > len(best):
+            best = run
+        run = []
+    lit = bytes(best)
+    return lit.lower() if caseless else lit
 
 
 def _compiles(pattern: bytes, caseless: bool) -> bool:

@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from ledger.capture.redact import Redactions, is_secret_name, keeps_value
-from ledger.capture.secretcatalogue import catalogue
+from ledger.capture.secretcatalogue import catalogue, required_literal
 
 Span = tuple[int, int]
 MASK = b"***"
@@ -118,6 +118,8 @@ OWN_SHAPES: tuple[tuple[str, bytes], ...] = (
     ("wandb-key", rb"(?i:\bwandb)[ \t]+login[ \t]+(?:-[\w-]+(?:[ \t]+|=)(?:https?://\S+[ \t]+)?)*(?P<v>(?:local-)?[A-Za-z0-9_-]{40,})"),
 )
 OWN = tuple((kind, re.compile(p)) for kind, p in OWN_SHAPES)
+# a literal each match holds: a shape is only looked for where it is (cheap on long lines)
+_OWN_NEEDS = tuple(required_literal(p, False) for _, p in OWN_SHAPES)
 
 # XML elements: <password>value</password>, <api_key attr="x">value</api_key>
 _XML = re.compile(rb"<(?P<name>[A-Za-z_][\w.-]*)(?:\s[^<>\n]*)?>(?P<v>[^<\n]+)</(?P=name)>")
@@ -244,20 +246,29 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name,
     _kind(_BEARER, "bearer-token", data, acc, out, found)
     _authorization(data, acc, out, found)
     _basic(data, acc, out, found)
-    _named(_XML, data, acc, out, secret, found)
-    _named(_ARROW, data, acc, out, secret, found)
-    _named(_ENC_ASSIGN, data, acc, out, secret, found)
-    _kind(_ENC_URL, "url-credentials", data, acc, out, found)
-    _kind(_NETRC, "netrc-password", data, acc, out, found)
-    for pattern in _CMD_PASSWORD:
-        _kind(pattern, "command-password", data, acc, out, found)
-    _kind(_COOKIE, "cookie", data, acc, out, found)
+    # round two's syntaxes, each behind a cheap test for the bytes it needs (long lines)
+    if b"</" in data:
+        _named(_XML, data, acc, out, secret, found)
+    if b"=>" in data or b":=" in data or b"->" in data:
+        _named(_ARROW, data, acc, out, secret, found)
+    if b"%3" in data:
+        _named(_ENC_ASSIGN, data, acc, out, secret, found)
+        _kind(_ENC_URL, "url-credentials", data, acc, out, found)
+    if b"password" in data:
+        _kind(_NETRC, "netrc-password", data, acc, out, found)
+    if b" -p" in data or b"\t-p" in data or b"-u" in data:
+        for pattern in _CMD_PASSWORD:
+            _kind(pattern, "command-password", data, acc, out, found)
+    if b"ookie" in data or b"OOKIE" in data:
+        _kind(_COOKIE, "cookie", data, acc, out, found)
     for kind, pattern in SHAPES:
         _kind(pattern, kind, data, acc, out, found, 0)
-    for kind, pattern in OWN:
-        _kind(pattern, kind, data, acc, out, found, "v" if "v" in pattern.groupindex else 0)
+    for (kind, pattern), needs in zip(OWN, _OWN_NEEDS):
+        if needs in data:
+            _kind(pattern, kind, data, acc, out, found, "v" if "v" in pattern.groupindex else 0)
+    lower = data.lower() if any(r.caseless and r.needs for r in catalogue()) else None
     for rule in catalogue():  # what our own rules hid already keeps their kind
-        spans = [sp for sp in rule.spans(data) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
+        spans = [sp for sp in rule.spans(data, lower) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
         if spans:
             acc.add_kind(rule.kind)
             out.extend(spans)
