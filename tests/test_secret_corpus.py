@@ -23,13 +23,12 @@ from secret_corpus import (
     yaml_block,
 )
 
-from ledger.capture import scanner
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
+from ledger.redact import scanner
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
 
 TOK = tokens()
-CORPUS = (shape_lines(TOK) + named_lines() + prefixed_lines() + provider_lines(provider_tokens()) + syntax_lines()
-          + ansi_lines(TOK))
+CORPUS = shape_lines(TOK) + named_lines() + prefixed_lines() + provider_lines(provider_tokens()) + syntax_lines() + ansi_lines(TOK)
 
 
 @pytest.mark.parametrize(("line", "secret"), CORPUS)
@@ -140,14 +139,17 @@ def test_trigger_set_is_valid_for_both_engines() -> None:
 
     for p, _ in patterns:
         re.compile(p)
-    assert Redactor(known=["a.b*c(d)-xyz"], extra_names=["signature"]).redact_line(
-        b"request_signature=abcdef123 a.b*c(d)-xyz") == b"request_signature=*** ***"
+    assert (
+        Redactor(known=["a.b*c(d)-xyz"], extra_names=["signature"]).redact_line(b"request_signature=abcdef123 a.b*c(d)-xyz")
+        == b"request_signature=*** ***"
+    )
 
 
 def test_ledgers_own_default_config_is_not_redacted() -> None:
     """`ledger init`'s .ledger.yaml, dirty in a run's code snapshot, lost `{names:` to the YAML
     rule (`secrets: ***`): a flow mapping after a secret-ish key is structure, not a value."""
     from ledger.config import DEFAULT_TEXT as text
+
     acc = Redactions()
     assert Redactor().redact_text(text, acc) == text and not acc
     assert Redactor().redact_text("secrets: {api_key: abcdef123456}\n") == "secrets: {api_key: ***}\n"
@@ -156,14 +158,14 @@ def test_ledgers_own_default_config_is_not_redacted() -> None:
 def test_catalogue_is_loaded_and_compiled_for_the_one_pass_scan() -> None:
     """detect-secrets' provider plugins are the catalogue; each regex is a Hyperscan trigger (as it
     is, or with its lookarounds dropped) and no plugin runs in the slow per-block fallback."""
-    from ledger.capture.secretcatalogue import catalogue
+    from ledger.redact.scanner import catalogue_triggers
 
-    rules = catalogue()
-    providers = {r.provider for r in rules}
+    rules = catalogue_triggers()
+    providers = {r.provider for r, _, _ in rules}
     assert {"Stripe Access Key", "SendGrid API Key", "PyPI Token", "Telegram Bot Token", "Slack Token"} <= providers
     assert "Public IP (ipv4)" not in providers  # an IP address is not a credential
-    assert {r.path for r in rules} <= {"as-is", "translated"}
-    assert any(r.path == "translated" for r in rules)
+    assert {path for _, _, path in rules} <= {"as-is", "translated"}
+    assert any(path == "translated" for _, _, path in rules)
     assert Redactor().engine == "hyperscan"
 
 
@@ -201,8 +203,7 @@ def test_aws_secret_key_only_next_to_its_key_id() -> None:
     """A key id anywhere in a text masked every 40-character token of it, git SHAs included."""
     sha = "3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39"
     secret = rand(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+")
-    text = (f"# pinned miles at {sha}\nexport AWS_ACCESS_KEY_ID={TOK['aws-id']}\n"
-            f"export AWS_SECRET={secret}\n\n\necho built {sha}\n")
+    text = f"# pinned miles at {sha}\nexport AWS_ACCESS_KEY_ID={TOK['aws-id']}\nexport AWS_SECRET={secret}\n\n\necho built {sha}\n"
     out = Redactor().redact_text(text)
     assert secret not in out and TOK["aws-id"] not in out
     assert out.count(sha) == 2
@@ -229,7 +230,7 @@ def test_known_values_in_other_encodings_and_wrapped() -> None:
 
 
 def test_suffixed_names_are_secret_names() -> None:
-    from ledger.capture.redact import is_secret_name
+    from ledger.redact.names import is_secret_name
 
     for name in ("OPENAI_API_KEY_2", "STRIPE_KEY_LIVE", "API Key", "db_password_old", "HF_TOKEN_1"):
         assert is_secret_name(name), name
@@ -238,7 +239,7 @@ def test_suffixed_names_are_secret_names() -> None:
 
 
 def test_dirty_file_encodings_and_binaries() -> None:
-    from ledger.capture.runscrub import scrub_code_file, text_encoding
+    from ledger.redact.runscrub import scrub_code_file, text_encoding
 
     r = Redactor()
     for codec in ("utf-16", "utf-16-le", "utf-32", "utf-32-be"):
@@ -254,8 +255,8 @@ def test_dirty_file_encodings_and_binaries() -> None:
 
 
 def test_secrets_doc_is_generated_from_what_the_code_covers() -> None:
-    """docs/secrets.md is `secretdoc.render()`: regenerate with `python -m ledger.capture.secretdoc --write`."""
-    from ledger.capture import secretdoc
+    """docs/secrets.md is `ledger.redact.doc.render()`: regenerate with `make docs`."""
+    from ledger.redact import doc as secretdoc
 
     assert secretdoc.syntax_examples_hidden() == []  # every syntax listed is really hidden
     page = secretdoc.render()
@@ -265,11 +266,16 @@ def test_secrets_doc_is_generated_from_what_the_code_covers() -> None:
 
 def test_ray_runtime_env_values_with_round_two_shapes() -> None:
     """The runtime-env JSON's env_vars go through `redact_env`: provider shapes under any name."""
-    from ledger.capture.redact import redact_env
+    from ledger.redact.apply import redact_env
 
     prov = provider_tokens()
-    env = {"DATABRICKS_HOST": "https://dbc.invalid", "DB_CONN": f"token={prov['databricks']}",
-           "HOOK": prov["slack-webhook"], "OPENAI_API_KEY_2": "plainvalue12345", "NCCL_ALGO": "Ring"}
+    env = {
+        "DATABRICKS_HOST": "https://dbc.invalid",
+        "DB_CONN": f"token={prov['databricks']}",
+        "HOOK": prov["slack-webhook"],
+        "OPENAI_API_KEY_2": "plainvalue12345",
+        "NCCL_ALGO": "Ring",
+    }
     out, names = redact_env(env)
     assert out["DATABRICKS_HOST"] == "https://dbc.invalid" and out["NCCL_ALGO"] == "Ring"
     assert prov["databricks"] not in out["DB_CONN"] and prov["slack-webhook"] not in out["HOOK"]

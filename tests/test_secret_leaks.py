@@ -64,8 +64,7 @@ if os.environ.get("HANG"):
 def _secrets() -> tuple[list[str], list[str], dict[str, str]]:
     """(lines to print, secrets that must not survive, environment)."""
     tok = tokens()
-    corpus = (shape_lines(tok) + named_lines() + prefixed_lines() + provider_lines(provider_tokens()) + syntax_lines()
-              + ansi_lines(tok))
+    corpus = shape_lines(tok) + named_lines() + prefixed_lines() + provider_lines(provider_tokens()) + syntax_lines() + ansi_lines(tok)
     pem = pem_block("OPENSSH PRIVATE KEY", 5)
     lines = [line for line, _ in corpus] + pem
     must_not = [p for _, s in corpus for p in s.split(" ")] + pem[1:-1]
@@ -83,8 +82,9 @@ def _secrets() -> tuple[list[str], list[str], dict[str, str]]:
 
 
 def _object_ids(repo: Path) -> set[str]:
-    out = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"], cwd=repo,
-                         stdout=subprocess.PIPE, text=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "cat-file", "--batch-all-objects", "--batch-check=%(objectname)"], cwd=repo, stdout=subprocess.PIPE, text=True, check=True
+    ).stdout
     return set(out.split())
 
 
@@ -95,12 +95,15 @@ def _everything_stored(repo: Path, *more: Path, users: set[str] = frozenset()) -
     out = []
     for where in (repo, *(m for m in more if (m / "HEAD").is_file())):
         ids = sorted(_object_ids(where) - (users if where == repo else set()))  # not what the user wrote
-        out.append(subprocess.run(["git", "cat-file", "--batch"], cwd=where, input="\n".join(ids).encode(),
-                                  stdout=subprocess.PIPE, check=True).stdout)
-        out.append(subprocess.run(["git", "log", "--all", "--reflog", "-p", "--format=%B"], cwd=where,
-                                  stdout=subprocess.PIPE, check=True).stdout)
-        out.append(subprocess.run(["git", "reflog", "--all", "--format=%gs %s"], cwd=where, stdout=subprocess.PIPE,
-                                  check=False).stdout)
+        out.append(
+            subprocess.run(
+                ["git", "cat-file", "--batch"], cwd=where, input="\n".join(ids).encode(), stdout=subprocess.PIPE, check=True
+            ).stdout
+        )
+        out.append(
+            subprocess.run(["git", "log", "--all", "--reflog", "-p", "--format=%B"], cwd=where, stdout=subprocess.PIPE, check=True).stdout
+        )
+        out.append(subprocess.run(["git", "reflog", "--all", "--format=%gs %s"], cwd=where, stdout=subprocess.PIPE, check=False).stdout)
     for folder in (repo / ".dvc" / "cache", *more):
         out += [p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()]
     return b"".join(out)
@@ -132,8 +135,8 @@ def test_no_planted_secret_reaches_git_or_dvc(repo: Path) -> None:
     (repo / "config.yaml").write_text(f"lr: 1.0e-06\napi_key: {dirty_key}\ndb_password: {plain}\n")  # dirty tracked file
     launch_pw = rand(18)
     (repo / "launch.sh").write_text(  # an untracked launcher with secrets written in
-        f"#!/bin/bash\nset -x\nexport DB_PASSWORD={launch_pw}\n"
-        f"python3 job.py --hub-token {tok['hf']} \"$@\"\n")
+        f'#!/bin/bash\nset -x\nexport DB_PASSWORD={launch_pw}\npython3 job.py --hub-token {tok["hf"]} "$@"\n'
+    )
     note = f"retry with token {gh} after the outage"
     # round two: dirty UTF-16 text, a dirty binary holding a token, an index-new YAML block scalar,
     # a launcher heredoc (netrc, docker login) and a quoted value holding a quote under `set -x`
@@ -149,19 +152,44 @@ def test_no_planted_secret_reaches_git_or_dvc(repo: Path) -> None:
         f"#!/bin/bash\nset -x\nexport DB_PASSWORD={launch_pw}\n"
         f"cat > /dev/null <<EOF\nmachine api.wandb.invalid\n  login user\n  password {netrc_pw}\nEOF\n"
         f": docker login -u bot -p {docker_pw} registry.invalid\n"
-        f": --password \"ab'{quoted}\"\n"
-        f"python3 job.py --hub-token {tok['hf']} \"$@\"\n")
+        f': --password "ab\'{quoted}"\n'
+        f'python3 job.py --hub-token {tok["hf"]} "$@"\n'
+    )
     users = _object_ids(repo)  # the user's own `git add` wrote new.yaml's blob: theirs, not ledger's
     refused = ledger(repo, "run", "--name", f"leaky-{tok['gitlab']}", "--", "true")
     assert refused.returncode == 125 and "--name holds what looks like a secret" in refused.stderr
     assert tok["gitlab"] not in refused.stderr
-    r = ledger(repo, "run", "--no-debug-data", "--name", "leaky-run", "--note", note, "--",
-               "bash", "launch.sh", "--wandb-key", env["WANDB_API_KEY"],
-               env=_run_env(env, PAD_LINES="300"))
+    r = ledger(
+        repo,
+        "run",
+        "--no-debug-data",
+        "--name",
+        "leaky-run",
+        "--note",
+        note,
+        "--",
+        "bash",
+        "launch.sh",
+        "--wandb-key",
+        env["WANDB_API_KEY"],
+        env=_run_env(env, PAD_LINES="300"),
+    )
     assert r.returncode == 0, r.stderr
     assert "weights.bin is a changed binary file holding secret-shaped bytes" in r.stderr
-    must_not += [dirty_key, plain, launch_pw, tok["hf"], tok["gitlab"], utf16_secret, prov["sendgrid"], bin_secret,
-                 *block_lines, netrc_pw, docker_pw, quoted]
+    must_not += [
+        dirty_key,
+        plain,
+        launch_pw,
+        tok["hf"],
+        tok["gitlab"],
+        utf16_secret,
+        prov["sendgrid"],
+        bin_secret,
+        *block_lines,
+        netrc_pw,
+        docker_pw,
+        quoted,
+    ]
     must_not += [utf16_secret.encode("utf-16-le").decode("latin-1")]
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
     assert m["logs"].get("in_dvc"), "the big-log path must be exercised"
@@ -174,15 +202,15 @@ def test_no_planted_secret_reaches_git_or_dvc(repo: Path) -> None:
     shared, storage = repo.parent / "shared.git", repo.parent / "dvc-storage"
     git(repo.parent, "init", "-q", "--bare", str(shared))
     git(repo, "remote", "add", "origin", str(shared))
-    subprocess.run([sys.executable, "-m", "dvc", "remote", "add", "-d", "storage", str(storage)], cwd=repo, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "dvc", "remote", "add", "-d", "storage", str(storage)], cwd=repo, check=True, stdout=subprocess.DEVNULL
+    )
     pushed = ledger(repo, "push")
     assert pushed.returncode == 0, pushed.stderr
     assert storage.is_dir() and any(p.is_file() for p in storage.rglob("*"))  # the big log went to the DVC remote
     stored = _everything_stored(repo, shared, storage, users=users)
     assert b"line of value: ***" in stored and b"step 299:" in stored  # the logs are really searched
-    leaked = [s for s in must_not if s.encode("utf-8", "surrogateescape") in stored
-              or s.encode("latin-1", "ignore") in stored]
+    leaked = [s for s in must_not if s.encode("utf-8", "surrogateescape") in stored or s.encode("latin-1", "ignore") in stored]
     for s in leaked:
         i = stored.find(s.encode("utf-8", "surrogateescape"))
         print("LEAK", s, stored[max(0, i - 200) : i + 60])
@@ -200,8 +228,14 @@ def test_recovered_run_gets_the_same_scrub(repo: Path) -> None:
     _prepare(repo)
     lines, must_not, env = _secrets()
     full_env = {**os.environ, **env, "HANG": "1"}
-    proc = subprocess.Popen([*LEDGER, "run", "--no-debug-data", "--", sys.executable, "job.py"], cwd=repo,
-                            env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--no-debug-data", "--", sys.executable, "job.py"],
+        cwd=repo,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stderr is not None
     deadline = time.time() + 60
     staging = repo / ".ledger" / "staging"

@@ -8,11 +8,11 @@ no change here). Its regexes are used as data: each becomes
 - a RULE, run by Python's `re` on the lines the trigger scan flags (the span hidden is the
   pattern's first group when it has one, else the match widened over adjacent token characters,
   so a longer real token than the pattern describes is hidden whole); and
-- a TRIGGER in the one-pass Hyperscan scan (`ledger.capture.scanner`): the regex as it is when
+- a TRIGGER in the one-pass Hyperscan scan (`ledger.redact.scanner.catalogue_triggers`): the regex as it is when
   Hyperscan compiles it (bounded repeats left open, `relax`: cheaper to compile), else
   TRANSLATED (lookaround assertions, which Hyperscan lacks, dropped: the result matches a
   superset, which is all a trigger needs), else scanned per block by
-  Python's `re` (FALLBACK). `catalogue_report()` says which pattern took which path.
+  Python's `re` (FALLBACK). docs/secrets.md lists which pattern took which path.
 
 Plugins left out, and why (`SKIPPED`): the public IPv4 detector (an address is no credential and
 every Ray log holds some), and the private-key marker (our PEM rule masks the whole block, not
@@ -49,9 +49,10 @@ class CatalogueRule:
     provider: str  # the plugin's secret_type, e.g. "Stripe Access Key"
     plugin: str  # the plugin class name
     pattern: re.Pattern[bytes]
-    trigger: bytes | None  # for Hyperscan; None: scanned by `pattern` itself (fallback)
     caseless: bool
-    path: str  # "as-is" | "translated" | "fallback"
+    # the trigger forms to try in Hyperscan, in order: ("as-is", ...), ("translated", ...); none
+    # for a verbose pattern (scanned by `pattern` itself: "fallback"); the scanner picks
+    candidates: tuple[tuple[str, bytes], ...]
 
     @property
     def kind(self) -> str:
@@ -111,12 +112,6 @@ def required_literal(pattern: bytes, caseless: bool) -> bytes:
     return lit.lower() if caseless else lit
 
 
-def _compiles(pattern: bytes, caseless: bool) -> bool:
-    from ledger.capture.scanner import hyperscan_compiles  # scanner imports this module
-
-    return hyperscan_compiles(pattern, caseless)
-
-
 def translate(pattern: str) -> str:
     """`pattern` without lookaround assertions: a superset, which Hyperscan can compile."""
     prev = None
@@ -144,8 +139,12 @@ def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
         except Exception:  # a plugin needing an optional extra: the others still count
             continue
         for name, cls in inspect.getmembers(mod, inspect.isclass):
-            if (cls.__module__ != mod.__name__ or not issubclass(cls, base.RegexBasedDetector)
-                    or cls is base.RegexBasedDetector or name in SKIPPED):
+            if (
+                cls.__module__ != mod.__name__
+                or not issubclass(cls, base.RegexBasedDetector)
+                or cls is base.RegexBasedDetector
+                or name in SKIPPED
+            ):
                 continue
             try:
                 plugin: Any = cls
@@ -168,14 +167,10 @@ def catalogue() -> tuple[CatalogueRule, ...]:
             except re.error:
                 continue
             if p.flags & re.VERBOSE and re.search(r"[\s#]", p.pattern):  # verbose for real
-                trigger, path = None, "fallback"
-            elif _compiles(relax(p.pattern).encode(), caseless):
-                trigger, path = relax(p.pattern).encode(), "as-is"
-            elif _compiles(relax(translate(p.pattern)).encode(), caseless):
-                trigger, path = relax(translate(p.pattern)).encode(), "translated"
+                candidates: tuple[tuple[str, bytes], ...] = ()
             else:
-                trigger, path = None, "fallback"
-            rules.append(CatalogueRule(provider, plugin, compiled, trigger, caseless, path))
+                candidates = (("as-is", relax(p.pattern).encode()), ("translated", relax(translate(p.pattern)).encode()))
+            rules.append(CatalogueRule(provider, plugin, compiled, caseless, candidates))
     return tuple(rules)
 
 
@@ -187,8 +182,3 @@ def catalogue_version() -> str:
         return version("detect-secrets")
     except Exception:
         return "absent"
-
-
-def catalogue_report() -> list[tuple[str, str, str]]:
-    """(provider, plugin, path) for every catalogue regex, for the docs."""
-    return [(r.provider, r.plugin, r.path) for r in catalogue()]

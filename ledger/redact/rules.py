@@ -1,11 +1,11 @@
 """The redaction rules, on bytes: each finds the SPANS of secret values in one line (or a text).
 
 Working on bytes keeps offsets exact (a long line is redacted in windows, see
-`ledger.capture.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
+`ledger.redact.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
 A rule reports `(start, end)` spans and records the name or kind it hid in a `Redactions`; the
 caller merges the spans and replaces each by ``***`` (`mask_spans`).
 
-Secret-named values (the name rule is `ledger.capture.redact.is_secret_name`):
+Secret-named values (the name rule is `ledger.redact.names.is_secret_name`):
 ``"name": "value"`` (JSON, Python dict reprs, escaped JSON), ``['--name', 'value']`` (printed
 argv lists), ``NAME=value`` / ``--name=value`` / ``Namespace(name='value')``, ``name: value``
 (YAML, ``key = value`` INI), ``--name value`` (also across a ``\\`` continuation) and Megatron's
@@ -29,8 +29,8 @@ import binascii
 import re
 from collections.abc import Callable, Iterable
 
-from ledger.capture.redact import Redactions, is_secret_name, keeps_value
-from ledger.capture.secretcatalogue import catalogue, required_literal
+from ledger.redact.catalogue import catalogue, required_literal
+from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
 MASK = b"***"
@@ -52,20 +52,39 @@ _PAIR = re.compile(
 # ['--wandb-key', 'value'] (printed argv lists)
 _LISTED = re.compile(rb"""(?P<q>["'])(?P<name>--?""" + _NAME + rb""")(?P=q)\s*,\s*(?P<v>""" + _DQ + rb"|" + _SQ + rb")")
 # NAME=value, --name=value, export NAME="value", ?token=value, Namespace(name='value')
-_ASSIGN = re.compile(rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ
-                     + rb"|" + _BARE + rb")")
+_ASSIGN = re.compile(
+    rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")"
+)
 # name: value (YAML, logs), key = value (INI), name= value (`print("token=", v)`); a separate
 # pattern so neither hides the other's match
 # A value that opens a YAML flow mapping or list (`secrets: {names: [X]}`) is structure, not a
 # secret: its inner `name: value` pairs are matched on their own.
 _COLON = re.compile(
-    rb"(?<![\w.-])(?P<name>" + _NAME + rb")(?:[ \t]*:|[ \t]+=|=(?=[ \t]))[ \t]*(?!=)" + _PFX
-    + rb"(?P<v>" + _DQ + rb"|" + _SQ + rb"|(?![{\[])" + _BARE + rb")"
+    rb"(?<![\w.-])(?P<name>"
+    + _NAME
+    + rb")(?:[ \t]*:|[ \t]+=|=(?=[ \t]))[ \t]*(?!=)"
+    + _PFX
+    + rb"(?P<v>"
+    + _DQ
+    + rb"|"
+    + _SQ
+    + rb"|(?![{\[])"
+    + _BARE
+    + rb")"
 )
 # --name value (also across a shell line continuation)
 _SPACED = re.compile(
-    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+" + _PFX
-    + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|(?!-)" + _BARE + rb")"
+    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+"
+    + _PFX
+    + rb"(?P<v>"
+    + _SHWORD
+    + rb"|"
+    + _DQ
+    + rb"|"
+    + _SQ
+    + rb"|(?!-)"
+    + _BARE
+    + rb")"
 )
 # Megatron's argument dump: "  wandb_key ........................ value"
 _DOTTED = re.compile(rb"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
@@ -97,7 +116,7 @@ SHAPES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
     ("jwt", re.compile(rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?")),
 )
 
-# Provider shapes the catalogue (`ledger.capture.secretcatalogue`) lacks, from each issuer's public
+# Provider shapes the catalogue (`ledger.redact.catalogue`) lacks, from each issuer's public
 # description of its token format. Each pattern is also its own trigger (`scanner`); a group `v`
 # is the part hidden.
 OWN_SHAPES: tuple[tuple[str, bytes], ...] = (
@@ -125,8 +144,19 @@ _OWN_NEEDS = tuple(required_literal(p, False) for _, p in OWN_SHAPES)
 _XML = re.compile(rb"<(?P<name>[A-Za-z_][\w.-]*)(?:\s[^<>\n]*)?>(?P<v>[^<\n]+)</(?P=name)>")
 # name => value, name := value, name -> value (Ruby/PHP/Perl hashes, Go, Make, printed maps)
 _ARROW = re.compile(
-    rb"(?<![\w.-])\\?[\"']?(?P<name>" + _NAME + rb")\\?[\"']?[ \t]*(?:=>|:=|->)[ \t]*" + _PFX
-    + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|(?![{\[])" + _BARE + rb")"
+    rb"(?<![\w.-])\\?[\"']?(?P<name>"
+    + _NAME
+    + rb")\\?[\"']?[ \t]*(?:=>|:=|->)[ \t]*"
+    + _PFX
+    + rb"(?P<v>"
+    + _SHWORD
+    + rb"|"
+    + _DQ
+    + rb"|"
+    + _SQ
+    + rb"|(?![{\[])"
+    + _BARE
+    + rb")"
 )
 # netrc: "machine h login u password p" (one line, or one entry a line)
 _NETRC = re.compile(rb"(?m)(?:^[ \t]*|\b(?:login|account)[ \t]+\S+[ \t]+)password[ \t]+(?P<v>[^\s:=>-][^\s]*)")
@@ -135,15 +165,24 @@ _SHELL_VALUE = rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|[^\s'\";|&
 _CMD_PASSWORD = (
     re.compile(rb"\b(?:docker|podman|nerdctl)[ \t]+login\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE),
     re.compile(rb"\bsshpass\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE),
-    re.compile(rb"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n;|&]*?[ \t]-p(?P<v>" + _SHWORD + rb"|" + _DQ
-               + rb"|" + _SQ + rb"|[^\s'\";|&-][^\s'\";|&]*)"),
+    re.compile(
+        rb"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n;|&]*?[ \t]-p(?P<v>"
+        + _SHWORD
+        + rb"|"
+        + _DQ
+        + rb"|"
+        + _SQ
+        + rb"|[^\s'\";|&-][^\s'\";|&]*)"
+    ),
     re.compile(rb"\b(?:curl|wget)\b[^\n;|&]*?[ \t](?:-u|--user|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:'\"]*:(?P<v>[^\s'\"]+)"),
 )
 # Cookie / Set-Cookie header values: every cookie is a credential
 _COOKIE = re.compile(rb"(?i)\b(?:set-)?cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?P<v>[^\r\n\"'\\]{6,})")
 # URL-encoded: password%3Dvalue (up to %26 = &), and https%3A%2F%2Fuser%3Apw%40host
-_ENC_ASSIGN = re.compile(rb"(?i)(?:(?<=%3F)|(?<=%26)|(?<=%2C)|(?<![\w.-]))(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
-                         rb"%3D(?P<v>(?:(?!%26)[^&\s\"'])+)")
+_ENC_ASSIGN = re.compile(
+    rb"(?i)(?:(?<=%3F)|(?<=%26)|(?<=%2C)|(?<![\w.-]))(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
+    rb"%3D(?P<v>(?:(?!%26)[^&\s\"'])+)"
+)
 _ENC_URL = re.compile(rb"(?i)%3A%2F%2F[^%\s/@]*%3A(?P<v>(?:(?!%40)[^\s/@\"'])+)%40")
 # YAML block scalar after a secret name: "password: |" / "api_key: >-", the value on the next lines
 BLOCK_HEAD = re.compile(rb"^(?P<ind>[ \t]*)(?:- )?(?P<name>" + _NAME + rb")[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?:#.*)?$")
@@ -166,8 +205,9 @@ def _inner(data: bytes, start: int, end: int) -> Span:
     return start, end
 
 
-def _named(pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[Span], secret: NameTest,
-           found: set[bytes] | None, group: str = "v") -> None:
+def _named(
+    pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[Span], secret: NameTest, found: set[bytes] | None, group: str = "v"
+) -> None:
     pos = 0
     while (m := pattern.search(data, pos)) is not None:
         name = m.group("name").decode("ascii")
@@ -190,8 +230,9 @@ def _named(pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[S
         pos = m.end()
 
 
-def _kind(pattern: re.Pattern[bytes], kind: str, data: bytes, acc: Redactions, out: list[Span],
-          found: set[bytes] | None, group: str | int = "v") -> None:
+def _kind(
+    pattern: re.Pattern[bytes], kind: str, data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None, group: str | int = "v"
+) -> None:
     for m in pattern.finditer(data):
         acc.add_kind(kind)
         out.append(m.span(group))
@@ -228,8 +269,7 @@ def _basic(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | No
             found.add(value)
 
 
-def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name,
-               found: set[bytes] | None = None) -> list[Span]:
+def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, found: set[bytes] | None = None) -> list[Span]:
     """Spans of secret values in `data` by every rule except PEM blocks and known values.
 
     `found` collects the values removed (kept in memory only, to find them again elsewhere).

@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import Redactor
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import Redactor
 
 SECRETS_FILE = "secrets.json"  # in the staging folder, outside the run folder: never committed
 LOGS = ("trainer.log", "engine.log")
@@ -45,8 +45,7 @@ def load_secrets(staging_dir: Path) -> set[str]:
 
 
 LEFT_OUT = "left-out:binary-with-secret-shaped-bytes"
-_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"),
-         (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 _PRINTABLE = re.compile(rb"[\t\x20-\x7e]{6,}")
 
 
@@ -99,8 +98,7 @@ def add_redacted(m: dict[str, Any], entries: Iterable[str]) -> None:
     m["redacted"] = sorted(set(m.get("redacted") or []) | set(entries))
 
 
-def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes],
-               extra_names: Iterable[str] = ()) -> None:
+def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
     """The final scrub of a staged run folder's files (see the module docstring)."""
     secrets = set(secrets)
     extra = tuple(extra_names)
@@ -118,8 +116,7 @@ def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: 
             add_redacted(m, acc.at(name))
 
 
-def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes],
-                   extra_names: Iterable[str] = ()) -> None:
+def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
     """Every string of the manifest, and every value under a secret-named key (in place)."""
     acc = Redactions()
     clean = Redactor(set(secrets) | as_texts(found), extra_names).redact_obj(m, acc, skip=frozenset({"redacted"}))

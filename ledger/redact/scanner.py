@@ -15,7 +15,7 @@ TRIGGERS, patterns that every secret the rules would hide also matches (tested o
 tests/test_secret_corpus.py), and only the lines they hit run the Python rules. Triggers run in
 Hyperscan (one pass for all patterns, several GB/s, `bench/bench_redact.py`), or, where the
 hyperscan wheel cannot be installed, in one combined Python regex (same result, slower). The
-rules' triggers (ours, and the provider catalogue's, `ledger.capture.secretcatalogue`) are one
+rules' triggers (ours, and the provider catalogue's, `ledger.redact.catalogue`) are one
 database compiled once per process and kept; a run's known values are a second, literal-only
 database (quick to compile, so each Redactor with its own values does not recompile the rules).
 Rules run on the text without ANSI colour/cursor sequences and NUL bytes (`View`), and masks are
@@ -31,16 +31,17 @@ boundary it straddles. A line fed in pieces (`redact_part`) keeps at most one wi
 from __future__ import annotations
 
 import bisect
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ledger.capture import secretrules as rules
-from ledger.capture.redact import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
-from ledger.capture.secretcatalogue import catalogue
-from ledger.capture.secretvalues import MIN_LENGTH, variants
+from ledger.redact import rules
+from ledger.redact.catalogue import CatalogueRule, catalogue
+from ledger.redact.names import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
+from ledger.redact.variants import MIN_LENGTH, variants
 
 Span = tuple[int, int]
 WINDOW = 1 << 20
@@ -53,9 +54,12 @@ _N = rb"[\w.-]*"
 # (pattern, caseless): every secret a rule hides is matched by one of these (see the module doc)
 _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
     # one pattern for the named forms: fewer engines woken by the common word "token"
-    (_W + b"%s)" + _N + rb"(?:\\?[\"']\s{0,8}[:,]"  # "name": v   ['--name', v]
-     rb"|[ \t]*[:=][ \t]*(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})"  # name=v, name: v (not a count)
-     rb"| \.\.\.)", True),  # Megatron's argument dump
+    (
+        _W + b"%s)" + _N + rb"(?:\\?[\"']\s{0,8}[:,]"  # "name": v   ['--name', v]
+        rb"|[ \t]*[:=][ \t]*(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})"  # name=v, name: v (not a count)
+        rb"| \.\.\.)",
+        True,
+    ),  # Megatron's argument dump
     (rb"-" + _N + _W + b"%s)" + _N + rb"(?:[ \t]|\\\n){1,8}[^\s-]", True),  # --name value
     (rb"\bhf_[A-Za-z0-9]{30}", False),
     (rb"\b(?:gh[pousr]_[A-Za-z0-9]{20}|github_pat_[A-Za-z0-9_]{20})", False),
@@ -87,15 +91,16 @@ def wrap_pieces(value: bytes) -> list[tuple[bytes, bytes]]:
     return [(value[:k], value[k:]) for k in range(MIN_LENGTH, len(value) - MIN_LENGTH + 1)]
 
 
-def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] = (),
-                     rules_on: bool = True, wrapped: Iterable[bytes] = ()) -> list[tuple[bytes, bool]]:
+def trigger_patterns(
+    extra_names: Iterable[str] = (), literals: Iterable[bytes] = (), rules_on: bool = True, wrapped: Iterable[bytes] = ()
+) -> list[tuple[bytes, bool]]:
     """The trigger set: the built-in patterns with the configured name words, plus literals, plus
     the pieces of the `wrapped` values at a line end or a line start."""
     words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
     out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
     if rules_on:
         out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
-        out += [(r.trigger, r.caseless) for r in catalogue() if r.trigger is not None]
+        out += [(trigger, r.caseless) for r, trigger, _ in catalogue_triggers() if trigger is not None]
     out += [(re.escape(lit), False) for lit in sorted(set(literals))]
     # a superset: a head holds the value's first characters, a tail its last ones
     ends = {piece for value in wrapped for piece in (value[:MIN_LENGTH], value[-MIN_LENGTH:])}
@@ -166,6 +171,17 @@ def hyperscan_compiles(pattern: bytes, caseless: bool) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=1)
+def catalogue_triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
+    """Each catalogue rule with its Hyperscan trigger and how it got it: ``as-is``, ``translated``
+    (lookarounds dropped), or ``fallback`` (no trigger: its regex scans each block in `re`)."""
+    out = []
+    for rule in catalogue():
+        pick = next(((path, p) for path, p in rule.candidates if hyperscan_compiles(p, rule.caseless)), None)
+        out.append((rule, pick[1], pick[0]) if pick else (rule, None, "fallback"))
+    return tuple(out)
+
+
 _COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
 
 
@@ -184,9 +200,12 @@ class _Engine:
             key = tuple(patterns)
             if key not in _COMPILED:  # compiling takes ~0.2 s; loading a serialized copy ~1 ms
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(expressions=[p for p, _ in patterns], ids=list(range(len(patterns))),
-                           elements=len(patterns),
-                           flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns])
+                db.compile(
+                    expressions=[p for p, _ in patterns],
+                    ids=list(range(len(patterns))),
+                    elements=len(patterns),
+                    flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
+                )
                 if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
                     del _COMPILED[next(iter(_COMPILED))]  # the least recently used
                 _COMPILED[key] = hyperscan.dumpb(db)
@@ -276,8 +295,7 @@ class Redactor:
             needles.update(variants(value))
         self.needles = sorted(needles, key=len, reverse=True)
         # values long enough to be found in two pieces, one at a line's end and one at the next's start
-        self.wrapped = sorted({v if isinstance(v, bytes) else v.encode("utf-8", "surrogateescape") for v in known}
-                              - {b""})
+        self.wrapped = sorted({v if isinstance(v, bytes) else v.encode("utf-8", "surrogateescape") for v in known} - {b""})
         self.wrapped = [v for v in self.wrapped if len(v) >= 2 * MIN_LENGTH and b"\n" not in v and len(v) <= 256]
         self.found: set[bytes] = set()  # values the rules removed (memory only, never written)
         self._engine: _Engines | None = None
@@ -297,8 +315,10 @@ class Redactor:
 
     def _get_engine(self) -> _Engines:
         if self._engine is None:  # compiled on first use: a one-line redaction never pays for it
-            self._engine = _Engines(trigger_patterns(self.extra, rules_on=self.rules_on),
-                                    trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped))
+            self._engine = _Engines(
+                trigger_patterns(self.extra, rules_on=self.rules_on),
+                trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped),
+            )
         return self._engine
 
     def flagged(self, body: bytes, start: int = 0) -> list[Span]:
@@ -310,11 +330,9 @@ class Redactor:
         view = View(body)
         ends = self._get_engine().ends(view.text)
         if self.rules_on:
-            ends += [m.end() for r in catalogue() if r.trigger is None for m in r.pattern.finditer(view.text)]
-        hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends
-                       if view.at(max(end - 1, 0)) >= start})
-        if self._pem_left == 0 and self._block is None and not any(
-                b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
+            ends += [m.end() for r, trigger, _ in catalogue_triggers() if trigger is None for m in r.pattern.finditer(view.text)]
+        hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends if view.at(max(end - 1, 0)) >= start})
+        if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
             return hits
         out: list[Span] = []
         left, pos, k = self._pem_left, start, 0
@@ -514,8 +532,7 @@ class Redactor:
             for key, value in obj.items():
                 if key in skip:
                     out[key] = value
-                elif (isinstance(key, str) and isinstance(value, str) and self._secret(key)
-                      and not keeps_value(key, value)):
+                elif isinstance(key, str) and isinstance(value, str) and self._secret(key) and not keeps_value(key, value):
                     acc.add_name(key)
                     out[key] = MASK
                 else:
