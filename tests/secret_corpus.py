@@ -278,5 +278,10 @@ ORDINARY_ROUND_TWO = [
     "  uses the response tokens only",
     "sample 7c9e6679-7425-40de-944b-e07fc1f90ae7 reward_key=score num_keys_2: 3",
     "wandb: Appending key for api.wandb.invalid to your netrc file: /root/.netrc",
+    # code shapes seen in Miles' own sources (written here): walrus reads, counts, mapping comments
+    'if (hub_token := os.environ.get("HF_TOKEN")) is not None:',
+    "kl_token_value = masked_mean(ratio, mask) - 1.0",
+    "cache = {}  # key -> stacked tensor, token -> start row",
+    "token_1 = (ids[0] + 1, ids[1] + 1)",
     "saved /root/ckpt/iter_0000100/mp_rank_00/model_optim_rng.pt (sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08)",
 ]

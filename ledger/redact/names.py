@@ -47,8 +47,7 @@ _NOT_SECRET = frozenset(
 )  # fmt: skip
 # words that only qualify a secret name (which one, where it is used): dropped from its end
 _QUALIFIERS = frozenset(
-    {"LIVE", "TEST", "PROD", "PRODUCTION", "DEV", "STAGING", "OLD", "NEW", "BACKUP", "PRIMARY"}
-    | {"SECONDARY", "ALT", "V1", "V2", "V3", "B64", "BASE64", "RAW", "VALUE", "STR"}
+    {"LIVE", "TEST", "PROD", "PRODUCTION", "DEV", "STAGING", "OLD", "NEW", "BACKUP", "PRIMARY"} | {"SECONDARY", "ALT", "B64", "BASE64"}
 )
 _TRIVIAL = frozenset({"", "none", "null", "nil", "true", "false", MASK, f"'{MASK}'", f'"{MASK}"'})
 
@@ -69,7 +68,8 @@ def is_secret_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
     parts = _parts(name)
     if not parts or "_".join(parts) in _NOT_SECRET:
         return False
-    while len(parts) > 1 and (parts[-1].isdigit() or parts[-1] in _QUALIFIERS):
+    # a qualifier is dropped only from a name of two parts or more (`token_0` in code is no secret)
+    while len(parts) > 2 and (parts[-1].isdigit() or parts[-1] in _QUALIFIERS):
         parts.pop()
     if "_".join(parts) in _NOT_SECRET:
         return False

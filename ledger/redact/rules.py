@@ -143,10 +143,12 @@ _OWN_NEEDS = tuple(required_literal(p, False) for _, p in OWN_SHAPES)
 # XML elements: <password>value</password>, <api_key attr="x">value</api_key>
 _XML = re.compile(rb"<(?P<name>[A-Za-z_][\w.-]*)(?:\s[^<>\n]*)?>(?P<v>[^<\n]+)</(?P=name)>")
 # name => value, name := value, name -> value (Ruby/PHP/Perl hashes, Go, Make, printed maps)
+# a bare value that is not an expression: not followed by a call or an index (`x := f(y)`)
+_WORD_VALUE = rb"(?=(?P<w>[^\s'\";|&,}\])(\[{]+))(?P=w)(?![(\[])"
 _ARROW = re.compile(
     rb"(?<![\w.-])\\?[\"']?(?P<name>"
     + _NAME
-    + rb")\\?[\"']?[ \t]*(?:=>|:=|->)[ \t]*"
+    + rb")\\?[\"']?[ \t]*(?:=>|:=|(?P<then>->))[ \t]*"
     + _PFX
     + rb"(?P<v>"
     + _SHWORD
@@ -154,9 +156,10 @@ _ARROW = re.compile(
     + _DQ
     + rb"|"
     + _SQ
-    + rb"|(?![{\[])"
-    + _BARE
-    + rb")"
+    # after `->` (prose: "key -> value") a bare value only when it looks like a token: 8+ chars, a digit
+    + rb"|(?(then)(?=[^\s'\";|&,}\])(\[{]*\d)[^\s'\";|&,}\])(\[{]{8,}(?![(\[])|"
+    + _WORD_VALUE
+    + rb"))"
 )
 # netrc: "machine h login u password p" (one line, or one entry a line)
 _NETRC = re.compile(rb"(?m)(?:^[ \t]*|\b(?:login|account)[ \t]+\S+[ \t]+)password[ \t]+(?P<v>[^\s:=>-][^\s]*)")
