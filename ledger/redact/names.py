@@ -15,7 +15,7 @@ except the known non-secret names in `_NOT_SECRET` (Miles' dataset-column flags 
 ``--input-key``, tokenizer special tokens such as ``--pad-token``, the shell's ``PWD``). Plurals
 (``--max-tokens``), longer words (``--tokenizer-path``) and non-final parts (``--kl-key-x``) are
 not secret. A qualifier after the secret word does not hide it: trailing digits and the words in
-`_QUALIFIERS` are dropped first (``OPENAI_API_KEY_2``, ``STRIPE_KEY_LIVE``, ``"API Key"``).
+`_QUALIFIERS` are dropped first, from a name of three parts or more (``OPENAI_API_KEY_2``, ``STRIPE_KEY_LIVE``, ``"API Key"``).
 Values that are never secrets are kept: empty, None/null, true/false, and for
 KEY/TOKEN names a number of up to 9 digits (a token COUNT, not a credential).
 """
