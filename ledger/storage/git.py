@@ -278,12 +278,12 @@ class Repo:
         return bool(self._repo.descendant_of(descendant, ancestor))
 
     # ---- the code a run sees ------------------------------------------------------
-    def code_snapshot(self, scrub: Callable[[bytes], bytes] | None = None) -> CodeSnapshot:
+    def code_snapshot(self, scrub: Callable[[bytes], bytes | None] | None = None) -> CodeSnapshot:
         """HEAD's tree plus uncommitted changes to tracked files, without touching the index.
 
         `scrub` may rewrite the bytes of changed files before they are stored (ledger uses it to
         redact secrets pasted into an uncommitted launcher); files it changes are listed in
-        `CodeSnapshot.scrubbed`.
+        `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree.
         """
         head = self.head_commit()
         # libgit2's status compares HEAD, index and working tree like `git status`, in-process and
@@ -357,7 +357,7 @@ class Repo:
         return {"commit": commit, "dirty": bool(changed), "patch": patch}
 
     def _blob_from_worktree(
-        self, path: Path, scrub: Callable[[bytes], bytes] | None = None, scrubbed: list[str] | None = None, rel: str = ""
+        self, path: Path, scrub: Callable[[bytes], bytes | None] | None = None, scrubbed: list[str] | None = None, rel: str = ""
     ) -> tuple[str, int] | None:
         try:
             st = path.lstat()
@@ -371,6 +371,8 @@ class Repo:
             clean = scrub(data)
             if clean != data and scrubbed is not None:
                 scrubbed.append(rel)
+            if clean is None:  # the scrub refused the file: it is left out of the tree
+                return None
             return str(self._repo.create_blob(clean)), int(mode)
         return str(self._repo.create_blob_fromdisk(str(path))), int(mode)
 
