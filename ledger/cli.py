@@ -200,6 +200,7 @@ def show(run_name: str, as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
 )
+@click.option("--any-age", is_flag=True, help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours.")
 def diff(
     a: str,
     b: str,
@@ -210,8 +211,12 @@ def diff(
     no_git_diff: bool,
     ignore: tuple[str, ...],
     html: Path | None,
+    any_age: bool,
 ) -> int:
-    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
+    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs (or they are repeats).
+
+    Every metric is judged against the noise between replicas: beyond noise, within noise, or no replicas.
+    """
     from ledger.commands.diff import diff_runs
 
     out = diff_runs(
@@ -224,6 +229,7 @@ def diff(
         git_diff=not no_git_diff and not as_json,
         ignore=list(ignore),
         html=html,
+        any_age=any_age,
     )
     if out.forced_banner:
         _say(out.forced_banner)
@@ -254,6 +260,9 @@ def diff(
     metavar="URL",
     help="A ray-submitted run: the Ray Job API to replay on (default: the recorded one, else a local head).",
 )
+@click.option(
+    "--seeds", "seeds", default=None, help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another."
+)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(
     run_name: str,
@@ -268,6 +277,7 @@ def replay(
     yes: bool,
     force: bool,
     address: str | None,
+    seeds: str | None,
     extra: tuple[str, ...],
 ) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
@@ -292,6 +302,7 @@ def replay(
         terminal_fd=_terminal_fd(),
         stdout=click.echo,
         confirm=ask,
+        seeds=seeds,
     )
 
 

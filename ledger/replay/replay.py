@@ -41,6 +41,7 @@ class ReplayOptions:
     in_image: bool = False
     force: bool = False  # --set may add a setting the run never had
     address: str | None = None  # a ray-submitted run: the Ray Job API to replay on (raylaunch)
+    new_settings: tuple[str, ...] = ()  # settings --set may add without --force (`--seeds` sets `seed`)
 
 
 @dataclass
@@ -210,7 +211,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
 
     training = _only_framework_flags(training, m)
     recorded = parse_settings(split_training_command(training)[2])
-    warnings += _unknown_sets(entry.id, sets, recorded, opts.force)
+    warnings += _unknown_sets(entry.id, [s for s in sets if s[0].lstrip("-") not in opts.new_settings], recorded, opts.force)
     own = [k for k, _ in sets]
     if "save-debug-event-data" in recorded and "save-debug-event-data" not in own:
         sets.append(("save-debug-event-data", f"{PLACEHOLDER}/events"))
