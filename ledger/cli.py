@@ -171,16 +171,19 @@ def show(run_name: str, as_json: bool) -> None:
 @click.option("--steps", "steps_metric", is_flag=False, flag_value="perf/step_time", default=None,
               help="Per-step table for a metric (default perf/step_time).")
 @click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
+@click.option("--code-diff", is_flag=True,
+              help="Show the diff of every code file that differs, launcher inputs and ignored files included.")
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
 @click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the comparison as one self-contained HTML page (charts A vs B per step).")
 def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
-         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...], html: Path | None) -> int:
+         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...], html: Path | None,
+         code_diff: bool = False) -> int:
     """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
     from ledger.commands.diff import diff_runs
 
     out = diff_runs(Path.cwd(), a, b, metrics=list(metrics), force=force, steps_metric=steps_metric,
-                    git_diff=not no_git_diff and not as_json, ignore=list(ignore), html=html)
+                    git_diff=not no_git_diff and not as_json, ignore=list(ignore), html=html, code_diff=code_diff and not as_json)
     if out.forced_banner:
         _say(out.forced_banner)
     if out.html_path is not None:

@@ -67,6 +67,8 @@ DEFAULT_TEXT = f"""\
 branch: {DEFAULT_BRANCH}          # where run commits go
 # image: radixark/miles:latest   # default image when the command names none
 ignore: []                   # extra settings (fnmatch globs) that `ledger diff` ignores
+code:
+  ignore: []                 # globs of tracked files that are not code (docs, *.md, .dvc/ never are)
 logs:
   engine_patterns: []        # extra regexes (at line start) for engine lines
   extra: []                  # globs of extra log files copied into the run at the end
@@ -115,6 +117,7 @@ class Config:
     dvc_remote: str | None = None
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
+    code_ignore: tuple[str, ...] = ()  # `code: ignore:` globs of files that are not code (docs/diff.md)
 
 
 # what a cached config depends on besides the file: the schema, and the `Config` class it fills

@@ -375,7 +375,7 @@ def test_the_files_a_launcher_takes_flags_from(tmp_path: Path) -> None:
     """Shapes of radixark/miles launchers (issue 9, item 6): a sourced model file named through a
     variable set in the script (`examples/**/run-*-profile.sh` before August 2026), and the
     model-args helper with an environment prefix and a variable name (since August 2026)."""
-    from ledger.record.jobsetup import _flag_files
+    from ledger.capture.launcher_inputs import bash_inputs
 
     root = tmp_path / "repo"
     for rel in ("scripts/models/glm-air.sh", "scripts/models/qwen-big.py", "scripts/models/old-model.py",
@@ -391,5 +391,7 @@ def test_the_files_a_launcher_takes_flags_from(tmp_path: Path) -> None:
             '"${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "${MODEL_ARGS_FILE}")" || exit 1\n'
             '# source "${MILES_ROOT}/scripts/models/commented-out.sh"\n'
             '# was: python3 "${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "old-model"\n')
-    found = _flag_files(launcher, text, root / "examples", root)
-    assert found == [(root / "scripts/models/glm-air.sh").resolve(), (root / "scripts/models/qwen-big.py").resolve()]
+    found = bash_inputs(launcher, text, root / "examples", root)
+    assert found == [(root / "scripts/models/glm-air.sh").resolve(),
+                     (root / "miles/utils/external_utils/model_args_utils.py").resolve(),
+                     (root / "scripts/models/qwen-big.py").resolve()]

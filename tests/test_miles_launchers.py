@@ -147,7 +147,7 @@ def test_a_launcher_edit_is_one_setting_change_in_diff(miles_repo: tuple[Path, d
     git(repo, "commit", "-qam", "trainer change")
     assert ledger(repo, "run", "--name", "code", "--", "bash", "run-tiny.sh", env=env).returncode == 0
     changed = json.loads(ledger(repo, "diff", "committed", "code", "--json", "--no-git-diff").stdout)["changed"]
-    assert [c["name"] for c in changed] == ["code.tree"]
+    assert [c["name"] for c in changed] == ["code"]
 
 
 def _changed(repo: Path, a: str, b: str) -> list[str]:
