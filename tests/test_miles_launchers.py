@@ -26,7 +26,7 @@ SHAPES = Path(__file__).resolve().parent / "miles_shapes"
 @pytest.fixture
 def miles_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     files = {p.relative_to(SHAPES).as_posix(): p.read_text() for p in SHAPES.rglob("*")
-             if p.is_file() and "bin" not in p.parts}
+             if p.is_file() and "bin" not in p.parts and "inproc" not in p.parts}
     repo = make_repo(tmp_path / "proj", {**files, ".gitignore": "seen-argv.json\n"})
     os.chmod(repo / "run-tiny.sh", 0o755)
     env = {"PATH": f"{SHAPES / 'bin'}{os.pathsep}{os.environ['PATH']}"}

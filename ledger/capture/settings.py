@@ -74,6 +74,8 @@ DEFAULT_IGNORE: tuple[str, ...] = (
     "env.*_IP",
     "env.*_ADDR",
     "env.RAY_ADDRESS",
+    "env.no_proxy",  # Miles' execute_train puts the master's address in it
+    "env.NO_PROXY",
     "env.LEDGER_*",
 )
 

@@ -116,7 +116,7 @@ def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], j
     settings["image.miles_commit"] = image.get("miles_commit")
     settings["image.sglang_version"] = image.get("sglang_version")
     settings.update(code_settings(m, training_argv is not None))
-    for name in ledger_set(m, cfg, settings):
+    for name in ledger_set(m, cfg, settings, records):
         settings.pop(name, None)
     m["settings"] = dict(sorted(settings.items()))
 
@@ -138,7 +138,8 @@ def code_settings(m: dict[str, Any], command_found: bool) -> dict[str, Any]:
     return out
 
 
-def ledger_set(m: dict[str, Any], cfg: Config, settings: Mapping[str, Any]) -> list[str]:
+def ledger_set(m: dict[str, Any], cfg: Config, settings: Mapping[str, Any],
+               records: list[ShimRecord] | None = None) -> list[str]:
     """The `env.` settings that are variables ledger itself set for the job (issue 22, item 4):
     never settings, on any path (the trainer's env, the launcher's exports, the runtime env the
     ray wrapper extended). A run staged before `command.ledger_env` was written (`ledger
@@ -147,7 +148,10 @@ def ledger_set(m: dict[str, Any], cfg: Config, settings: Mapping[str, Any]) -> l
     ours: dict[str, Any] = dict(recorded) if recorded else {"LEDGER_RUN_ID": m.get("id"), **cfg.job_env}
     ours.pop("PATH", None)
     names = [f"{envvars.ENV_PREFIX}{name}" for name in ours]
-    return [n for n in names if n in settings and (recorded or str(settings[n]) == str(ours[n[len(envvars.ENV_PREFIX):]]))]
+    found = [n for n in names if n in settings and (recorded or str(settings[n]) == str(ours[n[len(envvars.ENV_PREFIX):]]))]
+    # what the ray wrapper itself put in a runtime env
+    found += [f"{envvars.ENV_PREFIX}{name}" for r in records or [] for name in r.job_env_added]
+    return found
 
 
 def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_argv: list[str] | None) -> None:
