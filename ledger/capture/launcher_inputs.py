@@ -25,7 +25,7 @@ imports them too: they change what the job does, not only its flags.
 
 from __future__ import annotations
 
-import ast
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -77,68 +77,117 @@ def bash_inputs(launcher_path: Path, text: str, cwd: Path, root: Path) -> list[P
     return [f for f in found if f is not None]
 
 
-def _module_files(name: str, bases: Iterable[Path]) -> list[Path]:
+def _module_files(name: str, bases: Iterable[str]) -> list[str]:
     """The files importing dotted `name` runs: each package's `__init__.py` and the module."""
     parts = name.split(".")
     for base in bases:
-        files: list[Path] = []
+        files: list[str] = []
         folder = base
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
-            package, module = folder / part / "__init__.py", folder / f"{part}.py"
-            if package.is_file():
+            here = os.path.join(folder, part)
+            package, module = os.path.join(here, "__init__.py"), here + ".py"
+            if os.path.isfile(package):
                 files.append(package)
-            elif not (last and module.is_file()) and not (folder / part).is_dir():
+            elif not (last and os.path.isfile(module)) and not os.path.isdir(here):
                 files = []
                 break
-            if last and module.is_file():
+            if last and os.path.isfile(module):
                 files.append(module)
-            folder = folder / part
+            folder = here
         if files:
             return files
     return []
 
 
-def _imports(path: Path, root: Path, bases: tuple[Path, ...]) -> list[Path]:
-    """The checkout files one Python file imports (absolute and relative imports)."""
+# `import a.b as c, d` and `from .x import (y, z)`, at any indentation. A regex, not `ast`: parsing
+# the 300+ files a trainer imports took seconds before every run; a docstring line that reads like
+# an import can only add a file of the checkout that exists under that name.
+_IMPORT_RE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([^\n#;]+))",
+                        re.M)
+_NAME_RE = re.compile(r"[A-Za-z_][\w.]*")
+_IMPORTS_CACHE: dict[tuple[Path, int, int], list[tuple[int, str, list[str]]]] = {}
+
+
+def _imported_names(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(level, module, names) of each import statement of a Python file (cached per version)."""
     try:
-        tree = ast.parse(path.read_bytes())
-    except (SyntaxError, ValueError, OSError):
+        st = path.stat()
+        key = (path, st.st_mtime_ns, st.st_size)
+        if key in _IMPORTS_CACHE:
+            return _IMPORTS_CACHE[key]
+        text = path.read_text(errors="replace")
+    except OSError:
         return []
-    names: list[tuple[str, tuple[Path, ...]]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [(alias.name, bases) for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            here: tuple[Path, ...] = bases
-            module = node.module or ""
-            if node.level:
-                package = path.parent
-                for _ in range(node.level - 1):
-                    package = package.parent
-                here = (package,)
-            if module:
-                names.append((module, here))
-            prefix = f"{module}." if module else ""
-            names += [(prefix + alias.name, here) for alias in node.names if alias.name != "*"]
-    found: list[Path] = []
-    for name, where in names:
-        found += [f.resolve() for f in _module_files(name, where) if _inside(f.resolve(), root)]
+    found: list[tuple[int, str, list[str]]] = []
+    for m in _IMPORT_RE.finditer(text):
+        if m.group(3) is not None:  # import a.b as c, d
+            for part in m.group(3).split(","):
+                word = _NAME_RE.match(part.strip())
+                if word:
+                    found.append((0, word.group(0), []))
+            continue
+        dotted = m.group(1)
+        level = len(dotted) - len(dotted.lstrip("."))
+        names = [w.group(0) for part in m.group(2).strip("()").split(",")
+                 if (w := _NAME_RE.match(part.strip().strip("\\").strip()))]
+        found.append((level, dotted.lstrip("."), names))
+    _IMPORTS_CACHE[key] = found
     return found
+
+
+class _Imports:
+    """Resolves imports to checkout files, remembering each file's and each name's answer (one
+    launcher's closure and the trainers' overlap almost entirely)."""
+
+    def __init__(self, root: Path):
+        self.root = str(root)
+        self.prefix = self.root.rstrip("/") + "/"
+        self.of_file: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        self.of_name: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+
+    def files(self, path: str, bases: tuple[str, ...]) -> list[str]:
+        """The checkout files one Python file imports (absolute and relative imports)."""
+        key = (path, bases)
+        if key not in self.of_file:
+            self.of_file[key] = self._files(path, bases)
+        return self.of_file[key]
+
+    def _files(self, path: str, bases: tuple[str, ...]) -> list[str]:
+        found: list[str] = []
+        for level, module, imported in _imported_names(Path(path)):
+            here = bases
+            if level:
+                package = os.path.dirname(path)
+                for _ in range(level - 1):
+                    package = os.path.dirname(package)
+                here = (package,)
+            wanted = ([module] if module else []) + [f"{module}.{n}" if module else n for n in imported if n != "*"]
+            for name in wanted:
+                key = (name, here)
+                if key not in self.of_name:
+                    self.of_name[key] = [f for f in _module_files(name, here) if f.startswith(self.prefix)]
+                found += self.of_name[key]
+        return found
+
+    def closure(self, start: Path, extra_bases: tuple[Path, ...] = ()) -> list[Path]:
+        """`start` and every checkout file it imports, transitively (breadth first, in order)."""
+        first = str(start.resolve())
+        bases = tuple(dict.fromkeys(str(p.resolve()) for p in (start.parent, *extra_bases, Path(self.root))))
+        seen: dict[str, None] = {first: None}
+        queue = [first]
+        while queue and len(seen) < _MAX_FILES:
+            current = queue.pop(0)
+            for found in self.files(current, bases):
+                if found not in seen:
+                    seen[found] = None
+                    queue.append(found)
+        return [Path(p) for p in seen]
 
 
 def python_closure(start: Path, root: Path, extra_bases: tuple[Path, ...] = ()) -> list[Path]:
     """`start` and every checkout file it imports, transitively (breadth first, in order)."""
-    bases = (start.parent, *extra_bases, root)
-    seen: dict[Path, None] = {start.resolve(): None}
-    queue = [start.resolve()]
-    while queue and len(seen) < _MAX_FILES:
-        current = queue.pop(0)
-        for found in _imports(current, root, bases):
-            if found not in seen:
-                seen[found] = None
-                queue.append(found)
-    return list(seen)
+    return _Imports(root.resolve()).closure(start, extra_bases)
 
 
 def _model_files(helper: Path, root: Path) -> list[Path]:
@@ -176,8 +225,9 @@ def launcher_inputs(launcher_path: Path, text: str, cwd: Path, root: Path,
     root = root.resolve()
     launcher_path = launcher_path.resolve()
     found: dict[Path, None] = {}
+    imports = _Imports(root)
     if launcher_path.suffix == ".py" or text.startswith("#!") and "python" in text.splitlines()[0]:
-        closure = python_closure(launcher_path, root, (cwd.resolve(),))
+        closure = imports.closure(launcher_path, (cwd.resolve(),))
         found.update(dict.fromkeys(closure[1:]))
         for helper in [p for p in closure if p.name == MODEL_HELPER]:
             found.update(dict.fromkeys(_model_files(helper, root)))
@@ -186,11 +236,11 @@ def launcher_inputs(launcher_path: Path, text: str, cwd: Path, root: Path,
         found.update(dict.fromkeys(direct))
         for path in direct:  # a sourced or named model file that is Python may import helpers
             if path.suffix == ".py":
-                found.update(dict.fromkeys(python_closure(path, root)[1:]))
+                found.update(dict.fromkeys(imports.closure(path)[1:]))
     found.update(dict.fromkeys(delegated(list(found))))
     for entry in entries:
         if entry.is_file() and entry.suffix == ".py":
-            for path in python_closure(entry, root):
+            for path in imports.closure(entry):
                 found.pop(path, None)
     found.pop(launcher_path, None)
     return [p for p in found if _inside(p, root)]
