@@ -104,8 +104,11 @@ def record_code(repo: Repo, code: CodeSnapshot, m: dict[str, Any], ignore: Seque
     m["code"]["ignore"] = list(ignore)
     without, inputs = None, []
     if launcher_path is not None:
-        entries = training_entries(cwd, repo.root, patterns)
-        inputs = _relative(launcher_inputs(launcher_path, launcher_text or "", cwd, repo.root, entries), repo.root)
+        try:
+            entries = training_entries(cwd, repo.root, patterns)
+            inputs = _relative(launcher_inputs(launcher_path, launcher_text or "", cwd, repo.root, entries), repo.root)
+        except (OSError, ValueError, RecursionError) as exc:  # never a reason not to run the job
+            m["warnings"].append(f"the launcher's inputs could not be read ({exc}): only the launcher leaves `code`")
         own = _relative([launcher_path], repo.root)
         without = counted_tree(repo, code.tree, ignore, [*own, *inputs])
         m["code"]["content_without_launcher"] = without
