@@ -18,8 +18,6 @@ from typing import Any
 import pytest
 from conftest import git, ledger, make_repo
 
-from ledger.capture.launcher_inputs import launcher_inputs
-from ledger.capture.settings import DEFAULT_IGNORE, entry_point
 from ledger.compare.diffcore import build_report, change_log, changed_settings
 from ledger.compare.render import render_text
 from ledger.compare.settingsview import comparable
@@ -27,6 +25,8 @@ from ledger.config import DEFAULT_TRAINING_PATTERNS, Config
 from ledger.record import facts
 from ledger.record.codeset import counts, record_code, training_entries
 from ledger.storage.git import Repo
+from ledger.understand.launcher_inputs import launcher_inputs
+from ledger.understand.settings import DEFAULT_IGNORE, entry_point
 
 SHAPES = Path(__file__).resolve().parent / "miles_shapes"
 INPROC = SHAPES / "inproc"
@@ -51,9 +51,21 @@ def _names(data: dict[str, Any]) -> list[str]:
 
 
 def test_code_rule_leaves_out_documentation_bookkeeping_and_ignore_globs() -> None:
-    for path in ("README.md", "examples/x/README.md", "docs/conf.py", "LICENSE", "LICENSE.txt", ".ledger.yaml",
-                 ".dvc/config", ".dvcignore", ".gitignore", "sub/.gitignore", "runs/ab/x/manifest.yaml",
-                 ".github/workflows/ci.yaml", "guide.rst"):
+    for path in (
+        "README.md",
+        "examples/x/README.md",
+        "docs/conf.py",
+        "LICENSE",
+        "LICENSE.txt",
+        ".ledger.yaml",
+        ".dvc/config",
+        ".dvcignore",
+        ".gitignore",
+        "sub/.gitignore",
+        "runs/ab/x/manifest.yaml",
+        ".github/workflows/ci.yaml",
+        "guide.rst",
+    ):
         assert not counts(path), path
     for path in ("train.py", "scripts/models/tiny.py", "sub/docs.py", "notes/a.txt", "src/runs/x.py", "x.yaml"):
         assert counts(path), path
@@ -66,8 +78,9 @@ def test_a_commit_that_touches_no_code_is_not_a_difference(tmp_path: Path) -> No
     a `.ledger.yaml` tweak, a file under a `code: ignore:` glob) made `code.commit` a second
     difference; only the flag differs now. A code edit is `code`, naming the file; a different
     script is `command.entry`; `ledger log` and `list --changed` say the same."""
-    repo = make_repo(tmp_path / "proj", {"README.md": "hello\n", "train.py": "print('hi')\n",
-                                         "train_async.py": "print('hi')\n", "notes/n.txt": "1\n"})
+    repo = make_repo(
+        tmp_path / "proj", {"README.md": "hello\n", "train.py": "print('hi')\n", "train_async.py": "print('hi')\n", "notes/n.txt": "1\n"}
+    )
     assert ledger(repo, "init").returncode == 0
     config = (repo / ".ledger.yaml").read_text()
     assert "code:\n  ignore: []" in config  # `ledger init` writes the key
@@ -104,8 +117,7 @@ def test_a_commit_that_touches_no_code_is_not_a_difference(tmp_path: Path) -> No
     (repo / "README.md").write_text("again\n")
     assert ledger(repo, *run, "five", "--", "python3", "train_async.py", "--lr", "2").returncode == 0
     data = _changed(repo, "four", "five")
-    assert data["changed"] == [] and data["code_note"] == (
-        "only files that are not code differ (README.md, notes/n.txt): not a difference")
+    assert data["changed"] == [] and data["code_note"] == ("only files that are not code differ (README.md, notes/n.txt): not a difference")
 
 
 def test_old_manifests_compare_in_one_code_setting() -> None:
@@ -132,15 +144,22 @@ def test_launcher_inputs_of_miles_python_and_bash_launchers(tmp_path: Path) -> N
 
     def inputs(rel: str) -> list[str]:
         path = root / rel
-        return sorted(p.relative_to(root.resolve()).as_posix()
-                      for p in launcher_inputs(path, path.read_text(), root, root, entries))
+        return sorted(p.relative_to(root.resolve()).as_posix() for p in launcher_inputs(path, path.read_text(), root, root, entries))
 
     assert inputs("scripts/run_tiny.py") == [
-        "miles/utils/external_utils/__init__.py", "miles/utils/external_utils/command_utils.py",
-        "miles/utils/external_utils/exec_command.py", "miles/utils/external_utils/model_args_utils.py",
-        "scripts/models/other.py", "scripts/models/tiny-instruct.py", "scripts/models/tiny.py"]
+        "miles/utils/external_utils/__init__.py",
+        "miles/utils/external_utils/command_utils.py",
+        "miles/utils/external_utils/exec_command.py",
+        "miles/utils/external_utils/model_args_utils.py",
+        "scripts/models/other.py",
+        "scripts/models/tiny-instruct.py",
+        "scripts/models/tiny.py",
+    ]
     assert inputs("examples/tiny_bench/run_tiny_bench.sh") == [
-        "miles/utils/external_utils/model_args_utils.py", "scripts/models/tiny-instruct.py", "scripts/models/tiny.py"]
+        "miles/utils/external_utils/model_args_utils.py",
+        "scripts/models/tiny-instruct.py",
+        "scripts/models/tiny.py",
+    ]
 
 
 def test_a_python_launcher_model_file_edit_is_the_flag_alone(tmp_path: Path) -> None:
@@ -164,7 +183,7 @@ def test_a_python_launcher_model_file_edit_is_the_flag_alone(tmp_path: Path) -> 
     # the run id in --save/--dump-details/--wandb-group, the router port: not compared
     assert _names(_changed(repo, "base", "rope")) == ["rotary-base"]
     text = ledger(repo, "diff", "base", "rope", "--code-diff").stdout
-    assert "+    return load_sibling_model_args(__file__, \"tiny\", rotary_base=1000000)" in text
+    assert '+    return load_sibling_model_args(__file__, "tiny", rotary_base=1000000)' in text
     misc = repo / "miles/utils/misc.py"
     misc.write_text(misc.read_text().replace("node-0", "node-1"))
     assert ledger(repo, *run, "misc", "--", "python3", "scripts/run_tiny.py", env=env).returncode == 0
@@ -181,30 +200,35 @@ def test_the_entry_point_is_a_setting() -> None:
     assert entry_point({**base, "training_argv": ["python3", "-m", "miles.train", "--lr", "1"]}) == "-m miles.train"
     assert entry_point({**base, "training_argv": ["python3", "/r/sub/../train_async.py"]}) == "train_async.py"
     assert entry_point({**base, "cwd_in_repo": "sub", "training_argv": ["python3", "./t.py"]}) == "sub/t.py"
-    assert entry_point({**base, "launcher_path": "scripts/run_x.py",
-                        "training_argv": ["python3", "/r/train.py"]}) == "scripts/run_x.py -> train.py"
+    assert (
+        entry_point({**base, "launcher_path": "scripts/run_x.py", "training_argv": ["python3", "/r/train.py"]})
+        == "scripts/run_x.py -> train.py"
+    )
     assert entry_point({**base, "launcher_path": "run.sh"}) == "run.sh"
-    # a manifest recorded before the setting existed gets it from its command, never a difference
-    old = {"id": "o", "settings": {"lr": 1}, "command": {**base, "training_argv": ["python3", "train.py"]}}
-    assert comparable(old)["command.entry"] == "train.py"
+    # a manifest recorded before the setting existed lacks it: unknown, never a difference
     assert changed_settings({"lr": 1}, {"lr": 1, "command.entry": "train.py"}) == []
+    assert [c.name for c in changed_settings({"command.entry": "a.py"}, {"command.entry": "b.py"})] == ["command.entry"]
 
 
 # ---------------------------------------------------------------- item 4: ledger's own variables
 
 
 def _manifest(run_id: str = "20260101-000000-abcd") -> dict[str, Any]:
-    return {"id": run_id, "command": {"runtime_env": None, "repo_root": "/r", "cwd_in_repo": "."},
-            "image": {}, "code": {"commit": "c" * 40, "patch": None, "content": "d" * 40}, "warnings": []}
+    return {
+        "id": run_id,
+        "command": {"runtime_env": None, "repo_root": "/r", "cwd_in_repo": "."},
+        "image": {},
+        "code": {"commit": "c" * 40, "patch": None, "content": "d" * 40},
+        "warnings": [],
+    }
 
 
 def test_ledger_set_variables_are_never_settings_even_after_recover() -> None:
     """`ledger recover` reads the manifest staged before `command.ledger_env` was written: the
     runtime env the ray wrapper extended with RAY_DEDUP_LOGS=0 made it a setting no other run had."""
-    from ledger.capture.shim import ShimRecord
+    from ledger.understand.shim import ShimRecord
 
-    ray_argv = ["ray", "job", "submit", "--runtime-env-json",
-                json.dumps({"env_vars": {"RAY_DEDUP_LOGS": "0", "NCCL_ALGO": "Ring"}}), "--"]
+    ray_argv = ["ray", "job", "submit", "--runtime-env-json", json.dumps({"env_vars": {"RAY_DEDUP_LOGS": "0", "NCCL_ALGO": "Ring"}}), "--"]
     records = [ShimRecord(via="ray", argv=ray_argv, entrypoint=["python3", "train.py", "--lr", "1"])]
     recovered = _manifest()
     facts.settings_section(recovered, Config(), [], ["bash", "run.sh"], records, {"LEDGER_RUN_ID": recovered["id"]})
@@ -214,8 +238,9 @@ def test_ledger_set_variables_are_never_settings_even_after_recover() -> None:
     normal = _manifest()
     normal["command"]["ledger_env"] = {"LEDGER_RUN_ID": normal["id"]}  # the user's env had RAY_DEDUP_LOGS=1
     user_ray = [*ray_argv[:3], "--runtime-env-json", json.dumps({"env_vars": {"RAY_DEDUP_LOGS": "1"}}), "--"]
-    facts.settings_section(normal, Config(), [], ["bash", "run.sh"],
-                           [ShimRecord(via="ray", argv=user_ray, entrypoint=["python3", "train.py"])], {})
+    facts.settings_section(
+        normal, Config(), [], ["bash", "run.sh"], [ShimRecord(via="ray", argv=user_ray, entrypoint=["python3", "train.py"])], {}
+    )
     assert normal["settings"]["env.RAY_DEDUP_LOGS"] == "1"
 
 
@@ -256,13 +281,25 @@ def test_a_replay_is_compared_with_its_source_and_its_sets() -> None:
 # an output folder or a label: scripts/run_*.py, examples/**/run_*.py (mooncake, router, session
 # server, prometheus, wandb, dump-details, save folders)
 _NOT_SETTINGS = {
-    "sglang-router-port": [30000, 30001], "session-server-port": [18000, 18001], "prometheus-port": [9090, 9091],
-    "session-server-ip": ["10.0.0.1", "10.0.0.2"], "miles-host-ip": ["10.0.0.1", "10.0.0.3"],
-    "router-external-host": ["node-a", "node-b"], "master-addr": ["10.0.0.1", "10.0.0.9"],
-    "prometheus-run-name": ["r1", "r2"], "wandb-run-name": ["a", "b"], "wandb-group": ["g1", "g2"],
-    "wandb-host": ["https://w1", "https://w2"], "save": ["/out/1", "/out/2"], "save-dir": ["/o/1", "/o/2"],
-    "output-dir": ["/o/1", "/o/2"], "save-traces-dir": ["/t/1", "/t/2"], "dump-details": ["/d/1", "/d/2"],
-    "env.MASTER_ADDR": ["10.0.0.1", "10.0.0.2"], "env.MASTER_PORT": ["1", "2"], "env.no_proxy": ["127.0.0.1,a", "b"],
+    "sglang-router-port": [30000, 30001],
+    "session-server-port": [18000, 18001],
+    "prometheus-port": [9090, 9091],
+    "session-server-ip": ["10.0.0.1", "10.0.0.2"],
+    "miles-host-ip": ["10.0.0.1", "10.0.0.3"],
+    "router-external-host": ["node-a", "node-b"],
+    "master-addr": ["10.0.0.1", "10.0.0.9"],
+    "prometheus-run-name": ["r1", "r2"],
+    "wandb-run-name": ["a", "b"],
+    "wandb-group": ["g1", "g2"],
+    "wandb-host": ["https://w1", "https://w2"],
+    "save": ["/out/1", "/out/2"],
+    "save-dir": ["/o/1", "/o/2"],
+    "output-dir": ["/o/1", "/o/2"],
+    "save-traces-dir": ["/t/1", "/t/2"],
+    "dump-details": ["/d/1", "/d/2"],
+    "env.MASTER_ADDR": ["10.0.0.1", "10.0.0.2"],
+    "env.MASTER_PORT": ["1", "2"],
+    "env.no_proxy": ["127.0.0.1,a", "b"],
 }
 
 
@@ -278,13 +315,25 @@ def test_ports_addresses_hosts_outputs_and_labels_are_recorded_not_compared() ->
 # ---------------------------------------------------------------- property: one change, one name
 
 
-def _recorded(repo: Repo, root: Path, argv: list[str], env: dict[str, str], launcher: Path | None,
-              run_id: str, cfg: Config) -> dict[str, Any]:
+def _recorded(
+    repo: Repo, root: Path, argv: list[str], env: dict[str, str], launcher: Path | None, run_id: str, cfg: Config
+) -> dict[str, Any]:
     """A manifest as `ledger run` derives it (snapshot, code content, settings), without the job."""
-    m: dict[str, Any] = {"id": run_id, "command": {"argv": argv, "cwd": str(root), "repo_root": str(root),
-                                                   "cwd_in_repo": ".", "runtime_env": None,
-                                                   "ledger_env": {"LEDGER_RUN_ID": run_id}},
-                         "image": {}, "code": {}, "warnings": [], "started": run_id}
+    m: dict[str, Any] = {
+        "id": run_id,
+        "command": {
+            "argv": argv,
+            "cwd": str(root),
+            "repo_root": str(root),
+            "cwd_in_repo": ".",
+            "runtime_env": None,
+            "ledger_env": {"LEDGER_RUN_ID": run_id},
+        },
+        "image": {},
+        "code": {},
+        "warnings": [],
+        "started": run_id,
+    }
     code = repo.code_snapshot()
     m["code"].update(commit=code.commit, patch=code.patch_sha256)
     text = launcher.read_text() if launcher else None
@@ -367,4 +416,7 @@ def test_a_bash_launcher_variant_sibling_edit_leaves_code_alone(tmp_path: Path) 
     assert a["settings"]["code"] == b["settings"]["code"]
     assert [c.name for c in changed_settings(comparable(a), comparable(b), DEFAULT_IGNORE)] == ["hidden-size"]
     assert b["command"]["launcher_inputs"] == [
-        "miles/utils/external_utils/model_args_utils.py", "scripts/models/tiny-instruct.py", "scripts/models/tiny.py"]
+        "miles/utils/external_utils/model_args_utils.py",
+        "scripts/models/tiny-instruct.py",
+        "scripts/models/tiny.py",
+    ]

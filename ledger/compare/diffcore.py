@@ -98,7 +98,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class Change:
     """One setting whose value differs; `a` or `b` is `ABSENT` when that run lacks it."""
@@ -170,26 +169,22 @@ def _settings(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
 MAX_BASELINES = 5
 
 
-def suggest_baseline(
-    b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()
-) -> str | None:
+def suggest_baseline(b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()) -> str | None:
     """The id of the most recent run started before B that differs from B in exactly one setting."""
     found = suggest_baselines(b_manifest, earlier, ignore)
     return found[0] if found else None
 
 
 def suggest_baselines(
-    b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = (),
+    b_manifest: Mapping[str, Any],
+    earlier: Iterable[Mapping[str, Any]],
+    ignore: Sequence[str] = (),
     limit: int = MAX_BASELINES,
 ) -> list[str]:
     """The ids of the runs started before B that differ from B in exactly one setting, newest
     first, at most `limit` (issue 22, item 5)."""
     b_started = b_manifest.get("started") or ""
-    candidates = [
-        m
-        for m in earlier
-        if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)
-    ]
+    candidates = [m for m in earlier if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)]
     candidates.sort(key=lambda m: m.get("started") or "", reverse=True)
     found: list[str] = []
     for manifest in candidates:
@@ -200,9 +195,7 @@ def suggest_baselines(
     return found
 
 
-def change_log(
-    manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()
-) -> list[tuple[str, list[Change]]]:
+def change_log(manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()) -> list[tuple[str, list[Change]]]:
     """For `ledger log`: each run's setting changes against the run before it (none for the first).
 
     A replay is compared with its source run instead (its `--set`s are what changed, issue 22,
@@ -213,9 +206,7 @@ def change_log(
     for manifest in manifests_in_order:
         base = by_id.get(str(manifest.get("replay_of"))) if manifest.get("replay_of") else None
         base = previous if base is None else base
-        changes = (
-            [] if base is None else changed_settings(_settings(base), _settings(manifest), ignore)
-        )
+        changes = [] if base is None else changed_settings(_settings(base), _settings(manifest), ignore)
         out.append((str(manifest.get("id")), changes))
         previous = manifest
     return out
@@ -418,8 +409,7 @@ def build_report(
         report.suggested_baseline = report.suggested_baselines[0] if report.suggested_baselines else None
         return report
     report.metrics_logged = logged_metrics(table_a, table_b)
-    report.metric_unmatched = unmatched_patterns(
-        [*metrics, *([steps_metric] if steps_metric else [])], report.metrics_logged)
+    report.metric_unmatched = unmatched_patterns([*metrics, *([steps_metric] if steps_metric else [])], report.metrics_logged)
     report.timing_unavailable = _timing_gap(table_a, table_b)
     if report.timing_unavailable is None and table_a is not None and table_b is not None:
         pauses_a, pauses_b = pauses_from_manifest(ma), pauses_from_manifest(mb)

@@ -5,7 +5,8 @@ One view for every comparison, so the four never disagree:
 - a manifest recorded before the `code` setting existed has `code.commit` + `code.patch` (or
   `code.tree`): they become one `code` value (`legacy:...`), so an old run differs from another
   old run where it did before, and from a new run in `code` alone, never in three names;
-- a manifest without `command.entry` gets it from its command section (the rule is pure);
+- a manifest recorded before `command.entry` existed lacks it: `diffcore.changed_settings` does
+  not count a setting added later as a difference where one side lacks it;
 - settings whose value holds the run's own id (`/ckpt/<id>`) are left out: they differ in every
   run by construction.
 """
@@ -14,8 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-from ledger.capture.settings import ENTRY_SETTING, entry_point
 
 CODE = "code"
 LEGACY_CODE = ("code.commit", "code.patch", "code.tree")
@@ -39,10 +38,6 @@ def comparable(manifest: Mapping[str, Any]) -> dict[str, Any]:
         else:
             patch = legacy.get("code.patch")
             settings[CODE] = f"legacy:{legacy.get('code.commit')}" + (f"+{patch}" if patch else "")
-    if ENTRY_SETTING not in settings and settings:
-        entry = entry_point(manifest.get("command") or {})
-        if entry is not None:
-            settings[ENTRY_SETTING] = entry
     run_id = str(manifest.get("id") or "")
     if run_id:
         settings = {k: v for k, v in settings.items() if not _holds(v, run_id)}

@@ -11,7 +11,7 @@ file that does not count left out:
 - the globs of `code: ignore:` in `.ledger.yaml` (a glob without `/` matches a file name at any
   depth, one ending in `/` a folder, any other the path from the repository root);
 - when the training command was found: the launcher and its launcher inputs
-  (`ledger.capture.launcher_inputs`), whose effect is in the recorded command.
+  (`ledger.understand.launcher_inputs`), whose effect is in the recorded command.
 
 The same rule decides, at comparison time, which changed files name a code change and which are
 only "ignored files" (`changed_code_files`).
@@ -28,8 +28,18 @@ from typing import Any
 from ledger.storage.git import CodeSnapshot, Repo
 
 # never code, whatever `.ledger.yaml` says (docs/diff.md lists them)
-LEFT_OUT: tuple[str, ...] = ("*.md", "*.rst", "LICENSE*", ".gitignore", ".dvcignore", "/.ledger.yaml",
-                             "/docs/", "/.dvc/", "/.github/", "/runs/")
+LEFT_OUT: tuple[str, ...] = (
+    "*.md",
+    "*.rst",
+    "LICENSE*",
+    ".gitignore",
+    ".dvcignore",
+    "/.ledger.yaml",
+    "/docs/",
+    "/.dvc/",
+    "/.github/",
+    "/runs/",
+)
 
 
 def _matches(path: str, pattern: str) -> bool:
@@ -65,7 +75,8 @@ def counted_tree(repo: Repo, tree: str, ignore: Sequence[str] = (), also_left_ou
     """`tree` with every file that does not count removed (plus the paths `also_left_out`)."""
     extra = set(also_left_out)
     edits: dict[str, tuple[str, int] | None] = {
-        path: None for path, _, _ in repo.walk_blobs(tree) if path in extra or not counts(path, ignore)}
+        path: None for path, _, _ in repo.walk_blobs(tree) if path in extra or not counts(path, ignore)
+    }
     return repo.tree_with_edits(tree, edits) if edits else tree
 
 
@@ -92,12 +103,19 @@ def training_entries(cwd: Path, root: Path, patterns: Sequence[str]) -> list[Pat
     return list(found)
 
 
-def record_code(repo: Repo, code: CodeSnapshot, m: dict[str, Any], ignore: Sequence[str],
-                launcher_path: Path | None, launcher_text: str | None, cwd: Path,
-                patterns: Sequence[str]) -> CodeContent:
+def record_code(
+    repo: Repo,
+    code: CodeSnapshot,
+    m: dict[str, Any],
+    ignore: Sequence[str],
+    launcher_path: Path | None,
+    launcher_text: str | None,
+    cwd: Path,
+    patterns: Sequence[str],
+) -> CodeContent:
     """Fill `code.content` (and `code.content_without_launcher`, `code.ignore`) and
     `command.launcher_inputs` / `command.launcher_path` for a run about to start."""
-    from ledger.capture.launcher_inputs import launcher_inputs
+    from ledger.understand.launcher_inputs import launcher_inputs
 
     full = counted_tree(repo, code.tree, ignore)
     m["code"]["content"] = full
@@ -154,9 +172,9 @@ def split_files(paths: Iterable[str], ma: Mapping[str, Any], mb: Mapping[str, An
     return CodeFiles(counted, inputs, ignored)
 
 
-def changed_code_files(repo: Repo, commit_a: str, commit_b: str, ma: Mapping[str, Any],
-                       mb: Mapping[str, Any]) -> CodeFiles:
+def changed_code_files(repo: Repo, commit_a: str, commit_b: str, ma: Mapping[str, Any], mb: Mapping[str, Any]) -> CodeFiles:
     """The files that differ between two run commits' code (outside `runs/`), by the code rule."""
-    out = repo.git("diff", "--no-renames", "--name-only", "-z", commit_a, commit_b, "--", ".",
-                   ":(exclude)runs", check=False).stdout.decode("utf-8", "surrogateescape")
+    out = repo.git("diff", "--no-renames", "--name-only", "-z", commit_a, commit_b, "--", ".", ":(exclude)runs", check=False).stdout.decode(
+        "utf-8", "surrogateescape"
+    )
     return split_files([p for p in out.split("\0") if p], ma, mb)

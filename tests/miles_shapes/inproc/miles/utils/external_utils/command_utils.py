@@ -27,8 +27,7 @@ def execute_train(train_args: str, model_type: str, train_script: str = "train.p
     master_addr = os.environ.get("MASTER_ADDR", "127.0.0.1")
     exec_command_cpu("pkill -9 sglang; ray stop --force; true")
     exec_command_cpu(f"ray start --head --node-ip-address {master_addr} --disable-usage-stats")
-    runtime_env = {"env_vars": {"PYTHONUNBUFFERED": "1", "MASTER_ADDR": master_addr,
-                                "no_proxy": f"127.0.0.1,{master_addr}"}}
+    runtime_env = {"env_vars": {"PYTHONUNBUFFERED": "1", "MASTER_ADDR": master_addr, "no_proxy": f"127.0.0.1,{master_addr}"}}
     exec_command_cpu(
         f"ray job submit --address=http://127.0.0.1:8265 --runtime-env-json={shlex.quote(json.dumps(runtime_env))} "
         f"-- python3 {repo_base_dir}/{train_script} {load_model_args(model_type)} {train_args}"

@@ -30,6 +30,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from ledger.understand.launcher import without_comments
+
 MODEL_HELPER = "model_args_utils.py"
 _SOURCE_RE = re.compile(r"^\s*(?:source|\.)\s+(\S+)", re.M)
 _MODEL_ARGS_RE = re.compile(r"""(\S*model_args_utils\.py)["']?\s+["']?([^\s"')]+)""")
@@ -52,12 +54,6 @@ def _first_file(candidates: Iterable[Path]) -> Path | None:
     return next((c.resolve() for c in candidates if c.is_file()), None)
 
 
-def _without_comments(text: str) -> str:
-    from ledger.data.outputs import without_comments
-
-    return without_comments(text)
-
-
 def _inside(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
@@ -66,7 +62,7 @@ def bash_inputs(launcher_path: Path, text: str, cwd: Path, root: Path) -> list[P
     """What a bash launcher sources, and the model file a `model_args_utils.py NAME` call reads."""
     bases = (cwd, launcher_path.parent, root)
     values = {m.group(1): m.group(3) for m in _ASSIGN_RE.finditer(text)}
-    code = _without_comments(text)
+    code = without_comments(text)
     found = [_first_file(b / _path_word(m.group(1), values) for b in bases) for m in _SOURCE_RE.finditer(code)]
     for m in _MODEL_ARGS_RE.finditer(code):
         helper = _first_file(b / _path_word(m.group(1), values) for b in bases)
@@ -103,8 +99,7 @@ def _module_files(name: str, bases: Iterable[str]) -> list[str]:
 # `import a.b as c, d` and `from .x import (y, z)`, at any indentation. A regex, not `ast`: parsing
 # the 300+ files a trainer imports took seconds before every run; a docstring line that reads like
 # an import can only add a file of the checkout that exists under that name.
-_IMPORT_RE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([^\n#;]+))",
-                        re.M)
+_IMPORT_RE = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#;]*)|import[ \t]+([^\n#;]+))", re.M)
 _NAME_RE = re.compile(r"[A-Za-z_][\w.]*")
 _IMPORTS_CACHE: dict[tuple[Path, int, int], list[tuple[int, str, list[str]]]] = {}
 
@@ -129,8 +124,7 @@ def _imported_names(path: Path) -> list[tuple[int, str, list[str]]]:
             continue
         dotted = m.group(1)
         level = len(dotted) - len(dotted.lstrip("."))
-        names = [w.group(0) for part in m.group(2).strip("()").split(",")
-                 if (w := _NAME_RE.match(part.strip().strip("\\").strip()))]
+        names = [w.group(0) for part in m.group(2).strip("()").split(",") if (w := _NAME_RE.match(part.strip().strip("\\").strip()))]
         found.append((level, dotted.lstrip("."), names))
     _IMPORTS_CACHE[key] = found
     return found
@@ -215,8 +209,7 @@ def delegated(model_files: Iterable[Path]) -> list[Path]:
     return list(out)
 
 
-def launcher_inputs(launcher_path: Path, text: str, cwd: Path, root: Path,
-                    entries: Iterable[Path] = ()) -> list[Path]:
+def launcher_inputs(launcher_path: Path, text: str, cwd: Path, root: Path, entries: Iterable[Path] = ()) -> list[Path]:
     """The files (absolute, inside `root`) the launcher takes flags from, the launcher excluded.
 
     `entries` are the training scripts it may run: what they import is code the job runs, so it
