@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ledger.compare.diffcore import Change, DiffReport, TimingResult
 from ledger.compare.learning import LearningResult
+from ledger.compare.noisetext import baseline_session_lines, flag_lines, noise_lines, repeat_lines
 from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME_PER_1K
 from ledger.textfmt import MISSING, show_value
 
@@ -224,7 +225,11 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
         lines += [f"  {_change_line(c)}" for c in report.changed]
         lines += _code_lines(report)
         lines += _baseline_lines(report)
+        lines += baseline_session_lines(report)
         lines.append("hint: --ignore GLOB leaves settings out; --force compares anyway")
+    elif report.repeat:
+        lines += repeat_lines(report)
+        lines += _code_lines(report)
     elif report.forced:
         lines.append(f"FORCED: {len(report.changed)} settings differ; timing cannot be pinned on one of them")
         lines += [f"  {_change_line(c)}" for c in report.changed]
@@ -232,6 +237,7 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
     else:
         lines.append(_change_line(report.changed[0]))
         lines += _code_lines(report)
+    lines += flag_lines(report)
     if report.warnings:
         lines.append("")
         lines += [f"warning: {w}" for w in report.warnings]
@@ -241,6 +247,8 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
         lines += _timing_lines(report)
         lines.append("")
         lines += _learning_lines(report)
+        if report.noise is not None:
+            lines += ["", *noise_lines(report)]
         if show_steps and report.steps_metric:
             lines.append("")
             lines += _steps_lines(report)

@@ -126,6 +126,9 @@ def settings_section(
     settings.update(code_settings(m, training_argv is not None))
     for name in ledger_set(m, cfg, settings, records):
         settings.pop(name, None)
+    for path, sub in (m["code"].get("submodules") or {}).items():  # its gitlink is in the tree; its edits are not
+        if sub.get("dirty"):
+            settings[f"code.submodule.{path}"] = sub.get("patch")
     m["settings"] = dict(sorted(settings.items()))
 
 

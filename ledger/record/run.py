@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ from ledger.redact.scanner import Redactor
 from ledger.redact.values import known_secrets
 from ledger.runref import check_run_name
 from ledger.storage import staging
-from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
+from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount, preload_gitpython
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 from ledger.understand import launcher
@@ -162,6 +163,7 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         repo.head_commit()
         cfg = load_config(repo.root, repo.common_dir)
         check_branch_writable(repo, cfg.branch)
+        jobsetup.check_writable(repo, cfg.branch)
     except LedgerError as exc:
         raise StartError(exc.message, exc.hint) from exc
     started = utc_now()
@@ -200,6 +202,8 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         m["code"].update(
             commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked
         )
+        if code.submodules:
+            m["code"]["submodules"] = code.submodules
         m["replay_of"], m["replay"] = req.replay_of, req.replay
         redacted.update(f"argv: {n}" for n in argv_names)
         redacted.update(f"code/{p}: {kind}" for p, kinds in zip(code.scrubbed, code_places) for kind in kinds)
@@ -246,11 +250,13 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         ctx["terminal_fd"] = terminal_fd
         env = dict(req.env if req.env is not None else os.environ)
         env.update(jobsetup.job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
+        job_start = time.time()
         try:
             job = Job(job_argv, req.cwd, env, cfg.stop_grace_s)
         except BaseException:
             staged.remove()
             raise
+        ctx["untracked"] = UntrackedCount(repo.root, job_start)  # while the job runs, not before it
         guard.attach(job, lambda: None)
         threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
         staged.set_owner(job.pgid)
@@ -352,6 +358,7 @@ def _after_job(
         m["warnings"].append(result.escalated)
     if ray_end is not None:
         jobsetup.ray_status(m, ray_end, say)
+    m["code"]["untracked_left_out"] = ctx["untracked"].result()
     staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
     commit = finish(repo, cfg, staged, m, code, logs, say, secrets=ctx["secrets"], environ=ctx.get("environ"))
     st = m["status"]
