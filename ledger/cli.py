@@ -16,15 +16,24 @@ from ledger.textfmt import plural
 
 
 def _say(text: str) -> None:
-    from ledger.termstyle import colour_enabled, paint_lines
+    from ledger.termstyle import colour_enabled, paint_lines, printable
 
+    text = printable(text)  # pulled names and values never reach the terminal as controls
     click.echo(paint_lines(text) if colour_enabled(sys.stderr) else text, err=True, color=True)
+
+
+def _show(text: str, nl: bool = True) -> None:
+    """Text for a person on stdout, control characters shown escaped (`\\x1b`)."""
+    from ledger.termstyle import printable
+
+    click.echo(printable(text), nl=nl)
 
 
 def _out(text: str) -> None:
     """A report to stdout, coloured only on a terminal without NO_COLOR."""
-    from ledger.termstyle import colour_enabled, paint_lines
+    from ledger.termstyle import colour_enabled, paint_lines, printable
 
+    text = printable(text)
     click.echo(paint_lines(text) if colour_enabled(sys.stdout) else text, nl=False, color=True)
 
 
@@ -105,7 +114,7 @@ def list_cmd(as_json: bool, changed: bool, limit: int | None, reverse: bool) -> 
     if as_json:
         _emit_json(result.to_json(), compact=True)
     else:
-        click.echo(render_list(result), nl=False)
+        _show(render_list(result), nl=False)
 
 
 @app.command()
@@ -118,7 +127,7 @@ def log(limit: int | None, reverse: bool) -> None:
     result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
     if result.unpulled:
         _say(f"ledger: {result.unpulled}")
-    click.echo(render_change_log(result), nl=False)
+    _show(render_change_log(result), nl=False)
 
 
 @app.command()
@@ -127,20 +136,25 @@ def log(limit: int | None, reverse: bool) -> None:
 @click.option("--engine", is_flag=True, help="The engine log (SGLang lines) instead of the trainer log.")
 @click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True,
               help="How many of the last lines to print.")
-def tail(run_name: str, follow: bool, engine: bool, count: int) -> None:
+@click.option("--raw", is_flag=True, help="The log's bytes as they are (control characters are shown escaped "
+              "unless --raw).")
+def tail(run_name: str, follow: bool, engine: bool, count: int, raw: bool) -> None:
     """The end of a running or recorded run's trainer (or engine) log; `latest` is the newest running run."""
     from ledger.commands.tail import tail_run
 
     result = tail_run(Path.cwd(), run_name, engine=engine, count=count, follow=follow)
+    from ledger.termstyle import printable_bytes
+
     out = sys.stdout.buffer
+    shown = (lambda b: b) if raw else printable_bytes
     if follow and result.follow is None:
         _say(f"ledger: run {result.run_id} is {result.state}, not running: nothing to follow")
-    out.writelines(result.lines)
+    out.writelines(shown(line) for line in result.lines)
     out.flush()
     if result.follow is not None:
         try:
             for line in result.follow:
-                out.write(line)
+                out.write(shown(line))
                 out.flush()
         except KeyboardInterrupt:
             return
@@ -159,7 +173,7 @@ def show(run_name: str, as_json: bool) -> None:
     if as_json:
         _emit_json(manifest)
     else:
-        click.echo(text, nl=False)
+        _show(text, nl=False)
 
 
 @app.command()
@@ -204,18 +218,20 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
 @click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
+@click.option("--trust-env", is_flag=True, help="Also set recorded variables that load code (LD_*, PYTHON*, "
+              "BASH_ENV, ...); see docs/trust.md.")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
            name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, force: bool,
-           extra: tuple[str, ...]) -> int:
+           trust_env: bool, extra: tuple[str, ...]) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
     from ledger.replay.replay import ReplayOptions, replay_run
 
     opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
                          extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
-                         in_image=in_image, force=force)
+                         in_image=in_image, force=force, yes=yes, trust_env=trust_env)
     ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
-    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo, confirm=ask)
+    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=_show, confirm=ask)
     return code
 
 
@@ -272,7 +288,7 @@ def heat(run_name: str, png: Path | None, html: Path | None) -> None:
     from ledger.commands.heat import heat_report
 
     result = heat_report(Path.cwd(), run_name, png, html)
-    click.echo(result.text, nl=False)
+    _show(result.text, nl=False)
     for path in result.written:
         _say(f"plot written to {path}")
 
@@ -283,7 +299,7 @@ def path(run_name: str) -> None:
     """Print the folder of a run inside the branch (runs/<shard>/<id>)."""
     from ledger.commands.listing import run_folder
 
-    click.echo(run_folder(Path.cwd(), run_name))
+    _show(run_folder(Path.cwd(), run_name))
 
 
 def run_app(argv: list[str] | None) -> int:
