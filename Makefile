@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install system-deps demo test lint bench clean
+.PHONY: install system-deps demo test lint bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ test: install system-deps
 lint: install
 	$(VENV)/bin/ruff check ledger tests examples bench
 	$(VENV)/bin/mypy ledger
+
+# The CLI and config references in docs/ are generated from the code (tests check they are current).
+docs: install
+	$(PY) tools/gen_docs.py
 
 bench: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) bench/run_all.py
