@@ -7,6 +7,7 @@ manifests diff cleanly. `.ledger.yaml` edits go through round-trip mode to keep 
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ def _check_events(text: str | bytes, what: str) -> None:
     from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
 
     depth = 0
-    for event in _LOADER.parse(text):
+    for event in _events(text):
         if isinstance(event, AliasEvent) or (isinstance(event, NodeEvent) and event.anchor):
             raise YamlError(f"{what} uses a YAML anchor or alias, which ledger never writes",
                             "the record is not one ledger wrote; it is skipped")
@@ -83,6 +84,20 @@ def _check_events(text: str | bytes, what: str) -> None:
                                 "the record is not one ledger wrote; it is skipped")
         elif isinstance(event, CollectionEndEvent):
             depth -= 1
+
+
+def _events(text: str | bytes) -> Iterator[Any]:
+    """The parser's events: libyaml's own (C, ~2x faster than going through YAML.parse)."""
+    try:
+        from _ruamel_yaml import CParser  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - C extension missing
+        yield from _LOADER.parse(text)
+        return
+    parser = CParser(text)
+    while (event := parser.get_event()) is not None:
+        yield event
+        if type(event).__name__ == "StreamEndEvent":
+            return
 
 
 def _problem(exc: YAMLError) -> str:

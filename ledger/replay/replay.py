@@ -326,6 +326,9 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
             "environment are someone else's")
     for name, value in plan.env.items():
         say(f"ledger: the replay sets {name}={value} (recorded in the run)")
+    if plan.foreign or plan.env or plan.env_dropped:
+        say("ledger: as for every run, ledger also sets LEDGER_RUN_ID, RAY_DEDUP_LOGS and PATH (its wrappers first) "
+            "and the `job_env` of your .ledger.yaml")
     if plan.env_dropped:
         say("ledger: recorded variables not set: " + "; ".join(f"{k} ({why})" for k, why in plan.env_dropped.items()))
     if opts.dry_run:
