@@ -460,3 +460,24 @@ def test_listing_paths_are_checked_before_anything_is_written(relpaths: list[str
     with pytest.raises(DataError, match=why):
         check_listing(raw, "data/rollout")
     assert check_listing(json.dumps([{"md5": "0" * 32, "relpath": "a/b.pt"}]).encode(), "x") == [("a/b.pt", "0" * 32)]
+
+
+def test_the_miles_runtime_env_is_kept_and_code_loading_variables_are_not(tmp_path: Path) -> None:
+    """The variables Miles' launchers pass in their Ray runtime env (../shared/miles-facts.md) are
+    what a trainer needs: all kept. Those that load code are left out; into pulled data, never."""
+    from ledger.replay.trust import choose_env
+    from ledger.storage.git import Repo
+
+    repo = Repo(make_repo(tmp_path / "r"))
+    miles = {"PYTHONPATH": "/root/Megatron-LM", "CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_NVLS_ENABLE": "0",
+             "NCCL_ALGO": "Ring", "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+             "PYTHONUNBUFFERED": "1"}
+    assert choose_env(repo, miles, trust=False).taken == miles
+    pulled = str(repo.root / ".ledger" / "replay-data" / "x")
+    hostile = {"LD_PRELOAD": "/tmp/x.so", "PYTHONSTARTUP": "/tmp/s.py", "BASH_ENV": "/tmp/e", "PYTHONPATH": pulled,
+               "NCCL_NET_PLUGIN": "/tmp/p.so", "PATH": "/tmp/bin", "NCCL_DEBUG": pulled}
+    choice = choose_env(repo, hostile, trust=False)
+    assert choice.taken == {} and set(choice.dropped) == set(hostile)
+    trusted = choose_env(repo, hostile, trust=True)
+    assert set(trusted.dropped) == {"PYTHONPATH", "NCCL_DEBUG"}  # inside pulled data: never
+    assert choose_env(repo, {"PYTHONPATH": "rel/dir"}, trust=True).taken == {}
