@@ -72,21 +72,36 @@ def init() -> None:
 @click.option("--image", help="Docker image the job runs in (else detected from `docker run`, else .ledger.yaml).")
 @click.option("--no-heat-guard", is_flag=True, help="Record GPU temperatures but never pause the job.")
 @click.option("--data", "data_paths", multiple=True, help="Extra output path to track with DVC (repeatable).")
-@click.option("--debug-data/--no-debug-data", default=None,
-              help="Add --save-debug-rollout-data/--save-debug-event-data when absent (default: .ledger.yaml).")
+@click.option(
+    "--debug-data/--no-debug-data",
+    default=None,
+    help="Add --save-debug-rollout-data/--save-debug-event-data when absent (default: .ledger.yaml).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(name: str | None, note: str | None, image: str | None, no_heat_guard: bool,
-        data_paths: tuple[str, ...], debug_data: bool | None, command: tuple[str, ...]) -> int:
+def run(
+    name: str | None,
+    note: str | None,
+    image: str | None,
+    no_heat_guard: bool,
+    data_paths: tuple[str, ...],
+    debug_data: bool | None,
+    command: tuple[str, ...],
+) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
-    from ledger.record.run import RunRequest, record_run
+    from ledger.commands.run import run_job
 
-    argv = list(command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    req = RunRequest(argv=argv, cwd=Path.cwd(), name=name, note=note, image=image,
-                     heat_guard=not no_heat_guard, data_paths=list(data_paths), debug_data=debug_data)
-    outcome = record_run(req, _say, _terminal_fd())
-    return outcome.exit_code
+    return run_job(
+        Path.cwd(),
+        command,
+        name=name,
+        note=note,
+        image=image,
+        heat_guard=not no_heat_guard,
+        data_paths=data_paths,
+        debug_data=debug_data,
+        say=_say,
+        terminal_fd=_terminal_fd(),
+    )
 
 
 def _terminal_fd() -> int | None:
@@ -134,10 +149,10 @@ def log(limit: int | None, reverse: bool) -> None:
 @click.argument("run_name")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while the run is running.")
 @click.option("--engine", is_flag=True, help="The engine log (SGLang lines) instead of the trainer log.")
-@click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True,
-              help="How many of the last lines to print.")
-@click.option("--raw", is_flag=True, help="The log's bytes as they are (control characters are shown escaped "
-              "unless --raw).")
+@click.option(
+    "-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the last lines to print."
+)
+@click.option("--raw", is_flag=True, help="The log's bytes as they are (control characters are shown escaped unless --raw).")
 def tail(run_name: str, follow: bool, engine: bool, count: int, raw: bool) -> None:
     """The end of a running or recorded run's trainer (or engine) log; `latest` is the newest running run."""
     from ledger.commands.tail import tail_run
@@ -182,19 +197,47 @@ def show(run_name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (schema in README.md).")
 @click.option("--metric", "metrics", multiple=True, help="Extra metric name or glob to compare (repeatable).")
 @click.option("--force", is_flag=True, help="Compare even when not exactly one setting differs.")
-@click.option("--steps", "steps_metric", is_flag=False, flag_value="perf/step_time", default=None,
-              help="Per-step table for a metric (default perf/step_time).")
+@click.option(
+    "--steps",
+    "steps_metric",
+    is_flag=False,
+    flag_value="perf/step_time",
+    default=None,
+    help="Per-step table for a metric (default perf/step_time).",
+)
 @click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
-@click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the comparison as one self-contained HTML page (charts A vs B per step).")
-def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
-         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...], html: Path | None) -> int:
+@click.option(
+    "--html",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
+)
+def diff(
+    a: str,
+    b: str,
+    as_json: bool,
+    metrics: tuple[str, ...],
+    force: bool,
+    steps_metric: str | None,
+    no_git_diff: bool,
+    ignore: tuple[str, ...],
+    html: Path | None,
+) -> int:
     """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
     from ledger.commands.diff import diff_runs
 
-    out = diff_runs(Path.cwd(), a, b, metrics=list(metrics), force=force, steps_metric=steps_metric,
-                    git_diff=not no_git_diff and not as_json, ignore=list(ignore), html=html)
+    out = diff_runs(
+        Path.cwd(),
+        a,
+        b,
+        metrics=list(metrics),
+        force=force,
+        steps_metric=steps_metric,
+        git_diff=not no_git_diff and not as_json,
+        ignore=list(ignore),
+        html=html,
+    )
     if out.forced_banner:
         _say(out.forced_banner)
     if out.html_path is not None:
@@ -218,21 +261,49 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
 @click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
-@click.option("--trust-env", is_flag=True, help="Also set recorded variables that load code (LD_*, PYTHON*, "
-              "BASH_ENV, ...); see docs/trust.md.")
+@click.option(
+    "--trust-env", is_flag=True, help="Also set recorded variables that load code (LD_*, PYTHON*, BASH_ENV, ...); see docs/trust.md."
+)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
-def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
-           name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, force: bool,
-           trust_env: bool, extra: tuple[str, ...]) -> int:
+def replay(
+    run_name: str,
+    rollout_only: bool,
+    step: int | None,
+    steps: str | None,
+    sets: tuple[str, ...],
+    name: str | None,
+    dry_run: bool,
+    strict: bool,
+    in_image: bool,
+    yes: bool,
+    force: bool,
+    trust_env: bool,
+    extra: tuple[str, ...],
+) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
-    from ledger.replay.replay import ReplayOptions, replay_run
+    from ledger.commands.replay import replay as replay_cmd
 
-    opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
-                         extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
-                         in_image=in_image, force=force, yes=yes, trust_env=trust_env)
     ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
-    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=_show, confirm=ask)
-    return code
+    return replay_cmd(
+        Path.cwd(),
+        run_name,
+        rollout_only=rollout_only,
+        step=step,
+        steps=steps,
+        sets=sets,
+        extra=extra,
+        name=name,
+        dry_run=dry_run,
+        strict=strict,
+        in_image=in_image,
+        force=force,
+        yes=yes,
+        trust_env=trust_env,
+        say=_say,
+        terminal_fd=_terminal_fd(),
+        stdout=_show,
+        confirm=ask,
+    )
 
 
 @app.command()
@@ -261,16 +332,15 @@ def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
 @app.command()
 def recover() -> None:
     """Commit every staged run whose ledger process died, with state `lost`."""
-    from ledger.record.recover import recover as do_recover
+    from ledger.commands.recover import recover_runs
 
-    done = do_recover(Path.cwd(), _say)
-    _say(f"ledger: recovered {plural(len(done), 'run')}")
+    result = recover_runs(Path.cwd(), _say)
+    _say(f"ledger: recovered {plural(len(result.runs), 'run')}")
 
 
 @app.command()
 @click.argument("runs", nargs=-1)
-@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The page to write (one self-contained file).")
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The page to write (one self-contained file).")
 def report(runs: tuple[str, ...], html: Path) -> None:
     """Write the runs table (as `ledger list`, with change sets and small curves) as an HTML page."""
     from ledger.commands.report import write_report

@@ -84,7 +84,7 @@ def own_runs(repo: Repo, branch: str) -> set[str]:
     """The ids of the runs this clone recorded: the branch's reflog (local to the clone, never
     pushed or pulled) has a `ledger: record run <id>` entry for each."""
     prefix = "ledger: record run "
-    return {m.strip()[len(prefix):] for m in repo.reflog_messages(f"refs/heads/{branch}") if m.startswith(prefix)}
+    return {m.strip()[len(prefix) :] for m in repo.reflog_messages(f"refs/heads/{branch}") if m.startswith(prefix)}
 
 
 def run_commit_map(repo: Repo, tip: str) -> dict[str, str]:
@@ -112,8 +112,11 @@ def shared_name_note(repo: Repo, tip: str, listing: Listing, entry: RunEntry, ow
         where = "here" if rid in own else "in another clone"
         return f"{rid} ({where}, by {repo.commit_identity(commit)[0] if commit else 'no run commit'})"
 
-    return (f"the name '{name}' is shared by {len(same)} runs, not all recorded here: "
-            + ", ".join(who(rid) for rid in same[::-1][:5]) + f"; '{name}' means {entry.id}, the newest on the branch")
+    return (
+        f"the name '{name}' is shared by {len(same)} runs, not all recorded here: "
+        + ", ".join(who(rid) for rid in same[::-1][:5])
+        + f"; '{name}' means {entry.id}, the newest on the branch"
+    )
 
 
 def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = None) -> RunEntry:
@@ -138,8 +141,7 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
     by_name = runs_named(listing, ref.text, repo, tip)
     if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones
         if ref.back >= len(by_name):
-            raise RunNotFound(f"'{text}': only {plural(len(by_name), 'run')} named '{ref.text}'",
-                              "`ledger list` shows the runs")
+            raise RunNotFound(f"'{text}': only {plural(len(by_name), 'run')} named '{ref.text}'", "`ledger list` shows the runs")
         return listing.entries[by_name[-1 - ref.back]]
     if not ref.back:
         by_prefix = sorted(rid for rid in listing.entries if rid.startswith(text))
@@ -151,8 +153,7 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
     names = sorted({m["name"] for m in listing.manifests.values() if m.get("name")})
     close = difflib.get_close_matches(ref.text, names, n=3, cutoff=0.6)  # a typo: NAME~N too
     if close:
-        raise RunNotFound(f"no run named '{ref.text}'",
-                          f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
+        raise RunNotFound(f"no run named '{ref.text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
     recent = [m["id"] + (f" ({m['name']})" if m.get("name") else "") for m in listing.ordered()[-5:]]
     hint = "recent runs: " + ", ".join(recent) if recent else "`ledger list` shows the runs"
     raise RunNotFound(f"no run named '{ref.text}'", hint)

@@ -58,8 +58,7 @@ def loads(text: str | bytes, what: str = "YAML") -> Any:
     than MAX_DEPTH (checked on the parser's events, which libyaml yields without recursion).
     """
     if len(text) > MAX_BYTES:
-        raise YamlError(f"{what} is {len(text)} bytes, more than ledger reads ({MAX_BYTES})",
-                        "the record is not one ledger wrote")
+        raise YamlError(f"{what} is {len(text)} bytes, more than ledger reads ({MAX_BYTES})", "the record is not one ledger wrote")
     try:
         _check_events(text, what)
         return _LOADER.load(text)
@@ -75,13 +74,13 @@ def _check_events(text: str | bytes, what: str) -> None:
     depth = 0
     for event in _events(text):
         if isinstance(event, AliasEvent) or (isinstance(event, NodeEvent) and event.anchor):
-            raise YamlError(f"{what} uses a YAML anchor or alias, which ledger never writes",
-                            "the record is not one ledger wrote; it is skipped")
+            raise YamlError(
+                f"{what} uses a YAML anchor or alias, which ledger never writes", "the record is not one ledger wrote; it is skipped"
+            )
         if isinstance(event, CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                raise YamlError(f"{what} nests deeper than {MAX_DEPTH} levels",
-                                "the record is not one ledger wrote; it is skipped")
+                raise YamlError(f"{what} nests deeper than {MAX_DEPTH} levels", "the record is not one ledger wrote; it is skipped")
         elif isinstance(event, CollectionEndEvent):
             depth -= 1
 

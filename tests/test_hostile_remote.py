@@ -29,8 +29,18 @@ from repos import git_env
 from ledger import yamlio
 from ledger.data.dvcops import _dir_md5
 
-TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "4", "--n-samples-per-prompt", "2",
-         "--seed", "3", "--num-rollout", "2"]
+TRAIN = [
+    "python3",
+    "examples/toy_grpo/train.py",
+    "--rollout-batch-size",
+    "4",
+    "--n-samples-per-prompt",
+    "2",
+    "--seed",
+    "3",
+    "--num-rollout",
+    "2",
+]
 MEMORY = 3 << 30  # bytes of address space a ledger command may use
 TIMEOUT = 90  # seconds: a guard against a hang, far above what any command here needs
 ESC_NAME = "evil-run\x1b]52;c;cHduZWQ=\x07\x1b[2J"
@@ -44,15 +54,24 @@ def _limit() -> None:
 
 def run(cwd: Path, *args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
     """The real CLI with bounded memory; stdin is no terminal."""
-    return subprocess.run([*LEDGER, *args], cwd=cwd, text=True, capture_output=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, preexec_fn=_limit, errors="surrogateescape")
+    return subprocess.run(
+        [*LEDGER, *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limit,
+        errors="surrogateescape",
+    )
 
 
 def run_pty(cwd: Path, *args: str, answer: bytes) -> tuple[int, str]:
     """The CLI with a terminal as stdin, answering its question."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([*LEDGER, *args], cwd=cwd, stdin=slave, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_limit)
+    proc = subprocess.Popen(
+        [*LEDGER, *args], cwd=cwd, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_limit
+    )
     os.close(slave)
     os.write(master, answer)
     try:
@@ -121,8 +140,15 @@ def _git_bytes(cwd: Path, *args: str, data: bytes | None = None, env: dict[str, 
     return proc.stdout
 
 
-def craft(repo: Path, seed: str, rid: str, files: dict[str, bytes | None], *, message: str | None = None,
-          extra_paths: dict[str, bytes] | None = None) -> str:
+def craft(
+    repo: Path,
+    seed: str,
+    rid: str,
+    files: dict[str, bytes | None],
+    *,
+    message: str | None = None,
+    extra_paths: dict[str, bytes] | None = None,
+) -> str:
     """Commit a run folder `rid` made from `seed`'s (its id replaced) with `files` changed, as a
     ledger run commit on `experiments`, with git plumbing only. Returns the commit."""
     tip = git(repo, "rev-parse", "experiments").strip()
@@ -131,7 +157,7 @@ def craft(repo: Path, seed: str, rid: str, files: dict[str, bytes | None], *, me
     content: dict[str, bytes] = {}
     for rel in git(repo, "ls-tree", "-r", "--name-only", "experiments", src).split():
         blob = _git_bytes(repo, "show", f"experiments:{rel}")
-        content[rel[len(src) + 1:]] = blob.replace(seed.encode(), rid.encode())
+        content[rel[len(src) + 1 :]] = blob.replace(seed.encode(), rid.encode())
     for rel, data in files.items():
         if data is None:
             content.pop(rel, None)
@@ -145,10 +171,8 @@ def craft(repo: Path, seed: str, rid: str, files: dict[str, bytes | None], *, me
         _git_bytes(repo, "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
     tree = _git_bytes(repo, "write-tree", env=env).decode().strip()
     msg = message if message is not None else f"run {rid} (x): exit 0, 1.0s\n\nRun-Id: {rid}\nCode-Commit: {code}\n"
-    who = {f"GIT_{k}_{f}": v for k in ("AUTHOR", "COMMITTER") for f, v in (("NAME", "Mallory"),
-                                                                         ("EMAIL", "mallory@evil.example"))}
-    commit = _git_bytes(repo, "commit-tree", tree, "-p", tip, "-p", code, "-m", msg,
-                        env={**git_env(), **who}).decode().strip()
+    who = {f"GIT_{k}_{f}": v for k in ("AUTHOR", "COMMITTER") for f, v in (("NAME", "Mallory"), ("EMAIL", "mallory@evil.example"))}
+    commit = _git_bytes(repo, "commit-tree", tree, "-p", tip, "-p", code, "-m", msg, env={**git_env(), **who}).decode().strip()
     git(repo, "update-ref", "refs/heads/experiments", commit, tip)
     return commit
 
@@ -171,17 +195,27 @@ def _summary(repo: Path, seed: str, rid: str, **changes: object) -> bytes:
     return json.dumps({**json.loads(raw), **changes}).encode()
 
 
-BOMB = "\n".join(["schema: 1", "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]",
-                  *(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)),
-                  "id: X", "settings: {}", "status: {}", "started: x"]) + "\n"
+BOMB = (
+    "\n".join(
+        [
+            "schema: 1",
+            "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]",
+            *(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)),
+            "id: X",
+            "settings: {}",
+            "status: {}",
+            "started: x",
+        ]
+    )
+    + "\n"
+)
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("world")
     home = tmp_path_factory.mktemp("home-hostile")
-    (home / ".gitconfig").write_text("[user]\n\tname = Mallory\n\temail = mallory@evil.example\n"
-                                        "[init]\n\tdefaultBranch = main\n")
+    (home / ".gitconfig").write_text("[user]\n\tname = Mallory\n\temail = mallory@evil.example\n[init]\n\tdefaultBranch = main\n")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOME", str(home))
         mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
@@ -194,8 +228,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         seed_repo = make_repo(root / "seed", {"README.md": "seed\n"})
         shutil.copytree(TOY, seed_repo / "examples" / "toy_grpo")
         assert run(seed_repo, "init").returncode == 0
-        subprocess.run([sys.executable, "-m", "dvc", "remote", "add", "-d", "storage", str(storage)], cwd=seed_repo,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "dvc", "remote", "add", "-d", "storage", str(storage)], cwd=seed_repo, check=True, capture_output=True
+        )
         git(seed_repo, "add", "-A")
         git(seed_repo, "commit", "-q", "-m", "toy + ledger init")
         bare = root / "origin.git"
@@ -218,12 +253,21 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         pwn = b"pwned\n"
         for data in (config, pwn):
             _dvc_object(storage, hashlib.md5(data).hexdigest(), data)
-        md5, n = _listing(storage, {**real, "../../../../.git/config": hashlib.md5(config).hexdigest(),
-                                    "../../../../../pwned": hashlib.md5(pwn).hexdigest()})
+        md5, n = _listing(
+            storage,
+            {**real, "../../../../.git/config": hashlib.md5(config).hexdigest(), "../../../../../pwned": hashlib.md5(pwn).hexdigest()},
+        )
         w.evil["traversal"] = rid = next(ids)
-        craft(attacker, seed, rid, {"data/rollout.dvc": _dvc_text(md5, n),
-                                    "manifest.yaml": _manifest(attacker, seed, rid, name="traversal"),
-                                    "summary.json": _summary(attacker, seed, rid, name="traversal")})
+        craft(
+            attacker,
+            seed,
+            rid,
+            {
+                "data/rollout.dvc": _dvc_text(md5, n),
+                "manifest.yaml": _manifest(attacker, seed, rid, name="traversal"),
+                "summary.json": _summary(attacker, seed, rid, name="traversal"),
+            },
+        )
 
         # 2. a recorded environment that loads code from the run's own pulled data
         site = f"open({str(root / 'site-ran')!r}, 'w').write('ran')\n".encode()
@@ -231,19 +275,36 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         md5, n = _listing(storage, {**real, "sitecustomize.py": hashlib.md5(site).hexdigest()})
         w.evil["env"] = rid = next(ids)
         pulled = victim / ".ledger" / "replay-data" / rid / "rollout"
-        env_vars = {"PYTHONPATH": str(pulled), "LD_PRELOAD": f"{pulled}/x.so", "BASH_ENV": f"{pulled}/sitecustomize.py",
-                    "PYTHONSTARTUP": f"{pulled}/sitecustomize.py", "NODE_OPTIONS": "--require /x",
-                    "NCCL_DEBUG": "WARN"}
-        craft(attacker, seed, rid, {"data/rollout.dvc": _dvc_text(md5, n),
-                                    "manifest.yaml": _manifest(attacker, seed, rid, name="env",
-                                                               runtime_env={"env_vars": env_vars}),
-                                    "summary.json": _summary(attacker, seed, rid, name="env")})
+        env_vars = {
+            "PYTHONPATH": str(pulled),
+            "LD_PRELOAD": f"{pulled}/x.so",
+            "BASH_ENV": f"{pulled}/sitecustomize.py",
+            "PYTHONSTARTUP": f"{pulled}/sitecustomize.py",
+            "NODE_OPTIONS": "--require /x",
+            "NCCL_DEBUG": "WARN",
+        }
+        craft(
+            attacker,
+            seed,
+            rid,
+            {
+                "data/rollout.dvc": _dvc_text(md5, n),
+                "manifest.yaml": _manifest(attacker, seed, rid, name="env", runtime_env={"env_vars": env_vars}),
+                "summary.json": _summary(attacker, seed, rid, name="env"),
+            },
+        )
 
         # 3. a run named like the victim's, claiming to start in 2099 (pushed before the victim's `base`)
         w.evil["takeover"] = rid = next(ids)
-        craft(attacker, seed, rid, {
-            "manifest.yaml": _manifest(attacker, seed, rid, name="base", started="2099-01-01T00:00:00.000Z"),
-            "summary.json": _summary(attacker, seed, rid, name="base", started="2099-01-01T00:00:00.000Z")})
+        craft(
+            attacker,
+            seed,
+            rid,
+            {
+                "manifest.yaml": _manifest(attacker, seed, rid, name="base", started="2099-01-01T00:00:00.000Z"),
+                "summary.json": _summary(attacker, seed, rid, name="base", started="2099-01-01T00:00:00.000Z"),
+            },
+        )
 
         # 4. denial of service: billion laughs, a 200,000-deep summary.json, a summary naming another run
         w.evil["bomb"] = rid = next(ids)
@@ -257,11 +318,17 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         w.evil["controls"] = rid = next(ids)
         settings = json.loads(_git_bytes(attacker, "show", f"experiments:{run_path(seed)}/settings.json"))
         settings["seed"] = "\x1b]52;c;cHduZWQ=\x073"
-        craft(attacker, seed, rid, {
-            "manifest.yaml": _manifest(attacker, seed, rid, name=ESC_NAME, note=ESC_NOTE,
-                                       settings={"seed": settings["seed"]}),
-            "summary.json": _summary(attacker, seed, rid, name=ESC_NAME, note=ESC_NOTE),
-            "settings.json": json.dumps(settings).encode(), "trainer.log": b"ok\n" + ESC_LOG})
+        craft(
+            attacker,
+            seed,
+            rid,
+            {
+                "manifest.yaml": _manifest(attacker, seed, rid, name=ESC_NAME, note=ESC_NOTE, settings={"seed": settings["seed"]}),
+                "summary.json": _summary(attacker, seed, rid, name=ESC_NAME, note=ESC_NOTE),
+                "settings.json": json.dumps(settings).encode(),
+                "trainer.log": b"ok\n" + ESC_LOG,
+            },
+        )
         git(attacker, "push", "-q", "origin", "experiments")
 
         # the victim: a clone that pulls all of this, then records its own `base`
@@ -351,8 +418,14 @@ def test_one_crafted_run_is_skipped_and_every_other_keeps_working(world: World) 
     for rid in bad:
         assert f"run {rid} skipped" in r.stderr
     assert "nests deeper" in r.stderr and "alias" in r.stderr
-    for args in (["log"], ["list", "--changed"], ["report", "--html", str(v / "page.html")],
-                 ["diff", "seed", "base", "--force"], ["tail", "base"], ["replay", "base", "--dry-run"]):
+    for args in (
+        ["log"],
+        ["list", "--changed"],
+        ["report", "--html", str(v / "page.html")],
+        ["diff", "seed", "base", "--force"],
+        ["tail", "base"],
+        ["replay", "base", "--dry-run"],
+    ):
         r = run(v, *args)
         assert r.returncode in (0, 3) and "internal error" not in r.stderr, (args, r.stderr)
     for rid in bad:  # by id: what of the record can be read is shown, the rest refused in one line
@@ -387,8 +460,7 @@ def test_pull_refuses_a_branch_tip_that_is_not_ledgers(world: World) -> None:
         git(clone, "switch", "-q", "main")
 
     def rewrite(clone: Path) -> None:  # a run commit that also rewrites another run's manifest
-        craft(clone, world.seed, "20260102-000000-7777", {},
-              extra_paths={f"{run_path(world.seed)}/manifest.yaml": b"schema: 1\n"})
+        craft(clone, world.seed, "20260102-000000-7777", {}, extra_paths={f"{run_path(world.seed)}/manifest.yaml": b"schema: 1\n"})
 
     for name, build, why in (("plain", plain, "no Run-Id trailer"), ("rewrite", rewrite, "another run's folder")):
         bare = _push_to(world, name, build)
@@ -407,7 +479,10 @@ def test_pull_refuses_a_branch_tip_that_is_not_ledgers(world: World) -> None:
 def test_control_sequences_from_a_record_are_shown_escaped(world: World) -> None:
     v, rid = world.victim, world.evil["controls"]
     outputs = {
-        "list": run(v, "list"), "log": run(v, "log"), "show": run(v, "show", rid), "tail": run(v, "tail", rid),
+        "list": run(v, "list"),
+        "log": run(v, "log"),
+        "show": run(v, "show", rid),
+        "tail": run(v, "tail", rid),
         "diff": run(v, "diff", "seed", rid, "--force", "--no-git-diff"),
         "hint": run(v, "show", "evil-run"),
     }
@@ -447,11 +522,20 @@ def test_zz_nothing_outside_the_victims_checkout_changed(world: World) -> None:
     assert snapshot(world.root, world.victim) == world.before
 
 
-@pytest.mark.parametrize(("relpaths", "why"), [
-    (["../x"], "leaves its folder"), (["a/../../x"], "leaves its folder"), (["/etc/passwd"], "not relative"),
-    (["a//b"], "leaves its folder"), (["./a"], "leaves its folder"), (["a\\..\\b"], "not plain"),
-    (["a\x1b[2J"], "not plain"), (["a", "a"], "twice"), (["a", "a/b"], "as a file and a folder"),
-])
+@pytest.mark.parametrize(
+    ("relpaths", "why"),
+    [
+        (["../x"], "leaves its folder"),
+        (["a/../../x"], "leaves its folder"),
+        (["/etc/passwd"], "not relative"),
+        (["a//b"], "leaves its folder"),
+        (["./a"], "leaves its folder"),
+        (["a\\..\\b"], "not plain"),
+        (["a\x1b[2J"], "not plain"),
+        (["a", "a"], "twice"),
+        (["a", "a/b"], "as a file and a folder"),
+    ],
+)
 def test_listing_paths_are_checked_before_anything_is_written(relpaths: list[str], why: str) -> None:
     from ledger.data.dirpaths import check_listing
     from ledger.errors import DataError
@@ -469,13 +553,26 @@ def test_the_miles_runtime_env_is_kept_and_code_loading_variables_are_not(tmp_pa
     from ledger.storage.git import Repo
 
     repo = Repo(make_repo(tmp_path / "r"))
-    miles = {"PYTHONPATH": "/root/Megatron-LM", "CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_NVLS_ENABLE": "0",
-             "NCCL_ALGO": "Ring", "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0", "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
-             "PYTHONUNBUFFERED": "1"}
+    miles = {
+        "PYTHONPATH": "/root/Megatron-LM",
+        "CUDA_DEVICE_MAX_CONNECTIONS": "1",
+        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_ALGO": "Ring",
+        "NVTE_ALLOW_NONDETERMINISTIC_ALGO": "0",
+        "CUBLAS_WORKSPACE_CONFIG": ":4096:8",
+        "PYTHONUNBUFFERED": "1",
+    }
     assert choose_env(repo, miles, trust=False).taken == miles
     pulled = str(repo.root / ".ledger" / "replay-data" / "x")
-    hostile = {"LD_PRELOAD": "/tmp/x.so", "PYTHONSTARTUP": "/tmp/s.py", "BASH_ENV": "/tmp/e", "PYTHONPATH": pulled,
-               "NCCL_NET_PLUGIN": "/tmp/p.so", "PATH": "/tmp/bin", "NCCL_DEBUG": pulled}
+    hostile = {
+        "LD_PRELOAD": "/tmp/x.so",
+        "PYTHONSTARTUP": "/tmp/s.py",
+        "BASH_ENV": "/tmp/e",
+        "PYTHONPATH": pulled,
+        "NCCL_NET_PLUGIN": "/tmp/p.so",
+        "PATH": "/tmp/bin",
+        "NCCL_DEBUG": pulled,
+    }
     choice = choose_env(repo, hostile, trust=False)
     assert choice.taken == {} and set(choice.dropped) == set(hostile)
     trusted = choose_env(repo, hostile, trust=True)

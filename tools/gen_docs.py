@@ -26,11 +26,13 @@ def cli_reference() -> str:
 
     from ledger.cli import app
 
-    out = [HEADER, "# Command-line reference\n",
-           "Every `ledger` command with its options, exactly as `ledger COMMAND --help` prints them.",
-           "Exit codes are listed in [exit-codes.md](exit-codes.md).\n"]
-    with click.Context(app, info_name="ledger", terminal_width=100, max_content_width=100,
-                       help_option_names=["-h", "--help"]) as root:
+    out = [
+        HEADER,
+        "# Command-line reference\n",
+        "Every `ledger` command with its options, exactly as `ledger COMMAND --help` prints them.",
+        "Exit codes are listed in [exit-codes.md](exit-codes.md).\n",
+    ]
+    with click.Context(app, info_name="ledger", terminal_width=100, max_content_width=100, help_option_names=["-h", "--help"]) as root:
         out += ["## `ledger`\n", "```", app.get_help(root).rstrip(), "```\n"]
         for name in sorted(app.commands):
             cmd = app.commands[name]
@@ -94,20 +96,22 @@ def config_reference() -> str:
             rows.append(f"| `{path}` | {_type_name(ann)} | {_default(info)} | {desc} |")
 
     walk(ConfigFile, "")
-    return "\n".join([
-        HEADER,
-        "# Configuration reference (`.ledger.yaml`)\n",
-        "Every key is optional. `ledger init` writes a commented default. The file is checked against",
-        "its schema (`ledger/configschema.py`) before any command uses it; an unknown key or a wrong",
-        "value is one line naming the key path and the fix (`ledger run`: exit 125). Pattern lists",
-        "(`logs.engine_patterns`, `capture.env_patterns`, `capture.training_patterns`) are added to",
-        "ledger's built-in ones, and `capture.job_env` is merged over ledger's (a `null` value removes",
-        "one).\n",
-        "| key | type | default | meaning |",
-        "|---|---|---|---|",
-        *rows,
-        "",
-    ])
+    return "\n".join(
+        [
+            HEADER,
+            "# Configuration reference (`.ledger.yaml`)\n",
+            "Every key is optional. `ledger init` writes a commented default. The file is checked against",
+            "its schema (`ledger/configschema.py`) before any command uses it; an unknown key or a wrong",
+            "value is one line naming the key path and the fix (`ledger run`: exit 125). Pattern lists",
+            "(`logs.engine_patterns`, `capture.env_patterns`, `capture.training_patterns`) are added to",
+            "ledger's built-in ones, and `capture.job_env` is merged over ledger's (a `null` value removes",
+            "one).\n",
+            "| key | type | default | meaning |",
+            "|---|---|---|---|",
+            *rows,
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,8 @@ from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
 from ledger.heat.heatlog import read_heat_log
 from ledger.heat.summary import render_heat_summary
+from ledger.opening import listing_for
 from ledger.runref import resolve
-from ledger.storage.branch import listing_for
 from ledger.storage.store import read_file_at
 
 
@@ -42,13 +42,13 @@ def heat_report(start: Path, name: str, png: Path | None, html: Path | None = No
     summary = render_heat_summary(log, steps or None)
     written = []
     if png is not None:
-        from ledger.heat.plot import plot_heat_png
+        from ledger.pages.heatplot import plot_heat_png
 
         written.append(plot_heat_png(log, steps or None, png))
     if html is not None:
         if not log.samples:
             raise LedgerError("the heat log has no samples to plot")
-        from ledger.heat.page import heat_page
+        from ledger.pages.heatpage import heat_page
 
         write_atomic(html, heat_page(entry.id, log, steps or None, summary))
         written.append(html)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ledger.manifest import duration_text
+from ledger.opening import open_branch
 from ledger.runref import resolve, runs_named
-from ledger.storage.branch import open_branch
 from ledger.storage.git import Repo
 from ledger.storage.listing import list_fields, load_listing, parse_manifest
 from ledger.storage.store import read_file_at
@@ -71,12 +71,17 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None, reve
 
     recorded = {m["id"] for m in rows}
     running = [r.summary() for r in running_runs(repo.root) if r.id not in recorded]
-    result = ListResult(shown if reverse else shown[::-1], listing.broken, unpulled=_unpulled(repo, cfg.branch, tip),
-                        oldest_id=rows[0]["id"] if rows else None, running=running if reverse else running[::-1],
-                        running_first=not reverse)
+    result = ListResult(
+        shown if reverse else shown[::-1],
+        listing.broken,
+        unpulled=_unpulled(repo, cfg.branch, tip),
+        oldest_id=rows[0]["id"] if rows else None,
+        running=running if reverse else running[::-1],
+        running_first=not reverse,
+    )
     if changed:
-        from ledger.capture.settings import DEFAULT_IGNORE
         from ledger.compare.diffcore import change_log
+        from ledger.understand.settings import DEFAULT_IGNORE
 
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]
         for run_id, changes in change_log(rows, ignore):
@@ -97,8 +102,15 @@ def render_list(result: ListResult) -> str:
     for m in result.rows:
         s = summary(m)
         paused = "-" if s["paused"] is None else f"{s['paused']} ({_fmt_duration(s['paused_s'])})" if s["paused"] else "0"
-        row = [s["id"], s["name"] or "-", s["state"] or "-", "-" if s["exit_code"] is None else str(s["exit_code"]),
-               _fmt_duration(s["duration_s"]), paused, (s["started"] or "-")[:19].replace("T", " ")]
+        row = [
+            s["id"],
+            s["name"] or "-",
+            s["state"] or "-",
+            "-" if s["exit_code"] is None else str(s["exit_code"]),
+            _fmt_duration(s["duration_s"]),
+            paused,
+            (s["started"] or "-")[:19].replace("T", " "),
+        ]
         if s["replay_of"]:
             row[2] += "*"
         if result.changes:
@@ -109,8 +121,7 @@ def render_list(result: ListResult) -> str:
         state = "running" if live["step"] is None else f"running: step {live['step']}"
         if live["last_step_at"]:
             state += f" ({live['last_step_at']})"
-        row = [live["id"], live["name"] or "-", state, "-", "-", "-",
-               (live["started"] or "-")[:19].replace("T", " ")]
+        row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
         if result.changes:
             row.append("(running)")
         running.append(row)
@@ -154,10 +165,14 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
     if live is not None:
         from ledger import yamlio
 
-        so_far = {**live.manifest, "status": {"state": "running", "step": live.step, "last_step_at": live.last_step_at,
-                                              "output_bytes": live.output_bytes}}
-        running = (f"run {live.id} is still running: this is its manifest so far, not its record "
-                   "(settings, logs and metrics are added when it ends)")
+        so_far = {
+            **live.manifest,
+            "status": {"state": "running", "step": live.step, "last_step_at": live.last_step_at, "output_bytes": live.output_bytes},
+        }
+        running = (
+            f"run {live.id} is still running: this is its manifest so far, not its record "
+            "(settings, logs and metrics are added when it ends)"
+        )
         return so_far, yamlio.dumps(so_far), running
     listing = load_listing(repo, tip) if tip is not None else None
     entry = resolve(repo, tip, name, listing)
@@ -173,8 +188,9 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
         same = runs_named(listing, run_name, repo, tip)
         older = same.index(entry.id) if entry.id in same else 0
         if older:
-            note = (f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': "
-                    + ", ".join(f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]))
+            note = f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': " + ", ".join(
+                f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]
+            )
     if listing is not None and tip is not None:
         from ledger.runref import own_runs, shared_name_note
 

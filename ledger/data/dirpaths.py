@@ -32,20 +32,23 @@ _CHUNK = 1 << 20
 def check_relpath(rel: Any) -> tuple[str, ...]:
     """The parts of a listing's relpath; DataError unless it stays inside its folder."""
     if not isinstance(rel, str) or not rel or rel.startswith("/"):
-        raise DataError(f"the folder listing names the path {str(rel)[:80]!r}, which is not relative",
-                        "the run's data is not trusted; it was not written")
+        raise DataError(
+            f"the folder listing names the path {str(rel)[:80]!r}, which is not relative",
+            "the run's data is not trusted; it was not written",
+        )
     parts = tuple(rel.split("/"))
     if any(p in ("", ".", "..") or _BAD_PART.search(p) for p in parts):
-        raise DataError(f"the folder listing names the path {rel[:80]!r}, which leaves its folder or is not plain",
-                        "the run's data is not trusted; it was not written")
+        raise DataError(
+            f"the folder listing names the path {rel[:80]!r}, which leaves its folder or is not plain",
+            "the run's data is not trusted; it was not written",
+        )
     return parts
 
 
 def check_listing(raw: bytes, label: str) -> list[tuple[str, str]]:
     """(relpath, md5) of every file of a `.dir` listing, each path checked (see module doc)."""
     if len(raw) > MAX_LISTING_BYTES:
-        raise DataError(f"the folder listing of {label} is {len(raw)} bytes, more than ledger reads",
-                        "the run's data is not trusted")
+        raise DataError(f"the folder listing of {label} is {len(raw)} bytes, more than ledger reads", "the run's data is not trusted")
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -56,19 +59,19 @@ def check_listing(raw: bytes, label: str) -> list[tuple[str, str]]:
     seen: set[tuple[str, ...]] = set()
     for entry in data:
         if not isinstance(entry, dict) or not isinstance(entry.get("md5"), str) or not MD5_RE.match(entry["md5"]):
-            raise DataError(f"the folder listing of {label} has an entry without a valid md5",
-                            "the run's data is not trusted")
+            raise DataError(f"the folder listing of {label} has an entry without a valid md5", "the run's data is not trusted")
         parts = check_relpath(entry.get("relpath"))
         if parts in seen:
-            raise DataError(f"the folder listing of {label} names {'/'.join(parts)[:80]!r} twice",
-                            "the run's data is not trusted")
+            raise DataError(f"the folder listing of {label} names {'/'.join(parts)[:80]!r} twice", "the run's data is not trusted")
         seen.add(parts)
         out.append(("/".join(parts), entry["md5"]))
     for parts in seen:  # a file that is also a folder of another entry
         for n in range(1, len(parts)):
             if parts[:n] in seen:
-                raise DataError(f"the folder listing of {label} names {'/'.join(parts[:n])[:80]!r} as a file and "
-                                "a folder", "the run's data is not trusted")
+                raise DataError(
+                    f"the folder listing of {label} names {'/'.join(parts[:n])[:80]!r} as a file and a folder",
+                    "the run's data is not trusted",
+                )
     return out
 
 
@@ -87,8 +90,9 @@ def open_dir(root: Path, parts: Sequence[str], create: bool) -> int:
                 nfd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as exc:
                 where = root.joinpath(*parts[: i + 1])
-                raise DataError(f"{where} is a symbolic link or not a folder ({exc.strerror})",
-                                "ledger never writes through a link; remove it") from exc
+                raise DataError(
+                    f"{where} is a symbolic link or not a folder ({exc.strerror})", "ledger never writes through a link; remove it"
+                ) from exc
             os.close(fd)
             fd = nfd
     except BaseException:
@@ -144,5 +148,7 @@ def _write_one(dfd: int, leaf: str, src: str, md5: str, label: str) -> None:
         os.close(out)
     if digest.hexdigest() != md5:
         os.unlink(leaf, dir_fd=dfd)
-        raise DataError(f"{label}: the cached object does not match its recorded md5 {md5}",
-                        "the DVC cache or the remote holds altered data; it was not used")
+        raise DataError(
+            f"{label}: the cached object does not match its recorded md5 {md5}",
+            "the DVC cache or the remote holds altered data; it was not used",
+        )

@@ -28,8 +28,7 @@ CODE_LOADING = re.compile(
     r"|R_PROFILE\w*|R_LIBS\w*|MANPAGER|PAGER|EDITOR|VISUAL|LESSOPEN|LESSCLOSE|XDG_CONFIG_\w+|HOME)$"
 )
 # Python variables a trainer needs that load no code (PYTHONPATH is checked on its own).
-PYTHON_DATA = {"PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER",
-               "PYTHONIOENCODING", "PYTHONUTF8"}
+PYTHON_DATA = {"PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "PYTHONUTF8"}
 
 
 @dataclass
@@ -107,7 +106,7 @@ def own_run(repo: Repo, run_id: str) -> bool:
 
 def branch_of(repo: Repo) -> str:
     """The ledger branch of this repository (`branch:` of .ledger.yaml)."""
-    from ledger.config import load_config
+    from ledger.configload import load_config
 
     return load_config(repo.root, repo.common_dir).branch
 

@@ -38,8 +38,7 @@ def check_depth(data: Any, where: str, limit: int = MAX_DEPTH) -> Any:
 def load_json(raw: bytes, where: str) -> Any:
     """A record's JSON file, refused (ManifestError) when too big, too deep or not JSON."""
     if len(raw) > MAX_JSON_BYTES:
-        raise ManifestError(f"{where} is {len(raw)} bytes, more than ledger reads ({MAX_JSON_BYTES})",
-                            "the record is not one ledger wrote")
+        raise ManifestError(f"{where} is {len(raw)} bytes, more than ledger reads ({MAX_JSON_BYTES})", "the record is not one ledger wrote")
     try:
         data = json.loads(raw)  # its C scanner raises RecursionError on a deep nest, never crashes
     except RecursionError as exc:

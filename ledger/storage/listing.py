@@ -62,8 +62,7 @@ class ManifestCache:
             return
         try:
             with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO m VALUES (?, ?)",
-                                     [(k, json.dumps(v, default=str)) for k, v in items.items()])
+                self._db.executemany("INSERT OR REPLACE INTO m VALUES (?, ?)", [(k, json.dumps(v, default=str)) for k, v in items.items()])
         except sqlite3.Error:
             pass
 
@@ -85,8 +84,9 @@ def _check_id(data: dict[str, Any], where: str, name: str) -> None:
         raise ManifestError(f"{where}: {name} has a 'status' that is not a mapping", "the record is not one ledger wrote")
     folder = where.rstrip("/").rsplit("/", 1)[-1]
     if RUN_ID_RE.match(folder) and data.get("id") != folder:
-        raise ManifestError(f"{where}: {name} says it is run {str(data.get('id'))[:40]!r}, not {folder}",
-                            "the record is not one ledger wrote")
+        raise ManifestError(
+            f"{where}: {name} says it is run {str(data.get('id'))[:40]!r}, not {folder}", "the record is not one ledger wrote"
+        )
 
 
 def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Listing:
@@ -102,8 +102,7 @@ def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Li
     if tip is None:
         return listing
     entries = iter_runs(repo, tip)
-    need_yaml = [e for e in entries if e.manifest_blob and (e.summary_blob is None
-                                                           or (with_settings and e.settings_blob is None))]
+    need_yaml = [e for e in entries if e.manifest_blob and (e.summary_blob is None or (with_settings and e.settings_blob is None))]
     cache = ManifestCache(repo.common_dir) if need_yaml else None
     cached = cache.get_many([e.manifest_blob for e in need_yaml if e.manifest_blob]) if cache else {}
     fresh: dict[str, dict[str, Any]] = {}
@@ -137,8 +136,10 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("schema"), int) or "id" not in data:
         raise ManifestError(f"{where}: summary.json is not a run summary", "the record is corrupt")
     if data["schema"] > SCHEMA:
-        raise ManifestError(f"{where}: manifest schema {data['schema']} is newer than this ledger understands "
-                            f"({SCHEMA})", "upgrade ledger (`pip install -U ledger`)")
+        raise ManifestError(
+            f"{where}: manifest schema {data['schema']} is newer than this ledger understands ({SCHEMA})",
+            "upgrade ledger (`pip install -U ledger`)",
+        )
     _check_id(data, where, "summary.json")
     return data
 
@@ -159,9 +160,14 @@ def list_fields(m: dict[str, Any]) -> dict[str, Any]:
     status = m.get("status") or {}
     gpu = m.get("gpu") or {}
     return {
-        "id": m["id"], "name": m.get("name"), "state": status.get("state"), "exit_code": status.get("exit_code"),
-        "duration_s": status.get("duration_s"), "started": m.get("started"),
+        "id": m["id"],
+        "name": m.get("name"),
+        "state": status.get("state"),
+        "exit_code": status.get("exit_code"),
+        "duration_s": status.get("duration_s"),
+        "started": m.get("started"),
         "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
         "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
-        "replay_of": m.get("replay_of"), "note": m.get("note"),
+        "replay_of": m.get("replay_of"),
+        "note": m.get("note"),
     }

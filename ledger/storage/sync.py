@@ -47,8 +47,10 @@ def fetch(repo: Repo, remote: str, branch: str) -> str | None:
     if code != 0:
         if "couldn't find remote ref" in err or "could not find remote ref" in err.lower():
             return None
-        raise LedgerError(f"cannot fetch '{branch}' from remote '{remote}': {git_error(err, code)}",
-                          f"check `git remote -v` and that '{remote}' is reachable; your runs are safe locally")
+        raise LedgerError(
+            f"cannot fetch '{branch}' from remote '{remote}': {git_error(err, code)}",
+            f"check `git remote -v` and that '{remote}' is reachable; your runs are safe locally",
+        )
     return repo.ref_tip(remote_ref(remote, branch))
 
 
@@ -80,9 +82,10 @@ def rebuild_on(repo: Repo, base: str, runs: list[tuple[str, str]], result: SyncR
         theirs = find_run(repo, base, rid)
         if theirs is not None:
             if theirs.tree != own[0]:  # never drop a local run for someone else's folder of its id
-                raise ForeignCommit(f"the remote holds another run with the id {rid} of a run recorded here",
-                                    "your run stays on the local branch; inspect the remote's with "
-                                    f"`git log {base[:10]} -- {run_path(rid)}`")
+                raise ForeignCommit(
+                    f"the remote holds another run with the id {rid} of a run recorded here",
+                    f"your run stays on the local branch; inspect the remote's with `git log {base[:10]} -- {run_path(rid)}`",
+                )
             result.dropped.append(rid)
             continue
         code = CodeSnapshot(commit=parents[-1], branch=None, tree=tree, dirty=False, patch_sha256=None, untracked=0)
@@ -119,9 +122,10 @@ def _changed_runs(repo: Repo, mine: dict[str, str], before: dict[str, str]) -> l
 
 
 def _refuse(commit: str, why: str) -> ForeignCommit:
-    return ForeignCommit(f"the remote's branch holds commit {commit[:10]}, which is not a ledger run commit ({why}); "
-                         "the local branch was not moved",
-                         f"inspect it with `git show {commit[:10]}`; whoever pushed it can remove it from the remote")
+    return ForeignCommit(
+        f"the remote's branch holds commit {commit[:10]}, which is not a ledger run commit ({why}); the local branch was not moved",
+        f"inspect it with `git show {commit[:10]}`; whoever pushed it can remove it from the remote",
+    )
 
 
 def check_incoming(repo: Repo, local: str | None, remote_tip: str) -> int:
@@ -203,14 +207,17 @@ def push(repo: Repo, remote: str, branch: str) -> SyncResult:
             result.pushed = True
             git_remote_cmd(repo, "update-ref", remote_ref(remote, branch), local)
             return result
-        rejected = any(s in err for s in ("rejected", "non-fast-forward", "fetch first", "cannot lock ref",
-                                          "failed to update ref", "incorrect old value"))
+        rejected = any(
+            s in err
+            for s in ("rejected", "non-fast-forward", "fetch first", "cannot lock ref", "failed to update ref", "incorrect old value")
+        )
         if not rejected:
-            raise LedgerError(f"cannot push '{branch}' to '{remote}': {git_error(err, code)}",
-                              "your runs stay recorded locally; fix the remote and run `ledger push` again")
+            raise LedgerError(
+                f"cannot push '{branch}' to '{remote}': {git_error(err, code)}",
+                "your runs stay recorded locally; fix the remote and run `ledger push` again",
+            )
         remote_tip = fetch(repo, remote, branch)
         if remote_tip is not None:
             integrate(repo, branch, remote_tip, result)
         time.sleep(random.uniform(0.0, 0.05 * attempt))
-    raise LedgerError(f"gave up pushing '{branch}' after {MAX_PUSH_ATTEMPTS} rejections",
-                      "others keep pushing; run `ledger push` again")
+    raise LedgerError(f"gave up pushing '{branch}' after {MAX_PUSH_ATTEMPTS} rejections", "others keep pushing; run `ledger push` again")

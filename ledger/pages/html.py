@@ -1,6 +1,6 @@
 """The HTML pages of `ledger diff --html` and `ledger report --html`: one self-contained file each.
 
-Charts are static SVG from `ledger.compare.svg` (no script, nothing fetched at view time). The diff
+Charts are static SVG from `ledger.pages.svg` (no script, nothing fetched at view time). The diff
 page puts A and B on one step axis per question (rollout time, response length, time per 1k tokens,
 train time, loss, reward), heat-paused steps shaded, steps only one run has marked under the axis,
 the changed setting (or the refusal) as the title and the text report beside the charts.
@@ -23,7 +23,7 @@ from ledger.compare.stats import (
     Pause,
     metric_value,
 )
-from ledger.compare.svg import Chart, Series, page, render
+from ledger.pages.svg import Chart, Series, page, render
 from ledger.textfmt import show_value
 
 COLOR_A, COLOR_B = "#1f77b4", "#d62728"
@@ -56,8 +56,11 @@ def series_of(table: MetricsTable | None, metric: str) -> tuple[str, list[tuple[
 def _paused_steps(table: MetricsTable | None, pauses: Sequence[Pause]) -> set[int]:
     if table is None or not pauses:
         return set()
-    return {s for s, row in table.rows.items() if row.t_start is not None and row.t_end is not None
-            and any(row.t_start < end and start < row.t_end for start, end in pauses)}
+    return {
+        s
+        for s, row in table.rows.items()
+        if row.t_start is not None and row.t_end is not None and any(row.t_start < end and start < row.t_end for start, end in pauses)
+    }
 
 
 @dataclass(frozen=True)
@@ -84,8 +87,9 @@ def diff_title(report: DiffReport) -> str:
 
 def diff_charts(data: DiffPageInput) -> list[Chart]:
     """One chart per question both runs can answer (a metric neither logged gives none)."""
-    paused = _paused_steps(data.table_a, pauses_from_manifest(data.manifest_a)) \
-        | _paused_steps(data.table_b, pauses_from_manifest(data.manifest_b))
+    paused = _paused_steps(data.table_a, pauses_from_manifest(data.manifest_a)) | _paused_steps(
+        data.table_b, pauses_from_manifest(data.manifest_b)
+    )
     charts = []
     for title, y_label, candidates in DIFF_CHARTS:
         for metric in candidates:
@@ -95,15 +99,19 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
                 break
         else:
             continue
-        chart = Chart(title=f"{title} ({metric})", x_label=axis_a if points_a else axis_b, y_label=y_label,
-                      series=[Series(f"A {data.report.a}", points_a, COLOR_A),
-                              Series(f"B {data.report.b}", points_b, COLOR_B, dashed=True)],
-                      span_label="heat-paused step (left out)")
+        chart = Chart(
+            title=f"{title} ({metric})",
+            x_label=axis_a if points_a else axis_b,
+            y_label=y_label,
+            series=[Series(f"A {data.report.a}", points_a, COLOR_A), Series(f"B {data.report.b}", points_b, COLOR_B, dashed=True)],
+            span_label="heat-paused step (left out)",
+        )
         if "rollout" in (axis_a, axis_b):
             chart.spans = [(s - 0.5, s + 0.5) for s in sorted(paused)]
         steps_a, steps_b = {x for x, _ in points_a}, {x for x, _ in points_b}
-        chart.marks = [(x, "only in A", COLOR_A) for x in sorted(steps_a - steps_b)] + \
-                      [(x, "only in B", COLOR_B) for x in sorted(steps_b - steps_a)]
+        chart.marks = [(x, "only in A", COLOR_A) for x in sorted(steps_a - steps_b)] + [
+            (x, "only in B", COLOR_B) for x in sorted(steps_b - steps_a)
+        ]
         charts.append(chart)
     return charts
 
@@ -114,8 +122,10 @@ def diff_page(data: DiffPageInput) -> str:
     title = diff_title(report)
     css = "refused" if report.refused else "forced" if report.forced else ""
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
-    body = (f'<h1 class="{css}">{escape(title)}</h1>\n<p>A: {escape(report.a)} &nbsp; B: {escape(report.b)}</p>\n'
-            f'<div class="side"><div class="charts">{svgs}</div>\n<pre>{escape(data.text)}</pre></div>')
+    body = (
+        f'<h1 class="{css}">{escape(title)}</h1>\n<p>A: {escape(report.a)} &nbsp; B: {escape(report.b)}</p>\n'
+        f'<div class="side"><div class="charts">{svgs}</div>\n<pre>{escape(data.text)}</pre></div>'
+    )
     return page(f"ledger diff: {title}", body)
 
 
@@ -133,8 +143,9 @@ def _run_curves(table: MetricsTable | None) -> str:
     for title, metric in (("loss", "train/loss"), ("rollout time", ROLLOUT_TIME)):
         axis, points = series_of(table, metric)
         if points:
-            charts.append(render(Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)]),
-                                 width=280, height=110, legend_width=0))
+            charts.append(
+                render(Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)]), width=280, height=110, legend_width=0)
+            )
     return f'<div class="curves">{"".join(charts)}</div>' if charts else "-"
 
 
@@ -146,12 +157,22 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
         s = row.summary
         paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
         duration = s.get("duration_s")
-        cells = [s.get("id"), s.get("name") or "-", (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else ""),
-                 "-" if s.get("exit_code") is None else s.get("exit_code"),
-                 "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s", paused,
-                 (s.get("started") or "-")[:19].replace("T", " "), row.changes]
-        lines.append('<tr data-run="' + escape(str(s.get("id"))) + '">'
-                     + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
-                     + f"<td>{_run_curves(row.table)}</td></tr>")
+        cells = [
+            s.get("id"),
+            s.get("name") or "-",
+            (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else ""),
+            "-" if s.get("exit_code") is None else s.get("exit_code"),
+            "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s",
+            paused,
+            (s.get("started") or "-")[:19].replace("T", " "),
+            row.changes,
+        ]
+        lines.append(
+            '<tr data-run="'
+            + escape(str(s.get("id")))
+            + '">'
+            + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
+            + f"<td>{_run_curves(row.table)}</td></tr>"
+        )
     lines.append("</table>")
     return page(heading, f"<h1>{escape(heading)}</h1>\n" + "\n".join(lines))
