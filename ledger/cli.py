@@ -213,6 +213,7 @@ def show(run_name: str, as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
 )
+@click.option("--any-age", is_flag=True, help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours.")
 def diff(
     a: str,
     b: str,
@@ -223,8 +224,12 @@ def diff(
     no_git_diff: bool,
     ignore: tuple[str, ...],
     html: Path | None,
+    any_age: bool,
 ) -> int:
-    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
+    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs (or they are repeats).
+
+    Every metric is judged against the noise between replicas: beyond noise, within noise, or no replicas.
+    """
     from ledger.commands.diff import diff_runs
 
     out = diff_runs(
@@ -237,6 +242,7 @@ def diff(
         git_diff=not no_git_diff and not as_json,
         ignore=list(ignore),
         html=html,
+        any_age=any_age,
     )
     if out.forced_banner:
         _say(out.forced_banner)
@@ -262,6 +268,9 @@ def diff(
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
 @click.option(
+    "--seeds", "seeds", default=None, help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another."
+)
+@click.option(
     "--trust-env", is_flag=True, help="Also set recorded variables that load code (LD_*, PYTHON*, BASH_ENV, ...); see docs/trust.md."
 )
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
@@ -278,6 +287,7 @@ def replay(
     yes: bool,
     force: bool,
     trust_env: bool,
+    seeds: str | None,
     extra: tuple[str, ...],
 ) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
@@ -303,6 +313,7 @@ def replay(
         terminal_fd=_terminal_fd(),
         stdout=_show,
         confirm=ask,
+        seeds=seeds,
     )
 
 
