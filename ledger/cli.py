@@ -206,6 +206,9 @@ def show(run_name: str, as_json: bool) -> None:
     help="Per-step table for a metric (default perf/step_time).",
 )
 @click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
+@click.option(
+    "--code-diff", is_flag=True, help="Show the diff of every code file that differs, launcher inputs and ignored files included."
+)
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
 @click.option(
     "--html",
@@ -225,6 +228,7 @@ def diff(
     ignore: tuple[str, ...],
     html: Path | None,
     any_age: bool,
+    code_diff: bool = False,
 ) -> int:
     """Compare runs A and B; refuses (exit 3) unless exactly one setting differs (or they are repeats).
 
@@ -243,6 +247,7 @@ def diff(
         ignore=list(ignore),
         html=html,
         any_age=any_age,
+        code_diff=code_diff and not as_json,
     )
     if out.forced_banner:
         _say(out.forced_banner)

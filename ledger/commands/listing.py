@@ -149,8 +149,12 @@ def render_change_log(result: ListResult) -> str:
             text = "(first run)"
         else:
             text = change_text(changes)
-            if len(changes) == 1:
-                text += "   <- comparable with the run before it"
+            if len(changes) == 1:  # a replay is compared with its source (issue 22, item 5)
+                text += (
+                    f"   <- comparable with its source {m['replay_of']}"
+                    if m.get("replay_of")
+                    else "   <- comparable with the run before it"
+                )
         out.append(f"{label}: {text}")
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 

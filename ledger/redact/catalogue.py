@@ -25,12 +25,18 @@ Without the package (a broken install), the catalogue is empty and our own rules
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import inspect
+import json
+import os
 import pkgutil
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from ledger.fsutil import write_atomic
 
 SKIPPED = {
     "IPPublicDetector": "an IP address is not a credential; Ray and SGLang logs print many",
@@ -48,11 +54,13 @@ class CatalogueRule:
 
     provider: str  # the plugin's secret_type, e.g. "Stripe Access Key"
     plugin: str  # the plugin class name
-    pattern: re.Pattern[bytes]
+    source: bytes  # the regex, compiled on first use (`pattern`): most texts lack its literal
+    flags: int  # re flags of `source`
     caseless: bool
     # the trigger forms to try in Hyperscan, in order: ("as-is", ...), ("translated", ...); none
     # for a verbose pattern (scanned by `pattern` itself: "fallback"); the scanner picks
     candidates: tuple[tuple[str, bytes], ...]
+    needs: bytes  # a literal every match holds (lower case when caseless; empty: none known)
 
     @property
     def kind(self) -> str:
@@ -60,9 +68,9 @@ class CatalogueRule:
         return "catalogue:" + re.sub(r"[^a-z0-9]+", "-", self.provider.lower()).strip("-")
 
     @functools.cached_property
-    def needs(self) -> bytes:
-        """A literal every match holds (lower case when caseless; empty: none known)."""
-        return required_literal(self.pattern.pattern, self.caseless)
+    def pattern(self) -> re.Pattern[bytes]:
+        """The compiled rule (compiling all ~40 costs ~0.1 s, so each is compiled when first needed)."""
+        return re.compile(self.source, self.flags)
 
     def spans(self, data: bytes, lower: bytes | None = None) -> list[tuple[int, int]]:
         """Spans this rule hides in `data` (`lower`: `data.lower()`, for caseless rules' test)."""
@@ -154,23 +162,85 @@ def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def catalogue() -> tuple[CatalogueRule, ...]:
-    """Every catalogue rule (loaded once per process)."""
-    rules: list[CatalogueRule] = []
+def _entries() -> list[dict[str, Any]]:
+    """The catalogue as plain data, derived from the installed plugins (importing them and
+    compiling their regexes costs ~0.5 s, so the result is cached per user by `_cached_entries`)."""
+    entries: list[dict[str, Any]] = []
     for plugin, provider, patterns in _plugins():
         for p in patterns:
             caseless = bool(p.flags & re.IGNORECASE)
-            flags = re.IGNORECASE if caseless else 0
+            flags = (re.IGNORECASE if caseless else 0) | (p.flags & re.VERBOSE)
             try:
-                compiled = re.compile(p.pattern.encode(), flags | (p.flags & re.VERBOSE))
+                re.compile(p.pattern.encode(), flags)
             except re.error:
                 continue
             if p.flags & re.VERBOSE and re.search(r"[\s#]", p.pattern):  # verbose for real
-                candidates: tuple[tuple[str, bytes], ...] = ()
+                candidates: list[list[str]] = []
             else:
-                candidates = (("as-is", relax(p.pattern).encode()), ("translated", relax(translate(p.pattern)).encode()))
-            rules.append(CatalogueRule(provider, plugin, compiled, caseless, candidates))
+                candidates = [["as-is", relax(p.pattern)], ["translated", relax(translate(p.pattern))]]
+            needs = required_literal(p.pattern.encode(), caseless)
+            entries.append(
+                {
+                    "plugin": plugin,
+                    "provider": provider,
+                    "source": p.pattern,
+                    "flags": flags,
+                    "caseless": caseless,
+                    "candidates": candidates,
+                    "needs": needs.decode("latin-1"),
+                }
+            )
+    return entries
+
+
+def _cache_file() -> Path:
+    """Per user, named by the installed catalogue's version and by this module's own source (an
+    entry made by other code is never read)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / "catalogue"
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return base / f"{catalogue_version()}-{code}.json"
+
+
+def _cached_entries() -> list[dict[str, Any]]:
+    """`_entries()`, read from the per-user cache when this version was loaded before (a damaged
+    or unwritable cache is only a miss)."""
+    path: Path | None = None
+    try:
+        path = _cache_file()
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, list):
+            return data
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: no home folder to find
+        pass
+    entries = _entries()
+    if path is not None and entries:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(entries).encode())
+        except OSError:
+            pass
+    return entries
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> tuple[CatalogueRule, ...]:
+    """Every catalogue rule (loaded once per process; from the per-user cache after the first)."""
+    rules: list[CatalogueRule] = []
+    for e in _cached_entries():
+        try:
+            rules.append(
+                CatalogueRule(
+                    str(e["provider"]),
+                    str(e["plugin"]),
+                    str(e["source"]).encode(),
+                    int(e["flags"]),
+                    bool(e["caseless"]),
+                    tuple((str(k), str(v).encode()) for k, v in e["candidates"]),
+                    str(e["needs"]).encode("latin-1"),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
     return tuple(rules)
 
 
