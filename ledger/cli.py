@@ -16,15 +16,24 @@ from ledger.textfmt import plural
 
 
 def _say(text: str) -> None:
-    from ledger.termstyle import colour_enabled, paint_lines
+    from ledger.termstyle import colour_enabled, paint_lines, printable
 
+    text = printable(text)  # pulled names and values never reach the terminal as controls
     click.echo(paint_lines(text) if colour_enabled(sys.stderr) else text, err=True, color=True)
+
+
+def _show(text: str, nl: bool = True) -> None:
+    """Text for a person on stdout, control characters shown escaped (`\\x1b`)."""
+    from ledger.termstyle import printable
+
+    click.echo(printable(text), nl=nl)
 
 
 def _out(text: str) -> None:
     """A report to stdout, coloured only on a terminal without NO_COLOR."""
-    from ledger.termstyle import colour_enabled, paint_lines
+    from ledger.termstyle import colour_enabled, paint_lines, printable
 
+    text = printable(text)
     click.echo(paint_lines(text) if colour_enabled(sys.stdout) else text, nl=False, color=True)
 
 
@@ -120,7 +129,7 @@ def list_cmd(as_json: bool, changed: bool, limit: int | None, reverse: bool) -> 
     if as_json:
         _emit_json(result.to_json(), compact=True)
     else:
-        click.echo(render_list(result), nl=False)
+        _show(render_list(result), nl=False)
 
 
 @app.command()
@@ -133,7 +142,7 @@ def log(limit: int | None, reverse: bool) -> None:
     result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
     if result.unpulled:
         _say(f"ledger: {result.unpulled}")
-    click.echo(render_change_log(result), nl=False)
+    _show(render_change_log(result), nl=False)
 
 
 @app.command()
@@ -143,20 +152,24 @@ def log(limit: int | None, reverse: bool) -> None:
 @click.option(
     "-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the last lines to print."
 )
-def tail(run_name: str, follow: bool, engine: bool, count: int) -> None:
+@click.option("--raw", is_flag=True, help="The log's bytes as they are (control characters are shown escaped unless --raw).")
+def tail(run_name: str, follow: bool, engine: bool, count: int, raw: bool) -> None:
     """The end of a running or recorded run's trainer (or engine) log; `latest` is the newest running run."""
     from ledger.commands.tail import tail_run
 
     result = tail_run(Path.cwd(), run_name, engine=engine, count=count, follow=follow)
+    from ledger.termstyle import printable_bytes
+
     out = sys.stdout.buffer
+    shown = (lambda b: b) if raw else printable_bytes
     if follow and result.follow is None:
         _say(f"ledger: run {result.run_id} is {result.state}, not running: nothing to follow")
-    out.writelines(result.lines)
+    out.writelines(shown(line) for line in result.lines)
     out.flush()
     if result.follow is not None:
         try:
             for line in result.follow:
-                out.write(line)
+                out.write(shown(line))
                 out.flush()
         except KeyboardInterrupt:
             return
@@ -175,7 +188,7 @@ def show(run_name: str, as_json: bool) -> None:
     if as_json:
         _emit_json(manifest)
     else:
-        click.echo(text, nl=False)
+        _show(text, nl=False)
 
 
 @app.command()
@@ -268,6 +281,9 @@ def diff(
 @click.option(
     "--seeds", "seeds", default=None, help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another."
 )
+@click.option(
+    "--trust-env", is_flag=True, help="Also set recorded variables that load code (LD_*, PYTHON*, BASH_ENV, ...); see docs/trust.md."
+)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(
     run_name: str,
@@ -281,6 +297,7 @@ def replay(
     in_image: bool,
     yes: bool,
     force: bool,
+    trust_env: bool,
     address: str | None,
     seeds: str | None,
     extra: tuple[str, ...],
@@ -302,10 +319,12 @@ def replay(
         strict=strict,
         in_image=in_image,
         force=force,
+        yes=yes,
+        trust_env=trust_env,
         address=address,
         say=_say,
         terminal_fd=_terminal_fd(),
-        stdout=click.echo,
+        stdout=_show,
         confirm=ask,
         seeds=seeds,
     )
@@ -363,7 +382,7 @@ def heat(run_name: str, png: Path | None, html: Path | None) -> None:
     from ledger.commands.heat import heat_report
 
     result = heat_report(Path.cwd(), run_name, png, html)
-    click.echo(result.text, nl=False)
+    _show(result.text, nl=False)
     for path in result.written:
         _say(f"plot written to {path}")
 
@@ -374,7 +393,7 @@ def path(run_name: str) -> None:
     """Print the folder of a run inside the branch (runs/<shard>/<id>)."""
     from ledger.commands.listing import run_folder
 
-    click.echo(run_folder(Path.cwd(), run_name))
+    _show(run_folder(Path.cwd(), run_name))
 
 
 def run_app(argv: list[str] | None) -> int:

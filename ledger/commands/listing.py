@@ -164,7 +164,7 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
 
     A run still in progress (`latest` names it when one runs, as in `ledger tail`) gives its
     manifest so far, from the staging area, with `status.state: running` and a note saying so."""
-    repo, _cfg, tip = open_branch(start)
+    repo, cfg, tip = open_branch(start)
     from ledger.record.live import find_running
 
     live = find_running(repo.root, name)
@@ -191,12 +191,17 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
     note: str | None = None
     run_name = manifest.get("name")
     if listing is not None and run_name:
-        same = runs_named(listing, run_name)
+        same = runs_named(listing, run_name, repo, tip)
         older = same.index(entry.id) if entry.id in same else 0
         if older:
             note = f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': " + ", ".join(
                 f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]
             )
+    if listing is not None and tip is not None:
+        from ledger.runref import own_runs, shared_name_note
+
+        shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, cfg.branch))
+        note = f"{note}; {shared}" if note and shared else note or shared
     return manifest, raw.decode("utf-8", "replace"), note
 
 

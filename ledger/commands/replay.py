@@ -25,6 +25,8 @@ def replay(
     in_image: bool,
     force: bool,
     say: Say,
+    yes: bool = False,
+    trust_env: bool = False,
     address: str | None = None,
     terminal_fd: int | None,
     stdout: Callable[[str], None],
@@ -47,6 +49,8 @@ def replay(
         strict=strict,
         in_image=in_image,
         force=force,
+        yes=yes,
+        trust_env=trust_env,
         address=address,
     )
     if seeds is not None:
