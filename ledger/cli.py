@@ -273,6 +273,12 @@ def diff(
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
 @click.option(
+    "--address",
+    default=None,
+    metavar="URL",
+    help="A ray-submitted run: the Ray Job API to replay on (default: the recorded one, else a local head).",
+)
+@click.option(
     "--seeds", "seeds", default=None, help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another."
 )
 @click.option(
@@ -292,6 +298,7 @@ def replay(
     yes: bool,
     force: bool,
     trust_env: bool,
+    address: str | None,
     seeds: str | None,
     extra: tuple[str, ...],
 ) -> int:
@@ -314,6 +321,7 @@ def replay(
         force=force,
         yes=yes,
         trust_env=trust_env,
+        address=address,
         say=_say,
         terminal_fd=_terminal_fd(),
         stdout=_show,

@@ -79,6 +79,7 @@ logs:
   git_max_mb: {DEFAULT_GIT_MAX_MB:g}             # a bigger trainer/engine log is tracked with DVC; git keeps head and tail
 capture:
   debug_data: {str(DEFAULT_DEBUG_DATA).lower()}           # add --save-debug-rollout-data / --save-debug-event-data when absent
+  # debug_framework: miles    # which debug flags the trainer takes (miles: both, slime: rollout, none); default: recognised
   env_patterns: []           # extra environment variable globs recorded as env.<NAME> settings
   training_patterns: []      # extra regexes naming the training script inside launcher output
   job_env: {{}}                # variables ledger sets for the job (default RAY_DEDUP_LOGS: "0"; null removes one)
@@ -112,6 +113,7 @@ class Config:
     extra_logs: tuple[str, ...] = ()
     log_git_max_mb: float = DEFAULT_GIT_MAX_MB
     debug_data: bool = DEFAULT_DEBUG_DATA
+    debug_framework: str | None = None  # `capture.debug_framework`: miles / slime / none; None recognises it
     env_patterns: tuple[str, ...] = DEFAULT_ENV_PATTERNS
     training_patterns: tuple[str, ...] = DEFAULT_TRAINING_PATTERNS
     job_env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_JOB_ENV))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -81,6 +81,8 @@ class LogsSection(_Section):
 
 class CaptureSection(_Section):
     debug_data: bool = DEFAULT_DEBUG_DATA
+    # which debug-data flags the trainer takes (ledger/understand/framework.py); None: recognised
+    debug_framework: Literal["miles", "slime", "none"] | None = None
     env_patterns: list[str] = Field(default_factory=list)
     training_patterns: list[Regex] = Field(default_factory=list)
     # merged over DEFAULT_JOB_ENV; a null value removes a default
@@ -134,6 +136,7 @@ def _from_file(f: ConfigFile) -> Config:
         extra_logs=tuple(f.logs.extra),
         log_git_max_mb=f.logs.git_max_mb,
         debug_data=f.capture.debug_data,
+        debug_framework=f.capture.debug_framework,
         env_patterns=DEFAULT_ENV_PATTERNS + tuple(f.capture.env_patterns),
         training_patterns=DEFAULT_TRAINING_PATTERNS + tuple(f.capture.training_patterns),
         job_env=_job_env(f.capture.job_env),

@@ -20,5 +20,12 @@ def test_demo_script_records_diffs_and_replays(tmp_path: Path) -> None:
     runs = json.loads(ledger(clone, "list", "--json", "--reverse").stdout)
     assert [x["name"] for x in runs] == ["demo-base", "demo-offload", "demo-two", "demo-replay-a", "demo-replay-b"]
     assert runs[3]["replay_of"] == runs[0]["id"]
+    # a no---set replay of every rollout of the deterministic toy run trains exactly as it did
+    r = ledger(clone, "replay", "demo-base", "--yes", "--name", "demo-replay-all")
+    assert r.returncode == 0, r.stderr
+    fidelity = json.loads(ledger(clone, "show", "demo-replay-all", "--json").stdout)["replay"]["fidelity"]
+    assert fidelity["verdict"] == "bitwise" and fidelity["steps"] >= 3, fidelity
+    steps_replay = json.loads(ledger(clone, "show", "demo-replay-a", "--json").stdout)["replay"]["fidelity"]
+    assert "without the original's weights" in steps_replay.get("note", ""), steps_replay
     assert git(clone, "rev-parse", "HEAD") == main_before  # main is never touched
     assert git(clone, "status", "--porcelain") == ""

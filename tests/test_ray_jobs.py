@@ -42,6 +42,10 @@ def cluster() -> Iterator[tuple[str, str]]:
     # cluster; drivers and the job supervisor inherit this from the cluster and from the tests
     saved = dict(os.environ)
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    # Ray notes the cluster's address in <RAY_TMPDIR>/ray/ray_current_cluster (default /tmp/ray,
+    # shared with every other Ray on the machine): kept in this cluster's own folder
+    os.environ["RAY_TMPDIR"] = temp
+    os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
     # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     dash = _free_port()
@@ -231,3 +235,124 @@ def test_ray_own_driver_variables_are_not_settings(cluster: tuple[str, str], tmp
     first, second = (envvars.env_settings(envvars.capture_env(env), runtime_env) for env in seen)
     assert first == second
     assert first["env.NCCL_ALGO"] == "Ring" and "env.RAY_ADDRESS" not in first
+
+
+# -- issue 21: a Miles-shaped job submitted WITHOUT --no-wait ---------------------------------
+MILES_JOB = Path(__file__).resolve().parent / "ray_shapes" / "miles_job.py"
+LAUNCHER = Path(__file__).resolve().parent / "ray_shapes" / "run-miles-job.sh"
+
+
+@pytest.fixture
+def miles_repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "proj", {"train.py": MILES_JOB.read_text(), "run.sh": LAUNCHER.read_text()})
+    ledger(repo, "init")
+    return repo
+
+
+def _job_info(url: str, submission_id: str) -> object:
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(url).get_job_info(submission_id)
+
+
+def test_ctrl_c_stops_a_waiting_submission_and_keeps_every_file(cluster: tuple[str, str], miles_repo: Path) -> None:
+    """The Ray CLI answers Ctrl-C with `Aborted!` and exit 1 while the job runs on: ledger stops
+    the job through the Job API, records the truth, and every rollout file the job wrote is in
+    the record (nothing is written into a committed run's folder afterwards)."""
+    _, url = cluster
+    env = {**os.environ, "RAY_DASHBOARD": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+    )
+    out = ""
+    assert proc.stdout is not None
+    while "step 2:" not in out:  # the job is training, its rollout files are being written
+        line = proc.stdout.readline()
+        assert line, out
+        out += line
+    proc.send_signal(signal.SIGINT)
+    try:
+        out += proc.communicate(timeout=90)[0]
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise AssertionError(f"ledger did not end after Ctrl-C: {out}{proc.communicate()[0]}") from None
+    m = _show(miles_repo)
+    ray_job = m["status"]["ray_job"]
+    info = _job_info(url, ray_job["submission_id"])
+    assert str(info.status.value) == "STOPPED", out  # type: ignore[attr-defined]
+    assert ray_job["status"] == "STOPPED" and ray_job["stopped_by_ledger"] is True
+    assert m["status"]["state"] == "killed" and m["status"]["signal"] == "SIGINT" and proc.returncode == 130
+    job_s = (info.end_time - info.start_time) / 1000  # type: ignore[attr-defined]
+    assert m["status"]["duration_s"] >= job_s  # the record lasts until the job really stopped
+    trainer = subprocess.run(
+        ["git", "-C", str(miles_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    written = {line.split("perf ", 1)[1].split(":")[0] for line in trainer.splitlines() if "- perf " in line}
+    rollout = next(d for d in m["data"] if d["role"] == "rollout")
+    assert rollout["nfiles"] == len(written) >= 3 and len(written) < 40
+    assert not (miles_repo / ".ledger" / "staging" / m["id"]).exists()  # nothing wrote after the commit
+    r = ledger(miles_repo, "recover")
+    assert r.returncode == 0 and "removed" not in r.stderr
+
+
+def test_waiting_submission_records_the_drivers_exit_code(cluster: tuple[str, str], miles_repo: Path) -> None:
+    _, url = cluster
+    r = ledger(
+        miles_repo,
+        "run",
+        "--no-debug-data",
+        "--",
+        "bash",
+        "run.sh",
+        env={"RAY_DASHBOARD": url, "STEPS": "1", "DRIVER_EXIT": "3"},
+        timeout=100,
+    )
+    assert r.returncode == 3, r.stderr  # not the Ray CLI's 1
+    m = _show(miles_repo)
+    assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
+    assert m["status"]["ray_job"]["status"] == "FAILED"
+    assert "exit code 3" in (m["status"]["ray_job"]["message"] or ""), m["status"]["ray_job"]
+    assert m["status"]["ray_job"]["submission_id"].startswith(f"ledger-{m['id']}-")
+
+
+def _trainer_log(repo: Path, m: dict) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _actor_env(log: str) -> dict:
+    [line] = [x for x in log.splitlines() if "ACTOR_ENV " in x]
+    return json.loads(line.split("ACTOR_ENV ", 1)[1])
+
+
+def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(cluster: tuple[str, str], miles_repo: Path) -> None:
+    """The replay is submitted to the recorded (reachable) cluster with the recorded runtime env:
+    its MegatronTrainRayActor sees NCCL_ALGO and friends, as the original's did; its settings are
+    what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""
+    _, url = cluster
+    r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD": url}, timeout=150)
+    assert r.returncode == 0, r.stderr
+    source = _show(miles_repo)
+    expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
+    assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
+    r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
+    assert r.returncode == 0, r.stderr
+    m = _show(miles_repo)
+    assert m["replay_of"] == source["id"]
+    assert m["replay"]["ray"] == {"address": url, "how": "recorded address", "local_head": False}
+    assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
+    seen = _actor_env(_trainer_log(miles_repo, m))
+    assert {k: seen[k] for k in expected} == expected  # the actors, not only the driver
+    assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
+    assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
+    assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
+    assert m["replay"]["fidelity"]["steps"] == 3
+    listing = ledger(miles_repo, "list").stdout
+    assert "(bitwise)" in listing

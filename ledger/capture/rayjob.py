@@ -6,8 +6,15 @@ launcher ended, `follow` streams the job's logs (`JobSubmissionClient.tail_job_l
 run's output, polls `get_job_status` until the job is SUCCEEDED, FAILED or STOPPED, and turns
 Ctrl-C into `stop_job`. The only module that imports `ray` (imported lazily: an optional extra).
 
+A job submitted WITHOUT `--no-wait` is tailed by the Ray CLI itself; on Ctrl-C that CLI prints
+`Aborted!` and exits 1 while the job runs on. `settle` is called once the launcher ended: when
+the run was stopped (a forwarded signal, `stop_grace_s`'s SIGKILL, any death by signal) it stops
+the job with `stop_job` and waits, bounded, for STOPPED; otherwise it reads how the job ended
+(its driver's exit code and Ray's message: the CLI's own exit code is 1 for every failure).
+
 Exit codes: SUCCEEDED 0; FAILED the driver's exit code when Ray knows it, else 1; STOPPED 130 when
-ledger stopped it on Ctrl-C, else 143 (stopped from elsewhere, like a SIGTERM).
+ledger stopped it on Ctrl-C (128 + the signal that stopped the run for `settle`), else 143
+(stopped from elsewhere, like a SIGTERM).
 """
 
 from __future__ import annotations
@@ -36,6 +43,16 @@ class JobEnd:
     message: str | None
     error: str | None
     followed_s: float
+    stop_signal: str | None = None  # the signal that stopped the run, when ledger stopped the job for it
+    waiting: bool = False  # submitted without --no-wait: the Ray CLI tailed it, `settle` read its end
+
+
+@dataclass(frozen=True)
+class Missing:
+    """`settle` found no such job on the cluster (the launcher ended before it submitted)."""
+
+    submission_id: str
+    reason: str
 
 
 def _client(address: str) -> Any:
@@ -131,3 +148,107 @@ def _follow(
     if status == "FAILED":
         exit_code = driver_code if isinstance(driver_code, int) and driver_code > 0 else 1
     return JobEnd(submission_id, address, status, exit_code, stopped, message, error, time.monotonic() - started)
+
+
+def _exit_code(status: str | None, info: Any, stopped_code: int | None) -> int | None:
+    if status == "SUCCEEDED":
+        return 0
+    if status == "STOPPED":
+        return stopped_code if stopped_code is not None else 143
+    if status == "FAILED":
+        driver_code = getattr(info, "driver_exit_code", None) if info is not None else None
+        return driver_code if isinstance(driver_code, int) and driver_code > 0 else 1
+    return None
+
+
+def settle(
+    address: str | None,
+    submission_id: str,
+    stop_signal: int | None,
+    wait_s: float,
+    say: Callable[[str], None] = lambda _text: None,
+    poll_s: float = 0.25,
+) -> JobEnd | Missing:
+    """How a job submitted without `--no-wait` ended, once its launcher ended.
+
+    `stop_signal` (the run was stopped by that signal): a job still PENDING or RUNNING is stopped
+    through the Job API and waited for up to `wait_s` seconds; if it is not STOPPED by then, the
+    end says what Ray reports. Without it a job still running is left alone (the caller follows
+    it); its status is returned as Ray reports it.
+    """
+    address = address or DEFAULT_ADDRESS
+    started = time.monotonic()
+    try:
+        client = _client(address)
+    except ImportError:
+        return JobEnd(
+            submission_id, address, None, None, False, None, "ray is not installed here (pip install 'ledger[ray]')", 0.0, waiting=True
+        )
+    except Exception as exc:  # ConnectionError and friends, translated here
+        return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0, waiting=True)
+    try:
+        info = client.get_job_info(submission_id)
+    except Exception as exc:  # Ray answers 404 for an id it never saw
+        text = str(exc)
+        if "404" in text or "does not exist" in text or "not found" in text.lower():
+            return Missing(submission_id, text.splitlines()[0] if text else "no such job")
+        return JobEnd(
+            submission_id,
+            address,
+            None,
+            None,
+            False,
+            None,
+            f"lost the Ray job {submission_id} at {address}: {text.splitlines()[0] if text else exc}",
+            0.0,
+            waiting=True,
+        )
+    status = str(info.status.value) if getattr(info, "status", None) is not None else None
+    stopped = False
+    error: str | None = None
+    if stop_signal is not None and status not in TERMINAL:
+        say(f"ledger: the run was stopped; stopping Ray job {submission_id} (it runs on after the Ray CLI exits)")
+        try:
+            client.stop_job(submission_id)
+            stopped = True
+        except Exception as exc:  # noqa: BLE001 - said below with what Ray reports
+            error = f"could not stop Ray job {submission_id}: {exc}"
+        deadline = time.monotonic() + wait_s
+        while status not in TERMINAL and time.monotonic() < deadline:
+            time.sleep(poll_s)
+            try:
+                info = client.get_job_info(submission_id)
+                status = str(info.status.value)
+            except Exception as exc:  # noqa: BLE001 - the cluster went away while we waited
+                error = f"lost the Ray job {submission_id} at {address} while stopping it: {exc}"
+                break
+        if status not in TERMINAL:
+            error = error or (
+                f"Ray job {submission_id} was still {status} {wait_s:g} s after ledger asked Ray "
+                f"to stop it (`ray job stop {submission_id}`)"
+            )
+            say(f"ledger: {error}")
+    code = _exit_code(status, info, 128 + stop_signal if stopped and stop_signal is not None else None)
+    name = signal.Signals(stop_signal).name if stopped and stop_signal is not None else None
+    return JobEnd(
+        submission_id, address, status, code, stopped, getattr(info, "message", None), error, time.monotonic() - started, name, True
+    )
+
+
+def missing_logs(address: str | None, submission_id: str, seen: bytes) -> bytes:
+    """The part of a job's logs the Ray CLI had not tailed when it exited (Ctrl-C): everything
+    after the last line of `seen` (the end of the run's output) found in the job's logs; the
+    whole log when none is found. Empty when the logs cannot be read."""
+    try:
+        logs: bytes = str(_client(address or DEFAULT_ADDRESS).get_job_logs(submission_id)).encode("utf-8", "surrogateescape")
+    except Exception:  # noqa: BLE001 - a best effort: the record says the job's end anyway
+        return b""
+    for line in reversed(seen.splitlines()[-200:]):
+        line = line.strip(b"\r")
+        if len(line) < 12:
+            continue
+        at = logs.rfind(line)
+        if at >= 0:
+            rest = logs[at + len(line) :]
+            return rest[1:] if rest.startswith(b"\n") else rest
+    return logs

@@ -112,7 +112,7 @@ def render_list(result: ListResult) -> str:
             (s["started"] or "-")[:19].replace("T", " "),
         ]
         if s["replay_of"]:
-            row[2] += "*"
+            row[2] += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
         if result.changes:
             row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
         lines.append(row)
@@ -135,7 +135,7 @@ def render_list(result: ListResult) -> str:
     for r in [header, *lines]:
         out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     if any(m.get("replay_of") for m in result.rows):
-        out.append("* a replay of another run")
+        out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 

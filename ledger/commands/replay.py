@@ -27,6 +27,7 @@ def replay(
     say: Say,
     yes: bool = False,
     trust_env: bool = False,
+    address: str | None = None,
     terminal_fd: int | None,
     stdout: Callable[[str], None],
     confirm: Callable[[str], bool] | None,
@@ -50,6 +51,7 @@ def replay(
         force=force,
         yes=yes,
         trust_env=trust_env,
+        address=address,
     )
     if seeds is not None:
         return replay_seeds(start, opts, parse_seeds(seeds), say, terminal_fd, stdout=stdout, confirm=confirm)

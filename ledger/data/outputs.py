@@ -123,7 +123,12 @@ def debug_flag_values(data_dir: str) -> list[tuple[str, str]]:
     return [(ROLLOUT_FLAG, f"{base}/rollout/{{rollout_id}}.pt"), (EVENTS_FLAG, f"{base}/events")]
 
 
-def inject_debug_flags(argv: Sequence[str], data_dir: str, launcher_text: str | None = None) -> tuple[list[str], list[str]]:
+def inject_debug_flags(
+    argv: Sequence[str],
+    data_dir: str,
+    launcher_text: str | None = None,
+    allowed: Sequence[str] | None = None,
+) -> tuple[list[str], list[str]]:
     """Append the rollout- and event-data flags the run does not set yet.
 
     Adds `--save-debug-rollout-data <data_dir>/rollout/{rollout_id}.pt` and
@@ -136,6 +141,8 @@ def inject_debug_flags(argv: Sequence[str], data_dir: str, launcher_text: str | 
     if _mentions(DETAILS_FLAG, argv, launcher_text):
         return new_argv, added
     for flag, value in debug_flag_values(data_dir):
+        if allowed is not None and flag not in allowed:
+            continue  # the trainer's framework has no such flag (ledger/understand/framework.py)
         if not _mentions(flag, argv, launcher_text):
             new_argv += [flag, value]
             added.append(flag)

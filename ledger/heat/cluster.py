@@ -35,6 +35,14 @@ SIGNAL_TIMEOUT_S = 10.0
 _PLAIN_RESOURCES = re.compile(r"^(CPU|GPU|memory|object_store_memory|node:.*|accelerator_type:.*)$")
 
 
+class _NoSigtermWarning:
+    """Hides Ray's `SIGTERM handler is not set because current thread is not the main thread`:
+    ledger connects from a background thread on purpose and handles its own signals."""
+
+    def filter(self, record: object) -> bool:
+        return "SIGTERM handler is not set" not in str(getattr(record, "msg", ""))
+
+
 class ClusterUnavailable(Exception):
     """The cluster cannot be watched at all (no Ray here, no address); `reason` says why."""
 
@@ -201,14 +209,24 @@ class ClusterSensor:
             gcs = resolve_gcs_address(self.target.address, self._env)
             # a node may lack ledger: ship the package with this driver's actors (job-level py_modules)
             ledger_dir = str(Path(__file__).resolve().parents[1])
-            ray.init(
-                address=gcs,
-                namespace="ledger",
-                log_to_driver=False,
-                configure_logging=False,
-                logging_level=logging.ERROR,
-                runtime_env={"py_modules": [ledger_dir]},
-            )
+            # named after the run in the user's job list (a driver's entry cannot be removed)
+            run_id = (self._env or {}).get("LEDGER_RUN_ID") or "?"
+            config = ray.job_config.JobConfig(metadata={"ledger": f"heat sensor of ledger run {run_id}"})
+            quiet = _NoSigtermWarning()
+            worker_log = logging.getLogger("ray._private.worker")
+            worker_log.addFilter(quiet)  # this thread is not the main one, by design: Ray's warning is noise
+            try:
+                ray.init(
+                    address=gcs,
+                    namespace="ledger",
+                    log_to_driver=False,
+                    configure_logging=False,
+                    logging_level=logging.ERROR,
+                    runtime_env={"py_modules": [ledger_dir]},
+                    job_config=config,
+                )
+            finally:
+                worker_log.removeFilter(quiet)
         except Exception as exc:  # noqa: BLE001 - any failure: say it, try again later
             text = f"cannot connect to the Ray cluster at {self.target.address}: {type(exc).__name__}: {exc}"
             text = text.splitlines()[0]

@@ -45,12 +45,25 @@ def debug_data_route(
     from ledger.data.outputs import debug_flag_values, inject_debug_flags
     from ledger.understand.launcher import without_comments
 
-    if forwards_args(argv, launcher_text, cfg):
-        job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text)
+    script = _entry_script(argv, launcher_text, cfg, Path(m["command"]["cwd"]))
+    if forwards_args(argv, launcher_text, cfg) and script is not None:
+        from ledger.understand import framework
+
+        cwd = m["command"]["cwd"]
+        name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(m))
+        decision = {"framework": name, "recognised_by": how}
+        if not allowed:
+            m["command"]["debug_data"] = {"via": "argv", "added": [], **decision}
+            say(
+                f"ledger: no debug data added for replay ({how}); if it is Miles or slime, set "
+                "`capture.debug_framework: miles` (or slime) in .ledger.yaml"
+            )
+            return argv, []
+        job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text, allowed)
+        m["command"]["debug_data"] = {"via": "argv", "added": added, **decision}
         if added:
             m["command"]["added_args"] = added
-            m["command"]["debug_data"] = {"via": "argv", "added": added}
-            say(f"ledger: keeping debug data for replay: added {' '.join(added)}")
+            say(f"ledger: keeping debug data for replay: added {' '.join(added)} ({name}: {how})")
         return job_argv, []
     if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
         m["command"]["debug_data"] = {"via": None, "added": []}
@@ -62,6 +75,62 @@ def debug_data_route(
         return argv, []
     m["command"]["debug_data"] = {"via": "wrapper", "added": []}
     return argv, debug_flag_values(str(staged.data_dir))
+
+
+def _miles_image(m: dict[str, Any]) -> bool:
+    image = m.get("image") or {}
+    return bool(image.get("miles_commit") or (image.get("checkouts") or {}).get("miles"))
+
+
+def _entry_script(argv: list[str], launcher_text: str | None, cfg: Config, cwd: Path) -> str | None:
+    """The training script flags appended to `argv` reach: the command's own, or the one a
+    forwarding launcher names (a word of its code that is a file matching the training
+    patterns); None when it cannot be told (the PATH wrappers then decide, seeing the real one)."""
+    found = launcher.training_command_from_argv(argv, list(cfg.training_patterns))
+    if found is not None:
+        return found.script
+    if launcher_text is None:
+        return None
+    import re
+
+    from ledger.understand.launcher import without_comments
+
+    for word in re.findall(r"[\w./${}-]+\.py\b", without_comments(launcher_text)):
+        if "$" in word or not any(re.search(p, word) for p in cfg.training_patterns):
+            continue
+        if (cwd / word).is_file():
+            return str(word)
+    return None
+
+
+def note_framework(m: dict[str, Any], records: list[Any]) -> None:
+    """`command.debug_data.framework` of a wrapper-route run: what the wrapper decided."""
+    decided = [r for r in records if getattr(r, "framework", None)]
+    debug = m["command"].get("debug_data")
+    if decided and isinstance(debug, dict) and debug.get("via") == "wrapper":
+        debug["framework"], debug["recognised_by"] = decided[-1].framework, decided[-1].framework_how
+        debug["added"] = list(decided[-1].added)
+
+
+def refused_debug_flags(run_dir: Path, m: dict[str, Any], say: Say) -> None:
+    """A trainer that exited at once with `unrecognized arguments: --save-debug-...`: one line
+    saying how to turn ledger's debug-data flags off (and a warning in the record)."""
+    from ledger.understand import framework
+
+    if not (m["command"].get("debug_data") or {}).get("added") and not m["command"].get("added_args"):
+        return
+    if (m["status"].get("duration_s") or 0.0) > 300:
+        return  # it trained for a while: not a refused flag at start
+    try:
+        with open(run_dir / "trainer.log", "rb") as f:
+            f.seek(max(0, (run_dir / "trainer.log").stat().st_size - (1 << 16)))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return
+    hint = framework.off_hint(tail)
+    if hint:
+        m["warnings"].append(hint)
+        say(f"ledger: {hint}")
 
 
 def job_env(
@@ -79,21 +148,90 @@ def job_env(
     wrappers = shim.install(
         staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns), wrapper_flags, list(cfg.env_patterns), env, job_vars
     )
+    if cfg.debug_framework:
+        wrappers[shim.ENV_FRAMEWORK] = cfg.debug_framework
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
     m["command"]["ledger_env"] = recorded
     return {**ledger_env, **wrappers}
 
 
-def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say) -> Any:
-    """After the launcher ended: follow the last job it submitted with `--no-wait` (issue 9, item 8),
-    its logs appended to the run's raw output. None when nothing was submitted that way."""
+def _stop_signal(result: Any) -> int | None:
+    """The signal that stopped the run (forwarded, SIGKILL after the grace, or one it died of)."""
+    import signal
+
+    if result.state != "killed":
+        return None
+    name = result.forwarded or result.signal_name or "SIGTERM"
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        return int(signal.SIGTERM)
+
+
+def follow_submitted(
+    staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say, result: Any = None, stop_wait_s: float = 30.0
+) -> Any:
+    """After the launcher ended: settle every job it submitted through the `ray` wrapper.
+
+    The run was stopped (`result` killed): every job still running on the cluster is stopped
+    through the Job API (`rayjob.settle`), whether it was submitted with `--no-wait` or not.
+    Otherwise a job submitted without `--no-wait` is read back (the driver's exit code, Ray's
+    message), and followed if it still runs; the last `--no-wait` job is followed to its end
+    (issue 9, item 8), its logs appended to the run's raw output. Returns the end of the last
+    job submitted (None when nothing was submitted, or Ray never saw it)."""
+    from ledger.capture.rayjob import Missing, settle
     from ledger.understand import shim
 
-    pending = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.no_wait and r.submission_id]
-    if not pending:
+    submitted = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.submission_id]
+    if not submitted:
         return None
-    record = pending[-1]
+    stop_signal = _stop_signal(result) if result is not None else None
+    ends: list[Any] = []
+    for record in submitted:
+        if stop_signal is None and record.no_wait:
+            continue
+        end = settle(record.address, str(record.submission_id), stop_signal, stop_wait_s, say)
+        if isinstance(end, Missing):
+            continue
+        if end.stopped_by_ledger:
+            _append_missing_logs(staged, record, terminal_fd)
+        if stop_signal is None and end.status in ("PENDING", "RUNNING"):
+            end = _follow(staged, record, terminal_fd, say)  # the Ray CLI died, the job runs on
+        ends.append((record, end))
+    pending = [r for r in submitted if r.no_wait]
+    if stop_signal is None and pending:
+        ends.append((pending[-1], _follow(staged, pending[-1], terminal_fd, say)))
+    if not ends:
+        return None
+    ends.sort(key=lambda pair: submitted.index(pair[0]))
+    return ends[-1][1]
+
+
+def _append_missing_logs(staged: staging.Staged, record: Any, terminal_fd: int | None) -> None:
+    """What the stopped job printed after the Ray CLI stopped tailing it, into the run's output."""
+    from ledger.capture.rayjob import missing_logs
+
+    raw_path = staged.dir / RAW_OUTPUT
+    try:
+        with open(raw_path, "rb") as f:
+            f.seek(max(0, raw_path.stat().st_size - (1 << 16)))
+            seen = f.read()
+    except OSError:
+        seen = b""
+    rest = missing_logs(record.address, str(record.submission_id), seen)
+    if not rest:
+        return
+    with open(raw_path, "ab") as raw:
+        raw.write(rest)
+    if terminal_fd is not None:
+        try:
+            os.write(terminal_fd, rest)
+        except OSError:
+            pass
+
+
+def _follow(staged: staging.Staged, record: Any, terminal_fd: int | None, say: Say) -> Any:
     from ledger.capture.rayjob import follow
 
     say(f"ledger: following Ray job {record.submission_id} to its end (Ctrl-C stops it)")
@@ -111,18 +249,36 @@ def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int
 
 
 def ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
-    """The run's status from the followed Ray job's own state."""
+    """The run's status from the submitted Ray job's own state.
+
+    A job followed after `--no-wait` gives the whole status. A job the Ray CLI waited for gives
+    its failure (the driver's exit code, not the CLI's 1) and a stop by ledger; its success
+    leaves the launcher's own exit code (a launcher may fail after its job); a Ray that cannot
+    be reached leaves the launcher's status, with a warning."""
     m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
-    if end.status is None:
+    if end.stopped_by_ledger:
+        m["status"]["ray_job"]["stopped_by_ledger"] = True
+    if end.status not in ("SUCCEEDED", "FAILED", "STOPPED"):
+        if end.waiting:
+            m["warnings"].append(
+                f"{end.error or 'the Ray job did not end'}; the job's end is unknown (`ray job status {end.submission_id}`)"
+            )
+            say(f"ledger: {end.error or 'the Ray job did not end'}; recorded what is known")
+            m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
+            return
         m["status"]["state"] = "unknown"
         m["warnings"].append(f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)")
         say(f"ledger: {end.error}; recorded what is known")
         return
+    m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
+    if end.waiting and end.status == "SUCCEEDED":
+        return
+    if end.waiting and end.status == "STOPPED" and not end.stopped_by_ledger and m["status"]["state"] == "killed":
+        return  # stopped before ledger asked: the run's own signal is the story
     m["status"]["exit_code"] = end.exit_code
     m["status"]["state"] = {"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}[end.status]
-    m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
     if end.stopped_by_ledger:
-        m["status"]["signal"] = "SIGINT"
+        m["status"]["signal"] = end.stop_signal or "SIGINT"
 
 
 def check_writable(repo: Repo, branch: str) -> None:

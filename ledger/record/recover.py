@@ -1,7 +1,14 @@
-"""`ledger recover`: commit every staged run whose ledger process is gone, with state `lost`."""
+"""`ledger recover`: commit every staged run whose ledger process is gone, with state `lost`.
+
+Nothing a job wrote is ever deleted here: a staged folder with no record to commit (ledger died
+before writing it, or a job that ran on after its run was committed wrote into it again) has
+every file under its data folder moved to `.ledger/untracked/<run id>/`, as for a run's
+untracked outputs; only ledger's own bookkeeping is removed, and the message says which.
+"""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from ledger.config import Config
@@ -43,7 +50,19 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
     m = staged.read_json("manifest.json")
     manifest_path = staged.dir / "manifest.json"
     if code is None or m is None:
-        say(f"ledger: run {staged.id}: staged before its record was written; nothing to recover, removed")
+        kept = keep_job_files(repo.root, staged)
+        if kept is None:
+            say(
+                f"ledger: run {staged.id}: staged before its record was written; it held no file of the job; "
+                "removed ledger's staging folder"
+            )
+        else:
+            count, dest = kept
+            say(
+                f"ledger: run {staged.id}: no record to commit (staged before its record was written, or written "
+                f"to after it was committed); moved the {count} file(s) the job wrote to {dest}; "
+                "removed ledger's staging folder"
+            )
         staged.remove()
         return
     # the job's output is the best clock of when it last did anything; read it before the
@@ -76,3 +95,24 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
 
         m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
     done.append(finish(repo, cfg, staged, m, code, logs, say, secrets=secrets))
+
+
+def keep_job_files(root: Path, staged: staging.Staged) -> tuple[int, Path] | None:
+    """Move everything under the staged data folder to `.ledger/untracked/<id>/` (merged into
+    what is there; a name already taken gets a `.N` suffix). None when there was nothing."""
+    data = staged.data_dir
+    if not data.is_dir():
+        return None
+    files = [p for p in data.rglob("*") if p.is_file() or p.is_symlink()]
+    if not files:
+        return None
+    dest_root = staging.ledger_dir(root) / "untracked" / staged.id
+    for source in files:
+        dest = dest_root / source.relative_to(data)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        n = 1
+        while dest.exists() or dest.is_symlink():
+            dest = dest.with_name(f"{source.name}.{n}")
+            n += 1
+        shutil.move(str(source), dest)
+    return len(files), dest_root

@@ -331,12 +331,14 @@ def _after_job(
 ) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
     if capture.join(timeout=10):
-        ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say)
+        ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say, result, cfg.stop_grace_s)
     else:  # a child of the job still holds the pipe open: record what arrived so far
         m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
     from ledger.record.streamed import retire_raw
+    from ledger.understand import shim
 
+    jobsetup.note_framework(m, shim.read_log(staged.dir / shim.LOG_NAME))
     logs = follower.finish(Redactor(ctx["secrets"], cfg.secret_names))
     retire_raw(staged, ctx["secrets"], logs)
     note_truncation(staged.run_dir, m, capture.truncation_notes() + logs.truncated, say)
@@ -363,6 +365,8 @@ def _after_job(
         m["warnings"].append(result.escalated)
     if ray_end is not None:
         jobsetup.ray_status(m, ray_end, say)
+    if m["status"]["state"] == "failed":
+        jobsetup.refused_debug_flags(staged.run_dir, m, say)
     m["code"]["untracked_left_out"] = ctx["untracked"].result()
     staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
     commit = finish(repo, cfg, staged, m, code, logs, say, secrets=ctx["secrets"], environ=ctx.get("environ"))
@@ -428,6 +432,37 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
         say(f"ledger: untracked data of run {m['id']} kept at {dest}")
 
 
+def _note_rollout_ids(staged: staging.Staged, m: dict[str, Any]) -> None:
+    """`rollout_ids` of the rollout data record: which rollouts a replay can pick (`--step N`)."""
+    import re
+
+    for rec in m.get("data") or []:
+        if not isinstance(rec, dict) or rec.get("role") != "rollout" or not rec.get("template"):
+            continue
+        template = str(rec["template"])
+        base = Path(template)
+        if template.startswith("data/"):
+            base = staged.dir / template
+        elif not base.is_absolute():
+            base = Path(m["command"]["cwd"]) / template
+        pattern = re.compile(re.escape(base.name).replace(re.escape("{rollout_id}"), "(.+)") + "$")
+        if "{rollout_id}" not in base.name or not base.parent.is_dir():
+            continue
+        found = [match.group(1) for p in base.parent.iterdir() if (match := pattern.match(p.name))]
+        numbers = sorted(int(x) for x in found if x.isdigit())
+        rec["rollout_ids"] = [*numbers, *sorted(x for x in found if not x.isdigit())]
+
+
+def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> None:
+    """`replay.fidelity`: the replay's learning metrics against its source run's (issue 21)."""
+    from ledger.compare.fidelity import describe, fidelity_of
+
+    result = fidelity_of(repo, m, run_dir)
+    if result is not None:
+        m["replay"]["fidelity"] = result
+        say(f"ledger: replay fidelity against {m['replay_of']}: {describe(result)}")
+
+
 def finish(
     repo: Repo,
     cfg: Config,
@@ -463,6 +498,9 @@ def finish(
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
+    _guarded(m, "listing the recorded rollout ids", lambda: _note_rollout_ids(staged, m), say)
+    if m.get("replay_of") and isinstance(m.get("replay"), dict):
+        _guarded(m, "comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say), say)
     for log in ("trainer.log", "engine.log"):
         if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
             (run_dir / log).touch()

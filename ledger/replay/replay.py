@@ -46,6 +46,7 @@ class ReplayOptions:
     force: bool = False  # --set may add a setting the run never had
     yes: bool = False  # --yes: replay without asking, also a run recorded in another clone
     trust_env: bool = False  # --trust-env: take recorded variables that load code too
+    address: str | None = None  # a ray-submitted run: the Ray Job API to replay on (raylaunch)
     new_settings: tuple[str, ...] = ()  # settings --set may add without --force (`--seeds` sets `seed`)
 
 
@@ -68,6 +69,7 @@ class ReplayPlan:
     env_dropped: dict[str, str] = field(default_factory=dict)  # recorded variables left out, and why
     prepare: Callable[[], None] | None = None  # writes the data the argv names (after the yes)
     foreign: str | None = None  # who made the run commit, when this clone did not record the run
+    manifest: dict[str, Any] = field(default_factory=dict)  # the source run's record (where it ran)
 
 
 def _inside(root: Path, path: Path) -> bool:
@@ -250,6 +252,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     # the replay's own debug outputs go to its own run folder, never into the original run's
     from ledger.understand.settings import parse_settings, split_training_command
 
+    training = _only_framework_flags(training, m)
     recorded = parse_settings(split_training_command(training)[2])
     warnings += _unknown_sets(entry.id, [s for s in sets if s[0].lstrip("-") not in opts.new_settings], recorded, opts.force)
     own = [k for k, _ in sets]
@@ -267,7 +270,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
             extra=opts.extra,
         )
         return ReplayPlan(
-            entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env, choice.dropped, None, foreign
+            entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env, choice.dropped, None, foreign, m
         )
     rec = _rollout_record(m)
     if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
@@ -287,6 +290,8 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     steps_name = f"{entry.id}-steps-{'-'.join(map(str, chosen))}" if chosen is not None else ""
     if chosen is not None:
         links = _replay_data(repo, steps_name)
+        if opts.dry_run:
+            _check_steps_recorded(entry.id, rec, data_dir, name_template, chosen)
         mapping = dict(enumerate(chosen))
         load_dir, num = links, len(chosen)
     else:
@@ -302,8 +307,41 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
         training, mode="train", load_template=str(load_dir / name_template), num_rollout=num, sets=sets, extra=opts.extra
     )
     return ReplayPlan(
-        entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env, choice.dropped, prepare, foreign
+        entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env, choice.dropped, prepare, foreign, m
     )
+
+
+def _check_steps_recorded(run_id: str, rec: dict[str, Any], data_dir: Path, name_template: str, chosen: list[int]) -> None:
+    """A dry run refuses steps that are not in the recorded data, as the replay itself would."""
+    ids = rec.get("rollout_ids")
+    if isinstance(ids, list):
+        have = {str(i) for i in ids}
+        recorded = ", ".join(str(i) for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
+    elif data_dir.is_dir():
+        have = {str(i) for i in chosen if (data_dir / name_template.format(rollout_id=i)).is_file()}
+        recorded = "see `ledger show " + run_id + "`"
+    else:
+        return  # only in the DVC cache, not checked out by a dry run: the replay checks
+    missing = [i for i in chosen if str(i) not in have]
+    if missing:
+        raise DataError(f"rollout {missing[0]} is not in the recorded data of run {run_id} (recorded: {recorded})", "pick steps that exist")
+
+
+def _only_framework_flags(training: list[str], m: dict[str, Any]) -> list[str]:
+    """The recorded command without debug flags its trainer's framework does not have (a slime
+    run recorded by an older ledger carries `--save-debug-event-data`, which slime lacks)."""
+    from ledger.understand.framework import FLAGS
+    from ledger.understand.settings import flag_groups, split_training_command
+
+    name = ((m.get("command") or {}).get("debug_data") or {}).get("framework")
+    if name not in FLAGS:
+        return training
+    lacking = {f[2:] for f in FLAGS["miles"] if f not in FLAGS[name]}
+    prefix, script, args = split_training_command(training)
+    if script is None:
+        return training
+    kept = [t for g in flag_groups(args) if g.name not in lacking for t in g.tokens]
+    return [*prefix, script, *kept]
 
 
 def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -346,7 +384,13 @@ def replay_run(
     if tip is None:
         raise RunNotFound(f"no run named '{opts.run}': no runs recorded yet", "record one with `ledger run -- CMD`")
     plan = plan_replay(repo, tip, opts)
-    shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()), *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
+    from ledger.replay import raylaunch
+
+    target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.manifest) and not opts.in_image else None
+    if target is not None:
+        shown = shlex.join(a.replace(PLACEHOLDER, "<new run data>") for a in raylaunch.submit_argv(target, plan.argv))
+    else:
+        shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()), *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
     for w in plan.warnings:
         say(f"ledger: warning: {w}")
     if plan.foreign:
@@ -390,10 +434,54 @@ def replay_run(
         "in_image": opts.in_image,
     }
     env = {**os.environ, **plan.env} if plan.env and not opts.in_image else None
+    if target is not None:
+        return _replay_on_ray(plan, opts, target, info, say, terminal_fd)
     req = RunRequest(
         argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info, debug_data=False, data_placeholder=PLACEHOLDER, env=env
     )
     return record_run(req, say, terminal_fd).exit_code
+
+
+def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> Any:
+    """Where a replay of a ray-submitted run goes, with its runtime env (`raylaunch`); starts nothing."""
+    from ledger.replay import raylaunch
+
+    rec_root = (plan.manifest.get("command") or {}).get("repo_root")
+    target = raylaunch.choose_target(plan.manifest, opts.address, plan.cwd, say, dry_run=True)
+    target.runtime_env = raylaunch.runtime_env(plan.manifest, plan.env, lambda p: _rebase_path(p, rec_root, repo.root))
+    return target
+
+
+def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dict[str, Any], say: Say, terminal_fd: int | None) -> int:
+    """Submit the replay to Ray (a local head started for it when none answers), record it, and
+    stop that head after it."""
+    from ledger.record.run import RunRequest, record_run
+    from ledger.replay import raylaunch
+
+    _, hidden = _runtime_env(plan.manifest)  # redacted in the record: taken from this environment
+    missing = {k: os.environ[k] for k in hidden if k in os.environ}
+    if missing:
+        target.runtime_env.setdefault("env_vars", {}).update(missing)
+    if target.how == "local head started by ledger":
+        target = raylaunch.RayTarget("", target.how, target.runtime_env, raylaunch.LocalHead(plan.cwd, say))
+        assert target.head is not None
+        target.address = target.head.url
+    info["ray"] = target.to_record()
+    try:
+        req = RunRequest(
+            argv=raylaunch.submit_argv(target, plan.argv),
+            cwd=plan.cwd,
+            name=opts.name,
+            replay_of=plan.source,
+            replay=info,
+            debug_data=False,
+            data_placeholder=PLACEHOLDER,
+        )
+        return record_run(req, say, terminal_fd).exit_code
+    finally:
+        if target.head is not None:
+            say(f"ledger: stopping the local Ray head ledger started for the replay ({target.address})")
+            target.head.stop()
 
 
 def _in_image(root: Path, plan: ReplayPlan, argv: list[str]) -> list[str]:

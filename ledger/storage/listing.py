@@ -152,6 +152,10 @@ def summary_of(manifest: dict[str, Any]) -> dict[str, Any]:
     out = {k: manifest.get(k) for k in SUMMARY_KEYS}
     gpu = manifest.get("gpu") or {}
     out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s", "unavailable")}
+    replay = manifest.get("replay") or {}
+    fidelity = replay.get("fidelity") if isinstance(replay, dict) else None
+    if isinstance(fidelity, dict) and fidelity.get("verdict"):
+        out["fidelity"] = fidelity["verdict"]  # a replay's: bitwise / close / diverged / unknown
     return out
 
 
@@ -170,4 +174,5 @@ def list_fields(m: dict[str, Any]) -> dict[str, Any]:
         "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
         "replay_of": m.get("replay_of"),
         "note": m.get("note"),
+        "fidelity": m.get("fidelity") or ((m.get("replay") or {}).get("fidelity") or {}).get("verdict"),
     }

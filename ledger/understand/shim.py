@@ -11,8 +11,10 @@ Reading the training command back from a launcher's `set -x` trace or `EXEC:` li
 - then `exec`s the real program found on PATH after its own folder (the trainer's `sys.executable`
   is the real interpreter, so venvs and subprocesses are unaffected).
 
-A `ray job submit --no-wait` without `--submission-id` gets one (`ledger-<run id>-<n>`), so ledger
-can follow the job to its end through Ray's Job API after the launcher returned.
+Every `ray job submit` without `--submission-id` gets one (`ledger-<run id>-<n>`), so ledger can
+reach the job through Ray's Job API: follow a `--no-wait` job to its end after the launcher
+returned, and stop a waiting one when the run is stopped (the Ray CLI's Ctrl-C leaves the job
+running on the cluster) or read its driver's exit code (the CLI exits 1 for any failure).
 
 The wrappers run this file with ledger's own interpreter in `-SE` mode (no site, no PYTHONPATH),
 importing only the standard library and `ledger.understand.settings`: one short interpreter start per
@@ -40,6 +42,7 @@ ENV_ADD = "LEDGER_SHIM_ADD"
 ENV_ENV_PATTERNS = "LEDGER_SHIM_ENV_PATTERNS"
 ENV_RUN_ID = "LEDGER_RUN_ID"
 ENV_JOB_ENV = "LEDGER_SHIM_JOB_ENV"
+ENV_FRAMEWORK = "LEDGER_SHIM_FRAMEWORK"  # `capture.debug_framework`, when .ledger.yaml names one
 DETAILS_FLAG = "--dump-details"
 
 
@@ -56,6 +59,8 @@ class ShimRecord:
     no_wait: bool = False
     address: str | None = None
     job_env_added: list[str] = field(default_factory=list)  # ledger's job variables put in the runtime env
+    framework: str | None = None  # the trainer's framework, deciding the debug flags (`framework`)
+    framework_how: str | None = None
 
 
 def install(
@@ -139,6 +144,21 @@ def _has(flag: str, argv: Sequence[str]) -> bool:
     return any(token == flag or token.startswith(flag + "=") for token in argv)
 
 
+def _for_framework(
+    argv: Sequence[str], add: Sequence[Sequence[str]], environ: Mapping[str, str]
+) -> tuple[list[list[str]], str | None, str | None]:
+    """The flags of `add` the trainer of `argv` has (`ledger.understand.framework`), its framework, how known."""
+    if not add:
+        return [], None, None
+    from ledger.understand import framework
+    from ledger.understand.settings import locate_training_command, split_training_command
+
+    located = locate_training_command(argv)
+    script = split_training_command(list(argv[located[0] :]))[1] if located else None
+    name, how, allowed = framework.detect(script, os.getcwd(), environ.get(ENV_FRAMEWORK) or None)
+    return framework.keep_flags(add, allowed), name, how
+
+
 def missing_flags(argv: Sequence[str], add: Sequence[Sequence[str]]) -> list[str]:
     """The `[flag, value, ...]` words of `add` whose flag `argv` does not set (none if it dumps details)."""
     if _has(DETAILS_FLAG, argv):
@@ -211,34 +231,41 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
         opts, entry = args[:cut], args[cut + 1 :]
         if not _is_training(entry, [""]):  # any python entrypoint of a submitted job
             return args, None
+        add, framework_name, how = _for_framework(entry, add, environ)
         added = missing_flags(entry, add)
         no_wait = "--no-wait" in opts
         submission = _ray_option(opts, "--submission-id") or _ray_option(opts, "--job-id")
-        if no_wait and submission is None:
+        own_opts = list(opts)
+        if submission is None:
             count = len(read_log(Path(environ.get(ENV_LOG, "/nonexistent"))))
             submission = f"ledger-{environ.get(ENV_RUN_ID, 'run')}-{count}"
             opts = [*opts, "--submission-id", submission]
         new_entry = [*entry, *added]
         address = _ray_option(opts, "--address") or environ.get("RAY_ADDRESS")
         run_opts, env_added = _with_job_env(opts, json.loads(environ.get(ENV_JOB_ENV, "{}")))
-        # the record keeps the launcher's own options: ledger's variables are not its settings
+        # the record keeps the launcher's own options: ledger's id and variables are not its settings
         record = ShimRecord(
             "ray",
-            ["ray", *opts],
+            ["ray", *own_opts],
             new_entry,
             [w for w in added if w.startswith("--")],
             submission_id=submission,
             no_wait=no_wait,
             address=address,
             job_env_added=env_added,
+            framework=framework_name,
+            framework_how=how,
         )
         return [*run_opts, "--", *new_entry], record
     argv = [name, *args]
     if not _is_training(argv, patterns + _submitted_scripts(environ)):
         return args, None
+    add, framework_name, how = _for_framework(argv, add, environ)
     added = missing_flags(argv, add)
     env = _env_of_interest(environ, json.loads(environ.get(ENV_ENV_PATTERNS, "[]")))
-    return [*args, *added], ShimRecord(name, [*argv, *added], None, [w for w in added if w.startswith("--")], env)
+    return [*args, *added], ShimRecord(
+        name, [*argv, *added], None, [w for w in added if w.startswith("--")], env, framework=framework_name, framework_how=how
+    )
 
 
 def main(argv: list[str]) -> None:

@@ -1,0 +1,209 @@
+"""Where and how a replay of a `ray job submit` run is launched: submitted to Ray again.
+
+A run whose training command went through `ray job submit` had its runtime env (`env_vars`,
+`working_dir`, `py_modules`, ...) on the driver AND on every actor it started; variables on the
+driver's command line reach the driver only (miles-facts.md). So such a replay is submitted to
+Ray too, with the recorded runtime env and the replay's argv as the entrypoint, to:
+
+1. `--address URL` when given;
+2. else the recorded address (the Job API the run was submitted to) when it answers;
+3. else a head ledger starts for the replay on 127.0.0.1 (`ray start --head --block`, free
+   ports, its own temp folder; `ray` must be installed) and stops after it by its PID (SIGTERM;
+   `--block` makes Ray's reaper end the head's processes with it), then its process group.
+
+The submission goes through ledger's `ray` wrapper like any run's, so the replay's settings are
+read from what was really submitted, and Ctrl-C stops the replayed job through the Job API.
+Nothing here reads a value from the source record but the runtime env and the address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.errors import LedgerError
+
+HEAD_START_S = 90.0
+HEAD_STOP_S = 30.0
+
+
+@dataclass
+class RayTarget:
+    """Where a replay is submitted: the Job API URL, why there, and the head ledger started."""
+
+    address: str
+    how: str  # "--address", "recorded address", "local head started by ledger"
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    head: LocalHead | None = None
+
+    def to_record(self) -> dict[str, Any]:
+        return {"address": self.address, "how": self.how, "local_head": self.head is not None}
+
+
+def was_submitted(m: Mapping[str, Any]) -> bool:
+    """Whether the run's training command was submitted with `ray job submit`."""
+    return bool((m.get("command") or {}).get("ray_argv"))
+
+
+def _option(argv: list[str], name: str) -> str | None:
+    for index, token in enumerate(argv):
+        if token.startswith(name + "="):
+            return token.split("=", 1)[1]
+        if token == name and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
+
+
+def recorded_address(m: Mapping[str, Any]) -> str | None:
+    """The Job API the run was submitted to (its followed job's, or the `--address` it gave)."""
+    ray_job = (m.get("status") or {}).get("ray_job") or {}
+    if isinstance(ray_job, dict) and isinstance(ray_job.get("address"), str):
+        return str(ray_job["address"])
+    argv = [str(a) for a in (m.get("command") or {}).get("ray_argv") or []]
+    address = _option(argv, "--address")
+    if address and not address.startswith(("http://", "https://")) and ":" not in address:
+        return None
+    return address
+
+
+def reachable(url: str, timeout_s: float = 3.0) -> bool:
+    """Whether a Ray Job API answers at `url` (GET /api/version)."""
+    if not url.startswith(("http://", "https://")):
+        return False
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/api/version", timeout=timeout_s) as reply:  # noqa: S310
+            return bool(reply.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def runtime_env(m: Mapping[str, Any], env_vars: Mapping[str, str], rebase: Callable[[str], str]) -> dict[str, Any]:
+    """The recorded runtime env with `env_vars` (the replay's, already filtered by the caller) and
+    its paths (`working_dir`, `py_modules`) pointed into this checkout."""
+    recorded = (m.get("command") or {}).get("runtime_env") or {}
+    out: dict[str, Any] = {k: v for k, v in recorded.items() if k != "env_vars"} if isinstance(recorded, dict) else {}
+    if isinstance(out.get("working_dir"), str):
+        out["working_dir"] = rebase(out["working_dir"])
+    if isinstance(out.get("py_modules"), list):
+        out["py_modules"] = [rebase(p) if isinstance(p, str) else p for p in out["py_modules"]]
+    if env_vars:
+        out["env_vars"] = dict(env_vars)
+    return out
+
+
+def submit_argv(target: RayTarget, argv: list[str]) -> list[str]:
+    """`ray job submit` of the replay's argv (waiting: the wrapper names it, ledger settles it)."""
+    words = ["ray", "job", "submit", "--address", target.address]
+    if target.runtime_env:
+        words += ["--runtime-env-json", json.dumps(target.runtime_env, sort_keys=True)]
+    return [*words, "--", *argv]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalHead:
+    """A Ray head on 127.0.0.1 that ledger started for one replay and stops after it by PID."""
+
+    def __init__(self, cwd: Path, say: Callable[[str], None]):
+        ray = shutil.which("ray")
+        if ray is None:
+            raise LedgerError(
+                "the run was submitted to Ray and no Ray cluster answers, but `ray` is not installed here",
+                "pip install 'ledger[ray]', or give --address URL of a running cluster",
+            )
+        self.temp = tempfile.mkdtemp(prefix="lrh", dir="/tmp")  # short: Ray's socket paths have a length limit
+        self.dashboard_port = _free_port()
+        self.url = f"http://127.0.0.1:{self.dashboard_port}"
+        env = dict(os.environ)
+        env["RAY_TMPDIR"] = self.temp  # its address file stays in its own folder, not /tmp/ray
+        os.makedirs(os.path.join(self.temp, "ray"), exist_ok=True)
+        env.pop("RAY_ADDRESS", None)
+        argv = [
+            ray,
+            "start",
+            "--head",
+            "--block",
+            "--disable-usage-stats",
+            "--node-ip-address",
+            "127.0.0.1",
+            "--port",
+            str(_free_port()),
+            "--include-dashboard",
+            "true",
+            "--dashboard-host",
+            "127.0.0.1",
+            "--dashboard-port",
+            str(self.dashboard_port),
+            "--dashboard-agent-listen-port",
+            str(_free_port()),
+            "--dashboard-agent-grpc-port",
+            str(_free_port()),
+            "--runtime-env-agent-port",
+            str(_free_port()),
+            "--metrics-export-port",
+            str(_free_port()),
+            "--temp-dir",
+            self.temp,
+        ]
+        say(f"ledger: no Ray cluster to replay on; starting a local head for the replay at {self.url}")
+        self.log = open(os.path.join(self.temp, "head.log"), "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + HEAD_START_S
+        while not reachable(self.url, 2.0):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise LedgerError(
+                    f"the local Ray head for the replay did not start (see `ray start --head` output: exit {self.proc.returncode})",
+                    "give --address URL of a running cluster",
+                )
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        """SIGTERM to the head's own PID, then its process group; its folder removed."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=HEAD_STOP_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)  # a process of the head left in its group
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.log.close()
+        shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def choose_target(m: Mapping[str, Any], address: str | None, cwd: Path, say: Callable[[str], None], dry_run: bool = False) -> RayTarget:
+    """Where the replay goes (module docstring); a dry run starts nothing."""
+    if address:
+        if not dry_run and not reachable(address):
+            raise LedgerError(
+                f"no Ray Job API answers at --address {address}", "give the dashboard URL of a running cluster (http://HOST:8265)"
+            )
+        return RayTarget(address, "--address")
+    recorded = recorded_address(m)
+    if recorded and reachable(recorded):
+        return RayTarget(recorded, "recorded address")
+    if dry_run:
+        return RayTarget("<a local head ledger starts on 127.0.0.1>", "local head started by ledger")
+    head = LocalHead(cwd, say)
+    return RayTarget(head.url, "local head started by ledger", head=head)
