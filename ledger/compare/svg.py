@@ -29,6 +29,7 @@ class Series:
     points: list[tuple[float, float]]
     color: str = ""
     dashed: bool = False
+    hover: str = ""  # a tooltip (`<title>`): e.g. the run id behind a name
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Chart:
     vline_label: str = "step boundary"
     hlines: list[tuple[float, str, str]] = field(default_factory=list)  # (y, label, color)
     marks: list[tuple[float, str, str]] = field(default_factory=list)  # (x, label, color): under the axis
+    bands: list[tuple[str, str, list[tuple[float, float, float]]]] = field(default_factory=list)  # (label, color, [(x, lo, hi)])
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -99,7 +101,8 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
     plot_w, plot_h = width - left - legend_width - 10, height - top - bottom
     xs = [x for s in chart.series for x, _ in s.points] + [x for span in chart.spans for x in span]
     xs = [x for x in xs if math.isfinite(x)] or [0.0, 1.0]
-    ys = [y for s in chart.series for _, y in s.points] + [y for y, _, _ in chart.hlines]
+    ys = ([y for s in chart.series for _, y in s.points] + [y for y, _, _ in chart.hlines]
+          + [y for _, _, pts in chart.bands for _, lo, hi in pts for y in (lo, hi)])
     x_lo, x_hi = min(xs), max(xs)
     if x_lo == x_hi:
         x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
@@ -136,12 +139,21 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
                    f'stroke="{color}" stroke-width="1" stroke-dasharray="6 3"/>')
     for x, _label, color in chart.marks:
         out.append(f'<path data-kind="mark" d="M{px(x):.1f} {top + plot_h - 1} l-4 8 h8 z" fill="{color}"/>')
+    for label, color, band in chart.bands:
+        outline = [(px(x), py(hi)) for x, _, hi in band] + [(px(x), py(lo)) for x, lo, _ in reversed(band)]
+        out.append(f'<polygon data-kind="band" data-series="{escape(label)}" fill="{color}" fill-opacity="0.18" '
+                   f'stroke="none" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in outline)}"/>')
     for n, series in enumerate(chart.series):
         color = series.color or PALETTE[n % len(PALETTE)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in _thin(series.points))
         dash = ' stroke-dasharray="5 3"' if series.dashed else ""
+        tip = f"<title>{escape(series.hover)}</title>" if series.hover else ""
         out.append(f'<polyline data-series="{escape(series.label)}" data-n="{len(series.points)}" '
-                   f'points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>')
+                   f'points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}>{tip}</polyline>')
+        if len(series.points) == 1:  # one point draws no line: a marker shows it
+            (x, y), = series.points
+            out.append(f'<circle data-kind="point" data-series="{escape(series.label)}" cx="{px(x):.1f}" '
+                       f'cy="{py(y):.1f}" r="3.5" fill="{color}">{tip}</circle>')
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(chart.x_label)}</text>')
     out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
                f'{escape(chart.y_label)}</text>')

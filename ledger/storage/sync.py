@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from ledger.errors import LedgerError
 from ledger.manifest import run_path
 from ledger.storage.git import CodeSnapshot, RefMoved, Repo, git_remote_cmd
-from ledger.storage.store import branch_ref, build_run_tree, find_run, run_id_of_commit
+from ledger.storage.store import branch_ref, build_run_tree, find_run, meta_run_of_commit, run_id_of_commit
 
 MAX_PUSH_ATTEMPTS = 30
 
@@ -52,13 +52,14 @@ def fetch(repo: Repo, remote: str, branch: str) -> str | None:
     return repo.ref_tip(remote_ref(remote, branch))
 
 
-def local_only_runs(repo: Repo, local: str, base: str | None) -> list[tuple[str, str]]:
-    """(run id, commit) of first-parent commits on `local` not reachable from `base`, oldest first."""
+def local_only_runs(repo: Repo, local: str, base: str | None, with_meta: bool = False) -> list[tuple[str, str]]:
+    """(run id, commit) of first-parent commits on `local` not reachable from `base`, oldest first;
+    `with_meta`: metadata commits too (id of the run they change)."""
     out = []
     for commit in repo.first_parent_walk(local):
         if base is not None and repo.is_ancestor(commit, base):
             break
-        rid = run_id_of_commit(repo, commit)
+        rid = run_id_of_commit(repo, commit) or (meta_run_of_commit(repo, commit) if with_meta else None)
         if rid is not None:
             out.append((rid, commit))
     out.reverse()
@@ -73,6 +74,11 @@ def rebuild_on(repo: Repo, base: str, runs: list[tuple[str, str]], result: SyncR
     """
     tip = base
     for rid, commit in runs:
+        if meta_run_of_commit(repo, commit) is not None:  # a tag/note/archive: merged into the remote's file
+            from ledger.storage.runmeta import rebuild_meta_commit
+
+            tip = rebuild_meta_commit(repo, tip, rid, commit) or tip
+            continue
         if find_run(repo, base, rid) is not None:
             result.dropped.append(rid)
             continue
@@ -99,7 +105,7 @@ def integrate(repo: Repo, branch: str, remote_tip: str, result: SyncResult) -> s
         elif repo.is_ancestor(local, remote_tip):
             new = remote_tip
         else:
-            runs = local_only_runs(repo, local, remote_tip)
+            runs = local_only_runs(repo, local, remote_tip, with_meta=True)
             new = rebuild_on(repo, remote_tip, runs, result)
         try:
             repo.update_ref(ref, new, local, f"ledger: integrate {remote_tip[:10]}")

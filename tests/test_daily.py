@@ -1,0 +1,167 @@
+"""The daily surface (issue 26): summary metrics in the record, `ledger list` filters, `--json`/`--csv`,
+`tag`/`note`/`archive` as metadata commits merged across clones. Real runs of a small job that
+logs Miles-shaped metric lines (the shape of `rollout.py`'s `perf N: {...}` lines, see
+shared/miles-facts.md)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import git, ledger, make_repo
+
+EMIT = '''
+import argparse
+ap = argparse.ArgumentParser()
+ap.add_argument("--scale", type=float, default=1.0)
+ap.add_argument("--steps", type=int, default=4)
+a = ap.parse_args()
+for step in range(a.steps):
+    loss = a.scale * (4 - step) if step != 1 else a.scale * 9
+    print(f"[2026-11-29 10:00:{step:02d}.000 main] train.py:2 - perf {step}: "
+          f"{{'train/loss': {loss}, 'perf/step_time': {1.5 + step}}}")
+'''
+
+
+def _record(repo: Path, name: str, *args: str) -> str:
+    proc = ledger(repo, "run", "--name", name, "--no-debug-data", "--no-heat-guard", "--",
+                  sys.executable, "emit.py", *args)
+    assert proc.returncode == 0, proc.stderr
+    return ledger(repo, "path", "latest").stdout.strip().rsplit("/", 1)[-1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """One repository with three runs: a (scale 1), b (scale 2), c (scale 0.1, 2 steps)."""
+    home = tmp_path_factory.mktemp("home-daily")
+    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@e.com\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+        repo = make_repo(tmp_path_factory.mktemp("daily") / "proj", {"README.md": "x\n", "emit.py": EMIT})
+        ids = {"a": _record(repo, "a", "--scale", "1"), "b": _record(repo, "b", "--scale", "2"),
+               "c": _record(repo, "c", "--scale", "0.1", "--steps", "2")}
+    return repo, ids
+
+
+def _listed(repo: Path, *args: str) -> list[str]:
+    proc = ledger(repo, "list", "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return [r["name"] for r in json.loads(proc.stdout)]
+
+
+def test_summary_metrics_are_in_the_record(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, ids = runs
+    rid = ids["a"]
+    summary = json.loads(git(repo, "show", f"experiments:runs/{rid[-4:-2]}/{rid}/summary.json"))
+    loss = summary["metrics"]["train/loss"]  # losses 4, 9, 2, 1 at steps 0..3
+    assert loss == {"last": 1.0, "last_step": 3, "min": 1.0, "min_step": 3, "max": 9.0, "max_step": 1}
+    assert summary["metrics"]["perf/step_time"]["last"] == 4.5
+
+
+def test_list_filters_on_settings_metrics_name_state_and_since(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, _ = runs
+    assert _listed(repo, "--where", "scale=2") == ["b"]
+    assert _listed(repo, "--where", "scale=2.0") == ["b"]  # numbers compare as numbers
+    assert _listed(repo, "--where", "scale!=2") == ["c", "a"]
+    assert _listed(repo, "--where", "train/loss<1.5") == ["c", "a"]  # the last value: 0.1, 2, 1
+    assert _listed(repo, "--where", "train/loss>=1", "--where", "scale<=1") == ["a"]
+    assert _listed(repo, "--where", "steps=2") == ["c"]
+    assert _listed(repo, "--name", "[ab]") == ["b", "a"]
+    assert _listed(repo, "--state", "finished") == ["c", "b", "a"]
+    assert _listed(repo, "--state", "failed") == []
+    assert _listed(repo, "--since", "2000-01-01") == ["c", "b", "a"]
+    assert _listed(repo, "--since", "2999-01-01") == []
+    assert _listed(repo, "--since", "30d") == ["c", "b", "a"]
+
+
+def test_list_unknown_where_key_names_the_nearest(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, _ = runs
+    proc = ledger(repo, "list", "--where", "train/los<1")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "no setting or metric named 'train/los'" in proc.stderr and "train/loss" in proc.stderr
+    bad = ledger(repo, "list", "--where", "scale<big")
+    assert bad.returncode == 2 and "needs a number" in bad.stderr
+    state = ledger(repo, "list", "--state", "finshed")
+    assert state.returncode == 2 and "did you mean finished" in state.stderr
+
+
+def test_list_metric_columns_json_and_csv(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, ids = runs
+    table = ledger(repo, "list", "--metric", "train/*").stdout
+    header, *rows = table.splitlines()
+    assert "train/loss" in header and "perf/step_time" not in header
+    assert any(r.startswith(ids["a"]) and r.rstrip().endswith(" 1") for r in rows), table
+    (a,) = [r for r in json.loads(ledger(repo, "list", "--json").stdout) if r["name"] == "a"]
+    assert a["settings"]["scale"] == 1.0 and a["metrics"]["train/loss"]["max"] == 9.0
+    assert a["tags"] == [] and a["note"] is None
+    rows_csv = list(csv.DictReader(io.StringIO(ledger(repo, "list", "--csv").stdout)))
+    (c,) = [r for r in rows_csv if r["name"] == "c"]
+    assert c["settings.steps"] == "2" and float(c["metrics.train/loss.last"]) == pytest.approx(0.9)
+
+
+def _changed_files(repo: Path, commit: str) -> list[str]:
+    return git(repo, "diff", "--name-only", f"{commit}^", commit).split()
+
+
+def test_tag_note_archive_are_metadata_commits(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    first = _record(repo, "lr", "--scale", "1")
+    second = _record(repo, "lr", "--scale", "3")
+    folder = f"runs/{first[-4:-2]}/{first}"
+    record_before = git(repo, "ls-tree", "-r", f"experiments:{folder}")
+
+    assert ledger(repo, "tag", first, "baseline", "bad-flag").returncode == 0
+    tip = git(repo, "rev-parse", "experiments").strip()
+    assert _changed_files(repo, tip) == [f"{folder}/meta.json"]
+    assert f"Ledger-Meta: {first}" in git(repo, "log", "-1", "--format=%B", tip)
+    assert ledger(repo, "note", first, "the flag was wrong").returncode == 0
+    assert ledger(repo, "tag", "--rm", first, "bad-flag").returncode == 0
+    (row,) = [r for r in json.loads(ledger(repo, "list", "--json").stdout) if r["id"] == first]
+    assert row["tags"] == ["baseline"] and row["note"] == "the flag was wrong"
+    assert _listed(repo, "--tag", "baseline") == ["lr"]
+    # the run's own record files are byte for byte what they were
+    after = dict(line.split("\t")[::-1] for line in git(repo, "ls-tree", "-r", f"experiments:{folder}").splitlines())
+    before = dict(line.split("\t")[::-1] for line in record_before.splitlines())
+    assert {k: v for k, v in after.items() if k != "meta.json"} == before
+
+    # archive the newer one: hidden from list, and `lr` now names the older run
+    assert ledger(repo, "archive", second).returncode == 0
+    assert [r["id"] for r in json.loads(ledger(repo, "list", "--json").stdout)] == [first]
+    assert second in ledger(repo, "list", "--archived").stdout
+    assert ledger(repo, "path", "lr").stdout.strip().endswith(first)
+    assert ledger(repo, "unarchive", second).returncode == 0
+    assert ledger(repo, "path", "lr").stdout.strip().endswith(second)
+    # a run recorded after metadata commits keeps them; `latest` still names runs only
+    third = _record(repo, "z")
+    assert ledger(repo, "path", "latest").stdout.strip().endswith(third)
+    assert ledger(repo, "path", "latest~1").stdout.strip().endswith(second)
+    assert _listed(repo, "--tag", "baseline") == ["lr"]
+    bad = ledger(repo, "tag", first, "two words")
+    assert bad.returncode == 2 and "not one short word" in bad.stderr
+
+
+def test_concurrent_tags_from_two_clones_are_both_kept(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    rid = _record(repo, "shared")
+    git(tmp_path, "init", "-q", "--bare", "shared.git")
+    git(repo, "remote", "add", "origin", str(tmp_path / "shared.git"))
+    assert ledger(repo, "push").returncode in (0, 5)  # 5: no DVC remote for data (the run has none)
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(tmp_path / "shared.git"), str(other))
+    git(other, "fetch", "-q", "origin", "experiments:experiments")
+    assert ledger(repo, "tag", rid, "from-a").returncode == 0
+    assert ledger(other, "tag", rid, "from-b").returncode == 0
+    assert ledger(other, "note", rid, "note from b").returncode == 0
+    assert ledger(repo, "push").returncode in (0, 5)
+    pushed = ledger(other, "push")
+    assert pushed.returncode in (0, 5), pushed.stderr
+    assert ledger(repo, "pull").returncode == 0
+    for clone in (repo, other):
+        (row,) = json.loads(ledger(clone, "list", "--json").stdout)
+        assert row["tags"] == ["from-a", "from-b"] and row["note"] == "note from b"
