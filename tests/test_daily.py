@@ -165,3 +165,40 @@ def test_concurrent_tags_from_two_clones_are_both_kept(tmp_path: Path) -> None:
     for clone in (repo, other):
         (row,) = json.loads(ledger(clone, "list", "--json").stdout)
         assert row["tags"] == ["from-a", "from-b"] and row["note"] == "note from b"
+
+
+def test_compare_shows_only_differing_settings_and_metrics_side_by_side(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, ids = runs
+    proc = ledger(repo, "compare", "a", "b", "c", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [r["name"] for r in data["runs"]] == ["a", "b", "c"] and data["runs"][0]["id"] == ids["a"]
+    assert set(data["settings"]) == {"scale", "steps"}  # the rest is the same in all three
+    assert data["settings"]["scale"] == [1.0, 2.0, 0.1] and data["settings"]["steps"][:2] == [None, None]
+    assert [m["last"] for m in data["metrics"]["train/loss"]] == [1.0, 2.0, pytest.approx(0.9)]
+    text = ledger(repo, "compare", "a", "b", "--metric", "train/*").stdout
+    assert "scale" in text and "steps" not in text and "perf/step_time" not in text and "train/loss" in text
+    one = ledger(repo, "compare", "a")
+    assert one.returncode == 2 and "at least two runs" in one.stderr
+
+
+def test_compare_page_overlays_every_metric_and_groups(runs: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    from browser import CHROMIUM, assert_self_contained, open_page, polylines
+
+    repo, ids = runs
+    out = tmp_path / "cmp.html"
+    assert ledger(repo, "compare", "a", "b", "c", "--html", str(out)).returncode == 0
+    html = out.read_text()
+    assert_self_contained(html)
+    assert 'data-group="perf"' in html and 'data-group="train"' in html
+    assert f"<title>{ids['a']}</title>" in html  # ids on hover, names in legends
+    grouped = tmp_path / "grouped.html"
+    proc = ledger(repo, "compare", "a", "b", "c", "--html", str(grouped), "--group-by", "steps", "--metric", "train/*")
+    assert proc.returncode == 0, proc.stderr
+    assert grouped.read_text().count('data-kind="band"') == 2  # steps absent (a, b) and steps=2 (c)
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH: the pages were checked as text only")
+    page = open_page(out, tmp_path)
+    lines = polylines(page.dom)
+    assert lines["a"] == [4, 4] and lines["c"] == [2, 2] and lines["b"] == [4]
+    assert lines["b (identical to a)"] == [4]  # perf/step_time is the same in a and b

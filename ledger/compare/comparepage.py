@@ -47,13 +47,16 @@ def metric_group(name: str) -> str:
 
 
 def run_chart(metric: str, runs: Sequence[CompareRun]) -> Chart:
-    """One line per run."""
+    """One line per run; a line that coincides with an earlier run's says so in the legend."""
     axis = "step"
-    series = []
+    series: list[Series] = []
     for n, r in enumerate(runs):
         axis, points = series_of(r.table, metric)
         if points:
-            series.append(Series(r.label, sorted(points), PALETTE[n % len(PALETTE)], hover=r.id))
+            points = sorted(points)
+            same = next((s for s in series if s.points == points), None)
+            label = r.label if same is None else f"{r.label} (identical to {same.label})"
+            series.append(Series(label, points, PALETTE[n % len(PALETTE)], dashed=same is not None, hover=r.id))
     return Chart(metric, axis, metric, series)
 
 
