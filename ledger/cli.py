@@ -74,10 +74,23 @@ def run(name: str | None, note: str | None, image: str | None, no_heat_guard: bo
     argv = list(command)
     if argv and argv[0] == "--":
         argv = argv[1:]
+    elif argv and argv[0].startswith("-"):
+        raise _not_an_option(argv[0], click.get_current_context())
     req = RunRequest(argv=argv, cwd=Path.cwd(), name=name, note=note, image=image,
                      heat_guard=not no_heat_guard, data_paths=list(data_paths), debug_data=debug_data)
     outcome = record_run(req, _say, _terminal_fd())
     return outcome.exit_code
+
+
+def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
+    """`ledger run --nmae x -- cmd`: an option ledger does not have is never passed on to the job."""
+    import difflib
+
+    known = [opt for p in ctx.command.params for opt in p.opts + p.secondary_opts if opt.startswith("--")]
+    close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return LedgerError(f"ledger run has no option {word}",
+                       hint + "ledger's options go before `--`, the job's command after it", exit_code=EXIT_USAGE)
 
 
 def _terminal_fd() -> int | None:
@@ -196,14 +209,18 @@ def unarchive(runs: tuple[str, ...]) -> None:
 @app.command()
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Only the newest N runs.")
 @click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
-def log(limit: int | None, reverse: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: each run's id, name and changed settings.")
+def log(limit: int | None, reverse: bool, as_json: bool) -> None:
     """For each run (newest first), the settings that changed from the run before it."""
-    from ledger.commands.listing import list_runs, render_change_log
+    from ledger.commands.listing import change_log_json, list_runs, render_change_log
 
     result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
     if result.unpulled:
         _say(f"ledger: {result.unpulled}")
-    click.echo(render_change_log(result), nl=False)
+    if as_json:
+        _emit_json(change_log_json(result))
+    else:
+        click.echo(render_change_log(result), nl=False)
 
 
 @app.command()
@@ -352,12 +369,16 @@ def report(runs: tuple[str, ...], html: Path) -> None:
 @click.argument("run_name")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot (needs ledger[plot]).")
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write a self-contained HTML page.")
-def heat(run_name: str, png: Path | None, html: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: per-GPU temperatures, guard settings, events.")
+def heat(run_name: str, png: Path | None, html: Path | None, as_json: bool) -> None:
     """Temperature over time for a run, with pauses and step boundaries."""
     from ledger.commands.heat import heat_report
 
     result = heat_report(Path.cwd(), run_name, png, html)
-    click.echo(result.text, nl=False)
+    if as_json:
+        _emit_json(result.data)
+    else:
+        click.echo(result.text, nl=False)
     for path in result.written:
         _say(f"plot written to {path}")
 

@@ -202,3 +202,34 @@ def test_compare_page_overlays_every_metric_and_groups(runs: tuple[Path, dict[st
     lines = polylines(page.dom)
     assert lines["a"] == [4, 4] and lines["c"] == [2, 2] and lines["b"] == [4]
     assert lines["b (identical to a)"] == [4]  # perf/step_time is the same in a and b
+
+
+def test_a_ledger_option_typo_is_a_usage_error_never_passed_to_the_job(repo: Path) -> None:
+    proc = ledger(repo, "run", "--nmae", "x", "--", "touch", "ran")
+    assert proc.returncode == 2, proc.stderr  # was: `--nmae x -- touch ran` run as the job (exit 127)
+    assert "no option --nmae" in proc.stderr and "did you mean --name?" in proc.stderr
+    assert not (repo / "ran").exists() and "no runs recorded" in ledger(repo, "list").stdout
+
+
+def test_could_not_record_is_not_the_jobs_exit_1(repo: Path) -> None:
+    assert ledger(repo, "run", "--no-heat-guard", "--", "sh", "-c", "exit 1").returncode == 1  # the job's own 1
+    lock = repo / ".git" / "refs" / "heads" / "experiments.lock"
+    proc = ledger(repo, "run", "--no-heat-guard", "--", "sh", "-c", f"touch {lock}; exit 1")
+    assert proc.returncode == 75, proc.stderr  # EXIT_NOT_RECORDED (was 1, like the job)
+    assert "ledger recover" in proc.stderr
+
+
+def test_log_and_heat_speak_json(repo: Path) -> None:
+    (repo / "heat.timeline").write_text("0 0 60\n0.2 0 70\n")
+    (repo / ".ledger.yaml").write_text("heat_guard:\n  interval_s: 0.1\n  sensor: {timeline: heat.timeline}\n")
+    (repo / "nap.py").write_text("import time\ntime.sleep(0.5)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "heat config")
+    for lr in ("1", "2"):
+        proc = ledger(repo, "run", "--no-debug-data", "--", sys.executable, "nap.py", "--lr", lr)
+        assert proc.returncode == 0, proc.stderr
+    log = json.loads(ledger(repo, "log", "--json").stdout)
+    assert [e["first"] for e in log] == [False, True]
+    assert [c["name"] for c in log[0]["changed"]] == ["lr"]
+    heat = json.loads(ledger(repo, "heat", "latest", "--json").stdout)
+    assert heat["gpus"]["0"]["peak_c"] >= 60 and heat["gpus"]["0"]["samples"] >= 1

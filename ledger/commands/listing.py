@@ -213,6 +213,20 @@ def render_change_log(result: ListResult) -> str:
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 
 
+def change_log_json(result: ListResult) -> list[dict[str, Any]]:
+    """`ledger log --json`: per run its id, name, whether it is the first run, and its changes."""
+    from ledger.textfmt import is_absent
+
+    def plain(v: Any) -> Any:
+        return None if is_absent(v) else v
+
+    return [{"id": m["id"], "name": m.get("name"), "first": m["id"] == result.oldest_id,
+             "changed": [{"name": c["name"], "a": plain(c["a"]), "b": plain(c["b"]),
+                          "absent_in": [k for k in ("a", "b") if is_absent(c[k])]}
+                         for c in result.changes.get(m["id"], [])]}
+            for m in result.rows]
+
+
 def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
     """One run's manifest, as data and as its YAML text, and a note when its name is shared.
 

@@ -27,7 +27,7 @@ from ledger.capture.scanner import Redactor
 from ledger.capture.secretvalues import known_secrets
 from ledger.capture.stream import OutputCapture
 from ledger.config import Config, load_config
-from ledger.errors import LedgerError, StartError
+from ledger.errors import LedgerError, NotRecorded, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
 from ledger.record import jobsetup
@@ -266,9 +266,19 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
             hasher.stop()
         try:
             return _after_job(repo, cfg, staged, m, code, ctx, result, capture, follower, monitor, say)
-        except BaseException:
+        except BaseException as exc:
             follower.abandon()  # `ledger recover` redoes the log work from the raw file
+            if isinstance(exc, Exception) and not os.environ.get("LEDGER_DEBUG"):
+                raise not_recorded(m["id"], exc) from exc
             raise
+
+
+def not_recorded(run_id: str, exc: Exception) -> NotRecorded:
+    """Any failure after the job ended: exit 75, never the job's own 1 (the run stays staged)."""
+    if isinstance(exc, LedgerError):
+        return NotRecorded(exc.message, exc.hint)
+    return NotRecorded(f"could not record run {run_id}: internal error: {type(exc).__name__}: {exc}",
+                       "the run is still staged; `ledger recover` commits it (LEDGER_DEBUG=1 shows the traceback)")
 
 
 def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
