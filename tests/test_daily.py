@@ -233,3 +233,44 @@ def test_log_and_heat_speak_json(repo: Path) -> None:
     assert [c["name"] for c in log[0]["changed"]] == ["lr"]
     heat = json.loads(ledger(repo, "heat", "latest", "--json").stdout)
     assert heat["gpus"]["0"]["peak_c"] >= 60 and heat["gpus"]["0"]["samples"] >= 1
+
+
+def test_diff_page_leads_with_the_answer_and_charts_every_metric(runs: tuple[Path, dict[str, str]],
+                                                                 tmp_path: Path) -> None:
+    from browser import CHROMIUM, assert_self_contained, open_page, polylines
+
+    repo, ids = runs
+    out = tmp_path / "diff.html"
+    proc = ledger(repo, "diff", "a", "b", "--html", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert_self_contained(html)
+    answer = html.index('data-kind="answer"')
+    assert answer < html.index("<svg")  # the answer comes before any chart (was: text report after them)
+    table = html[answer:html.index("</table>", answer)]
+    assert "median A" in table and 'data-metric="train/loss"' in table and "scale: 1 → 2" in html
+    assert 'data-group="perf"' in html and "perf/step_time" in html  # not among the six fixed charts
+    assert f"<title>{ids['a']}</title>" in html and "A a" in html  # names in legends, ids on hover
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH: the page was checked as text only")
+    page = open_page(out, tmp_path)
+    assert page.console == []
+    assert 'data-kind="answer"' in page.dom and polylines(page.dom)["a"] == [4]  # perf/step_time, in its group
+
+
+def test_a_single_point_is_a_visible_marker_and_hostile_names_stay_text(tmp_path: Path) -> None:
+    from ledger.compare.svg import Chart, Series, render
+
+    svg = render(Chart("one step", "rollout", "s", [Series("<img src=x onerror=alert(1)>", [(0.0, 1.5)], hover="<b>")]))
+    assert 'data-kind="point"' in svg and "<img" not in svg and "&lt;img src=x" in svg and "<b>" not in svg
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    hostile = "<script>alert(1)<\\script>"
+    for scale in ("1", "2"):
+        proc = ledger(repo, "run", "--name", hostile if scale == "1" else "ok", "--no-debug-data", "--",
+                      sys.executable, "emit.py", "--scale", scale, "--steps", "1")
+        assert proc.returncode == 0, proc.stderr
+    page = tmp_path / "one.html"
+    assert ledger(repo, "compare", hostile, "ok", "--html", str(page)).returncode == 0
+    html = page.read_text()
+    assert "<script" not in html and "&lt;script&gt;alert(1)" in html
+    assert html.count('data-kind="point"') == 4  # 2 metrics x 2 runs of one step each (was: empty charts)

@@ -31,7 +31,8 @@ COLOR_A, COLOR_B = "#1f77b4", "#d62728"
 DIFF_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("rollout time", "seconds", (ROLLOUT_TIME,)),
     ("response length (mean)", "tokens", (RESPONSE_LEN,)),
-    ("rollout time per 1k tokens", "s / 1k tokens", (ROLLOUT_TIME_PER_1K,)),
+    # rollout time / (mean response length / 1000): per 1k tokens of the MEAN response, not per token generated
+    ("rollout time per 1k tokens of the mean response length", "s per 1k mean-response tokens", (ROLLOUT_TIME_PER_1K,)),
     ("train time", "seconds", ("perf/train_time",)),
     ("loss", "loss", ("train/loss", "loss")),
     ("reward", "reward", ("rollout/raw_reward", "rollout/rewards", "train/reward_mean", "reward")),
@@ -86,6 +87,9 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
     """One chart per question both runs can answer (a metric neither logged gives none)."""
     paused = _paused_steps(data.table_a, pauses_from_manifest(data.manifest_a)) \
         | _paused_steps(data.table_b, pauses_from_manifest(data.manifest_b))
+    from ledger.compare.answer import run_label
+
+    name_a, name_b = run_label(data.manifest_a, data.report.a), run_label(data.manifest_b, data.report.b)
     charts = []
     for title, y_label, candidates in DIFF_CHARTS:
         for metric in candidates:
@@ -96,8 +100,9 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
         else:
             continue
         chart = Chart(title=f"{title} ({metric})", x_label=axis_a if points_a else axis_b, y_label=y_label,
-                      series=[Series(f"A {data.report.a}", points_a, COLOR_A),
-                              Series(f"B {data.report.b}", points_b, COLOR_B, dashed=True)],
+                      series=[Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or "")),
+                              Series(f"B {name_b}", points_b, COLOR_B, dashed=True,
+                                     hover=str(data.manifest_b.get("id") or ""))],
                       span_label="heat-paused step (left out)")
         if "rollout" in (axis_a, axis_b):
             chart.spans = [(s - 0.5, s + 0.5) for s in sorted(paused)]
@@ -109,14 +114,45 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
 
 
 def diff_page(data: DiffPageInput) -> str:
-    """The whole `ledger diff --html` page."""
+    """The whole `ledger diff --html` page: the answer table first, then the charts of the six
+    questions, every other logged metric in collapsible groups, and the text report."""
+    from ledger.compare.answer import ANSWER_STYLE, answer_table_html
+
     report = data.report
     title = diff_title(report)
     css = "refused" if report.refused else "forced" if report.forced else ""
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
-    body = (f'<h1 class="{css}">{escape(title)}</h1>\n<p>A: {escape(report.a)} &nbsp; B: {escape(report.b)}</p>\n'
-            f'<div class="side"><div class="charts">{svgs}</div>\n<pre>{escape(data.text)}</pre></div>')
+    body = (f"<style>{ANSWER_STYLE}</style>"
+            f'<h1 class="{css}">{escape(title)}</h1>\n{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
+            f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n'
+            f"<details><summary>the text report</summary><pre>{escape(data.text)}</pre></details>")
     return page(f"ledger diff: {title}", body)
+
+
+def other_metric_groups(data: DiffPageInput) -> str:
+    """Every metric either run logged that the six question charts do not draw, one chart each,
+    in collapsible groups by prefix (`perf/`, `train/`, `rollout/`, `eval/`), closed at first."""
+    from ledger.compare.answer import run_label
+    from ledger.compare.comparepage import CompareRun, metric_group, metric_names, run_chart
+
+    runs = [CompareRun(run_label(data.manifest_a, data.report.a), str(data.manifest_a.get("id") or data.report.a),
+                       {}, data.table_a),
+            CompareRun(run_label(data.manifest_b, data.report.b), str(data.manifest_b.get("id") or data.report.b),
+                       {}, data.table_b)]
+    if runs[0].label == runs[1].label:
+        runs = [CompareRun(f"A {r.label}", r.id, {}, r.table) if i == 0 else CompareRun(f"B {r.label}", r.id, {}, r.table)
+                for i, r in enumerate(runs)]
+    drawn = {m for _, _, candidates in DIFF_CHARTS for m in candidates}
+    groups: dict[str, list[str]] = {}
+    for name in metric_names(runs):
+        if name not in drawn:
+            groups.setdefault(metric_group(name), []).append(name)
+    out = []
+    for group, names in groups.items():
+        charts = "".join(render(run_chart(m, runs)) for m in names)
+        out.append(f'<details data-group="{escape(group)}"><summary>{escape(group)}/: '
+                   f"{len(names)} more metrics</summary>{charts}</details>")
+    return "\n".join(out)
 
 
 @dataclass(frozen=True)
