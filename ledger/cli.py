@@ -164,6 +164,20 @@ def compare(runs: tuple[str, ...], as_json: bool, metric_globs: tuple[str, ...],
 
 @app.command()
 @click.argument("run_name")
+@click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "json"]), default="csv", show_default=True,
+              help="csv/tsv for spreadsheets, json (a list of objects) for `dvc plots`.")
+@click.option("--axis", type=click.Choice(["rollout", "train"]), default="rollout", show_default=True,
+              help="One row per rollout id, or per train step (metrics logged per train step).")
+def export(run_name: str, fmt: str, axis: str) -> None:
+    """Print a run's per-step metrics, one row per step and one column per metric."""
+    from ledger.commands.export import export_rows, render_export
+
+    _run_id, rows = export_rows(Path.cwd(), run_name, axis)
+    click.echo(render_export(rows, fmt), nl=False)
+
+
+@app.command()
+@click.argument("run_name")
 @click.argument("tags", nargs=-1)
 @click.option("--rm", "remove", is_flag=True, help="Remove the tags instead of adding them.")
 def tag(run_name: str, tags: tuple[str, ...], remove: bool) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -274,3 +275,46 @@ def test_a_single_point_is_a_visible_marker_and_hostile_names_stay_text(tmp_path
     html = page.read_text()
     assert "<script" not in html and "&lt;script&gt;alert(1)" in html
     assert html.count('data-kind="point"') == 4  # 2 metrics x 2 runs of one step each (was: empty charts)
+
+
+def test_installed_like_pipx_the_job_runs_in_the_users_python(repo: Path, tmp_path: Path) -> None:
+    """`pipx install .` / `uv tool install .` put only the `ledger` script on PATH (a link into the
+    tool's own venv, whose bin/ is not on PATH): the job's `python3` must be the user's, with the
+    user's packages, never the interpreter ledger runs in. Same layout here: ledger's venv script
+    linked from a bin folder, a "user" python3 (another interpreter) first on PATH."""
+    import os
+    import shutil
+
+    script = Path(sys.executable).parent / "ledger"
+    if not script.exists():
+        pytest.skip("ledger is not installed as a console script in this venv")
+    user_python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
+    if user_python is None or Path(user_python).resolve() == Path(sys.executable).resolve():
+        pytest.skip("no second Python interpreter to stand for the user's")
+    tools = tmp_path / "local-bin"
+    tools.mkdir()
+    (tools / "ledger").symlink_to(script)
+    user_bin = tmp_path / "user-bin"
+    user_bin.mkdir()
+    (user_bin / "python3").symlink_to(user_python)
+    (repo / "where.py").write_text("import sys\nprint('PREFIX', sys.prefix)\n")
+    env = {**os.environ, "PATH": f"{user_bin}:{tools}:/usr/bin:/bin"}
+    proc = subprocess.run([str(tools / "ledger"), "run", "--no-heat-guard", "--no-debug-data", "--", "python3",
+                           "where.py"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (prefix,) = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("PREFIX ")]
+    assert Path(prefix).resolve() != Path(sys.prefix).resolve()  # not ledger's venv
+    assert prefix == subprocess.run([user_python, "-c", "import sys; print(sys.prefix)"], capture_output=True,
+                                    text=True).stdout.strip()
+
+
+def test_export_per_step_metrics(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, _ = runs
+    rows = list(csv.DictReader(io.StringIO(ledger(repo, "export", "a").stdout)))
+    assert [r["step"] for r in rows] == ["0", "1", "2", "3"] and [float(r["train/loss"]) for r in rows] == [4, 9, 2, 1]
+    tsv = ledger(repo, "export", "a", "--format", "tsv").stdout.splitlines()
+    assert tsv[0].split("\t")[:3] == ["step", "t_start", "t_end"] and len(tsv) == 5
+    data = json.loads(ledger(repo, "export", "c", "--format", "json").stdout)
+    assert [d["perf/step_time"] for d in data] == [1.5, 2.5]
+    none = ledger(repo, "export", "a", "--axis", "train")
+    assert none.returncode == 1 and "try --axis rollout" in none.stderr
