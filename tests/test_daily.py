@@ -318,3 +318,29 @@ def test_export_per_step_metrics(runs: tuple[Path, dict[str, str]]) -> None:
     assert [d["perf/step_time"] for d in data] == [1.5, 2.5]
     none = ledger(repo, "export", "a", "--axis", "train")
     assert none.returncode == 1 and "try --axis rollout" in none.stderr
+
+
+TRACKED = '''
+print("wandb: Tracking run with wandb version 0.19.1")
+print("wandb: Syncing run vivid-glade-86")
+print("wandb: \\U0001f680 View run at https://wandb.ai/team/grpo/runs/11cqdt05")
+print("\\U0001f3c3 View run bold-owl-3 at: http://127.0.0.1:5000/#/experiments/7/runs/0f3c2a9be1d84c55a1f2b3c4d5e6f708")
+'''
+
+
+def test_tracker_links_are_recorded_and_shown(tmp_path: Path) -> None:
+    """The shapes W&B and MLflow print as a run starts (as in public training logs)."""
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT, "tracked.py": TRACKED})
+    proc = ledger(repo, "run", "--name", "t", "--no-debug-data", "--", sys.executable, "tracked.py",
+                  "--tensorboard-dir", "/tb/run7")
+    assert proc.returncode == 0, proc.stderr
+    _record(repo, "u")
+    shown = json.loads(ledger(repo, "show", "t", "--json").stdout)["trackers"]
+    assert shown["wandb"] == {"url": "https://wandb.ai/team/grpo/runs/11cqdt05", "run_id": "11cqdt05"}
+    assert shown["mlflow"]["run_id"] == "0f3c2a9be1d84c55a1f2b3c4d5e6f708" and shown["mlflow"]["experiment_id"] == "7"
+    assert shown["tensorboard"] == {"logdir": "/tb/run7"}
+    (row,) = [r for r in json.loads(ledger(repo, "list", "--json").stdout) if r["name"] == "t"]
+    assert row["trackers"]["wandb"]["run_id"] == "11cqdt05"
+    page = tmp_path / "c.html"
+    assert ledger(repo, "compare", "t", "u", "--html", str(page)).returncode == 0
+    assert 'href="https://wandb.ai/team/grpo/runs/11cqdt05"' in page.read_text()

@@ -57,7 +57,8 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
         names_metrics = [n for n in names_metrics if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)]
     result = CompareResult(
         runs=[{"id": m["id"], "name": m.get("name"), "state": (m.get("status") or {}).get("state"),
-               "started": m.get("started"), "tags": m.get("tags") or [], "note": m.get("note")} for m in ms],
+               "started": m.get("started"), "tags": m.get("tags") or [], "note": m.get("note"),
+               "trackers": m.get("trackers")} for m in ms],
         settings={k: [s.get(k, ABSENT) for s in settings] for k in sorted(differ)},
         metrics={n: [(m.get("metrics") or {}).get(n) for m in ms] for n in names_metrics},
         all_settings=settings)
@@ -105,7 +106,8 @@ def write_compare_page(result: CompareResult, out: Path, metric_globs: tuple[str
         raise UsageError(f"--group-by: no run has a setting '{group_by}'",
                          "name a setting the runs have (`ledger compare` lists those that differ)")
     tables = result.tables or [None] * len(result.runs)
-    runs = [CompareRun(run_label(r), r["id"], s, t) for r, s, t in zip(result.runs, result.all_settings, tables)]
+    runs = [CompareRun(run_label(r), r["id"], s, t, r.get("trackers"))
+            for r, s, t in zip(result.runs, result.all_settings, tables)]
     names = metric_names(runs)
     if metric_globs:
         names = [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)]

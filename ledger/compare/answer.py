@@ -76,6 +76,9 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
     changed = "; ".join(f"{c.name}: {show_value(c.a)} → {show_value(c.b)}" for c in report.changed) or "no setting"
     head = (f'<p class="answer-change">changed: <b>{escape(changed)}</b> &nbsp; '
             f'A = <span title="{escape(id_a)}">{escape(a)}</span>, B = <span title="{escape(id_b)}">{escape(b)}</span></p>')
+    links = [f"{label}: {tracker_html(m)}" for label, m in (("A", manifest_a), ("B", manifest_b)) if tracker_html(m)]
+    if links:
+        head += f'<p class="trackers">{" &nbsp; ".join(links)}</p>'
     lines = [head, '<table class="answer" data-kind="answer">',
              "<tr><th>metric</th><th>n</th><th>median A</th><th>median B</th>"
              "<th>B/A or B−A (95% interval)</th><th>learning diverged at</th></tr>"]
@@ -87,6 +90,17 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
         lines.append('<tr><td colspan="6">no metric both runs logged</td></tr>')
     lines.append("</table>")
     return "\n".join(lines)
+
+
+def tracker_html(manifest: Mapping[str, Any]) -> str:
+    """The run's W&B/MLflow links (http(s) only, escaped) and TensorBoard folder, as HTML."""
+    from ledger.record.trackers import tracker_links
+
+    parts = []
+    for name, text, url in tracker_links(manifest.get("trackers")):
+        parts.append(f'<a data-tracker="{name}" href="{escape(url)}">{escape(text)}</a>' if url
+                     else f'<span data-tracker="{name}">{escape(text)}</span>')
+    return ", ".join(parts)
 
 
 ANSWER_STYLE = (".answer{table-layout:auto;max-width:1200px;margin:8px 0 16px} .answer td,.answer th"

@@ -27,6 +27,7 @@ class CompareRun:
     id: str
     settings: dict[str, Any]
     table: MetricsTable | None
+    trackers: Any = None  # the manifest's `trackers` (W&B/MLflow links the job printed)
 
 
 def metric_names(runs: Sequence[CompareRun]) -> list[str]:
@@ -95,6 +96,11 @@ def compare_page(runs: Sequence[CompareRun], metrics: Sequence[str], settings_ta
         body.append(f"<tr><th>{escape(key)}</th>{cells}</tr>")
     if not settings_table:
         body.append(f'<tr><td colspan="{len(runs) + 1}">every setting is the same</td></tr>')
+    if any(r.trackers for r in runs):
+        from ledger.compare.answer import tracker_html
+
+        cells = "".join(f"<td>{tracker_html({'trackers': r.trackers}) or '-'}</td>" for r in runs)
+        body.append(f"<tr><th>trackers</th>{cells}</tr>")
     body.append("</table>")
     groups: dict[str, list[str]] = {}
     for name in metrics:

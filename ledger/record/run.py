@@ -411,6 +411,9 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
     scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
     _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say, logs.md5), say)
+    from ledger.record.trackers import find_trackers
+
+    m["trackers"] = find_trackers(run_dir / "trainer.log", m.get("settings"))  # the W&B/MLflow run it printed
     scrub_manifest(m, secrets or set(), logs.found, cfg.secret_names)
     st = m["status"]
     write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))

@@ -139,7 +139,7 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of")
+SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of", "trackers")
 
 
 def summary_of(manifest: dict[str, Any], metrics: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -163,5 +163,5 @@ def list_fields(m: dict[str, Any]) -> dict[str, Any]:
         "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
         "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
         "replay_of": m.get("replay_of"), "note": m.get("note"),
-        "tags": m.get("tags") or [], "archived": bool(m.get("archived")),
+        "tags": m.get("tags") or [], "archived": bool(m.get("archived")), "trackers": m.get("trackers"),
     }
