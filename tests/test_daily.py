@@ -8,12 +8,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, ledger, make_repo
+from conftest import LEDGER, git, ledger, make_repo
 
 EMIT = '''
 import argparse
@@ -344,3 +345,29 @@ def test_tracker_links_are_recorded_and_shown(tmp_path: Path) -> None:
     page = tmp_path / "c.html"
     assert ledger(repo, "compare", "t", "u", "--html", str(page)).returncode == 0
     assert 'href="https://wandb.ai/team/grpo/runs/11cqdt05"' in page.read_text()
+
+
+def test_ctrl_c_says_what_happens(repo: Path) -> None:
+    (repo / "job.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "job.py"], cwd=repo,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert "ledger: forwarded SIGINT to the job; SIGKILL in 30 s; Ctrl-C again to kill now" in err, err
+
+
+def test_diff_of_a_running_run_says_it_is_running(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    _record(repo, "a")
+    (repo / "slow.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([*LEDGER, "run", "--name", "slow", "--no-heat-guard", "--", sys.executable, "slow.py"],
+                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+        diff = ledger(repo, "diff", "a", "slow")
+        assert diff.returncode == 4 and "is still running" in diff.stderr, diff.stderr  # was: no run named 'slow'
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)

@@ -16,7 +16,7 @@ from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.html import DiffPageInput, diff_page
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
-from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
+from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, RunNotFound, UsageError
 from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
 from ledger.runref import RunRef, resolve
@@ -87,6 +87,21 @@ def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
     return parse_manifest(raw, entry.path)
 
 
+def _resolve_recorded(repo: Repo, tip: str | None, name: str, listing: Listing | None) -> RunEntry:
+    """`resolve`, and a run still in progress is named as such (a diff compares records)."""
+    try:
+        return resolve(repo, tip, name, listing)
+    except RunNotFound:
+        from ledger.record.live import find_running
+
+        live = find_running(repo.root, name)
+        if live is None:
+            raise
+        at = "" if live.step is None else f", at step {live.step}"
+        raise RunNotFound(f"run {live.id} ('{name}') is still running{at}: a diff compares recorded runs",
+                          f"wait for it to end (`ledger tail {name} -f` follows it), then diff again") from None
+
+
 def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, steps_metric: str | None,
               git_diff: bool, ignore: list[str] | None = None, html: Path | None = None) -> DiffOutput:
     """Compare two runs; refused (exit 3) unless exactly one setting differs or `force`.
@@ -99,7 +114,7 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
     for name in (a, b):  # ids and latest~N resolve without reading every run; names need the listing
         if listing is None and RunRef.parse(name).kind == "other":
             listing = load_listing(repo, tip)
-        entries.append(resolve(repo, tip, name, listing))
+        entries.append(_resolve_recorded(repo, tip, name, listing))
     ea, eb = entries
     if ea.id == eb.id:
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")
