@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install system-deps demo test lint bench clean
+.PHONY: install system-deps demo test lint coverage bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,12 +28,31 @@ demo: install
 test: install system-deps
 	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider
 
+# What the style guide asks: ruff (lint and format), strict mypy, the import contracts of
+# pyproject.toml ([tool.importlinter]: layers, no cycles) and the import graph's cycles listed.
 lint: install
-	$(VENV)/bin/ruff check ledger tests examples bench
-	$(VENV)/bin/mypy ledger
+	$(VENV)/bin/ruff check ledger tests examples bench tools
+	$(VENV)/bin/ruff format --check ledger tests examples bench tools
+	$(VENV)/bin/mypy ledger tools/import_cycles.py
+	$(VENV)/bin/lint-imports
+	$(PY) tools/import_cycles.py
+
+# The whole suite under coverage, subprocesses included ([tool.coverage.run] in pyproject.toml).
+# COVERAGE_FLOOR: the figure measured, rounded down (69%, from 18 of the 47 test files: the whole
+# suite covers at least that); raise it after a full run and whenever coverage goes up, never lower it.
+COVERAGE_FLOOR := 69
+coverage: install system-deps
+	rm -f .coverage .coverage.*
+	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m coverage run -m pytest -q -x -p no:cacheprovider
+	$(PY) -m coverage combine -q
+	$(PY) -m coverage report --fail-under=$(COVERAGE_FLOOR)
+
+# The CLI and config references in docs/ are generated from the code (tests check they are current).
+docs: install
+	$(PY) tools/gen_docs.py
 
 bench: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache bench-out
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache bench-out .coverage .coverage.*

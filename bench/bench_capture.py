@@ -32,13 +32,17 @@ LINE_BYTES = 3200  # gen_log.py with --engine-lines 20: bytes per step, measured
 
 def metric_rows(repo: Path) -> int:
     """Rows of metrics.jsonl in the run just committed: proof the bench recorded real work."""
-    changed = subprocess.run(["git", "diff-tree", "-r", "--name-only", "--no-commit-id", "experiments^1",
-                              "experiments"], cwd=repo, check=True, capture_output=True, text=True).stdout.split()
+    changed = subprocess.run(
+        ["git", "diff-tree", "-r", "--name-only", "--no-commit-id", "experiments^1", "experiments"],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
     path = next((p for p in changed if p.endswith("/metrics.jsonl")), None)
     if path is None:
         return 0
-    return subprocess.run(["git", "cat-file", "-p", f"experiments:{path}"], cwd=repo, check=True,
-                          capture_output=True).stdout.count(b"\n")
+    return subprocess.run(["git", "cat-file", "-p", f"experiments:{path}"], cwd=repo, check=True, capture_output=True).stdout.count(b"\n")
 
 
 def main() -> None:
@@ -53,8 +57,18 @@ def main() -> None:
     subprocess.run(["git", "commit", "-qm", "ledger init"], cwd=repo, check=True)
     stamp = repo.parent / "job-seconds"
     steps = max(1, int(args.mib * (1 << 20) / LINE_BYTES))
-    job = [sys.executable, str(ROOT / "bench" / "gen_log.py"), "--steps", str(steps), "--engine-lines", "20",
-           "--stamp", str(stamp), "--seconds", str(args.paced)]
+    job = [
+        sys.executable,
+        str(ROOT / "bench" / "gen_log.py"),
+        "--steps",
+        str(steps),
+        "--engine-lines",
+        "20",
+        "--stamp",
+        str(stamp),
+        "--seconds",
+        str(args.paced),
+    ]
 
     def tee() -> tuple[float, float]:
         t = time.perf_counter()
@@ -63,8 +77,9 @@ def main() -> None:
 
     def ledger() -> tuple[float, float, int]:
         t = time.perf_counter()
-        subprocess.run(ledger_argv("run", "--no-debug-data", "--", *job), cwd=repo, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ledger_argv("run", "--no-debug-data", "--", *job), cwd=repo, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         wall = time.perf_counter() - t
         return float(stamp.read_text()), wall, metric_rows(repo)
 
@@ -77,16 +92,19 @@ def main() -> None:
         j_led, e_led, rows_recorded = ledger()
         thr.append(j_tee / j_led)
         wall.append(e_led / e_tee)
-        rows.append((f"round {i + 1}", f"{mib:.0f} MiB; job under tee {mib / j_tee:.0f} MiB/s, under ledger run "
-                                        f"{mib / j_led:.0f} MiB/s; until tee exits {e_tee:.2f} s, until the run is "
-                                        f"committed {e_led:.2f} s (+{e_led - e_tee:.2f} s); "
-                                        f"recorded {rows_recorded} metric rows for {steps} steps"))
+        rows.append(
+            (
+                f"round {i + 1}",
+                f"{mib:.0f} MiB; job under tee {mib / j_tee:.0f} MiB/s, under ledger run "
+                f"{mib / j_led:.0f} MiB/s; until tee exits {e_tee:.2f} s, until the run is "
+                f"committed {e_led:.2f} s (+{e_led - e_tee:.2f} s); "
+                f"recorded {rows_recorded} metric rows for {steps} steps",
+            )
+        )
     rows.append(("job throughput, ledger run vs tee (median)", f"{statistics.median(thr):.2f}x (target >= 0.9x)"))
-    rows.append(("wall until committed vs until tee exits (median)",
-                 f"{statistics.median(wall):.2f}x (target <= 1.2x + 1 s)"))
+    rows.append(("wall until committed vs until tee exits (median)", f"{statistics.median(wall):.2f}x (target <= 1.2x + 1 s)"))
     paced = f", written over {args.paced:g} s" if args.paced else ", written as fast as the job can"
-    report(f"`ledger run` of a Miles-shaped log writer vs `| tee FILE`, {args.mib:g} MiB{paced} (bench/bench_capture.py)",
-           rows)
+    report(f"`ledger run` of a Miles-shaped log writer vs `| tee FILE`, {args.mib:g} MiB{paced} (bench/bench_capture.py)", rows)
     shutil.rmtree(repo.parent, ignore_errors=True)
 
 

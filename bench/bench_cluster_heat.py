@@ -113,9 +113,17 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="ledger-bench-cluster-"))
     dash = free_port()
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "resources": {"node1": 1}, "node_ip_address": "127.0.0.1", "include_dashboard": True,
-        "dashboard_host": "127.0.0.1", "dashboard_port": dash})
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "resources": {"node1": 1},
+            "node_ip_address": "127.0.0.1",
+            "include_dashboard": True,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": dash,
+        },
+    )
     try:
         cluster.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1")
         cluster.wait_for_nodes()
@@ -136,8 +144,7 @@ def main() -> None:
         base = work_times()
 
         T = args.hot_at
-        spec = {"kind": "scripted", "path": "bench", "entries": [
-            (0, 0, 50, None), (T, 0, 95, "node2"), (T + 2, 0, 50, "node2")]}
+        spec = {"kind": "scripted", "path": "bench", "entries": [(0, 0, 50, None), (T, 0, 95, "node2"), (T + 2, 0, 50, "node2")]}
         target = ClusterTarget(f"http://127.0.0.1:{dash}", "argv")
         sensor = ClusterSensor(target, spec, args.interval, time.time(), warn=lambda t: print("ledger:", t))
         assert sensor.wait_connected(60), "could not connect"
@@ -155,8 +162,12 @@ def main() -> None:
 
         handles = [w.handle for w in sensor._nodes.values()]  # noqa: SLF001 - the bench reads its own samplers
         # control: the same actor on each node, never asked to sample (what any idle Ray actor costs)
-        idle = [ray.remote(NodeSampler).options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(w.node_id, soft=False))
-                .remote("idle", [], {"kind": "scripted", "entries": []}) for w in sensor._nodes.values()]  # noqa: SLF001
+        idle = [
+            ray.remote(NodeSampler)
+            .options(num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(w.node_id, soft=False))
+            .remote("idle", [], {"kind": "scripted", "entries": []})
+            for w in sensor._nodes.values()
+        ]  # noqa: SLF001
         ray.get([h.info.remote() for h in idle], timeout=60)
         handles += idle
         cpu0 = ray.get([h.cpu_seconds.remote() for h in handles], timeout=30)

@@ -87,9 +87,7 @@ def check_copies(root: Path, remote: Path, rollout: Path) -> None:
     """The cache shares the staged files' inodes; the remote holds real, separate copies."""
     pushed = [p for p in (remote / "files" / "md5").rglob("*") if p.is_file()]
     staged = {p.stat().st_ino for p in rollout.iterdir()}
-    cached = {
-        p.stat().st_ino for p in (root / ".dvc" / "cache").rglob("*") if p.is_file()
-    }
+    cached = {p.stat().st_ino for p in (root / ".dvc" / "cache").rglob("*") if p.is_file()}
     assert staged <= cached, "the cache does not hard-link the staged files"
     assert len(pushed) == len(staged) + 1, "the remote lacks objects"
     assert not {p.stat().st_ino for p in pushed} & cached, "the remote shares inodes"
@@ -100,9 +98,7 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=64)
     parser.add_argument("--mib", type=int, default=16)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument(
-        "--dir", type=Path, default=None, help="scratch folder (default: tmp)"
-    )
+    parser.add_argument("--dir", type=Path, default=None, help="scratch folder (default: tmp)")
     args = parser.parse_args()
     os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
@@ -112,9 +108,7 @@ def main() -> int:
 
     import_s = time.perf_counter() - t0
     total_mib = args.files * args.mib
-    print(
-        f"data: {args.files} files x {args.mib} MiB = {total_mib} MiB; dvc import {import_s:.2f} s"
-    )
+    print(f"data: {args.files} files x {args.mib} MiB = {total_mib} MiB; dvc import {import_s:.2f} s")
     for run in range(args.repeat):
         for prehashed in (False, True):
             with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-data-") as tmp:

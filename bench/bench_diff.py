@@ -19,8 +19,7 @@ def main() -> None:
     ap.add_argument("--engine-lines", type=int, default=100)
     args = ap.parse_args()
     repo = scratch_repo("diff")
-    gen = [sys.executable, str(ROOT / "bench" / "gen_log.py"), "--steps", str(args.steps),
-           "--engine-lines", str(args.engine_lines)]
+    gen = [sys.executable, str(ROOT / "bench" / "gen_log.py"), "--steps", str(args.steps), "--engine-lines", str(args.engine_lines)]
     t = time.perf_counter()
     sh(ledger_argv("run", "--no-debug-data", "--", *gen, "--scale", "1.0"), cwd=repo)
     sh(ledger_argv("run", "--no-debug-data", "--", *gen, "--scale", "1.1"), cwd=repo)
@@ -42,13 +41,16 @@ def main() -> None:
 
     base = sorted(git_diff() for _ in range(5))[2]
     log_mb = args.steps * (args.engine_lines * 128 + 250) / 1e6
-    report(f"ledger diff, {args.steps:,} steps and ~{log_mb:.0f} MB of logs per run (bench/bench_diff.py)", [
-        ("record one run (ledger run of the log writer)", f"{record:.2f} s"),
-        ("repository size after two runs", f"{size:.0f} MB"),
-        ("git diff --stat of the two records (baseline)", f"{base:.3f} s"),
-        ("ledger diff, first time", f"{first:.3f} s  ({first / base:.1f}x; target < 0.25 s)"),
-        ("ledger diff, again (median of 5)", f"{again:.3f} s  ({again / base:.1f}x; target < 0.1 s)"),
-    ])
+    report(
+        f"ledger diff, {args.steps:,} steps and ~{log_mb:.0f} MB of logs per run (bench/bench_diff.py)",
+        [
+            ("record one run (ledger run of the log writer)", f"{record:.2f} s"),
+            ("repository size after two runs", f"{size:.0f} MB"),
+            ("git diff --stat of the two records (baseline)", f"{base:.3f} s"),
+            ("ledger diff, first time", f"{first:.3f} s  ({first / base:.1f}x; target < 0.25 s)"),
+            ("ledger diff, again (median of 5)", f"{again:.3f} s  ({again / base:.1f}x; target < 0.1 s)"),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,7 @@ print(json.dumps({"s": time.perf_counter() - t,
 
 
 def _measure(raw: Path, out: Path) -> dict[str, float]:
-    proc = subprocess.run([sys.executable, "-c", _SPLIT, str(raw), str(out)], check=True,
-                          capture_output=True, text=True, cwd=out)
+    proc = subprocess.run([sys.executable, "-c", _SPLIT, str(raw), str(out)], check=True, capture_output=True, text=True, cwd=out)
     result: dict[str, float] = json.loads(proc.stdout)
     return result
 

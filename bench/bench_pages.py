@@ -2,7 +2,7 @@
 
 The `ledger diff --html` page (six charts, A and B per step) drawn four ways from the same data:
 
-- `svg`: ledger's own static SVG (`ledger.compare.svg`), what ledger ships;
+- `svg`: ledger's own static SVG (`ledger.pages.svg`), what ledger ships;
 - `mpl-svg`: matplotlib figures saved as SVG, inlined;
 - `mpl-png`: matplotlib figures saved as PNG, inlined as base64;
 - `plotly`: plotly with its JavaScript inline (`include_plotlyjs=True`), only when a Python with
@@ -29,11 +29,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ledger.compare.diffcore import build_report  # noqa: E402
-from ledger.compare.html import DiffPageInput, diff_charts, diff_page  # noqa: E402
 from ledger.compare.logparse import MetricsTable, StepRow  # noqa: E402
 from ledger.compare.render import render_text  # noqa: E402
+from ledger.pages.html import DiffPageInput, diff_charts, diff_page  # noqa: E402
 
-PLOTLY = '''
+PLOTLY = """
 import json, sys
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -44,16 +44,24 @@ for i, c in enumerate(charts, 1):
         fig.add_trace(go.Scattergl(x=[p[0] for p in s["points"]], y=[p[1] for p in s["points"]], name=s["label"]), row=i, col=1)
 fig.update_layout(height=260 * len(charts), width=900)
 open(sys.argv[2], "w").write(fig.to_html(include_plotlyjs=True, full_html=True))
-'''
+"""
 
 
 def table(steps: int, scale: float) -> MetricsTable:
     t = MetricsTable()
     for s in range(steps):
         length = 100 + 900 * math.exp(-s / (steps / 5))
-        t.rows[s] = StepRow(s, 10.0 * s, 10.0 * s + 9, {
-            "perf/rollout_time": scale * length / 100, "rollout/response_len/mean": length,
-            "perf/train_time": scale * 3.0, "rollout/raw_reward": 1 - length / 1000})
+        t.rows[s] = StepRow(
+            s,
+            10.0 * s,
+            10.0 * s + 9,
+            {
+                "perf/rollout_time": scale * length / 100,
+                "rollout/response_len/mean": length,
+                "perf/train_time": scale * 3.0,
+                "rollout/raw_reward": 1 - length / 1000,
+            },
+        )
         t.train_steps[s] = {"train/loss": scale * math.sin(s / 50) / (1 + s / 100)}
     return t
 
@@ -91,10 +99,25 @@ def render_s(chromium: str, page: Path, repeat: int) -> float:
     for n in range(repeat):
         with tempfile.TemporaryDirectory() as profile:
             start = time.perf_counter()
-            subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                            f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
-                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300)
+            subprocess.run(
+                [
+                    chromium,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    f"--user-data-dir={profile}",
+                    "--dump-dom",
+                    page.as_uri(),
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=300,
+            )
             times.append(time.perf_counter() - start)
         del n
     return sorted(times)[len(times) // 2]
@@ -118,8 +141,11 @@ def main() -> None:
         ta, tb = table(steps, 1.0), table(steps, 1.1)
         report = build_report(ma, mb, ta, tb)
         data = DiffPageInput(report, render_text(report), ma, mb, ta, tb)
-        ways = {"svg": lambda d=data: diff_page(d), "mpl-svg": lambda d=data: mpl_pages(d, "svg"),
-                "mpl-png": lambda d=data: mpl_pages(d, "png")}
+        ways = {
+            "svg": lambda d=data: diff_page(d),
+            "mpl-svg": lambda d=data: mpl_pages(d, "svg"),
+            "mpl-png": lambda d=data: mpl_pages(d, "png"),
+        }
         for way, build in ways.items():
             start = time.perf_counter()
             html = build()
@@ -127,19 +153,20 @@ def main() -> None:
             page = out / f"{way}-{steps}.html"
             page.write_text(html)
             rendered = render_s(chromium, page, args.repeat) if chromium else math.nan
-            print(f"{steps:>6} {way:8} {page.stat().st_size:>10,} {built:>8.2f} {rendered:>9.2f} {rendered / base:>8.2f}x",
-                  flush=True)
+            print(f"{steps:>6} {way:8} {page.stat().st_size:>10,} {built:>8.2f} {rendered:>9.2f} {rendered / base:>8.2f}x", flush=True)
         if args.plotly_python:
             spec = out / f"charts-{steps}.json"
-            spec.write_text(json.dumps([{"title": c.title, "series": [{"label": s.label, "points": s.points}
-                                                                       for s in c.series]} for c in diff_charts(data)]))
+            spec.write_text(
+                json.dumps(
+                    [{"title": c.title, "series": [{"label": s.label, "points": s.points} for s in c.series]} for c in diff_charts(data)]
+                )
+            )
             page = out / f"plotly-{steps}.html"
             start = time.perf_counter()
             subprocess.run([args.plotly_python, "-c", PLOTLY, str(spec), str(page)], check=True)
             built = time.perf_counter() - start
             rendered = render_s(chromium, page, args.repeat) if chromium else math.nan
-            print(f"{steps:>6} {'plotly':8} {page.stat().st_size:>10,} {built:>8.2f} {rendered:>9.2f} {rendered / base:>8.2f}x",
-                  flush=True)
+            print(f"{steps:>6} {'plotly':8} {page.stat().st_size:>10,} {built:>8.2f} {rendered:>9.2f} {rendered / base:>8.2f}x", flush=True)
     shutil.rmtree(out, ignore_errors=True)
 
 

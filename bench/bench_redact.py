@@ -27,12 +27,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ledger.capture import scanner  # noqa: E402
-from ledger.capture.scanner import Redactor  # noqa: E402
+from ledger.redact import scanner  # noqa: E402
+from ledger.redact.scanner import Redactor  # noqa: E402
 
 W = "(key|token|auth|pat|pass|pwd|secrets?|passwords?|passwd|passphrase|credentials?|private|apikey)"
 N = "[[:alnum:]_.-]{0,64}"
-# ERE equivalents of ledger.capture.scanner._TRIGGERS (grep -i covers the caseless ones too)
+# ERE equivalents of ledger.redact.scanner._TRIGGERS (grep -i covers the caseless ones too)
 GREP_PATTERNS = [
     W + N + "\\\\?[\"'][[:space:]]{0,8}[:,]",
     W + N + "[ \t]{0,8}[:=][ \t]{0,8}([\"'\\\\]|[0-9]{0,9}[^0-9[:space:],;'\"\\\\})]|[0-9]{10})",
@@ -62,8 +62,9 @@ PLANTED = [
 def make_log(path: Path, mib: int) -> None:
     steps = max(1, mib * (1 << 20) // 14800)
     with open(path, "wb") as out:
-        gen = subprocess.Popen([sys.executable, str(HERE / "gen_log.py"), "--steps", str(steps), "--engine-lines", "100"],
-                               stdout=subprocess.PIPE)
+        gen = subprocess.Popen(
+            [sys.executable, str(HERE / "gen_log.py"), "--steps", str(steps), "--engine-lines", "100"], stdout=subprocess.PIPE
+        )
         assert gen.stdout is not None
         i = 0
         while block := gen.stdout.read(1 << 20):
@@ -117,8 +118,7 @@ def main() -> None:
         pats = Path(tmp) / "patterns"
         pats.write_text("\n".join(GREP_PATTERNS) + "\n")
         env = {**os.environ, "LC_ALL": "C"}
-        hits = subprocess.run(["grep", "-ciE", "-f", str(pats), str(log)], env=env, stdout=subprocess.PIPE,
-                              text=True).stdout.strip()
+        hits = subprocess.run(["grep", "-ciE", "-f", str(pats), str(log)], env=env, stdout=subprocess.PIPE, text=True).stdout.strip()
         grep = ["grep", "-ciE", "-f", str(pats), str(log)]
         w_grep, c_grep = timed(lambda: subprocess.run(grep, env=env, stdout=subprocess.PIPE), args.repeat, True)
         engine = Redactor().engine
@@ -129,10 +129,15 @@ def main() -> None:
         rows = [
             ("log", f"{size / (1 << 20):.0f} MiB, {hits} lines hit by grep, {redacted} masks written"),
             ("grep -ciE (LC_ALL=C)", f"cpu {c_grep:.2f} s ({size / c_grep / 1e6:.0f} MB/s), wall {w_grep:.2f} s"),
-            (f"ledger scan ({engine})", f"cpu {c_scan:.2f} s, wall {w_scan:.2f} s: ratio {c_scan / c_grep:.2f}x grep cpu, "
-                                        f"{w_scan / w_grep:.2f}x wall (target <= 2x)"),
-            ("ledger redact_file", f"cpu {c_file:.2f} s, wall {w_file:.2f} s: ratio {c_file / c_grep:.2f}x grep cpu "
-                                   "(also writes the copy)"),
+            (
+                f"ledger scan ({engine})",
+                f"cpu {c_scan:.2f} s, wall {w_scan:.2f} s: ratio {c_scan / c_grep:.2f}x grep cpu, "
+                f"{w_scan / w_grep:.2f}x wall (target <= 2x)",
+            ),
+            (
+                "ledger redact_file",
+                f"cpu {c_file:.2f} s, wall {w_file:.2f} s: ratio {c_file / c_grep:.2f}x grep cpu (also writes the copy)",
+            ),
         ]
         if not args.no_fallback:
             small = Path(tmp) / "small.log"

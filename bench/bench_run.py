@@ -55,8 +55,13 @@ def main() -> None:
 
     def ledger() -> tuple[float, float]:
         t = time.perf_counter()
-        subprocess.run(ledger_argv("run", "--no-debug-data", "--", *job.split()), cwd=repo, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ledger_argv("run", "--no-debug-data", "--", *job.split()),
+            cwd=repo,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         return float(timing.read_text()), time.perf_counter() - t
 
     rows = []
@@ -65,9 +70,14 @@ def main() -> None:
         (j_tee, e_tee), (j_led, e_led) = tee(), ledger()
         (repo / "tee.out").unlink()
         ratios.append(j_tee / j_led)
-        rows.append((f"round {i + 1}", f"job under tee {size / j_tee:.0f} MiB/s, under ledger run {size / j_led:.0f} MiB/s "
-                                        f"(ratio {j_tee / j_led:.2f}x); end to end: tee {e_tee:.1f} s, "
-                                        f"ledger run {e_led:.1f} s incl. recording"))
+        rows.append(
+            (
+                f"round {i + 1}",
+                f"job under tee {size / j_tee:.0f} MiB/s, under ledger run {size / j_led:.0f} MiB/s "
+                f"(ratio {j_tee / j_led:.2f}x); end to end: tee {e_tee:.1f} s, "
+                f"ledger run {e_led:.1f} s incl. recording",
+            )
+        )
     rows.append(("ledger run throughput vs tee (median)", f"{statistics.median(ratios):.2f}x (target >= 0.7x)"))
     report(f"log capture of `ledger run` vs tee, {args.gib:g} GiB (bench/bench_run.py)", rows)
     subprocess.run(["rm", "-rf", str(repo.parent)])

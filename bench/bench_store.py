@@ -45,12 +45,18 @@ def populate(repo_dir, n: int) -> None:
         summary = repo.blob(json.dumps(summary_of(m), separators=(",", ":")).encode())
         settings = repo.blob(json.dumps(m["settings"], indent=0).encode())
         log = repo.blob(b"step 1\n")
-        run_tree = repo.tree_with_edits(None, {"manifest.yaml": (blob, 0o100644), "summary.json": (summary, 0o100644),
-                                               "settings.json": (settings, 0o100644),
-                                               "trainer.log": (log, 0o100644), "engine.log": (log, 0o100644)})
+        run_tree = repo.tree_with_edits(
+            None,
+            {
+                "manifest.yaml": (blob, 0o100644),
+                "summary.json": (summary, 0o100644),
+                "settings.json": (settings, 0o100644),
+                "trainer.log": (log, 0o100644),
+                "engine.log": (log, 0o100644),
+            },
+        )
         tree = build_run_tree(repo, code, tip, rid, run_tree)
-        tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit],
-                          commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
+        tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit], commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
     assert tip is not None
     old = repo.branch_tip("experiments")
     repo.update_ref("refs/heads/experiments", tip, old, "bench populate")
@@ -78,26 +84,38 @@ def main() -> None:
         stamp = repo.parent / "started"
         job = ["sh", "-c", f"date +%s.%N > {stamp}"]
         bare_start = sorted(until_start(job, repo, stamp) for _ in range(args.repeat))[args.repeat // 2]
-        led_start = sorted(until_start(ledger_argv("run", "--no-debug-data", "--", *job), repo, stamp)
-                           for _ in range(args.repeat))[args.repeat // 2]
+        led_start = sorted(until_start(ledger_argv("run", "--no-debug-data", "--", *job), repo, stamp) for _ in range(args.repeat))[
+            args.repeat // 2
+        ]
         base = timeit(lambda: sh(["true"], cwd=repo), args.repeat)
         run = timeit(lambda: sh(ledger_argv("run", "--no-debug-data", "--", "true"), cwd=repo), args.repeat)
         have += 2 * args.repeat
         sh(["git", "gc", "-q", "--auto"], cwd=repo)
-        rows.append((f"ledger run, {n:>6} runs: until the job starts",
-                     f"{led_start:.3f} s  (bare: {bare_start * 1000:.1f} ms; {led_start / bare_start:.0f}x; "
-                     f"target < 0.1 s)"))
-        rows.append((f"ledger run -- true, {n:>6} runs: total",
-                     f"{run:.3f} s  (true: {base * 1000:.1f} ms; {run / base:.0f}x; target < 0.2 s, flat)"))
+        rows.append(
+            (
+                f"ledger run, {n:>6} runs: until the job starts",
+                f"{led_start:.3f} s  (bare: {bare_start * 1000:.1f} ms; {led_start / bare_start:.0f}x; target < 0.1 s)",
+            )
+        )
+        rows.append(
+            (
+                f"ledger run -- true, {n:>6} runs: total",
+                f"{run:.3f} s  (true: {base * 1000:.1f} ms; {run / base:.0f}x; target < 0.2 s, flat)",
+            )
+        )
         if n:
             cold_cache = repo / ".git" / "ledger" / "manifests.sqlite"
             cold_cache.unlink(missing_ok=True)
             cold = timeit(lambda: sh(ledger_argv("list", "--json"), cwd=repo), 1)
             warm = timeit(lambda: sh(ledger_argv("list", "--json"), cwd=repo), args.repeat)
             git_log = timeit(lambda: sh(["git", "log", "--format=%H %s", "experiments"], cwd=repo), args.repeat)
-            rows.append((f"ledger list --json, {n:>6} runs",
-                         f"{warm:.3f} s warm, {cold:.3f} s cold manifest cache (target < 0.3 s); "
-                         f"git log of the branch {git_log:.3f} s: {warm / git_log:.1f}x / {cold / git_log:.1f}x"))
+            rows.append(
+                (
+                    f"ledger list --json, {n:>6} runs",
+                    f"{warm:.3f} s warm, {cold:.3f} s cold manifest cache (target < 0.3 s); "
+                    f"git log of the branch {git_log:.3f} s: {warm / git_log:.1f}x / {cold / git_log:.1f}x",
+                )
+            )
     report("run overhead and listing (bench/bench_store.py)", rows)
     subprocess.run(["rm", "-rf", str(repo.parent)])
 

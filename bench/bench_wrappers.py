@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ledger.capture import shim
+from ledger.understand import shim
 
 
 def main() -> None:
@@ -26,10 +26,21 @@ def main() -> None:
     (folder / "train.py").write_text("pass\n")
     plain = dict(os.environ)
     wrapped = dict(plain)
-    wrapped.update(shim.install(folder / "bin", folder / "shim.jsonl", [r"train\.py$"],
-                                [("--save-debug-event-data", str(folder / "events"))], ["NCCL_*"], plain, {}))
-    for label, argv in (("python3 -c pass", ["python3", "-c", "pass"]),
-                        ("python3 train.py (recorded)", ["python3", "train.py", "--lr", "1"])):
+    wrapped.update(
+        shim.install(
+            folder / "bin",
+            folder / "shim.jsonl",
+            [r"train\.py$"],
+            [("--save-debug-event-data", str(folder / "events"))],
+            ["NCCL_*"],
+            plain,
+            {},
+        )
+    )
+    for label, argv in (
+        ("python3 -c pass", ["python3", "-c", "pass"]),
+        ("python3 train.py (recorded)", ["python3", "train.py", "--lr", "1"]),
+    ):
         times: dict[str, list[float]] = {"direct": [], "wrapped": []}
         for _ in range(n):
             for kind, env in (("direct", plain), ("wrapped", wrapped)):

@@ -63,23 +63,38 @@ def init() -> None:
 @click.option("--image", help="Docker image the job runs in (else detected from `docker run`, else .ledger.yaml).")
 @click.option("--no-heat-guard", is_flag=True, help="Record GPU temperatures but never pause the job.")
 @click.option("--data", "data_paths", multiple=True, help="Extra output path to track with DVC (repeatable).")
-@click.option("--debug-data/--no-debug-data", default=None,
-              help="Add --save-debug-rollout-data/--save-debug-event-data when absent (default: .ledger.yaml).")
+@click.option(
+    "--debug-data/--no-debug-data",
+    default=None,
+    help="Add --save-debug-rollout-data/--save-debug-event-data when absent (default: .ledger.yaml).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(name: str | None, note: str | None, image: str | None, no_heat_guard: bool,
-        data_paths: tuple[str, ...], debug_data: bool | None, command: tuple[str, ...]) -> int:
+def run(
+    name: str | None,
+    note: str | None,
+    image: str | None,
+    no_heat_guard: bool,
+    data_paths: tuple[str, ...],
+    debug_data: bool | None,
+    command: tuple[str, ...],
+) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
-    from ledger.record.run import RunRequest, record_run
+    from ledger.commands.run import run_job
 
-    argv = list(command)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    elif argv and argv[0].startswith("-"):
-        raise _not_an_option(argv[0], click.get_current_context())
-    req = RunRequest(argv=argv, cwd=Path.cwd(), name=name, note=note, image=image,
-                     heat_guard=not no_heat_guard, data_paths=list(data_paths), debug_data=debug_data)
-    outcome = record_run(req, _say, _terminal_fd())
-    return outcome.exit_code
+    if command and command[0] != "--" and command[0].startswith("-"):
+        raise _not_an_option(command[0], click.get_current_context())
+    return run_job(
+        Path.cwd(),
+        command,
+        name=name,
+        note=note,
+        image=image,
+        heat_guard=not no_heat_guard,
+        data_paths=data_paths,
+        debug_data=debug_data,
+        say=_say,
+        terminal_fd=_terminal_fd(),
+    )
 
 
 def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
@@ -89,8 +104,9 @@ def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
     known = [opt for p in ctx.command.params for opt in p.opts + p.secondary_opts if opt.startswith("--")]
     close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]}? " if close else ""
-    return LedgerError(f"ledger run has no option {word}",
-                       hint + "ledger's options go before `--`, the job's command after it", exit_code=EXIT_USAGE)
+    return LedgerError(
+        f"ledger run has no option {word}", hint + "ledger's options go before `--`, the job's command after it", exit_code=EXIT_USAGE
+    )
 
 
 def _terminal_fd() -> int | None:
@@ -107,26 +123,49 @@ def _terminal_fd() -> int | None:
 @click.option("--changed", is_flag=True, help="Show which settings changed from the run before.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Only the newest N runs.")
 @click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
-@click.option("--where", "where", multiple=True, metavar="KEY=VALUE",
-              help="Only runs whose setting or metric (its last value) matches; also != < > <= >= (repeatable).")
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only runs whose setting or metric (its last value) matches; also != < > <= >= (repeatable).",
+)
 @click.option("--name", "name_glob", metavar="GLOB", help="Only runs whose name matches the glob.")
 @click.option("--state", "states", multiple=True, help="Only runs in this state (repeatable: any of them).")
 @click.option("--tag", "tags", multiple=True, help="Only runs with this tag (repeatable: all of them).")
 @click.option("--since", metavar="DATE", help="Only runs started since a date, UTC time or age (3d, 12h).")
 @click.option("--archived", is_flag=True, help="Show archived runs too.")
-@click.option("--metric", "metric_globs", multiple=True, metavar="GLOB",
-              help="Add a column with the last value of each metric matching GLOB (repeatable).")
-def list_cmd(as_json: bool, as_csv: bool, changed: bool, limit: int | None, reverse: bool, where: tuple[str, ...],
-             name_glob: str | None, states: tuple[str, ...], tags: tuple[str, ...], since: str | None,
-             archived: bool, metric_globs: tuple[str, ...]) -> None:
+@click.option(
+    "--metric",
+    "metric_globs",
+    multiple=True,
+    metavar="GLOB",
+    help="Add a column with the last value of each metric matching GLOB (repeatable).",
+)
+def list_cmd(
+    as_json: bool,
+    as_csv: bool,
+    changed: bool,
+    limit: int | None,
+    reverse: bool,
+    where: tuple[str, ...],
+    name_glob: str | None,
+    states: tuple[str, ...],
+    tags: tuple[str, ...],
+    since: str | None,
+    archived: bool,
+    metric_globs: tuple[str, ...],
+) -> None:
     """List the recorded runs, newest first (read from the branch tip, no checkout)."""
     from ledger.commands.listing import list_runs, render_csv, render_list
-    from ledger.storage.runfilter import RunFilter, Where, check_states, parse_since
+    from ledger.compare.runfilter import RunFilter, Where, check_states, parse_since
 
-    flt = RunFilter(tuple(Where.parse(w) for w in where), name_glob, check_states(states), tags,
-                    parse_since(since) if since else None, archived)
-    result = list_runs(Path.cwd(), changed=changed, limit=limit, reverse=reverse, flt=flt,
-                       with_settings=as_json or as_csv, metric_globs=metric_globs)
+    flt = RunFilter(
+        tuple(Where.parse(w) for w in where), name_glob, check_states(states), tags, parse_since(since) if since else None, archived
+    )
+    result = list_runs(
+        Path.cwd(), changed=changed, limit=limit, reverse=reverse, flt=flt, with_settings=as_json or as_csv, metric_globs=metric_globs
+    )
     for run_id, reason in result.broken.items():
         _say(f"ledger: warning: run {run_id} skipped: {reason}")
     if result.unpulled:
@@ -143,12 +182,16 @@ def list_cmd(as_json: bool, as_csv: bool, changed: bool, limit: int | None, reve
 @click.argument("runs", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: runs, differing settings, summary metrics.")
 @click.option("--metric", "metric_globs", multiple=True, metavar="GLOB", help="Only metrics matching GLOB (repeatable).")
-@click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write a page with every metric of the runs overlaid on one step axis.")
-@click.option("--group-by", "group_by", metavar="SETTING",
-              help="On the page, draw each value of SETTING as its runs' mean with a min-max band.")
-def compare(runs: tuple[str, ...], as_json: bool, metric_globs: tuple[str, ...], html: Path | None,
-            group_by: str | None) -> None:
+@click.option(
+    "--html",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a page with every metric of the runs overlaid on one step axis.",
+)
+@click.option(
+    "--group-by", "group_by", metavar="SETTING", help="On the page, draw each value of SETTING as its runs' mean with a min-max band."
+)
+def compare(runs: tuple[str, ...], as_json: bool, metric_globs: tuple[str, ...], html: Path | None, group_by: str | None) -> None:
     """Compare two or more runs: the settings that differ (only those) and summary metrics side by side."""
     from ledger.commands.compare import compare_runs, render_compare, write_compare_page
 
@@ -164,10 +207,21 @@ def compare(runs: tuple[str, ...], as_json: bool, metric_globs: tuple[str, ...],
 
 @app.command()
 @click.argument("run_name")
-@click.option("--format", "fmt", type=click.Choice(["csv", "tsv", "json"]), default="csv", show_default=True,
-              help="csv/tsv for spreadsheets, json (a list of objects) for `dvc plots`.")
-@click.option("--axis", type=click.Choice(["rollout", "train"]), default="rollout", show_default=True,
-              help="One row per rollout id, or per train step (metrics logged per train step).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "tsv", "json"]),
+    default="csv",
+    show_default=True,
+    help="csv/tsv for spreadsheets, json (a list of objects) for `dvc plots`.",
+)
+@click.option(
+    "--axis",
+    type=click.Choice(["rollout", "train"]),
+    default="rollout",
+    show_default=True,
+    help="One row per rollout id, or per train step (metrics logged per train step).",
+)
 def export(run_name: str, fmt: str, axis: str) -> None:
     """Print a run's per-step metrics, one row per step and one column per metric."""
     from ledger.commands.export import export_rows, render_export
@@ -185,8 +239,7 @@ def tag(run_name: str, tags: tuple[str, ...], remove: bool) -> None:
     from ledger.commands.meta import tag_run
 
     change = tag_run(Path.cwd(), run_name, list(tags), remove)
-    _say(f"ledger: run {change.run_id} tags: {' '.join(change.after.tags) or '(none)'}"
-         + ("" if change.commit else " (unchanged)"))
+    _say(f"ledger: run {change.run_id} tags: {' '.join(change.after.tags) or '(none)'}" + ("" if change.commit else " (unchanged)"))
 
 
 @app.command()
@@ -241,8 +294,9 @@ def log(limit: int | None, reverse: bool, as_json: bool) -> None:
 @click.argument("run_name")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while the run is running.")
 @click.option("--engine", is_flag=True, help="The engine log (SGLang lines) instead of the trainer log.")
-@click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True,
-              help="How many of the last lines to print.")
+@click.option(
+    "-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the last lines to print."
+)
 def tail(run_name: str, follow: bool, engine: bool, count: int) -> None:
     """The end of a running or recorded run's trainer (or engine) log; `latest` is the newest running run."""
     from ledger.commands.tail import tail_run
@@ -284,19 +338,47 @@ def show(run_name: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (schema in README.md).")
 @click.option("--metric", "metrics", multiple=True, help="Extra metric name or glob to compare (repeatable).")
 @click.option("--force", is_flag=True, help="Compare even when not exactly one setting differs.")
-@click.option("--steps", "steps_metric", is_flag=False, flag_value="perf/step_time", default=None,
-              help="Per-step table for a metric (default perf/step_time).")
+@click.option(
+    "--steps",
+    "steps_metric",
+    is_flag=False,
+    flag_value="perf/step_time",
+    default=None,
+    help="Per-step table for a metric (default perf/step_time).",
+)
 @click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
-@click.option("--html", "html", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the comparison as one self-contained HTML page (charts A vs B per step).")
-def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
-         steps_metric: str | None, no_git_diff: bool, ignore: tuple[str, ...], html: Path | None) -> int:
+@click.option(
+    "--html",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
+)
+def diff(
+    a: str,
+    b: str,
+    as_json: bool,
+    metrics: tuple[str, ...],
+    force: bool,
+    steps_metric: str | None,
+    no_git_diff: bool,
+    ignore: tuple[str, ...],
+    html: Path | None,
+) -> int:
     """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
     from ledger.commands.diff import diff_runs
 
-    out = diff_runs(Path.cwd(), a, b, metrics=list(metrics), force=force, steps_metric=steps_metric,
-                    git_diff=not no_git_diff and not as_json, ignore=list(ignore), html=html)
+    out = diff_runs(
+        Path.cwd(),
+        a,
+        b,
+        metrics=list(metrics),
+        force=force,
+        steps_metric=steps_metric,
+        git_diff=not no_git_diff and not as_json,
+        ignore=list(ignore),
+        html=html,
+    )
     if out.forced_banner:
         _say(out.forced_banner)
     if out.html_path is not None:
@@ -321,18 +403,42 @@ def diff(a: str, b: str, as_json: bool, metrics: tuple[str, ...], force: bool,
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
-def replay(run_name: str, rollout_only: bool, step: int | None, steps: str | None, sets: tuple[str, ...],
-           name: str | None, dry_run: bool, strict: bool, in_image: bool, yes: bool, force: bool,
-           extra: tuple[str, ...]) -> int:
+def replay(
+    run_name: str,
+    rollout_only: bool,
+    step: int | None,
+    steps: str | None,
+    sets: tuple[str, ...],
+    name: str | None,
+    dry_run: bool,
+    strict: bool,
+    in_image: bool,
+    yes: bool,
+    force: bool,
+    extra: tuple[str, ...],
+) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
-    from ledger.replay.replay import ReplayOptions, replay_run
+    from ledger.commands.replay import replay as replay_cmd
 
-    opts = ReplayOptions(run=run_name, rollout_only=rollout_only, step=step, steps=steps, sets=list(sets),
-                         extra=[x for x in extra if x != "--"], name=name, dry_run=dry_run, strict=strict,
-                         in_image=in_image, force=force)
     ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
-    code = replay_run(Path.cwd(), opts, _say, _terminal_fd(), stdout=click.echo, confirm=ask)
-    return code
+    return replay_cmd(
+        Path.cwd(),
+        run_name,
+        rollout_only=rollout_only,
+        step=step,
+        steps=steps,
+        sets=sets,
+        extra=extra,
+        name=name,
+        dry_run=dry_run,
+        strict=strict,
+        in_image=in_image,
+        force=force,
+        say=_say,
+        terminal_fd=_terminal_fd(),
+        stdout=click.echo,
+        confirm=ask,
+    )
 
 
 @app.command()
@@ -361,16 +467,15 @@ def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
 @app.command()
 def recover() -> None:
     """Commit every staged run whose ledger process died, with state `lost`."""
-    from ledger.record.recover import recover as do_recover
+    from ledger.commands.recover import recover_runs
 
-    done = do_recover(Path.cwd(), _say)
-    _say(f"ledger: recovered {plural(len(done), 'run')}")
+    result = recover_runs(Path.cwd(), _say)
+    _say(f"ledger: recovered {plural(len(result.runs), 'run')}")
 
 
 @app.command()
 @click.argument("runs", nargs=-1)
-@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The page to write (one self-contained file).")
+@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The page to write (one self-contained file).")
 def report(runs: tuple[str, ...], html: Path) -> None:
     """Write the runs table (as `ledger list`, with change sets and small curves) as an HTML page."""
     from ledger.commands.report import write_report

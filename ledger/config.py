@@ -7,7 +7,7 @@ the key path and the fix (`ledger run` exits 125 and starts nothing).
 
 Every default lives here once (the constants and `HeatConfig` below); the schema, the capture,
 heat and init modules import them. A file that validated is remembered by the sha256 of its
-bytes and of the schema's and this module's source (`.git/ledger/config/`), so most commands start without
+bytes and of the schema's and this module's source (`.git/ledger/config/`, `ledger/configload.py`), so most commands start without
 importing pydantic or ruamel (~150 ms). To add a key: a field in the schema's section model
 (`extra="forbid"` rejects anything not declared) with its default from here, a line to
 `DEFAULT_TEXT` if users should see it, and an attribute to `Config` set in `configschema`.
@@ -15,12 +15,8 @@ importing pydantic or ruamel (~150 ms). To add a key: a field in the schema's se
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-from ledger.errors import LedgerError
 
 CONFIG_NAME = ".ledger.yaml"
 
@@ -31,8 +27,16 @@ DEFAULT_ENGINE_PATTERNS: tuple[str, ...] = (r"^\(SGLangEngine pid=\d+(?:, ip=[^)
 # Miles and of slime (the project Miles grew from).
 DEFAULT_TRAINING_PATTERNS: tuple[str, ...] = (r"(^|/)train(_async)?\.py$", r"^miles\.", r"^slime\.")
 DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
-    "CUDA_*", "NCCL_*", "NVTE_*", "TORCH_*", "PYTORCH_*", "CUBLAS_*",
-    "SGLANG_*", "MILES_*", "RAY_*", "PYTHONHASHSEED",
+    "CUDA_*",
+    "NCCL_*",
+    "NVTE_*",
+    "TORCH_*",
+    "PYTORCH_*",
+    "CUBLAS_*",
+    "SGLANG_*",
+    "MILES_*",
+    "RAY_*",
+    "PYTHONHASHSEED",
 )
 # set in the job's environment unless the user's environment already sets them (README, "What
 # ledger sets in the job's environment"): Ray's log de-duplication drops metric lines it thinks
@@ -115,44 +119,3 @@ class Config:
     dvc_remote: str | None = None
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
-
-
-# what a cached config depends on besides the file: the schema, and the `Config` class it fills
-_SOURCES = (Path(__file__).with_name("configschema.py"), Path(__file__))
-
-
-def parse_config(data: Any) -> Config:
-    """Validate the parsed YAML of `.ledger.yaml` (None: an empty file) into a `Config`."""
-    from ledger.configschema import parse_config as validate
-
-    return validate(data)
-
-
-def load_config(root: Path, common_dir: Path | None = None) -> Config:
-    """Read and validate `<root>/.ledger.yaml` (absent means all defaults).
-
-    With the repository's `common_dir`, a file validated before is taken from the cache there.
-    """
-    path = root / CONFIG_NAME
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return Config()
-    except OSError as exc:  # a folder of that name, no permission
-        raise LedgerError(f"cannot read {CONFIG_NAME}: {exc.strerror or exc}",
-                          f"make {path} a readable file, or remove it for the defaults") from exc
-    cache = None
-    if common_dir is not None:
-        from ledger.cache import LocalCache
-
-        cache = LocalCache(common_dir, "config")
-        key = hashlib.sha256(b"\0".join([raw, *(src.read_bytes() for src in _SOURCES)])).hexdigest()
-        cached = cache.read_pickle(key, Config)
-        if cached is not None:
-            return cached
-    from ledger import yamlio  # lazily: ruamel costs ~30 ms of `ledger run`'s start-up
-
-    cfg = parse_config(yamlio.loads(raw, CONFIG_NAME))
-    if cache is not None:
-        cache.write_pickle(key, cfg)
-    return cfg

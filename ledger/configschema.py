@@ -1,6 +1,6 @@
 """The schema of `.ledger.yaml` (pydantic), and its one-line errors.
 
-Imported only to validate a file `ledger.config.load_config` has not seen before (pydantic costs
+Imported only to validate a file `ledger.configload.load_config` has not seen before (pydantic costs
 ~120 ms of start-up); the defaults themselves live in `ledger/config.py`, once.
 """
 
@@ -151,8 +151,7 @@ def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
     for key, value in data.items():
         if value is None:
             continue
-        if isinstance(value, dict) and key in ConfigFile.model_fields and isinstance(
-                ConfigFile.model_fields[key].default_factory, type):
+        if isinstance(value, dict) and key in ConfigFile.model_fields and isinstance(ConfigFile.model_fields[key].default_factory, type):
             value = {k: v for k, v in value.items() if v is not None}
         out[key] = value
     return out
@@ -183,8 +182,9 @@ def explain(exc: ValidationError) -> LedgerError:
     msg = str(err["msg"]).removeprefix("Value error, ")
     given = err.get("input")
     shown = "" if isinstance(given, dict | list) or kind == "value_error" else f" (got {given!r})"
-    return LedgerError(f"{CONFIG_NAME}: {path}: {msg}{shown}",
-                       f"fix '{path}' in {CONFIG_NAME}; `ledger init` in an empty repo writes an example")
+    return LedgerError(
+        f"{CONFIG_NAME}: {path}: {msg}{shown}", f"fix '{path}' in {CONFIG_NAME}; `ledger init` in an empty repo writes an example"
+    )
 
 
 def parse_config(data: Any) -> Config:

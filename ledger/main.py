@@ -25,8 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug in ledger: one line, the traceback only on request
         if os.environ.get("LEDGER_DEBUG"):
             raise
-        print(f"ledger: internal error: {type(exc).__name__}: {exc} (set LEDGER_DEBUG=1 for the traceback; "
-              "staged runs are kept, `ledger recover` commits them)", file=sys.stderr)
+        print(
+            f"ledger: internal error: {type(exc).__name__}: {exc} (set LEDGER_DEBUG=1 for the traceback; "
+            "staged runs are kept, `ledger recover` commits them)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -50,17 +50,36 @@ def new_manifest(run_id: str, started: dt.datetime) -> dict[str, Any]:
         "started": iso(started),
         "finished": None,
         "host": {"hostname": None, "user": None, "platform": None, "python": None},
-        "command": {"argv": [], "cwd": None, "cwd_in_repo": None, "repo_root": None, "launcher": None, "launcher_sha256": None,
-                    "training_argv": None, "training_source": None, "ray_argv": None,
-                    "runtime_env": None, "added_args": []},
+        "command": {
+            "argv": [],
+            "cwd": None,
+            "cwd_in_repo": None,
+            "repo_root": None,
+            "launcher": None,
+            "launcher_sha256": None,
+            "training_argv": None,
+            "training_source": None,
+            "ray_argv": None,
+            "runtime_env": None,
+            "added_args": [],
+        },
         "code": {"commit": None, "branch": None, "dirty": False, "patch": None, "untracked_left_out": 0},
-        "image": {"ref": None, "id": None, "digest": None, "miles_commit": None, "sglang_version": None,
-                  "sglang_commit": None, "megatron_commit": None, "labels": {}, "source": None,
-                  "packages": {}, "errors": []},
+        "image": {
+            "ref": None,
+            "id": None,
+            "digest": None,
+            "miles_commit": None,
+            "sglang_version": None,
+            "sglang_commit": None,
+            "megatron_commit": None,
+            "labels": {},
+            "source": None,
+            "packages": {},
+            "errors": [],
+        },
         "seeds": {"seed": None, "rollout_seed": None},
         "settings": {},
-        "logs": {"trainer": "trainer.log", "engine": "engine.log", "extra": [], "metrics": None,
-                 "heat": None},
+        "logs": {"trainer": "trainer.log", "engine": "engine.log", "extra": [], "metrics": None, "heat": None},
         "gpu": None,
         "data": [],
         "status": {"state": "running", "exit_code": None, "signal": None, "duration_s": None},
@@ -81,8 +100,10 @@ def check_manifest(data: Any, where: str) -> dict[str, Any]:
     if not isinstance(schema, int):
         raise ManifestError(f"{where}: manifest has no schema version", "the record is corrupt")
     if schema > SCHEMA:
-        raise ManifestError(f"{where}: manifest schema {schema} is newer than this ledger understands ({SCHEMA})",
-                            "upgrade ledger (`pip install -U ledger`)")
+        raise ManifestError(
+            f"{where}: manifest schema {schema} is newer than this ledger understands ({SCHEMA})",
+            "upgrade ledger (`pip install -U ledger`)",
+        )
     missing = [k for k in ("id", "settings", "status", "started") if k not in data]
     if missing:
         raise ManifestError(f"{where}: manifest lacks {', '.join(missing)}", "the record is corrupt")
@@ -129,8 +150,9 @@ def storable(m: dict[str, Any]) -> dict[str, Any]:
             raw[path] = base64.b64encode(data).decode("ascii")
             return data.decode("utf-8", "replace")
         if isinstance(value, dict):
-            return {walk(k, f"{path}.<key>") if isinstance(k, str) else k: walk(v, f"{path}.{k}" if path else str(k))
-                    for k, v in value.items()}
+            return {
+                walk(k, f"{path}.<key>") if isinstance(k, str) else k: walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()
+            }
         if isinstance(value, list):
             return [walk(v, f"{path}.{i}") for i, v in enumerate(value)]
         return value

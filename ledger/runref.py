@@ -95,8 +95,7 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
     by_name = unarchived or by_name  # NAME: the newest unarchived run of that name (`ledger archive`)
     if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones
         if ref.back >= len(by_name):
-            raise RunNotFound(f"'{text}': only {plural(len(by_name), 'run')} named '{ref.text}'",
-                              "`ledger list` shows the runs")
+            raise RunNotFound(f"'{text}': only {plural(len(by_name), 'run')} named '{ref.text}'", "`ledger list` shows the runs")
         return listing.entries[by_name[-1 - ref.back]]
     if not ref.back:
         by_prefix = sorted(rid for rid in listing.entries if rid.startswith(text))
@@ -108,8 +107,7 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
     names = sorted({m["name"] for m in listing.manifests.values() if m.get("name")})
     close = difflib.get_close_matches(ref.text, names, n=3, cutoff=0.6)  # a typo: NAME~N too
     if close:
-        raise RunNotFound(f"no run named '{ref.text}'",
-                          f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
+        raise RunNotFound(f"no run named '{ref.text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
     recent = [m["id"] + (f" ({m['name']})" if m.get("name") else "") for m in listing.ordered()[-5:]]
     hint = "recent runs: " + ", ".join(recent) if recent else "`ledger list` shows the runs"
     raise RunNotFound(f"no run named '{ref.text}'", hint)

@@ -62,8 +62,7 @@ def progress(what: str, stream: IO[str] | None = None) -> Callable[[int, int], N
     def report(done: int, total: int) -> None:
         bar = state["bar"]
         if bar is None:
-            bar = state["bar"] = tqdm(total=total, desc=f"ledger: {what}", file=out, unit="file",
-                                      disable=not _is_terminal(out), leave=True)
+            bar = state["bar"] = tqdm(total=total, desc=f"ledger: {what}", file=out, unit="file", disable=not _is_terminal(out), leave=True)
         bar.total = total
         bar.update(done - bar.n)
         if done >= total:

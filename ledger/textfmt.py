@@ -89,5 +89,6 @@ def change_text(changes: list[dict[str, Any]]) -> str:
     """A change set (`{"name", "a", "b"}` dicts) on one line; commit and sha256 values shortened."""
     if not changes:
         return "(no setting changed)"
-    return ", ".join(f"{c['name']}: {show_value(short_sha(c['a']), width=40)} -> "
-                     f"{show_value(short_sha(c['b']), width=40)}" for c in changes)
+    return ", ".join(
+        f"{c['name']}: {show_value(short_sha(c['a']), width=40)} -> {show_value(short_sha(c['b']), width=40)}" for c in changes
+    )

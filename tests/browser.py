@@ -16,9 +16,19 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (`make system-deps` installs it as root)")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--enable-logging=stderr", "--v=0", "--window-size=1400,2000"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--window-size=1400,2000",
+]
 # Chromium writes each console message as `...:INFO:CONSOLE:N] "text", source: URL (line)`.
 CONSOLE = re.compile(r":CONSOLE(?:\(\d+\)|:\d+)\] (.*)")
 
@@ -38,8 +48,9 @@ def open_page(page: Path, tmp: Path) -> Rendered:
     outputs = []
     for n, extra in enumerate((["--dump-dom"], [f"--screenshot={shot}"])):
         profile = tmp / f"profile-{page.stem}-{n}"
-        r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, page.resolve().as_uri()], capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0, r.stderr[-2000:]
         console += CONSOLE.findall(r.stderr)
         outputs.append(r.stdout)

@@ -32,14 +32,11 @@ def nvml_works() -> bool:
 
 
 @pytest.fixture(autouse=True)
-def isolated_home(
-    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Path:
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")
     gitconfig = home / ".gitconfig"
     gitconfig.write_text(
-        "[user]\n\tname = Test User\n\temail = test@example.com\n"
-        "[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
+        "[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
     )
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
@@ -49,19 +46,13 @@ def isolated_home(
     monkeypatch.delenv("GIT_DIR", raising=False)
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)
     # a venv's bin first, so `ledger` and `python3` in subprocesses are this project's
-    monkeypatch.setenv(
-        "PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    )
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return home
-
-
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    return make_repo(
-        tmp_path / "proj", {"README.md": "hello\n", "train.py": "print('hi')\n"}
-    )
+    return make_repo(tmp_path / "proj", {"README.md": "hello\n", "train.py": "print('hi')\n"})
 
 
 def ledger(

@@ -71,9 +71,7 @@ class DockerEngine:
             timeout=300,
         )
         if check and proc.returncode != 0:
-            raise AssertionError(
-                f"docker {' '.join(args)} failed: {proc.stderr.strip()}"
-            )
+            raise AssertionError(f"docker {' '.join(args)} failed: {proc.stderr.strip()}")
         return proc
 
 
@@ -104,9 +102,7 @@ def _run(argv: list[str], cwd: Path | None = None, timeout: float = 600) -> None
     )
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-        raise RuntimeError(
-            f"{' '.join(argv)} failed ({proc.returncode}): {' | '.join(tail)}"
-        )
+        raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}): {' | '.join(tail)}")
 
 
 # Debian packages the set-up (`make system-deps`, run by `make test`) provides; tests never install
@@ -138,9 +134,7 @@ def _stop(proc: subprocess.Popen[bytes], grace: float = 20) -> None:
             proc.wait(timeout=10)
 
 
-def _wait_until(
-    check: Callable[[], bool], timeout: float, proc: subprocess.Popen[bytes]
-) -> bool:
+def _wait_until(check: Callable[[], bool], timeout: float, proc: subprocess.Popen[bytes]) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -149,7 +143,6 @@ def _wait_until(
             return True
         time.sleep(0.2)
     return False
-
 
 
 @pytest.fixture(scope="session")
@@ -185,9 +178,7 @@ def docker_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerEn
     config_dir.mkdir()
     engine = DockerEngine(f"unix://{sock}", cli_path, config_dir, timings)
     try:
-        up = _wait_until(
-            lambda: engine.cli("version", check=False).returncode == 0, 60, proc
-        )
+        up = _wait_until(lambda: engine.cli("version", check=False).returncode == 0, 60, proc)
         if not up:
             log.flush()
             text = (data_root.parent / "dockerd.log").read_text(errors="replace")
@@ -216,10 +207,7 @@ def docker_registry(
     port = _free_port()
     config = root / "config.yml"
     config.write_text(
-        "version: 0.1\n"
-        "log:\n  level: warn\n"
-        f"storage:\n  filesystem:\n    rootdirectory: {root / 'data'}\n"
-        f"http:\n  addr: 127.0.0.1:{port}\n"
+        f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {root / 'data'}\nhttp:\n  addr: 127.0.0.1:{port}\n"
     )
     log = (root / "registry.log").open("wb")
     binary = root / "pkg" / "usr" / "bin" / "docker-registry"
@@ -280,12 +268,8 @@ def miles_stub_image(
         ("Megatron-LM", "root/Megatron-LM"),
         ("sglang", "sgl-workspace/sglang"),
     ):
-        shutil.copytree(
-            host_repos / name / ".git", rootfs / dest / ".git", symlinks=True
-        )
-    shutil.copytree(
-        host_repos / "sglang" / "python", rootfs / "sgl-workspace/sglang/python"
-    )
+        shutil.copytree(host_repos / name / ".git", rootfs / dest / ".git", symlinks=True)
+    shutil.copytree(host_repos / "sglang" / "python", rootfs / "sgl-workspace/sglang/python")
 
     tarball = work / "rootfs.tar"
     with tarfile.open(tarball, "w") as tar:

@@ -30,9 +30,7 @@ class S3Server:
     endpoint: str  # http://127.0.0.1:<port>
     bucket: str
 
-    def add_dvc_remote(
-        self, repo: Path, name: str, prefix: str, default: bool = True
-    ) -> str:
+    def add_dvc_remote(self, repo: Path, name: str, prefix: str, default: bool = True) -> str:
         """Configure `name` as an s3 remote of the DVC repo at `repo`; return its URL."""
         from dvc.repo import Repo
 
@@ -52,9 +50,7 @@ class S3Server:
     def keys(self, prefix: str = "") -> list[str]:
         """Object keys in the bucket under `prefix` (to assert what a push uploaded)."""
         client = _client(self.endpoint)
-        pages = client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=prefix
-        )
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
         return sorted(obj["Key"] for page in pages for obj in page.get("Contents", []))
 
 
@@ -80,9 +76,7 @@ def _wait_ready(endpoint: str, proc: subprocess.Popen[bytes], log: Path) -> None
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(
-                f"moto_server exited {proc.returncode}: {log.read_text()[-2000:]}"
-            )
+            raise RuntimeError(f"moto_server exited {proc.returncode}: {log.read_text()[-2000:]}")
         try:
             with urllib.request.urlopen(endpoint, timeout=1):
                 return
@@ -90,9 +84,7 @@ def _wait_ready(endpoint: str, proc: subprocess.Popen[bytes], log: Path) -> None
             return  # it answered
         except OSError:
             time.sleep(0.1)
-    raise RuntimeError(
-        f"moto_server did not answer within 30 s: {log.read_text()[-2000:]}"
-    )
+    raise RuntimeError(f"moto_server did not answer within 30 s: {log.read_text()[-2000:]}")
 
 
 @pytest.fixture(scope="module", name="s3_server")

@@ -32,8 +32,13 @@ def b64url(data: bytes) -> str:
 
 def tokens() -> dict[str, str]:
     """One value per token shape (built from parts)."""
-    jwt = ".".join([b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()),
-                    b64url(json.dumps({"sub": rand(8), "iat": 1764547200}).encode()), b64url(rand(32).encode())])
+    jwt = ".".join(
+        [
+            b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()),
+            b64url(json.dumps({"sub": rand(8), "iat": 1764547200}).encode()),
+            b64url(rand(32).encode()),
+        ]
+    )
     return {
         "hf": "hf" + "_" + rand(34),
         "openai": "sk" + "-" + rand(20) + "T3Blbk" + "FJ" + rand(20),
@@ -101,10 +106,10 @@ def named_lines() -> list[tuple[str, str]]:
         (f"  wandb_key ....................................... {v[7]}", v[7]),
         (f"args: {{'api_key': '{v[8]}', 'kl_coef': 0.1}}", v[8]),
         (f"MYSQL_PWD={v[9]} CLIENT_SECRET_FILE={v[10]}", v[9] + " " + v[10]),
-        (f"settings={{\\\"GITHUB_TOKEN\\\": \\\"{v[11]}\\\"}}", v[11]),
+        (f'settings={{\\"GITHUB_TOKEN\\": \\"{v[11]}\\"}}', v[11]),
         (f"['--openai-api-key', '{v[12]}', '--lr', '1']", v[12]),
         (f"aws_secret_access_key = {v[13]}", v[13]),
-        (f"private_key_passphrase: \"{v[14]}\"", v[14]),
+        (f'private_key_passphrase: "{v[14]}"', v[14]),
         (f"AUTH_TOKEN='{v[15]}'", v[15]),
     ]
 
@@ -126,8 +131,7 @@ def prefixed_lines() -> list[tuple[str, str]]:
 
 def escaped_forms(value: str) -> list[str]:
     """How a job prints a value it was given: repr, JSON, URL-encoded, base64."""
-    return [repr(value)[1:-1], json.dumps(value)[1:-1], urllib.parse.quote(value, safe=""),
-            base64.b64encode(value.encode()).decode()]
+    return [repr(value)[1:-1], json.dumps(value)[1:-1], urllib.parse.quote(value, safe=""), base64.b64encode(value.encode()).decode()]
 
 
 # Ordinary Miles-shaped lines that must pass untouched (shapes from /work/shared/miles-facts.md and
@@ -154,7 +158,7 @@ ORDINARY = [
     "--input-key prompt --label-key label --rm-type deepscaler --max-tokens 4096 --rollout-max-response-len 8192",
     "python3 train.py --use-kl-loss --kl-coef 0.00 --pad-token '<|endoftext|>' --tokenizer-path /root/Qwen3-4B",
     "Started a local Ray instance. View the dashboard at http://127.0.0.1:8265",
-    "ray job submit --address=http://127.0.0.1:8265 --runtime-env-json='{\"env_vars\": {\"NCCL_ALGO\": \"Ring\"}}'",
+    'ray job submit --address=http://127.0.0.1:8265 --runtime-env-json=\'{"env_vars": {"NCCL_ALGO": "Ring"}}\'',
     "sglang ServerArgs(model_path='/root/Qwen3-4B', tp_size=2, mem_fraction_static=0.7, api_key=None, max_tokens=12)",
     "wandb: Syncing run grpo-qwen3-4b; view at https://wandb.invalid/team/proj/runs/a1b2c3d4",
     "PWD=/root/miles OLDPWD=/root HOME=/root PATH=/usr/local/bin:/usr/bin",

@@ -11,8 +11,21 @@ from ledger.main import main
 
 
 def test_every_command_has_help() -> None:
-    assert set(app.commands) >= {"init", "run", "list", "log", "show", "diff", "replay", "push", "pull",
-                                 "recover", "heat", "path", "report"}
+    assert set(app.commands) >= {
+        "init",
+        "run",
+        "list",
+        "log",
+        "show",
+        "diff",
+        "replay",
+        "push",
+        "pull",
+        "recover",
+        "heat",
+        "path",
+        "report",
+    }
     for name, command in app.commands.items():
         assert command.help and len(command.help.strip()) > 20, f"`ledger {name}` has no help text"
         assert main([name, "--help"]) == 0

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import LEDGER, git, ledger, make_repo
 
-EMIT = '''
+EMIT = """
 import argparse
 ap = argparse.ArgumentParser()
 ap.add_argument("--scale", type=float, default=1.0)
@@ -26,12 +26,11 @@ for step in range(a.steps):
     loss = a.scale * (4 - step) if step != 1 else a.scale * 9
     print(f"[2026-11-29 10:00:{step:02d}.000 main] train.py:2 - perf {step}: "
           f"{{'train/loss': {loss}, 'perf/step_time': {1.5 + step}}}")
-'''
+"""
 
 
 def _record(repo: Path, name: str, *args: str) -> str:
-    proc = ledger(repo, "run", "--name", name, "--no-debug-data", "--no-heat-guard", "--",
-                  sys.executable, "emit.py", *args)
+    proc = ledger(repo, "run", "--name", name, "--no-debug-data", "--no-heat-guard", "--", sys.executable, "emit.py", *args)
     assert proc.returncode == 0, proc.stderr
     return ledger(repo, "path", "latest").stdout.strip().rsplit("/", 1)[-1]
 
@@ -45,8 +44,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
         mp.setenv("HOME", str(home))
         mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
         repo = make_repo(tmp_path_factory.mktemp("daily") / "proj", {"README.md": "x\n", "emit.py": EMIT})
-        ids = {"a": _record(repo, "a", "--scale", "1"), "b": _record(repo, "b", "--scale", "2"),
-               "c": _record(repo, "c", "--scale", "0.1", "--steps", "2")}
+        ids = {
+            "a": _record(repo, "a", "--scale", "1"),
+            "b": _record(repo, "b", "--scale", "2"),
+            "c": _record(repo, "c", "--scale", "0.1", "--steps", "2"),
+        }
     return repo, ids
 
 
@@ -237,8 +239,7 @@ def test_log_and_heat_speak_json(repo: Path) -> None:
     assert heat["gpus"]["0"]["peak_c"] >= 60 and heat["gpus"]["0"]["samples"] >= 1
 
 
-def test_diff_page_leads_with_the_answer_and_charts_every_metric(runs: tuple[Path, dict[str, str]],
-                                                                 tmp_path: Path) -> None:
+def test_diff_page_leads_with_the_answer_and_charts_every_metric(runs: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     from browser import CHROMIUM, assert_self_contained, open_page, polylines
 
     repo, ids = runs
@@ -249,7 +250,7 @@ def test_diff_page_leads_with_the_answer_and_charts_every_metric(runs: tuple[Pat
     assert_self_contained(html)
     answer = html.index('data-kind="answer"')
     assert answer < html.index("<svg")  # the answer comes before any chart (was: text report after them)
-    table = html[answer:html.index("</table>", answer)]
+    table = html[answer : html.index("</table>", answer)]
     assert "median A" in table and 'data-metric="train/loss"' in table and "scale: 1 → 2" in html
     assert 'data-group="perf"' in html and "perf/step_time" in html  # not among the six fixed charts
     assert f"<title>{ids['a']}</title>" in html and "A a" in html  # names in legends, ids on hover
@@ -261,15 +262,27 @@ def test_diff_page_leads_with_the_answer_and_charts_every_metric(runs: tuple[Pat
 
 
 def test_a_single_point_is_a_visible_marker_and_hostile_names_stay_text(tmp_path: Path) -> None:
-    from ledger.compare.svg import Chart, Series, render
+    from ledger.pages.svg import Chart, Series, render
 
     svg = render(Chart("one step", "rollout", "s", [Series("<img src=x onerror=alert(1)>", [(0.0, 1.5)], hover="<b>")]))
     assert 'data-kind="point"' in svg and "<img" not in svg and "&lt;img src=x" in svg and "<b>" not in svg
     repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
     hostile = "<script>alert(1)<\\script>"
     for scale in ("1", "2"):
-        proc = ledger(repo, "run", "--name", hostile if scale == "1" else "ok", "--no-debug-data", "--",
-                      sys.executable, "emit.py", "--scale", scale, "--steps", "1")
+        proc = ledger(
+            repo,
+            "run",
+            "--name",
+            hostile if scale == "1" else "ok",
+            "--no-debug-data",
+            "--",
+            sys.executable,
+            "emit.py",
+            "--scale",
+            scale,
+            "--steps",
+            "1",
+        )
         assert proc.returncode == 0, proc.stderr
     page = tmp_path / "one.html"
     assert ledger(repo, "compare", hostile, "ok", "--html", str(page)).returncode == 0
@@ -300,13 +313,18 @@ def test_installed_like_pipx_the_job_runs_in_the_users_python(repo: Path, tmp_pa
     (user_bin / "python3").symlink_to(user_python)
     (repo / "where.py").write_text("import sys\nprint('PREFIX', sys.prefix)\n")
     env = {**os.environ, "PATH": f"{user_bin}:{tools}:/usr/bin:/bin"}
-    proc = subprocess.run([str(tools / "ledger"), "run", "--no-heat-guard", "--no-debug-data", "--", "python3",
-                           "where.py"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(tools / "ledger"), "run", "--no-heat-guard", "--no-debug-data", "--", "python3", "where.py"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     (prefix,) = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("PREFIX ")]
     assert Path(prefix).resolve() != Path(sys.prefix).resolve()  # not ledger's venv
-    assert prefix == subprocess.run([user_python, "-c", "import sys; print(sys.prefix)"], capture_output=True,
-                                    text=True).stdout.strip()
+    assert prefix == subprocess.run([user_python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True).stdout.strip()
 
 
 def test_export_per_step_metrics(runs: tuple[Path, dict[str, str]]) -> None:
@@ -321,19 +339,18 @@ def test_export_per_step_metrics(runs: tuple[Path, dict[str, str]]) -> None:
     assert none.returncode == 1 and "try --axis rollout" in none.stderr
 
 
-TRACKED = '''
+TRACKED = """
 print("wandb: Tracking run with wandb version 0.19.1")
 print("wandb: Syncing run vivid-glade-86")
 print("wandb: \\U0001f680 View run at https://wandb.ai/team/grpo/runs/11cqdt05")
 print("\\U0001f3c3 View run bold-owl-3 at: http://127.0.0.1:5000/#/experiments/7/runs/0f3c2a9be1d84c55a1f2b3c4d5e6f708")
-'''
+"""
 
 
 def test_tracker_links_are_recorded_and_shown(tmp_path: Path) -> None:
     """The shapes W&B and MLflow print as a run starts (as in public training logs)."""
     repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT, "tracked.py": TRACKED})
-    proc = ledger(repo, "run", "--name", "t", "--no-debug-data", "--", sys.executable, "tracked.py",
-                  "--tensorboard-dir", "/tb/run7")
+    proc = ledger(repo, "run", "--name", "t", "--no-debug-data", "--", sys.executable, "tracked.py", "--tensorboard-dir", "/tb/run7")
     assert proc.returncode == 0, proc.stderr
     _record(repo, "u")
     shown = json.loads(ledger(repo, "show", "t", "--json").stdout)["trackers"]
@@ -349,8 +366,13 @@ def test_tracker_links_are_recorded_and_shown(tmp_path: Path) -> None:
 
 def test_ctrl_c_says_what_happens(repo: Path) -> None:
     (repo / "job.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
-    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "job.py"], cwd=repo,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "job.py"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
     proc.send_signal(signal.SIGINT)
@@ -362,8 +384,13 @@ def test_diff_of_a_running_run_says_it_is_running(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
     _record(repo, "a")
     (repo / "slow.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
-    proc = subprocess.Popen([*LEDGER, "run", "--name", "slow", "--no-heat-guard", "--", sys.executable, "slow.py"],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--name", "slow", "--no-heat-guard", "--", sys.executable, "slow.py"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
         diff = ledger(repo, "diff", "a", "slow")

@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import TOY, git, ledger, make_repo
 
-TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4",
-         "--seed", "7"]
+TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4", "--seed", "7"]
 
-EMIT = '''
+EMIT = """
 import argparse, datetime, time
 ap = argparse.ArgumentParser()
 ap.add_argument("--range", default="0:6")
@@ -28,7 +27,7 @@ for step in range(lo, hi):
     print(f"(RolloutManager pid=1) [{ts} RolloutManager] rollout.py:1 - perf {step}: "
           f"{{'perf/rollout_time': {rt}, 'rollout/response_len/mean': {100.0 * (10 - step)}}}")
     print(f"[{ts} main] train.py:2 - perf {step}: {{'perf/train_time': {a.scale}, 'perf/step_time': {rt + a.scale}}}")
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +173,7 @@ def test_newer_schema_is_refused_with_version(tmp_path: Path) -> None:
     run_dir.mkdir()
     (run_dir / "manifest.yaml").write_text(yamlio.dumps(m))
     code = repo.code_snapshot()
-    write_run(repo, "experiments", code, m["id"], repo.tree_from_dir(run_dir),
-              commit_message(m["id"], None, "exit 0", "1s", code.commit))
+    write_run(repo, "experiments", code, m["id"], repo.tree_from_dir(run_dir), commit_message(m["id"], None, "exit 0", "1s", code.commit))
     r = ledger(repo_dir, "diff", "latest~1", "latest")
     assert r.returncode == 1 and "schema 2" in r.stderr
     r = ledger(repo_dir, "list")

@@ -13,8 +13,22 @@ from pathlib import Path
 import pytest
 from conftest import TOY, git, ledger, make_repo
 
-TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4",
-         "--seed", "3", "--num-rollout", "6", "--global-batch-size", "16", "--lr", "0.2"]
+TRAIN = [
+    "python3",
+    "examples/toy_grpo/train.py",
+    "--rollout-batch-size",
+    "8",
+    "--n-samples-per-prompt",
+    "4",
+    "--seed",
+    "3",
+    "--num-rollout",
+    "6",
+    "--global-batch-size",
+    "16",
+    "--lr",
+    "0.2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,9 +43,11 @@ def replays(tmp_path_factory: pytest.TempPathFactory) -> Path:
         assert ledger(repo, "init").returncode == 0
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "toy")
-        for args in (["run", "--name", "base", "--", *TRAIN],
-                     ["replay", "base", "--name", "ra"],
-                     ["replay", "base", "--name", "rb", "--set", "lr=0.05"]):
+        for args in (
+            ["run", "--name", "base", "--", *TRAIN],
+            ["replay", "base", "--name", "ra"],
+            ["replay", "base", "--name", "rb", "--set", "lr=0.05"],
+        ):
             r = ledger(repo, *args)
             assert r.returncode == 0, r.stderr
         return repo

@@ -47,9 +47,7 @@ def manifest(run_id: str, started: str = "2026-11-29T11:00:00Z", **settings: Any
 
 
 def table(times: dict[int, float]) -> MetricsTable:
-    return MetricsTable(
-        rows={s: StepRow(s, s * 10.0, s * 10.0 + 10, {"perf/rollout_time": t}) for s, t in times.items()}
-    )
+    return MetricsTable(rows={s: StepRow(s, s * 10.0, s * 10.0 + 10, {"perf/rollout_time": t}) for s, t in times.items()})
 
 
 # ---------------------------------------------------------------------------- settings
@@ -286,11 +284,14 @@ def test_absent_values_serialise_as_json() -> None:
 
 def test_timing_columns_carry_units_and_a_missing_interval_says_why() -> None:
     def rows(steps: int, time: float, length: float) -> MetricsTable:
-        return MetricsTable(rows={s: StepRow(s, s * 10.0, s * 10.0 + 10, {
-            "perf/rollout_time": time, "rollout/response_len/mean": length}) for s in range(steps)})
+        return MetricsTable(
+            rows={
+                s: StepRow(s, s * 10.0, s * 10.0 + 10, {"perf/rollout_time": time, "rollout/response_len/mean": length})
+                for s in range(steps)
+            }
+        )
 
-    report = build_report(manifest("a"), manifest("b", lr=2e-06), rows(4, 2.0, 500.0), rows(4, 3.0, 500.0),
-                          ignore=["save"])
+    report = build_report(manifest("a"), manifest("b", lr=2e-06), rows(4, 2.0, 500.0), rows(4, 3.0, 500.0), ignore=["save"])
     lines = {line.split()[0]: line for line in render_text(report).splitlines() if line.startswith("  ")}
     assert "2.00 s" in lines["perf/rollout_time"] and "3.00 s" in lines["perf/rollout_time"]
     assert "500 tok" in lines["rollout/response_len/mean"]

@@ -53,9 +53,7 @@ def dvc_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "dvc-system").mkdir()
     monkeypatch.setenv("DVC_GLOBAL_CONFIG_DIR", str(global_dir))
     monkeypatch.setenv("DVC_SYSTEM_CONFIG_DIR", str(tmp_path / "dvc-system"))
-    monkeypatch.delenv(
-        "DVC_SITE_CACHE_DIR", raising=False
-    )  # so the config is what counts
+    monkeypatch.delenv("DVC_SITE_CACHE_DIR", raising=False)  # so the config is what counts
     return site
 
 
@@ -146,9 +144,7 @@ def clone_experiments(project: Project, dest: Path) -> Path:
 # track
 
 
-def test_track_writes_what_dvc_add_writes_and_links_into_the_cache(
-    project: Project, dvc_config: Path
-) -> None:
+def test_track_writes_what_dvc_add_writes_and_links_into_the_cache(project: Project, dvc_config: Path) -> None:
     project.stage({**ROLLOUT, **RUN_FILES})
     model = project.root.parent / "elsewhere" / "model.pt"
     model.parent.mkdir()
@@ -168,14 +164,8 @@ def test_track_writes_what_dvc_add_writes_and_links_into_the_cache(
         4,
     )
     assert rollout.size == sum(len(v) for v in ROLLOUT.values())
-    assert (
-        model_rec.tracked
-        and model_rec.hash is not None
-        and not model_rec.hash.endswith(".dir")
-    )
-    assert not (
-        project.staging / "data/model"
-    ).exists()  # tracked where it is, not copied
+    assert model_rec.tracked and model_rec.hash is not None and not model_rec.hash.endswith(".dir")
+    assert not (project.staging / "data/model").exists()  # tracked where it is, not copied
     assert (project.staging / "data/.gitignore").read_text() == "/rollout\n/model\n"
 
     # The real `dvc add` on identical data in the workspace writes byte-identical .dvc files.
@@ -183,19 +173,13 @@ def test_track_writes_what_dvc_add_writes_and_links_into_the_cache(
     shutil.copytree(project.staging / "data/rollout", cmp / "rollout")
     shutil.copy(model, cmp / "model")
     dvc(project.root, "add", "-q", "cmp/rollout", "cmp/model")
-    assert (project.staging / "data/rollout.dvc").read_text() == (
-        cmp / "rollout.dvc"
-    ).read_text()
-    assert (project.staging / "data/model.dvc").read_text() == (
-        cmp / "model.dvc"
-    ).read_text()
+    assert (project.staging / "data/rollout.dvc").read_text() == (cmp / "rollout.dvc").read_text()
+    assert (project.staging / "data/model.dvc").read_text() == (cmp / "model.dvc").read_text()
     assert rollout.dvc_text == (cmp / "rollout.dvc").read_text()
 
     # The staged files were hard-linked into the cache, not copied.
     staged = project.staging / "data/rollout/0.pt"
-    cached = (
-        project.root / ".dvc/cache/files/md5" / _md5_path(ROLLOUT["data/rollout/0.pt"])
-    )
+    cached = project.root / ".dvc/cache/files/md5" / _md5_path(ROLLOUT["data/rollout/0.pt"])
     assert staged.stat().st_ino == cached.stat().st_ino
     # An output outside the run folder is copied: a later run rewriting it in place must not
     # alter this run's cached object.
@@ -240,9 +224,7 @@ def test_track_failures_land_in_the_records(project: Project, tmp_path: Path) ->
     plain = tmp_path / "plain"
     plain.mkdir()
     git(plain, "init", "-q")
-    (failed,) = track_outputs(
-        plain, project.staging, [("events", project.staging / "data/events")]
-    )
+    (failed,) = track_outputs(plain, project.staging, [("events", project.staging / "data/events")])
     assert not failed.tracked and "not a DVC repository" in (failed.error or "")
 
 
@@ -250,14 +232,10 @@ def test_track_failures_land_in_the_records(project: Project, tmp_path: Path) ->
 # push, then restore with DVC's own CLI in a clone
 
 
-def test_push_then_dvc_pull_in_a_clone_restores_identical_files(
-    project: Project, tmp_path: Path
-) -> None:
+def test_push_then_dvc_pull_in_a_clone_restores_identical_files(project: Project, tmp_path: Path) -> None:
     track_rollout_and_events(project)
     rev = commit_run(project)
-    tracked_in_git = git(
-        project.root, "ls-tree", "-r", "--name-only", rev, RUN_PATH
-    ).split()
+    tracked_in_git = git(project.root, "ls-tree", "-r", "--name-only", rev, RUN_PATH).split()
     assert sorted(tracked_in_git) == sorted(
         f"{RUN_PATH}/{p}"
         for p in [
@@ -286,14 +264,10 @@ def test_push_then_dvc_pull_in_a_clone_restores_identical_files(
     dvc(clone, "pull", "-q", "-R", RUN_PATH)
     for rel, data in {**ROLLOUT, **EVENTS}.items():
         assert (clone / RUN_PATH / rel).read_bytes() == data, rel
-    assert {status_data(clone, t) for t in dvc_texts_from_git(clone, "HEAD")} == {
-        "cached"
-    }
+    assert {status_data(clone, t) for t in dvc_texts_from_git(clone, "HEAD")} == {"cached"}
 
 
-def test_fetch_checkout_and_verify_detects_tampered_and_missing_files(
-    project: Project, tmp_path: Path
-) -> None:
+def test_fetch_checkout_and_verify_detects_tampered_and_missing_files(project: Project, tmp_path: Path) -> None:
     records = track_rollout_and_events(project)
     assert push_data(project.root, records).ok
     clone = _plain_clone(project, tmp_path)  # a fresh clone: empty DVC cache
@@ -335,9 +309,7 @@ def _plain_clone(project: Project, tmp_path: Path) -> Path:
 def test_status_partial_and_push_of_incomplete_cache(project: Project) -> None:
     records = track_rollout_and_events(project)
     text = records[0].dvc_text or ""
-    cache_file = (
-        project.root / ".dvc/cache/files/md5" / _md5_path(ROLLOUT["data/rollout/1.pt"])
-    )
+    cache_file = project.root / ".dvc/cache/files/md5" / _md5_path(ROLLOUT["data/rollout/1.pt"])
     cache_file.unlink()
     assert status_data(project.root, text) == "partial"
 
@@ -348,19 +320,12 @@ def test_status_partial_and_push_of_incomplete_cache(project: Project) -> None:
     assert result.pushed == 3 + 2  # rollout's 3 present files, events' file and listing
     assert status_data(project.root, records[1].dvc_text or "") == "cached"
 
-    listing = (
-        project.root
-        / ".dvc/cache/files/md5"
-        / (records[0].hash or "")[:2]
-        / (records[0].hash or "")[2:]
-    )
+    listing = project.root / ".dvc/cache/files/md5" / (records[0].hash or "")[:2] / (records[0].hash or "")[2:]
     listing.unlink()
     assert status_data(project.root, text) == "missing"
 
 
-def test_push_and_fetch_failures_are_returned_not_raised(
-    project: Project, tmp_path: Path
-) -> None:
+def test_push_and_fetch_failures_are_returned_not_raised(project: Project, tmp_path: Path) -> None:
     records = track_rollout_and_events(project)
 
     unknown = push_data(project.root, records, remote="nope")
@@ -374,9 +339,7 @@ def test_push_and_fetch_failures_are_returned_not_raised(
         conf["remote"]["broken"] = {"url": str(blocker / "remote")}
     broken = push_data(project.root, records, remote="broken")
     assert not broken.ok and broken.pushed == 0
-    assert any(
-        "a-file" in f.reason or "directory" in f.reason.lower() for f in broken.failed
-    ), broken
+    assert any("a-file" in f.reason or "directory" in f.reason.lower() for f in broken.failed), broken
 
     bad = push_data(project.root, ["not: [a dvc file"])
     assert [f.what for f in bad.failed] == [".dvc file"]
@@ -405,9 +368,7 @@ def test_verify_single_file_output(project: Project, tmp_path: Path) -> None:
 
 
 def test_parse_dvc_text_rejects_what_it_cannot_use() -> None:
-    (out,) = parse_dvc_text(
-        "outs:\n- md5: abc.dir\n  size: 3\n  nfiles: 1\n  hash: md5\n  path: rollout\n"
-    )
+    (out,) = parse_dvc_text("outs:\n- md5: abc.dir\n  size: 3\n  nfiles: 1\n  hash: md5\n  path: rollout\n")
     assert (out.path, out.isdir, out.nfiles) == ("rollout", True, 1)
     with pytest.raises(DataError, match="legacy hash"):
         parse_dvc_text("outs:\n- md5: abc\n  path: x\n")
@@ -420,9 +381,7 @@ def test_parse_dvc_text_rejects_what_it_cannot_use() -> None:
 
 
 @pytest.mark.s3
-def test_s3_remote_push_fetch_and_dvc_pull(
-    project: Project, tmp_path: Path, s3_server: S3Server
-) -> None:
+def test_s3_remote_push_fetch_and_dvc_pull(project: Project, tmp_path: Path, s3_server: S3Server) -> None:
     prefix = f"store-{tmp_path.name}"
     s3_server.add_dvc_remote(project.root, "s3", prefix)
     git(project.root, "commit", "-q", "-am", "s3 remote")

@@ -10,11 +10,14 @@ import pytest
 from test_faults_input import _refused
 
 
-@pytest.mark.parametrize(("text", "expect"), [
-    ("logs:\n  extra: []\nlogs:\n  git_max_mb: 1\n", ['duplicate key "logs"', "line 3"]),  # a section twice
-    ("logs:\n  extra: [a.log\n", ["expected ',' or ']'", "line 3"]),  # an unclosed list
-    ("heat_guard:\n\tenabled: false\n", ["cannot start any token", "line 2"]),  # a tab indent
-])
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("logs:\n  extra: []\nlogs:\n  git_max_mb: 1\n", ['duplicate key "logs"', "line 3"]),  # a section twice
+        ("logs:\n  extra: [a.log\n", ["expected ',' or ']'", "line 3"]),  # an unclosed list
+        ("heat_guard:\n\tenabled: false\n", ["cannot start any token", "line 2"]),  # a tab indent
+    ],
+)
 def test_invalid_yaml_is_refused_naming_the_problem_and_line(repo: Path, text: str, expect: list[str]) -> None:
     (repo / ".ledger.yaml").write_text(text)
     line = _refused(repo)

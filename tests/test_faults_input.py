@@ -14,7 +14,8 @@ import pytest
 from conftest import LEDGER, git, ledger
 
 from ledger import yamlio
-from ledger.config import DEFAULT_TEXT, load_config
+from ledger.config import DEFAULT_TEXT
+from ledger.configload import load_config
 from ledger.errors import EXIT_RUN_FAILED_TO_START
 
 RAN = "ran.txt"  # the job writes this: its absence proves nothing ran
@@ -43,16 +44,19 @@ def _manifest(repo: Path, run_id: str) -> dict:
 
 
 # ---- .ledger.yaml is validated against the schema ----------------------------------------
-@pytest.mark.parametrize(("text", "expect"), [
-    ("heat_gaurd:\n  enabled: false\n", "unknown key 'heat_gaurd'"),  # a typo
-    ("host_checkouts: [/src/miles]\n", "host_checkouts"),  # was: internal error: AttributeError
-    ("capture:\n  debug_data: \"no\"\n", "capture.debug_data"),  # was: True
-    ("logs:\n  engine_patterns: [\"(unclosed\"]\n", "logs.engine_patterns.0"),  # was: broke the job's pipe
-    ("heat_guard:\n  interval_s: 0\n", "heat_guard.interval_s"),
-    ("heat_guard:\n  pause_at: 70\n  resume_at: 75\n", "pause_at (70) must be above resume_at (75)"),
-    ("logs:\n  git_max_mb: -5\n", "logs.git_max_mb"),
-    ("branch: \"exp..bad\"\n", "branch"),
-])
+@pytest.mark.parametrize(
+    ("text", "expect"),
+    [
+        ("heat_gaurd:\n  enabled: false\n", "unknown key 'heat_gaurd'"),  # a typo
+        ("host_checkouts: [/src/miles]\n", "host_checkouts"),  # was: internal error: AttributeError
+        ('capture:\n  debug_data: "no"\n', "capture.debug_data"),  # was: True
+        ('logs:\n  engine_patterns: ["(unclosed"]\n', "logs.engine_patterns.0"),  # was: broke the job's pipe
+        ("heat_guard:\n  interval_s: 0\n", "heat_guard.interval_s"),
+        ("heat_guard:\n  pause_at: 70\n  resume_at: 75\n", "pause_at (70) must be above resume_at (75)"),
+        ("logs:\n  git_max_mb: -5\n", "logs.git_max_mb"),
+        ('branch: "exp..bad"\n', "branch"),
+    ],
+)
 def test_bad_config_is_refused_with_the_key_path(repo: Path, text: str, expect: str) -> None:
     (repo / ".ledger.yaml").write_text(text)
     line = _refused(repo)
@@ -69,10 +73,21 @@ def test_default_and_repo_configs_validate(tmp_path: Path) -> None:
 
 
 # ---- --name -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", [
-    "a\nRun-Id: 20260101-000000-abcd",  # a newline would inject a trailer into the commit message
-    "a/b", "-x", "tab\there", "latest", "latest~2", "20261201-102332-94d6", "20261201-10", "", "a~1",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "a\nRun-Id: 20260101-000000-abcd",  # a newline would inject a trailer into the commit message
+        "a/b",
+        "-x",
+        "tab\there",
+        "latest",
+        "latest~2",
+        "20261201-102332-94d6",
+        "20261201-10",
+        "",
+        "a~1",
+    ],
+)
 def test_bad_name_is_refused(repo: Path, name: str) -> None:
     assert "--name" in _refused(repo, "--name", name)
 
@@ -96,10 +111,18 @@ def test_reused_name_means_newest_and_name_tilde_reaches_older(repo: Path) -> No
 # ---- non-UTF-8 bytes -----------------------------------------------------------------------
 def test_non_utf8_bytes_are_stored_losslessly_and_read_back(repo: Path) -> None:
     env = {**os.environ, "CUDA_ODD": "v\xff".encode("latin-1").decode("utf-8", "surrogateescape")}
-    argv = [os.fsencode(a) for a in LEDGER] + [b"run", b"--no-heat-guard", b"--name", b"n\xff", b"--note",
-                                               b"x\xfe", b"--", b"echo", b"a\xffb"]
-    proc = subprocess.run(argv, cwd=repo, env={k.encode(): os.fsencode(v) for k, v in env.items()},
-                          capture_output=True)
+    argv = [os.fsencode(a) for a in LEDGER] + [
+        b"run",
+        b"--no-heat-guard",
+        b"--name",
+        b"n\xff",
+        b"--note",
+        b"x\xfe",
+        b"--",
+        b"echo",
+        b"a\xffb",
+    ]
+    proc = subprocess.run(argv, cwd=repo, env={k.encode(): os.fsencode(v) for k, v in env.items()}, capture_output=True)
     assert proc.returncode == 0, proc.stderr  # was: internal error: UnicodeEncodeError
     (run_id,) = _run_ids(repo)
     m = _manifest(repo, run_id)
@@ -114,12 +137,15 @@ def test_non_utf8_bytes_are_stored_losslessly_and_read_back(repo: Path) -> None:
 
 def test_non_utf8_staged_run_is_recovered(repo: Path) -> None:
     """A staged run with bad bytes is committed by `recover` (was: skipped forever)."""
-    proc = subprocess.Popen([os.fsencode(a) for a in LEDGER] + [b"run", b"--no-heat-guard", b"--name", b"n\xff",
-                            b"--", b"sleep", b"30"], cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [os.fsencode(a) for a in LEDGER] + [b"run", b"--no-heat-guard", b"--name", b"n\xff", b"--", b"sleep", b"30"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     staging = repo / ".ledger" / "staging"
     for _ in range(300):
-        if staging.exists() and any((p / "owner.json").exists() and (p / "manifest.json").exists()
-                                    for p in staging.iterdir()):
+        if staging.exists() and any((p / "owner.json").exists() and (p / "manifest.json").exists() for p in staging.iterdir()):
             break
         import time
 
@@ -191,9 +217,11 @@ def test_a_validated_config_is_remembered_and_an_edit_is_validated_again(repo: P
     assert ledger(repo, "run", "--no-heat-guard", "--", "true").returncode == 0
     cached = list((repo / ".git" / "ledger" / "config").glob("*.pickle"))
     assert len(cached) == 1
-    probe = ("import sys; from pathlib import Path; from ledger.config import load_config; "
-             f"cfg = load_config(Path({str(repo)!r}), Path({str(repo / '.git')!r})); "
-             "print(cfg.heat.pause_at, 'pydantic' in sys.modules)")
+    probe = (
+        "import sys; from pathlib import Path; from ledger.configload import load_config; "
+        f"cfg = load_config(Path({str(repo)!r}), Path({str(repo / '.git')!r})); "
+        "print(cfg.heat.pause_at, 'pydantic' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["90.0", "False"]  # from the cache: the schema was not even imported
     (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 70}\n")  # now below resume_at: refused
@@ -203,8 +231,13 @@ def test_a_validated_config_is_remembered_and_an_edit_is_validated_again(repo: P
 
 def _staged_dead_run(repo: Path) -> Path:
     """The staging folder of a run whose ledger and job were SIGKILLed."""
-    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", "sleep", "30"], cwd=repo,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--no-heat-guard", "--", "sleep", "30"],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     staging = repo / ".ledger" / "staging"
     for _ in range(300):
         if staging.exists() and any((p / "manifest.json").exists() for p in staging.iterdir()):

@@ -26,8 +26,7 @@ def _latest_manifest(repo: Path) -> dict:
 
 
 def _start(repo: Path, *argv: str) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", *argv], cwd=repo,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--", *argv], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stdout.readline() == b"started\n"  # the job runs and has set its trap
     return proc
@@ -63,8 +62,11 @@ def small_fs(tmp_path: Path):
     where = tmp_path / "small"
     where.mkdir()
     mount = shutil.which("mount")
-    proc = subprocess.run([mount or "mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(where)],
-                          capture_output=True, text=True) if mount else None
+    proc = (
+        subprocess.run([mount or "mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(where)], capture_output=True, text=True)
+        if mount
+        else None
+    )
     if proc is None or proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip() if proc else 'no mount command'}")
     try:
@@ -75,11 +77,14 @@ def small_fs(tmp_path: Path):
 
 def test_full_disk_truncation_is_recorded_and_the_exit_code_kept(small_fs: Path) -> None:
     repo = make_repo(small_fs / "proj", {"README.md": "x\n"})
-    job = ("import sys\n"
-           "for i in range(500000): sys.stdout.write(f'line {i:09d} ' + 'y' * 80 + '\\n')\n"
-           "sys.exit(7)\n")
-    proc = subprocess.run([*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "-c", job], cwd=repo,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    job = "import sys\nfor i in range(500000): sys.stdout.write(f'line {i:09d} ' + 'y' * 80 + '\\n')\nsys.exit(7)\n"
+    proc = subprocess.run(
+        [*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "-c", job],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        timeout=120,
+    )
     assert proc.returncode == 7, proc.stderr  # the job's code, not ledger's
     assert len(proc.stdout) == 48_000_000  # all of it still reached the terminal
     m = _latest_manifest(repo)
@@ -111,8 +116,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)
 def test_one_huge_line_is_captured_in_bounded_memory(tmp_path: Path) -> None:
     """A 200 MB line is copied and split in chunks: ledger's memory grows far less than the line."""
     (tmp_path / "probe.py").write_text(PROBE)
-    proc = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path)], capture_output=True,
-                          text=True, timeout=170)
+    proc = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path)], capture_output=True, text=True, timeout=170)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) < 64, proc.stdout  # MB of growth, for 200 MB of output in one line
     assert (tmp_path / "t.log").stat().st_size == 200 * 2**20 + len("\nend\n")

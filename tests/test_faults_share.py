@@ -56,8 +56,7 @@ def test_missing_dvc_remote_is_named_with_the_whole_fix(recorded: tuple[Path, st
     assert "dvc remote add -d <remote name> <remote url>" in line  # was cut after "Create a default remote with"
 
 
-def test_pull_with_one_run_argument_pulls_it_from_the_default_remote(recorded: tuple[Path, str],
-                                                                     tmp_path: Path) -> None:
+def test_pull_with_one_run_argument_pulls_it_from_the_default_remote(recorded: tuple[Path, str], tmp_path: Path) -> None:
     repo, run_id = recorded
     git(tmp_path, "init", "-q", "--bare", "shared.git")
     git(repo, "remote", "add", "origin", str(tmp_path / "shared.git"))

@@ -28,7 +28,7 @@ cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is installe
 
 # Each ticker writes "<unix time> <pid>" lines; it ends 2 s after it noticed it had been stopped
 # (a gap over 1 s between two of its own ticks), or after 90 s.
-JOB = '''
+JOB = """
 import os, sys, time, ray
 ray.init()
 
@@ -51,7 +51,7 @@ class Ticker:
 out = sys.argv[1]
 tickers = [Ticker.options(resources={name: 0.5}).remote() for name in ("node1", "node2")]
 print("pids", ray.get([t.run.remote(f"{out}/{name}.ticks") for t, name in zip(tickers, ("node1", "node2"))]))
-'''
+"""
 
 
 def _free_port() -> int:
@@ -95,9 +95,17 @@ def cluster() -> Iterator[tuple[str, str, Any]]:
     patch = pytest.MonkeyPatch()
     patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     dash = _free_port()
-    c = cluster_utils.Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 2, "resources": {"node1": 1}, "node_ip_address": "127.0.0.1", "include_dashboard": True,
-        "dashboard_host": "127.0.0.1", "dashboard_port": dash})
+    c = cluster_utils.Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "resources": {"node1": 1},
+            "node_ip_address": "127.0.0.1",
+            "include_dashboard": True,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": dash,
+        },
+    )
     try:
         c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1")
         c.wait_for_nodes()
@@ -116,7 +124,8 @@ def _configure(repo: Path, timeline: str, interval: float = 0.5, resume_after: f
     (repo / "heat.timeline").write_text(timeline)
     (repo / ".ledger.yaml").write_text(
         f"heat_guard:\n  interval_s: {interval}\n  pause_at: 85\n  resume_at: 75\n"
-        f"  resume_after: {resume_after}\n  max_pause: 600\n  sensor: {{timeline: heat.timeline}}\n")
+        f"  resume_after: {resume_after}\n  max_pause: 600\n  sensor: {{timeline: heat.timeline}}\n"
+    )
     (repo / "job.py").write_text(JOB)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "heat config")
@@ -133,8 +142,23 @@ def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(cluster: tuple[str, str, 
     _configure(repo, "0 0 50\n0 1 48\n12 node2 0 95\n14 node2 0 50\n")
     out = tmp_path / "ticks"
     out.mkdir()
-    r = ledger(repo, "run", "--name", "cluster", "--", "ray", "job", "submit", "--address", dashboard, "--",
-               sys.executable, str(repo / "job.py"), str(out), timeout=170)
+    r = ledger(
+        repo,
+        "run",
+        "--name",
+        "cluster",
+        "--",
+        "ray",
+        "job",
+        "submit",
+        "--address",
+        dashboard,
+        "--",
+        sys.executable,
+        str(repo / "job.py"),
+        str(out),
+        timeout=170,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     m = json.loads(ledger(repo, "show", "cluster", "--json").stdout)
     gpu = m["gpu"]
@@ -245,8 +269,9 @@ def test_a_pause_that_fails_on_one_node_leaves_no_node_stopped(cluster: tuple[st
             proc.wait()
 
 
-def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(cluster: tuple[str, str, Any], tmp_path: Path,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(
+    cluster: tuple[str, str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A third node joins during the run and gets a sampler; a node the timeline names no GPU of is
     recorded as not watched, with the reason; a node that leaves keeps its GPUs in the record."""
     from ledger.heat import cluster as heat_cluster
@@ -275,15 +300,16 @@ def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(cluster:
         gpu = monitor.stop().to_manifest()
     nodes = {n["node"]: n for n in gpu["nodes"]}
     assert len(nodes) == 3
-    label = {name: next(w.label for w in sensor._nodes.values() if name in w.names)  # noqa: SLF001
-             for name in ("node1", "node2", "node3")}
+    label = {
+        name: next(w.label for w in sensor._nodes.values() if name in w.names)  # noqa: SLF001
+        for name in ("node1", "node2", "node3")
+    }
     head, second, joined = (nodes[label[name]] for name in ("node1", "node2", "node3"))
     assert not head["watched"] and gpu["unwatched"][head["node"]] == "no GPU sensor: the heat timeline names no GPU of this node"
     assert second["watched"] and [g["index"] for g in second["gpus"]] == [0]
     assert joined["left"] and gpu["unwatched"][joined["node"]] == "the node left the cluster"
     assert [g["index"] for g in joined["gpus"]] == [0, 1] and joined["peak_temp_c"] == {0: 55.0, 1: 56.0}
-    assert sorted((g["node"], g["index"]) for g in gpu["gpus"]) == sorted(
-        [(second["node"], 0), (joined["node"], 0), (joined["node"], 1)])
+    assert sorted((g["node"], g["index"]) for g in gpu["gpus"]) == sorted([(second["node"], 0), (joined["node"], 0), (joined["node"], 1)])
     assert any("not watched" in w and head["node"] in w for w in warnings), warnings
 
 
@@ -294,8 +320,11 @@ def test_nodes_without_nvml_are_recorded_as_not_watched(cluster: tuple[str, str,
     warnings: list[str] = []
     sensor = _sensor(dashboard, None, warnings)
     try:
-        _wait("both samplers' answers", lambda: len(sensor.cluster_manifest()["nodes"]) == 2 and all(
-            w.info is not None for w in sensor._nodes.values()), sensor)  # noqa: SLF001
+        _wait(
+            "both samplers' answers",
+            lambda: len(sensor.cluster_manifest()["nodes"]) == 2 and all(w.info is not None for w in sensor._nodes.values()),
+            sensor,
+        )  # noqa: SLF001
         facts = sensor.cluster_manifest()
     finally:
         sensor.close()
@@ -309,10 +338,22 @@ def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
     _configure(repo, "0 0 50\n")
     port = _free_port()
     fake = repo / "ray"  # a stand-in `ray` that runs what follows `--`, as `ray job submit` would
-    fake.write_text("#!/bin/sh\nwhile [ \"$1\" != \"--\" ]; do shift; done\nshift\nexec \"$@\"\n")
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
     fake.chmod(0o755)
-    r = ledger(repo, "run", "--", str(fake), "job", "submit", "--address", f"http://127.0.0.1:{port}", "--",
-               sys.executable, "-c", "import time; time.sleep(1.5)")
+    r = ledger(
+        repo,
+        "run",
+        "--",
+        str(fake),
+        "job",
+        "submit",
+        "--address",
+        f"http://127.0.0.1:{port}",
+        "--",
+        sys.executable,
+        "-c",
+        "import time; time.sleep(1.5)",
+    )
     assert r.returncode == 0, r.stderr
     gpu = json.loads(ledger(repo, "show", "latest", "--json").stdout)["gpu"]
     assert gpu["cluster"]["connected"] is False
@@ -322,12 +363,25 @@ def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
 
 def test_cluster_target_and_collective_timeout() -> None:
     """What `ledger run` reads from a command (shapes as in Miles' bash launchers, see miles-facts.md)."""
-    argv = ["ray", "job", "submit", "--address=http://127.0.0.1:8265", "--submission-id", "s1",
-            "--runtime-env-json", '{"env_vars": {"NCCL_TIMEOUT": "120"}}', "--",
-            "python3", "train.py", "--distributed-timeout-minutes", "5"]
+    argv = [
+        "ray",
+        "job",
+        "submit",
+        "--address=http://127.0.0.1:8265",
+        "--submission-id",
+        "s1",
+        "--runtime-env-json",
+        '{"env_vars": {"NCCL_TIMEOUT": "120"}}',
+        "--",
+        "python3",
+        "train.py",
+        "--distributed-timeout-minutes",
+        "5",
+    ]
     target = detect_cluster(argv, {})
-    assert target == ClusterTarget("http://127.0.0.1:8265", "argv", "s1",
-                                   "python3 train.py --distributed-timeout-minutes 5", {"NCCL_TIMEOUT": "120"})
+    assert target == ClusterTarget(
+        "http://127.0.0.1:8265", "argv", "s1", "python3 train.py --distributed-timeout-minutes 5", {"NCCL_TIMEOUT": "120"}
+    )
     assert detect_cluster(["python3", "train.py"], {}) is None
     assert detect_cluster(["python3", "train.py"], {"RAY_ADDRESS": "10.0.0.1:6379"}) == ClusterTarget("10.0.0.1:6379", "RAY_ADDRESS")
     launcher = 'ray start --head\nray job submit --address="http://127.0.0.1:8265" \\\n  -- python3 train.py\n'

@@ -102,9 +102,7 @@ def test_pause_again_after_resume() -> None:
 def test_warn_after_max_pause_then_once_a_minute() -> None:
     guard = HeatGuard(max_pause=600)
     guard.update(0, {0: 90})
-    warned = [
-        t for t in range(0, 1000, 5) if kinds(guard.update(t, {0: 90})) == ["warn"]
-    ]
+    warned = [t for t in range(0, 1000, 5) if kinds(guard.update(t, {0: 90})) == ["warn"]]
     assert warned == [605, 665, 725, 785, 845, 905, 965]
     assert guard.paused
 

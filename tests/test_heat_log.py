@@ -14,17 +14,15 @@ from ledger.heat.heatlog import (
     HeatLogWriter,
     read_heat_log,
 )
-from ledger.heat.plot import plot_heat_png
 from ledger.heat.sensor import Sample, ScriptedSensor
 from ledger.heat.summary import format_duration, render_heat_summary, time_above
+from ledger.pages.heatplot import plot_heat_png
 
 T0 = 1_795_000_000.0  # 2026-11-18
 
 
 def write_log(path: Path) -> None:
-    writer = HeatLogWriter(
-        path, GuardSettings(pause_at=85, resume_at=75), sensor="nvml"
-    )
+    writer = HeatLogWriter(path, GuardSettings(pause_at=85, resume_at=75), sensor="nvml")
     for i in range(10):
         t = T0 + i * 5
         temp0 = [60, 70, 80, 86, 88, 84, 78, 74, 72, 70][i]
@@ -55,10 +53,7 @@ def test_round_trip(tmp_path: Path) -> None:
     write_log(path)
     lines = path.read_text().splitlines()
     assert lines[0] == HEADER
-    assert (
-        lines[1]
-        == "# guard enabled=true pause_at=85 resume_at=75 resume_after=30 max_pause=600"
-    )
+    assert lines[1] == "# guard enabled=true pause_at=85 resume_at=75 resume_after=30 max_pause=600"
     assert lines[2] == "# sensor nvml"
     assert lines[3].split("\t")[1:] == [
         "-",  # node: a single machine
@@ -146,9 +141,7 @@ class FakeClock:
 
 def test_scripted_sensor_plays_a_step_function(tmp_path: Path) -> None:
     timeline = tmp_path / "timeline.txt"
-    timeline.write_text(
-        "# hot then cool\n0 0 60\n\n0 1 50  # gpu 1\n2.5 0 90\n5 0 70\n1 2 40\n"
-    )
+    timeline.write_text("# hot then cool\n0 0 60\n\n0 1 50  # gpu 1\n2.5 0 90\n5 0 70\n1 2 40\n")
     clock = FakeClock()
     sensor = ScriptedSensor(timeline, clock=clock)
     assert sensor.name == f"scripted:{timeline}"
@@ -179,14 +172,10 @@ def test_scripted_sensor_plays_a_step_function(tmp_path: Path) -> None:
         ("0 0 nan\n", ":1:"),
     ],
 )
-def test_bad_timeline_names_file_and_line(
-    tmp_path: Path, text: str, where: str
-) -> None:
+def test_bad_timeline_names_file_and_line(tmp_path: Path, text: str, where: str) -> None:
     timeline = tmp_path / "timeline.txt"
     timeline.write_text(text)
-    with pytest.raises(
-        LedgerError, match=f"timeline.txt{where} bad heat timeline line"
-    ):
+    with pytest.raises(LedgerError, match=f"timeline.txt{where} bad heat timeline line"):
         ScriptedSensor(timeline)
 
 
@@ -250,16 +239,12 @@ def test_plot_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     path = tmp_path / "heat.log"
     write_log(path)
-    out = plot_heat_png(
-        read_heat_log(path), [(1, T0 + 10), (2, T0 + 30)], tmp_path / "p/h.png"
-    )
+    out = plot_heat_png(read_heat_log(path), [(1, T0 + 10), (2, T0 + 30)], tmp_path / "p/h.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert out.stat().st_size > 5000
 
 
-def test_plot_without_matplotlib_names_the_extra(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_plot_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "heat.log"
     write_log(path)
     # A None entry in sys.modules makes `import matplotlib...` raise ImportError.

@@ -56,9 +56,7 @@ class Child:
 
     def __init__(self, tmp_path: Path):
         self.out = tmp_path / "counter.txt"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(self.out)], start_new_session=True
-        )
+        self.proc = subprocess.Popen([sys.executable, "-c", CHILD, str(self.out)], start_new_session=True)
         self.pgid = self.proc.pid
         self.stopped_states: list[str] = []
         wait_until(lambda: len(ticks(self.out)) >= 2)
@@ -85,9 +83,7 @@ def child(tmp_path: Path) -> Iterator[Child]:
         c.proc.wait(5)
 
 
-def make_monitor(
-    tmp_path: Path, timeline: str, child: Child, guard: HeatGuard, warnings: list[str]
-) -> HeatMonitor:
+def make_monitor(tmp_path: Path, timeline: str, child: Child, guard: HeatGuard, warnings: list[str]) -> HeatMonitor:
     path = tmp_path / "timeline.txt"
     path.write_text(timeline)
     return HeatMonitor(
@@ -167,9 +163,7 @@ def test_pause_and_resume_a_real_process_group(tmp_path: Path, child: Child) -> 
     assert child.proc.poll() is None  # left running, never stopped
 
 
-def test_resume_if_paused_lets_sigterm_end_a_paused_job(
-    tmp_path: Path, child: Child
-) -> None:
+def test_resume_if_paused_lets_sigterm_end_a_paused_job(tmp_path: Path, child: Child) -> None:
     warnings: list[str] = []
     guard = HeatGuard(pause_at=85, resume_at=75, resume_after=0.1, max_pause=0.15)
     monitor = make_monitor(tmp_path, "0 0 95\n", child, guard, warnings)
@@ -195,9 +189,7 @@ def test_resume_if_paused_lets_sigterm_end_a_paused_job(
 
 def test_disabled_guard_records_but_never_pauses(tmp_path: Path, child: Child) -> None:
     warnings: list[str] = []
-    monitor = make_monitor(
-        tmp_path, "0 0 99\n", child, HeatGuard(enabled=False), warnings
-    )
+    monitor = make_monitor(tmp_path, "0 0 99\n", child, HeatGuard(enabled=False), warnings)
     monitor.start()
     before = child.count()
     wait_until(lambda: len(read_heat_log(tmp_path / "run" / "heat.log").samples) >= 4)

@@ -19,7 +19,8 @@ def _configure(repo: Path, timeline: str, resume_after: float = 0.4) -> None:
     (repo / "heat.timeline").write_text(timeline)
     (repo / ".ledger.yaml").write_text(
         "heat_guard:\n  interval_s: 0.1\n  pause_at: 85\n  resume_at: 75\n"
-        f"  resume_after: {resume_after}\n  max_pause: 600\n  sensor: {{timeline: heat.timeline}}\n")
+        f"  resume_after: {resume_after}\n  max_pause: 600\n  sensor: {{timeline: heat.timeline}}\n"
+    )
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "heat config")
 
@@ -76,8 +77,13 @@ def _job_pids(repo: Path) -> list[str]:
 def _start_paused_job(repo: Path) -> subprocess.Popen[str]:
     _configure(repo, "0 0 95\n", resume_after=100)
     (repo / "job.py").write_text(COUNTER.format(n=1000))
-    proc = subprocess.Popen([*LEDGER, "run", "--name", "hot", "--", sys.executable, str(repo / "job.py")],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--name", "hot", "--", sys.executable, str(repo / "job.py")],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 20
     while time.time() < deadline:  # wait until the guard has stopped the job (state T)
         pids = _job_pids(repo)

@@ -33,9 +33,7 @@ def bare_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ).stdout.strip()
     dist = Path(site) / "sglang-0.5.0rc1.dist-info"
     dist.mkdir(parents=True)
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.0rc1\n"
-    )
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.0rc1\n")
     return python
 
 
@@ -54,9 +52,7 @@ def test_versions_from_a_fresh_venv(bare_venv: Path) -> None:
     assert facts.packages["sglang"] == "0.5.0rc1"
     assert facts.packages["torch"] is None and facts.packages["megatron-core"] is None
     assert facts.python_version == platform.python_version()
-    assert facts.executable is not None and facts.executable.startswith(
-        str(bare_venv.parent)
-    )
+    assert facts.executable is not None and facts.executable.startswith(str(bare_venv.parent))
 
 
 def test_versions_from_this_interpreter() -> None:
@@ -106,14 +102,9 @@ def test_problems_land_in_errors(tmp_path: Path) -> None:
     )
     assert facts.packages == dict.fromkeys(PACKAGES)
     assert facts.errors[0] == f"python not found: {tmp_path / 'no-python'}"
-    assert facts.errors[1].startswith(
-        f"checkout plain ({tmp_path}): fatal: not a git repository"
-    )
+    assert facts.errors[1].startswith(f"checkout plain ({tmp_path}): fatal: not a git repository")
     assert facts.errors[2] == f"checkout fresh ({empty}): no commit yet"
-    assert (
-        facts.checkouts["plain"].commit is None
-        and facts.checkouts["plain"].dirty is None
-    )
+    assert facts.checkouts["plain"].commit is None and facts.checkouts["plain"].dirty is None
 
 
 def test_failing_interpreter(tmp_path: Path) -> None:

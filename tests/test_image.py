@@ -84,9 +84,7 @@ def _run_script(probes: dict[str, object]) -> tuple[dict[str, str | None], list[
     specs, errors = normalize_probes(probes)
     assert errors == []
     script = build_probe_script(specs)
-    proc = subprocess.run(
-        ["sh", "-c", script], capture_output=True, text=True, check=True
-    )
+    proc = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=True)
     return parse_probe_output(list(specs), proc.stdout, proc.stderr)
 
 
@@ -113,9 +111,7 @@ def test_probe_script_answers_and_failures() -> None:
 
 
 def test_normalize_probes_rejects_bad_entries() -> None:
-    specs, errors = normalize_probes(
-        {"ok": "echo", "Bad-Name": "echo", "id": "x", "n": 3}
-    )
+    specs, errors = normalize_probes({"ok": "echo", "Bad-Name": "echo", "id": "x", "n": 3})
     assert list(specs) == ["ok"]
     assert len(errors) == 3
     assert normalize_probes(None)[0].keys() == DEFAULT_PROBES.keys()
@@ -167,9 +163,7 @@ def test_git_head_fallback_without_git(tmp_path: Path, layout: str) -> None:
 # Without an engine
 
 
-def test_no_engine_lands_in_errors(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_engine_lands_in_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/dead.sock")
     facts = probe_image("radixark/miles:latest", None, tmp_path / "cache")
     assert facts.id is None and facts.probes == {}
@@ -213,10 +207,7 @@ def test_real_image_facts(
     }
     assert facts.cached is False
     manifest = facts.to_manifest()
-    assert (
-        manifest["miles_commit"] == stub.miles_commit
-        and manifest["digest"] == facts.digest
-    )
+    assert manifest["miles_commit"] == stub.miles_commit and manifest["digest"] == facts.digest
     leftovers = docker_engine.cli("ps", "-aq", "--filter", "label=ledger.probe").stdout
     assert leftovers.strip() == ""
 
@@ -237,39 +228,28 @@ def test_second_probe_uses_cache_and_starts_no_container(
     assert (first.cached, second.cached) == (False, True)
     assert second.probes == first.probes and second.errors == first.errors == []
     assert second.digest == first.digest and second.labels == first.labels
-    assert [json.loads(p.read_text())["image_id"] for p in cache.iterdir()] == [
-        first.id
-    ]
+    assert [json.loads(p.read_text())["image_id"] for p in cache.iterdir()] == [first.id]
     assert _probe_containers_created(docker_engine, before, between) == 1
     assert _probe_containers_created(docker_engine, between, after) == 0
 
 
 @pytest.mark.docker
-def test_local_only_image_has_no_digest(
-    miles_stub_image: StubImage, docker_host: str, tmp_path: Path
-) -> None:
+def test_local_only_image_has_no_digest(miles_stub_image: StubImage, docker_host: str, tmp_path: Path) -> None:
     facts = probe_image(miles_stub_image.local_ref, {}, tmp_path)
     assert facts.errors == []
     assert facts.id is not None and facts.digest is None
-    assert (
-        facts.labels["miles.image-inputs"]
-        == miles_stub_image.labels["miles.image-inputs"]
-    )
+    assert facts.labels["miles.image-inputs"] == miles_stub_image.labels["miles.image-inputs"]
 
 
 @pytest.mark.docker
 def test_unknown_image(docker_host: str, tmp_path: Path) -> None:
     facts = probe_image("no-such-image:nope", None, tmp_path)
     assert facts.id is None and facts.probes == {}
-    assert facts.errors == [
-        "image not found: no-such-image:nope (pull it first: docker pull no-such-image:nope)"
-    ]
+    assert facts.errors == ["image not found: no-such-image:nope (pull it first: docker pull no-such-image:nope)"]
 
 
 @pytest.mark.docker
-def test_failing_probes_land_in_errors(
-    miles_stub_image: StubImage, docker_host: str, tmp_path: Path
-) -> None:
+def test_failing_probes_land_in_errors(miles_stub_image: StubImage, docker_host: str, tmp_path: Path) -> None:
     probes = {
         "ok": "echo fine",
         "argv_probe": ["echo", "two words"],

@@ -14,8 +14,12 @@ from docker_env import DockerEngine, StubImage, docker_engine, docker_host, dock
 
 
 @pytest.mark.docker
-def test_run_records_the_image_facts_and_caches_them(repo: Path, docker_engine: DockerEngine,  # noqa: F811
-                                                     miles_stub_image: StubImage, docker_host: str) -> None:  # noqa: F811
+def test_run_records_the_image_facts_and_caches_them(
+    repo: Path,
+    docker_engine: DockerEngine,  # noqa: F811
+    miles_stub_image: StubImage,  # noqa: F811
+    docker_host: str,  # noqa: F811
+) -> None:
     stub = miles_stub_image
     started = str(int(time.time()) - 1)
     r = ledger(repo, "run", "--image", stub.ref, "--", sys.executable, "-c", "print('on the host')")
@@ -40,9 +44,21 @@ def test_run_records_the_image_facts_and_caches_them(repo: Path, docker_engine: 
     until = str(int(time.time()) + 1)
 
     def probe_creates(since: str, end: str) -> list[str]:
-        out = docker_engine.cli("events", "--since", since, "--until", end, "--filter", "type=container",
-                                "--filter", "event=create", "--filter", "label=ledger.probe",
-                                "--format", "{{.ID}}").stdout
+        out = docker_engine.cli(
+            "events",
+            "--since",
+            since,
+            "--until",
+            end,
+            "--filter",
+            "type=container",
+            "--filter",
+            "event=create",
+            "--filter",
+            "label=ledger.probe",
+            "--format",
+            "{{.ID}}",
+        ).stdout
         return out.split()
 
     assert len(probe_creates(started, between)) == 1  # the first run probed the image once

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from ledger.capture.envvars import (
+from ledger.understand.envvars import (
     DEFAULT_ENV_PATTERNS,
     capture_env,
     env_settings,
     runtime_env_from_ray_argv,
 )
-from ledger.capture.launcher import (
+from ledger.understand.launcher import (
     env_report,
     find_training_command,
     is_launcher,
@@ -30,7 +30,7 @@ from ledger.capture.launcher import (
     simple_commands,
     training_command_from_argv,
 )
-from ledger.capture.settings import parse_settings
+from ledger.understand.settings import parse_settings
 
 ARGS = [
     "--lr", "1e-6",
@@ -145,9 +145,7 @@ def python_launcher(job_dir: Path) -> Path:
 
 
 @pytest.mark.parametrize("locale", ["C.UTF-8", "C"])
-def test_bash_launcher_xtrace_gives_the_argv_the_trainer_received(
-    job_dir: Path, locale: str
-) -> None:
+def test_bash_launcher_xtrace_gives_the_argv_the_trainer_received(job_dir: Path, locale: str) -> None:
     lines, received = run_job(job_dir, ["bash", str(bash_launcher(job_dir))], locale)
     assert received == ARGS  # the fakes pass arguments through untouched
 
@@ -258,9 +256,7 @@ def test_an_unterminated_quote_does_not_swallow_the_rest_forever() -> None:
 
 
 def test_shell_words_handles_bash_quoting_forms() -> None:
-    words = shell_words(
-        """a 'it'\\''s' $'x\\ty\\303\\251\\u00e9' "d \\"q\\" $v" b\\ c 2>&1 >out # c"""
-    )
+    words = shell_words("""a 'it'\\''s' $'x\\ty\\303\\251\\u00e9' "d \\"q\\" $v" b\\ c 2>&1 >out # c""")
     commands = simple_commands(words)
     assert commands == [["a", "it's", "x\tyéé", 'd "q" $v', "b c"]]
     assert simple_commands(shell_words("cd /x && ray stop; echo 'a && b'")) == [
@@ -363,9 +359,7 @@ def test_runtime_env_vars_override_the_process_env() -> None:
 
 def test_runtime_env_json_in_both_forms_and_bad_json() -> None:
     ray = ["ray", "job", "submit"]
-    assert runtime_env_from_ray_argv([*ray, "--runtime-env-json", '{"env_vars": {}}']) == {
-        "env_vars": {}
-    }
+    assert runtime_env_from_ray_argv([*ray, "--runtime-env-json", '{"env_vars": {}}']) == {"env_vars": {}}
     assert runtime_env_from_ray_argv([*ray, "--runtime-env-json={bad"]) is None
     assert runtime_env_from_ray_argv([*ray, "--runtime-env-json=[1]"]) is None
     assert runtime_env_from_ray_argv(ray) is None
@@ -378,18 +372,25 @@ def test_the_files_a_launcher_takes_flags_from(tmp_path: Path) -> None:
     from ledger.record.jobsetup import _flag_files
 
     root = tmp_path / "repo"
-    for rel in ("scripts/models/glm-air.sh", "scripts/models/qwen-big.py", "scripts/models/old-model.py",
-                "scripts/models/commented-out.sh",
-                "miles/utils/external_utils/model_args_utils.py", "examples/p2p/run-x.sh"):
+    for rel in (
+        "scripts/models/glm-air.sh",
+        "scripts/models/qwen-big.py",
+        "scripts/models/old-model.py",
+        "scripts/models/commented-out.sh",
+        "miles/utils/external_utils/model_args_utils.py",
+        "examples/p2p/run-x.sh",
+    ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text("\n")
     launcher = root / "examples/p2p/run-x.sh"
-    text = ('MODEL_TYPE="glm-air"\nMODEL_ARGS_FILE=qwen-big\n'
-            'MILES_ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." &>/dev/null && pwd)"\n'
-            'source "${MILES_ROOT}/scripts/models/${MODEL_TYPE}.sh"\n'
-            'MODEL_ARGS_LINE="$(MODEL_ARGS_ROTARY_BASE=5000000 python3 '
-            '"${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "${MODEL_ARGS_FILE}")" || exit 1\n'
-            '# source "${MILES_ROOT}/scripts/models/commented-out.sh"\n'
-            '# was: python3 "${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "old-model"\n')
+    text = (
+        'MODEL_TYPE="glm-air"\nMODEL_ARGS_FILE=qwen-big\n'
+        'MILES_ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." &>/dev/null && pwd)"\n'
+        'source "${MILES_ROOT}/scripts/models/${MODEL_TYPE}.sh"\n'
+        'MODEL_ARGS_LINE="$(MODEL_ARGS_ROTARY_BASE=5000000 python3 '
+        '"${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "${MODEL_ARGS_FILE}")" || exit 1\n'
+        '# source "${MILES_ROOT}/scripts/models/commented-out.sh"\n'
+        '# was: python3 "${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "old-model"\n'
+    )
     found = _flag_files(launcher, text, root / "examples", root)
     assert found == [(root / "scripts/models/glm-air.sh").resolve(), (root / "scripts/models/qwen-big.py").resolve()]

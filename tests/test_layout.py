@@ -23,7 +23,8 @@ def _imported(path: Path) -> set[str]:
 def test_no_command_imports_another_command() -> None:
     offenders = {
         path.name: sorted(n for n in _imported(path) if n.startswith("ledger.commands"))
-        for path in sorted(COMMANDS.glob("*.py")) if path.name != "__init__.py"
+        for path in sorted(COMMANDS.glob("*.py"))
+        if path.name != "__init__.py"
     }
     assert {k: v for k, v in offenders.items() if v} == {}
     assert len(offenders) >= 6  # the check really read the command modules

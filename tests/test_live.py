@@ -50,11 +50,15 @@ def _listed(repo: Path, name: str) -> dict | None:
 def test_list_shows_a_running_run_then_its_final_state_and_tail_follows_it(repo: Path) -> None:
     (repo / "job.py").write_text(JOB)
     go = repo.parent / "go"
-    run = subprocess.Popen([*LEDGER, "run", "--name", "live", "--no-debug-data", "--", "python3", "job.py", str(go)],
-                           cwd=repo, env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    run = subprocess.Popen(
+        [*LEDGER, "run", "--name", "live", "--no-debug-data", "--", "python3", "job.py", str(go)],
+        cwd=repo,
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
-        row = _wait_for("the running run at step 2",
-                        lambda: (r := _listed(repo, "live")) and r.get("step") == 2 and r)
+        row = _wait_for("the running run at step 2", lambda: (r := _listed(repo, "live")) and r.get("step") == 2 and r)
         assert isinstance(row, dict)
         assert row["state"] == "running" and row["exit_code"] is None
         assert row["last_step_at"] == "2026-12-01 10:00:02"
@@ -73,11 +77,16 @@ def test_list_shows_a_running_run_then_its_final_state_and_tail_follows_it(repo:
         assert trainer.returncode == 0, trainer.stderr
         assert [line.split(" - ")[1][:6] for line in trainer.stdout.splitlines()] == ["perf 1", "perf 2"]
         engine = ledger(repo, "tail", "latest", "--engine")
-        assert engine.stdout.splitlines() == [
-            "(SGLangEngine pid=42, ip=10.0.0.1) [2026-12-01 10:00:00 TP0] Decode batch. #running-req: 3"]
+        assert engine.stdout.splitlines() == ["(SGLangEngine pid=42, ip=10.0.0.1) [2026-12-01 10:00:00 TP0] Decode batch. #running-req: 3"]
 
-        follower = subprocess.Popen([*LEDGER, "tail", "live", "-f", "-n", "1"], cwd=repo, env=dict(os.environ),
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        follower = subprocess.Popen(
+            [*LEDGER, "tail", "live", "-f", "-n", "1"],
+            cwd=repo,
+            env=dict(os.environ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _wait_for("the follower's first line", lambda: follower.stdout and follower.stdout.readline())
         go.touch()  # the job prints its last step and ends; the follower ends with the run
         rest, err = follower.communicate(timeout=60)

@@ -23,9 +23,7 @@ from ledger.compare.logparse import (
 def utc(text: str) -> float:
     """Unix seconds of 'YYYY-MM-DD HH:MM:SS[.fff]' read as UTC."""
     whole, _, frac = text.partition(".")
-    base = calendar.timegm(
-        tuple(int(x) for x in whole.replace("-", " ").replace(":", " ").split()) + (0, 0, 0)
-    )
+    base = calendar.timegm(tuple(int(x) for x in whole.replace("-", " ").replace(":", " ").split()) + (0, 0, 0))
     return base + (int(frac) / 10 ** len(frac) if frac else 0.0)
 
 
@@ -159,10 +157,7 @@ def test_python_reprs_that_are_not_literals(tmp_path: Path) -> None:
 
 
 def test_look_alike_messages_without_miles_prefix_are_ignored(tmp_path: Path) -> None:
-    text = (
-        "INFO:     127.0.0.1:5000 - perf 1: {'perf/rollout_time': 1.0}\n"
-        "[2026-04-15 07:57:53 TP0] Decode batch - step 4: {'a': 1}\n"
-    )
+    text = "INFO:     127.0.0.1:5000 - perf 1: {'perf/rollout_time': 1.0}\n[2026-04-15 07:57:53 TP0] Decode batch - step 4: {'a': 1}\n"
     table = parse_logs([write(tmp_path / "engine.log", text)])
     assert table.rows == {} and table.train_steps == {} and table.malformed == 0
 
@@ -283,11 +278,14 @@ def test_crlf_line_endings(tmp_path: Path) -> None:
 
 def test_critic_multi_turn_and_coloured_repeated_lines(tmp_path: Path) -> None:
     # shapes: miles-facts.md "More per-step lines" and Ray's dedup summary with colour codes
-    log = write(tmp_path / "trainer.log", (
-        "\x1b[36m(MegatronTrainRayActor pid=9)\x1b[0m [2026-04-15 07:58:10] model.py:500 - critic-step 3: {'value_loss': 0.25}\n"
-        "\x1b[36m(RolloutManager pid=7)\x1b[0m [2026-04-15 07:58:11] rollout.py:9 - multi_turn 3: {'num_turns': 2.5}\n"
-        "\x1b[36m(RolloutManager pid=7)\x1b[0m [2026-04-15 07:58:12] rollout.py:9 - perf 3: {'perf/rollout_time': 4.0}\x1b[32m [repeated 2x across cluster]\x1b[0m\n"
-    ))
+    log = write(
+        tmp_path / "trainer.log",
+        (
+            "\x1b[36m(MegatronTrainRayActor pid=9)\x1b[0m [2026-04-15 07:58:10] model.py:500 - critic-step 3: {'value_loss': 0.25}\n"
+            "\x1b[36m(RolloutManager pid=7)\x1b[0m [2026-04-15 07:58:11] rollout.py:9 - multi_turn 3: {'num_turns': 2.5}\n"
+            "\x1b[36m(RolloutManager pid=7)\x1b[0m [2026-04-15 07:58:12] rollout.py:9 - perf 3: {'perf/rollout_time': 4.0}\x1b[32m [repeated 2x across cluster]\x1b[0m\n"
+        ),
+    )
     table = parse_logs([log])
     assert table.malformed == 0
     assert table.train_steps == {3: {"critic/value_loss": 0.25}}

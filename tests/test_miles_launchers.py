@@ -18,15 +18,14 @@ from pathlib import Path
 import pytest
 from conftest import LEDGER, git, ledger, make_repo
 
-from ledger.capture import launcher, tracescan
+from ledger.understand import launcher, tracescan
 
 SHAPES = Path(__file__).resolve().parent / "miles_shapes"
 
 
 @pytest.fixture
 def miles_repo(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    files = {p.relative_to(SHAPES).as_posix(): p.read_text() for p in SHAPES.rglob("*")
-             if p.is_file() and "bin" not in p.parts}
+    files = {p.relative_to(SHAPES).as_posix(): p.read_text() for p in SHAPES.rglob("*") if p.is_file() and "bin" not in p.parts}
     repo = make_repo(tmp_path / "proj", {**files, ".gitignore": "seen-argv.json\n"})
     os.chmod(repo / "run-tiny.sh", 0o755)
     env = {"PATH": f"{SHAPES / 'bin'}{os.pathsep}{os.environ['PATH']}"}
@@ -66,8 +65,7 @@ def test_bash_launcher_records_exactly_what_the_trainer_received(miles_repo: tup
     assert s["env.NCCL_ALGO"] == "Ring"  # exported inside the launcher
     assert s["env.PYTHONPATH"] == "/root/Megatron-LM/"
     # the debug flags reached the trainer through the wrappers: the comment did not count
-    assert m["command"]["debug_data"] == {"via": "wrapper",
-                                          "added": ["--save-debug-event-data", "--save-debug-rollout-data"]}
+    assert m["command"]["debug_data"] == {"via": "wrapper", "added": ["--save-debug-event-data", "--save-debug-rollout-data"]}
     assert "--save-debug-rollout-data" in seen
     assert {d["role"] for d in m["data"]} == {"rollout", "events"} and all(d["tracked"] for d in m["data"])
     assert m["command"]["ledger_env"]["RAY_DEDUP_LOGS"] == "0"
@@ -85,7 +83,7 @@ def test_xtrace_of_a_multi_line_runtime_env_gives_the_same_argv(miles_repo: tupl
     with open(log, "wb") as out:
         subprocess.run(["bash", "run-tiny.sh"], cwd=repo, env=full_env, stdout=out, stderr=subprocess.STDOUT, check=True)
     lines = tracescan.command_lines([log])
-    assert any(line.startswith("  \"env_vars\"") for line in lines)  # continuation lines are kept
+    assert any(line.startswith('  "env_vars"') for line in lines)  # continuation lines are kept
     found = launcher.find_training_command(lines)
     assert found is not None and found.argv[1:] == _seen(repo)
     assert found.runtime_env == {"env_vars": {"PYTHONPATH": "/root/Megatron-LM/", "CUDA_DEVICE_MAX_CONNECTIONS": "1"}}
@@ -107,14 +105,36 @@ def test_python_launcher_with_exec_lines(miles_repo: tuple[Path, dict[str, str]]
 def test_direct_ray_job_submit_records_ray_argv_runtime_env_and_data(miles_repo: tuple[Path, dict[str, str]]) -> None:
     """Items 2 and 3: `ledger run -- ray job submit ... -- python3 X.py` (any script name)."""
     repo, env = miles_repo
-    r = ledger(repo, "run", "--", "ray", "job", "submit", "--address", "http://127.0.0.1:1",
-               "--runtime-env-json", '{"env_vars": {"NCCL_ALGO": "Tree"}}', "--",
-               "python3", "miles_grpo.py", "--lr", "2e-6", env=env)
+    r = ledger(
+        repo,
+        "run",
+        "--",
+        "ray",
+        "job",
+        "submit",
+        "--address",
+        "http://127.0.0.1:1",
+        "--runtime-env-json",
+        '{"env_vars": {"NCCL_ALGO": "Tree"}}',
+        "--",
+        "python3",
+        "miles_grpo.py",
+        "--lr",
+        "2e-6",
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     m = _show(repo)
     assert m["command"]["launcher"] is None
-    assert m["command"]["ray_argv"] == ["ray", "job", "submit", "--address", "http://127.0.0.1:1",
-                                        "--runtime-env-json", '{"env_vars": {"NCCL_ALGO": "Tree"}}']
+    assert m["command"]["ray_argv"] == [
+        "ray",
+        "job",
+        "submit",
+        "--address",
+        "http://127.0.0.1:1",
+        "--runtime-env-json",
+        '{"env_vars": {"NCCL_ALGO": "Tree"}}',
+    ]
     assert m["command"]["runtime_env"] == {"env_vars": {"NCCL_ALGO": "Tree"}}
     assert m["command"]["training_argv"][:4] == ["python3", "miles_grpo.py", "--lr", "2e-6"]
     assert m["settings"]["lr"] == 2e-6 and m["settings"]["env.NCCL_ALGO"] == "Tree"
@@ -196,10 +216,12 @@ def test_untracked_files_in_the_data_folder_are_kept_and_paths_are_portable(mile
     """Item 3: nothing a job wrote under the run's data folder is deleted untracked. Item 9: a
     PYTHONPATH naming this checkout is stored with `<repo>`, so another checkout agrees."""
     repo, env = miles_repo
-    (repo / "stray.sh").write_text('#!/bin/bash\nset -ex\nmkdir -p "$LEDGER_DATA_DIR/scratch"\n'
-                                   'echo kept > "$LEDGER_DATA_DIR/scratch/notes.txt"\n'
-                                   'ray job submit --runtime-env-json="{\\"env_vars\\": {\\"PYTHONPATH\\": \\"$PWD/src:/root/M\\"}}"'
-                                   ' -- python3 miles_grpo.py --num-rollout 1\n')
+    (repo / "stray.sh").write_text(
+        '#!/bin/bash\nset -ex\nmkdir -p "$LEDGER_DATA_DIR/scratch"\n'
+        'echo kept > "$LEDGER_DATA_DIR/scratch/notes.txt"\n'
+        'ray job submit --runtime-env-json="{\\"env_vars\\": {\\"PYTHONPATH\\": \\"$PWD/src:/root/M\\"}}"'
+        " -- python3 miles_grpo.py --num-rollout 1\n"
+    )
     r = ledger(repo, "run", "--", "bash", "stray.sh", env={**env, "LEDGER_TEST": "1"})
     assert r.returncode == 0, r.stderr
     m = _show(repo)
@@ -226,8 +248,22 @@ def test_no_wait_with_no_reachable_ray_is_said_and_recorded_as_unknown(miles_rep
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    r = ledger(repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--no-wait",
-               "--address", f"http://127.0.0.1:{port}", "--", "python3", "miles_grpo.py", env=env)
+    r = ledger(
+        repo,
+        "run",
+        "--no-debug-data",
+        "--",
+        "ray",
+        "job",
+        "submit",
+        "--no-wait",
+        "--address",
+        f"http://127.0.0.1:{port}",
+        "--",
+        "python3",
+        "miles_grpo.py",
+        env=env,
+    )
     m = _show(repo)
     assert m["status"]["state"] == "unknown"
     assert m["status"]["ray_job"]["submission_id"].startswith("ledger-") and m["status"]["ray_job"]["status"] is None
@@ -238,14 +274,17 @@ def test_no_wait_with_no_reachable_ray_is_said_and_recorded_as_unknown(miles_rep
 def test_job_env_is_configurable_and_the_callers_value_wins(tmp_path: Path) -> None:
     """Item 7: RAY_DEDUP_LOGS=0 is set for the job by default, recorded as ledger's, never a
     setting; `capture: job_env:` changes or removes (null) it; a value the caller set is kept."""
-    probe = "import json, os\njson.dump({k: os.environ.get(k) for k in ('RAY_DEDUP_LOGS', 'RAY_COLOR_PREFIX')}, open('seen-env.json', 'w'))\n"
+    probe = (
+        "import json, os\njson.dump({k: os.environ.get(k) for k in ('RAY_DEDUP_LOGS', 'RAY_COLOR_PREFIX')}, open('seen-env.json', 'w'))\n"
+    )
     repo = make_repo(tmp_path / "proj", {"train.py": probe, ".gitignore": "seen-env.json\n"})
     ledger(repo, "init")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
 
     def run(env: dict[str, str]) -> tuple[dict, dict]:
-        r = subprocess.run([*LEDGER, "run", "--no-debug-data", "--", "python3", "train.py"], cwd=repo, env=env,
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [*LEDGER, "run", "--no-debug-data", "--", "python3", "train.py"], cwd=repo, env=env, capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0, r.stderr
         return json.loads((repo / "seen-env.json").read_text()), _show(repo)
 

@@ -40,9 +40,7 @@ def test_missing_nvml_is_sensor_unavailable_with_nvml_text() -> None:
 
 
 @pytest.mark.skipif(not HAS_NVML, reason="no NVML library on this machine")
-def test_real_nvml_samples_every_gpu() -> (
-    None
-):  # pragma: no cover - needs a GPU machine
+def test_real_nvml_samples_every_gpu() -> None:  # pragma: no cover - needs a GPU machine
     try:
         sensor = NvmlSensor()
     except SensorUnavailable as exc:
@@ -71,13 +69,8 @@ def test_open_sensor_picks_the_timeline(tmp_path: Path) -> None:
 def test_importing_heat_does_not_import_pynvml_or_matplotlib() -> None:
     import subprocess
 
-    code = (
-        "import sys, ledger.heat, ledger.heat.plot\n"
-        "print('pynvml' in sys.modules, 'matplotlib' in sys.modules)"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    code = "import sys, ledger.heat, ledger.pages.heatplot\nprint('pynvml' in sys.modules, 'matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
 
@@ -109,7 +102,5 @@ def test_monitor_without_sensor_runs_nothing(tmp_path: Path) -> None:
     manifest = summary.to_manifest()
     assert manifest["sensor"] == "unavailable"
     assert manifest["unavailable"] == "NVML Shared Library Not Found"
-    assert (
-        manifest["gpus"] == [] and manifest["pauses"] == 0 and manifest["paused_s"] == 0
-    )
+    assert manifest["gpus"] == [] and manifest["pauses"] == 0 and manifest["paused_s"] == 0
     assert manifest["pause_windows"] == [] and manifest["peak_temp_c"] == {}

@@ -44,14 +44,24 @@ def test_dump_details_stands_for_each_dump_so_replay_finds_the_rollouts() -> Non
 
 def test_outputs_are_found_after_ray_job_submit_separator() -> None:
     # issue 9, item 3: flags after `ray job submit ... --` were never looked at
-    argv = ["ray", "job", "submit", "--address", "http://127.0.0.1:1", "--", "python3", "train.py",
-            "--save-debug-rollout-data", "/r/{rollout_id}.pt"]
+    argv = [
+        "ray",
+        "job",
+        "submit",
+        "--address",
+        "http://127.0.0.1:1",
+        "--",
+        "python3",
+        "train.py",
+        "--save-debug-rollout-data",
+        "/r/{rollout_id}.pt",
+    ]
     assert [o.path for o in find_outputs(argv)] == ["/r"]
 
 
 def test_a_flag_named_only_in_a_comment_does_not_count() -> None:
     # the bundled examples/run.sh mentions --save-debug-event-data in a comment (issue 9, item 4)
-    text = "#!/bin/bash\n# add --save-debug-event-data DIR to keep events\npython3 train.py \"$@\"  # --save-debug-rollout-data\n"
+    text = '#!/bin/bash\n# add --save-debug-event-data DIR to keep events\npython3 train.py "$@"  # --save-debug-rollout-data\n'
     assert inject_debug_flags(["bash", "run.sh"], "/d", text)[1] == ["--save-debug-rollout-data", "--save-debug-event-data"]
 
 
@@ -107,12 +117,8 @@ def test_inject_respects_flags_already_set_in_argv() -> None:
 def test_inject_respects_flags_set_in_the_launcher_script() -> None:
     bash_text = 'ARGS+=(--save-debug-event-data "$OUT/events")\n'
     python_text = "args.save_debug_rollout_data = f'{out}/{{rollout_id}}.pt'\n"
-    assert inject_debug_flags(["bash", "run.sh"], "/d", bash_text)[1] == [
-        "--save-debug-rollout-data"
-    ]
-    assert inject_debug_flags(["python3", "launch.py"], "/d", python_text)[1] == [
-        "--save-debug-event-data"
-    ]
+    assert inject_debug_flags(["bash", "run.sh"], "/d", bash_text)[1] == ["--save-debug-rollout-data"]
+    assert inject_debug_flags(["python3", "launch.py"], "/d", python_text)[1] == ["--save-debug-event-data"]
 
 
 def test_inject_adds_nothing_under_dump_details() -> None:

@@ -16,8 +16,18 @@ import pytest
 from browser import assert_self_contained, needs_chromium, open_page, polylines
 from conftest import TOY, git, ledger, make_repo
 
-TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4",
-         "--seed", "3", "--global-batch-size", "16"]
+TRAIN = [
+    "python3",
+    "examples/toy_grpo/train.py",
+    "--rollout-batch-size",
+    "8",
+    "--n-samples-per-prompt",
+    "4",
+    "--seed",
+    "3",
+    "--global-batch-size",
+    "16",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +43,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (repo / "heat.timeline").write_text("0 0 60\n0 1 55\n0.3 0 90\n0.6 0 70\n")
         (repo / ".ledger.yaml").write_text(
             "heat_guard:\n  interval_s: 0.05\n  pause_at: 85\n  resume_at: 75\n  resume_after: 0.1\n"
-            "  max_pause: 600\n  sensor: {timeline: heat.timeline}\n")
+            "  max_pause: 600\n  sensor: {timeline: heat.timeline}\n"
+        )
         git(repo, "add", "-A")
         git(repo, "commit", "-q", "-m", "toy")
         for name, extra in (("a", ["--num-rollout", "6"]), ("b", ["--num-rollout", "8"])):
@@ -54,7 +65,8 @@ def test_diff_page(runs: Path, tmp_path: Path) -> None:
     assert page.console == []
     lines = polylines(page.dom)
     # six questions, A then B: rollout time, response length, per 1k tokens, train time, loss, reward
-    a = next(k for k in lines if k.startswith("A ")); b = next(k for k in lines if k.startswith("B "))  # noqa: E702
+    a = next(k for k in lines if k.startswith("A "))
+    b = next(k for k in lines if k.startswith("B "))  # noqa: E702
     assert lines[a] == [6, 6, 6, 6, 12, 6] and lines[b] == [8, 8, 8, 8, 16, 8]
     assert page.dom.count('data-kind="mark"') == 2 * 5 + 4  # steps only in B, under each chart
     assert "learning on common steps" in page.dom  # the text report beside the charts

@@ -68,7 +68,6 @@ def test_a_rollout_file_rewritten_after_it_was_hashed_is_hashed_again(repo: Path
     assert hashlib.md5(contents[1]).hexdigest() not in tree
 
 
-
 def test_a_log_hash_from_the_log_worker_is_used_only_while_the_file_is_unchanged(repo: Path) -> None:
     """`track_outputs(known=...)` (the md5 the log worker computed as it read a big log back) is
     trusted for the file as it was then: the state is used (a planted wrong md5 proves it), and a

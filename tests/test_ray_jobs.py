@@ -45,12 +45,22 @@ def cluster() -> Iterator[tuple[str, str]]:
     # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     dash = _free_port()
-    c = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": True, "dashboard_host": "127.0.0.1", "dashboard_port": dash,
-        "node_ip_address": "127.0.0.1", "gcs_server_port": _free_port(), "temp_dir": temp,
-        "dashboard_agent_listen_port": _free_port(), "runtime_env_agent_port": _free_port(),
-        "metrics_export_port": _free_port(), "metrics_agent_port": _free_port(),
-    })
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 1,
+            "include_dashboard": True,
+            "dashboard_host": "127.0.0.1",
+            "dashboard_port": dash,
+            "node_ip_address": "127.0.0.1",
+            "gcs_server_port": _free_port(),
+            "temp_dir": temp,
+            "dashboard_agent_listen_port": _free_port(),
+            "runtime_env_agent_port": _free_port(),
+            "metrics_export_port": _free_port(),
+            "metrics_agent_port": _free_port(),
+        },
+    )
     try:
         url = f"http://127.0.0.1:{dash}"
         from ray.job_submission import JobSubmissionClient
@@ -113,31 +123,69 @@ def test_driver_run_directly_splits_coloured_actor_lines(cluster: tuple[str, str
 def test_ray_job_submit_waits_and_no_wait_is_followed(cluster: tuple[str, str], ray_repo: Path) -> None:
     _, url = cluster
     script = str(ray_repo / "train.py")  # a job runs in the cluster's working directory
-    r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--address", url, "--",
-               "python3", script, timeout=100)
+    r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--address", url, "--", "python3", script, timeout=100)
     assert r.returncode == 0, r.stderr
     m = _show(ray_repo)
     assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
     assert m["command"]["training_argv"] == ["python3", script]
     _check_split(*_logs(ray_repo, m))
     # --no-wait: the launcher returns at once; ledger follows the job to its real end and state
-    r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--no-wait", "--address", url,
-               "--", "python3", script, "--exit", "3", timeout=100)
+    r = ledger(
+        ray_repo,
+        "run",
+        "--no-debug-data",
+        "--",
+        "ray",
+        "job",
+        "submit",
+        "--no-wait",
+        "--address",
+        url,
+        "--",
+        "python3",
+        script,
+        "--exit",
+        "3",
+        timeout=100,
+    )
     assert r.returncode == 3, r.stderr
     m = _show(ray_repo)
     assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
     assert m["status"]["ray_job"]["status"] == "FAILED"
-    trainer = subprocess.run(["git", "-C", str(ray_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
-                             capture_output=True, text=True, check=True).stdout
+    trainer = subprocess.run(
+        ["git", "-C", str(ray_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "driver done" in trainer  # the followed job's logs are in the record
 
 
 def test_ctrl_c_stops_a_followed_job(cluster: tuple[str, str], ray_repo: Path) -> None:
     _, url = cluster
     (ray_repo / "slow.py").write_text("import time\nprint('slow start', flush=True)\ntime.sleep(120)\n")
-    proc = subprocess.Popen([*LEDGER, "run", "--no-debug-data", "--", "ray", "job", "submit", "--no-wait",
-                             "--address", url, "--", "python3", str(ray_repo / "slow.py")], cwd=ray_repo, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+    proc = subprocess.Popen(
+        [
+            *LEDGER,
+            "run",
+            "--no-debug-data",
+            "--",
+            "ray",
+            "job",
+            "submit",
+            "--no-wait",
+            "--address",
+            url,
+            "--",
+            "python3",
+            str(ray_repo / "slow.py"),
+        ],
+        cwd=ray_repo,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ),
+    )
     out = ""
     assert proc.stdout is not None
     while "slow start" not in out:  # the followed job's own output reached ledger's terminal copy
@@ -163,7 +211,7 @@ def test_ray_own_driver_variables_are_not_settings(cluster: tuple[str, str], tmp
     there, two identical jobs must give the same `env.*` settings."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    from ledger.capture import envvars
+    from ledger.understand import envvars
 
     _, url = cluster
     client = JobSubmissionClient(url)

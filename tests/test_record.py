@@ -18,8 +18,11 @@ from ledger import yamlio
 
 def _snapshot(repo: Path) -> dict[str, str]:
     """HEAD, the index file's bytes, and every working-tree file's bytes."""
-    out = {"HEAD": (repo / ".git" / "HEAD").read_text(), "head_commit": git(repo, "rev-parse", "HEAD"),
-           "index": hashlib.sha256((repo / ".git" / "index").read_bytes()).hexdigest()}
+    out = {
+        "HEAD": (repo / ".git" / "HEAD").read_text(),
+        "head_commit": git(repo, "rev-parse", "HEAD"),
+        "index": hashlib.sha256((repo / ".git" / "index").read_bytes()).hexdigest(),
+    }
     for p in sorted(repo.rglob("*")):
         if ".git" in p.parts or ".ledger" in p.parts or not p.is_file():
             continue
@@ -67,8 +70,25 @@ def test_run_makes_one_commit_with_the_required_layout(repo: Path) -> None:
     status = git(repo, "show", f"{tip}:{folder}/status")
     assert status.startswith("exit=0 signal=- duration=") and "finished=20" in status
     assert "hello from the job" in git(repo, "show", f"{tip}:{folder}/trainer.log")
-    for key in ("schema", "id", "name", "note", "started", "finished", "host", "command", "code", "image",
-                "seeds", "settings", "logs", "gpu", "data", "status", "replay_of"):
+    for key in (
+        "schema",
+        "id",
+        "name",
+        "note",
+        "started",
+        "finished",
+        "host",
+        "command",
+        "code",
+        "image",
+        "seeds",
+        "settings",
+        "logs",
+        "gpu",
+        "data",
+        "status",
+        "replay_of",
+    ):
         assert key in m
 
 
@@ -125,12 +145,15 @@ def test_eight_parallel_runs_all_land(repo: Path) -> None:
     assert len(json.loads(listed.stdout)) == 8
 
 
-@pytest.mark.parametrize("argv, code", [
-    ([sys.executable, "-c", "import sys; sys.exit(3)"], 3),
-    ([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], 128 + 9),
-    (["definitely-not-a-command-xyz"], 127),
-    (["./not-executable.sh"], 126),
-])
+@pytest.mark.parametrize(
+    "argv, code",
+    [
+        ([sys.executable, "-c", "import sys; sys.exit(3)"], 3),
+        ([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], 128 + 9),
+        (["definitely-not-a-command-xyz"], 127),
+        (["./not-executable.sh"], 126),
+    ],
+)
 def test_exit_codes(repo: Path, argv: list[str], code: int) -> None:
     (repo / "not-executable.sh").write_text("echo hi\n")
     r = ledger(repo, "run", "--", *argv)
@@ -149,8 +172,13 @@ def test_exit_codes(repo: Path, argv: list[str], code: int) -> None:
 def test_sigterm_is_forwarded_and_recorded_as_killed(repo: Path) -> None:
     script = repo / "job.py"
     script.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "run", "--", sys.executable, str(script)],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "run", "--", sys.executable, str(script)],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
     proc.send_signal(signal.SIGTERM)
@@ -164,8 +192,13 @@ def test_sigterm_is_forwarded_and_recorded_as_killed(repo: Path) -> None:
 def test_sigkilled_ledger_is_recovered_as_lost(repo: Path) -> None:
     script = repo / "job.py"
     script.write_text("import time\nprint('step 1', flush=True)\ntime.sleep(60)\n")
-    proc = subprocess.Popen([sys.executable, "-m", "ledger", "run", "--name", "crashy", "--", sys.executable, str(script)],
-                            cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ledger", "run", "--name", "crashy", "--", sys.executable, str(script)],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "step 1"
     time.sleep(0.3)

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.capture.redact import (
-    Redactions,
-    is_secret_name,
-    redact_argv,
-    redact_env,
-    redact_line,
-    redact_text,
-)
+from ledger.redact.apply import redact_argv, redact_env, redact_line, redact_text
+from ledger.redact.names import Redactions, is_secret_name
 
 HF = "hf_" + "a1B2c3D4e5" * 4
 GHP = "ghp_" + "Z9y8X7w6V5" * 4
@@ -110,24 +104,14 @@ def test_token_shapes_anywhere(secret: str, kind: str) -> None:
 
 
 def test_url_credentials_and_bearer() -> None:
-    out, names = redact_text(
-        "git clone https://oauth2:abc@host/r.git; curl -H 'Authorization: Bearer abcdef123456'"
-    )
-    assert (
-        out
-        == "git clone https://oauth2:***@host/r.git; curl -H 'Authorization: Bearer ***'"
-    )
+    out, names = redact_text("git clone https://oauth2:abc@host/r.git; curl -H 'Authorization: Bearer abcdef123456'")
+    assert out == "git clone https://oauth2:***@host/r.git; curl -H 'Authorization: Bearer ***'"
     assert names == ["pattern:bearer-token", "pattern:url-credentials"]
 
 
 def test_printed_argv_list_and_escaped_json() -> None:
-    out, _ = redact_text(
-        "args=['--wandb-key', 'k1', '--lr', '1'] env={\\\"HF_TOKEN\\\": \\\"t\\\"}"
-    )
-    assert (
-        out
-        == "args=['--wandb-key', '***', '--lr', '1'] env={\\\"HF_TOKEN\\\": \\\"***\\\"}"
-    )
+    out, _ = redact_text("args=['--wandb-key', 'k1', '--lr', '1'] env={\\\"HF_TOKEN\\\": \\\"t\\\"}")
+    assert out == "args=['--wandb-key', '***', '--lr', '1'] env={\\\"HF_TOKEN\\\": \\\"***\\\"}"
 
 
 @pytest.mark.parametrize(
@@ -169,8 +153,5 @@ def test_redactions_merge() -> None:
 def test_megatron_argument_dump() -> None:
     text = "  wandb_key ....................... 0123abc\n  kl_coef ......................... 0.1\n"
     out, names = redact_text(text)
-    assert (
-        out
-        == "  wandb_key ....................... ***\n  kl_coef ......................... 0.1\n"
-    )
+    assert out == "  wandb_key ....................... ***\n  kl_coef ......................... 0.1\n"
     assert names == ["wandb_key"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.capture.settings import parse_settings, split_training_command
 from ledger.errors import UsageError
 from ledger.replay.command import build_replay_argv, parse_set
+from ledger.understand.settings import parse_settings, split_training_command
 
 RECORDED = [
     "python3", "train.py",
@@ -70,9 +70,7 @@ def test_rollout_mode_saves_rollouts_and_drops_train_only_flags() -> None:
 
 
 def test_num_rollout_replaces_the_end_and_drops_the_start() -> None:
-    argv = build_replay_argv(
-        RECORDED, mode="train", load_template="/l/{rollout_id}.pt", num_rollout=1
-    )
+    argv = build_replay_argv(RECORDED, mode="train", load_template="/l/{rollout_id}.pt", num_rollout=1)
     settings = settings_of(argv)
     assert settings["num-rollout"] == 1
     assert "start-rollout-id" not in settings

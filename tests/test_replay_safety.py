@@ -14,8 +14,20 @@ from pathlib import Path
 import pytest
 from conftest import LEDGER, TOY, git, ledger, make_repo
 
-TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "4", "--n-samples-per-prompt", "2",
-         "--seed", "3", "--num-rollout", "3", "--lr", "0.2"]
+TRAIN = [
+    "python3",
+    "examples/toy_grpo/train.py",
+    "--rollout-batch-size",
+    "4",
+    "--n-samples-per-prompt",
+    "2",
+    "--seed",
+    "3",
+    "--num-rollout",
+    "3",
+    "--lr",
+    "0.2",
+]
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +87,9 @@ def test_yes_replays_without_asking(recorded: Path) -> None:
 def test_a_terminal_is_asked_first_and_no_replays_nothing(recorded: Path) -> None:
     before = json.loads(ledger(recorded, "list", "--json").stdout)
     master, slave = pty.openpty()  # stdin is a terminal: the question is asked there
-    proc = subprocess.Popen([*LEDGER, "replay", "base", "--name", "asked"], cwd=recorded, stdin=slave,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*LEDGER, "replay", "base", "--name", "asked"], cwd=recorded, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     os.close(slave)
     os.write(master, b"n\n")
     out, err = proc.communicate(timeout=60)

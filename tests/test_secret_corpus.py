@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from secret_corpus import ORDINARY, escaped_forms, named_lines, pem_block, prefixed_lines, rand, shape_lines, tokens
 
-from ledger.capture import scanner
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
+from ledger.redact import scanner
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
 
 TOK = tokens()
 CORPUS = shape_lines(TOK) + named_lines() + prefixed_lines()
@@ -124,14 +124,17 @@ def test_trigger_set_is_valid_for_both_engines() -> None:
 
     for p, _ in patterns:
         re.compile(p)
-    assert Redactor(known=["a.b*c(d)-xyz"], extra_names=["signature"]).redact_line(
-        b"request_signature=abcdef123 a.b*c(d)-xyz") == b"request_signature=*** ***"
+    assert (
+        Redactor(known=["a.b*c(d)-xyz"], extra_names=["signature"]).redact_line(b"request_signature=abcdef123 a.b*c(d)-xyz")
+        == b"request_signature=*** ***"
+    )
 
 
 def test_ledgers_own_default_config_is_not_redacted() -> None:
     """`ledger init`'s .ledger.yaml, dirty in a run's code snapshot, lost `{names:` to the YAML
     rule (`secrets: ***`): a flow mapping after a secret-ish key is structure, not a value."""
     from ledger.config import DEFAULT_TEXT as text
+
     acc = Redactions()
     assert Redactor().redact_text(text, acc) == text and not acc
     assert Redactor().redact_text("secrets: {api_key: abcdef123456}\n") == "secrets: {api_key: ***}\n"

@@ -63,10 +63,8 @@ def _secrets() -> tuple[list[str], list[str], dict[str, str]]:
 
 def _everything_stored(repo: Path) -> bytes:
     """Every git object (loose and packed, reachable or not) and every file of the DVC cache."""
-    blobs = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=repo,
-                           stdout=subprocess.PIPE, check=True).stdout
-    reachable = subprocess.run(["git", "log", "--all", "-p", "--format=%B"], cwd=repo, stdout=subprocess.PIPE,
-                               check=True).stdout
+    blobs = subprocess.run(["git", "cat-file", "--batch-all-objects", "--batch"], cwd=repo, stdout=subprocess.PIPE, check=True).stdout
+    reachable = subprocess.run(["git", "log", "--all", "-p", "--format=%B"], cwd=repo, stdout=subprocess.PIPE, check=True).stdout
     cache = b"".join(p.read_bytes() for p in sorted((repo / ".dvc" / "cache").rglob("*")) if p.is_file())
     return blobs + reachable + cache
 
@@ -95,12 +93,24 @@ def test_no_planted_secret_reaches_git_or_dvc(repo: Path) -> None:
     (repo / "config.yaml").write_text(f"lr: 1.0e-06\napi_key: {dirty_key}\ndb_password: {plain}\n")  # dirty tracked file
     launch_pw = rand(18)
     (repo / "launch.sh").write_text(  # an untracked launcher with secrets written in
-        f"#!/bin/bash\nset -x\nexport DB_PASSWORD={launch_pw}\n"
-        f"python3 job.py --hub-token {tok['hf']} \"$@\"\n")
+        f'#!/bin/bash\nset -x\nexport DB_PASSWORD={launch_pw}\npython3 job.py --hub-token {tok["hf"]} "$@"\n'
+    )
     note = f"retry with token {gh} after the outage"
-    r = ledger(repo, "run", "--no-debug-data", "--name", f"leaky-{tok['gitlab']}", "--note", note, "--",
-               "bash", "launch.sh", "--wandb-key", env["WANDB_API_KEY"],
-               env=_run_env(env, PAD_LINES="300"))
+    r = ledger(
+        repo,
+        "run",
+        "--no-debug-data",
+        "--name",
+        f"leaky-{tok['gitlab']}",
+        "--note",
+        note,
+        "--",
+        "bash",
+        "launch.sh",
+        "--wandb-key",
+        env["WANDB_API_KEY"],
+        env=_run_env(env, PAD_LINES="300"),
+    )
     assert r.returncode == 0, r.stderr
     must_not += [dirty_key, plain, launch_pw, tok["hf"], tok["gitlab"]]
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
@@ -125,8 +135,14 @@ def test_recovered_run_gets_the_same_scrub(repo: Path) -> None:
     _prepare(repo)
     lines, must_not, env = _secrets()
     full_env = {**os.environ, **env, "HANG": "1"}
-    proc = subprocess.Popen([*LEDGER, "run", "--no-debug-data", "--", sys.executable, "job.py"], cwd=repo,
-                            env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--no-debug-data", "--", sys.executable, "job.py"],
+        cwd=repo,
+        env=full_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     assert proc.stderr is not None
     deadline = time.time() + 60
     staging = repo / ".ledger" / "staging"

@@ -7,8 +7,9 @@ import json
 import urllib.parse
 from pathlib import Path
 
-from ledger.capture.scanner import BLOCK, Redactor
-from ledger.capture.secretvalues import known_secrets, removed_values, variants
+from ledger.redact.scanner import BLOCK, Redactor
+from ledger.redact.values import known_secrets, removed_values
+from ledger.redact.variants import variants
 
 
 def test_removed_values() -> None:
@@ -21,8 +22,7 @@ def test_known_secrets_from_argv_env_and_text() -> None:
     argv = ["python3", "train.py", "--wandb-key", "0123456789abcdef", "--lr", "1e-6", "--max-tokens", "4096"]
     env = {"HF_TOKEN": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "PATH": "/usr/bin", "SHORT_TOKEN": "abc"}
     found = known_secrets(argv, env, ["export GITHUB_TOKEN=ghp_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210\n"])
-    assert found == {"0123456789abcdef", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
-                     "ghp_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210"}
+    assert found == {"0123456789abcdef", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789", "ghp_ZyXwVuTsRqPoNmLkJiHgFeDcBa9876543210"}
 
 
 def test_known_value_across_block_boundaries(tmp_path: Path) -> None:
@@ -39,7 +39,7 @@ def test_known_value_across_block_boundaries(tmp_path: Path) -> None:
 
 
 def test_variants_cover_escaped_forms() -> None:
-    value = "pa$$ word/\"q\"\nsecond-line-xyz"
+    value = 'pa$$ word/"q"\nsecond-line-xyz'
     forms = variants(value)
     assert json.dumps(value)[1:-1].encode() in forms
     assert repr(value)[1:-1].encode() in forms

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.capture.settings import (
+from ledger.understand.settings import (
     DEFAULT_IGNORE,
     convert_value,
     flag_groups,
@@ -188,7 +188,5 @@ def test_ignored_settings_by_glob_and_by_run_id() -> None:
         (["python3"], (["python3"], None, [])),
     ],
 )
-def test_split_training_command(
-    argv: list[str], expected: tuple[list[str], str | None, list[str]]
-) -> None:
+def test_split_training_command(argv: list[str], expected: tuple[list[str], str | None, list[str]]) -> None:
     assert split_training_command(argv) == expected

@@ -18,14 +18,23 @@ import pytest
 from conftest import TOY, git, ledger, make_repo
 from s3_server import S3Server, s3_server_fixture  # noqa: F401  (the fixture)
 
-TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4",
-         "--seed", "3", "--num-rollout", "6"]
+TRAIN = [
+    "python3",
+    "examples/toy_grpo/train.py",
+    "--rollout-batch-size",
+    "8",
+    "--n-samples-per-prompt",
+    "4",
+    "--seed",
+    "3",
+    "--num-rollout",
+    "6",
+]
 HASH_RE = re.compile(r"trained on rollout (\d+): samples_sha256=([0-9a-f]{64})")
 
 
 def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.run([sys.executable, "-m", "dvc", *args], cwd=cwd, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def _origin(tmp: Path, dvc_remote: str | None) -> Path:

@@ -42,20 +42,14 @@ def sample(n: int = 400, seed: int = 0) -> tuple[bytes, bytes, bytes]:
     return b"".join(stream), b"".join(trainer), b"".join(engine)
 
 
-def capture_bytes(
-    tmp_path: Path, chunks: list[bytes], **kwargs: object
-) -> OutputCapture:
+def capture_bytes(tmp_path: Path, chunks: list[bytes], **kwargs: object) -> OutputCapture:
     """Feed `chunks` through a real pipe (one write each, drained between writes) to a capture."""
     read_fd, write_fd = os.pipe()
     term_r, term_w = os.pipe()
     seen: list[bytes] = []
-    reader = threading.Thread(
-        target=lambda: seen.extend(iter(lambda: os.read(term_r, 65536), b""))
-    )
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: os.read(term_r, 65536), b"")))
     reader.start()
-    cap = OutputCapture(
-        read_fd, term_w, tmp_path / "trainer.log", tmp_path / "engine.log", **kwargs
-    )  # type: ignore[arg-type]
+    cap = OutputCapture(read_fd, term_w, tmp_path / "trainer.log", tmp_path / "engine.log", **kwargs)  # type: ignore[arg-type]
     cap.start()
     for chunk in chunks:
         os.write(write_fd, chunk)
@@ -68,9 +62,7 @@ def capture_bytes(
 
 
 def files(tmp_path: Path) -> tuple[bytes, bytes]:
-    return (tmp_path / "trainer.log").read_bytes(), (
-        tmp_path / "engine.log"
-    ).read_bytes()
+    return (tmp_path / "trainer.log").read_bytes(), (tmp_path / "engine.log").read_bytes()
 
 
 def test_split_with_ray_prefixes(tmp_path: Path) -> None:
@@ -84,9 +76,7 @@ def test_split_with_ray_prefixes(tmp_path: Path) -> None:
     assert cap.error is None and cap.redacted == []
 
 
-def split_by_splitter(
-    tmp_path: Path, data: bytes, sizes: list[int], max_line: int = 1 << 23
-) -> tuple[bytes, bytes]:
+def split_by_splitter(tmp_path: Path, data: bytes, sizes: list[int], max_line: int = 1 << 23) -> tuple[bytes, bytes]:
     out = Path(tempfile.mkdtemp(dir=tmp_path))
     splitter = LineSplitter(out / "t", out / "e", max_line=max_line)
     pos = 0
@@ -108,12 +98,7 @@ def test_chunk_boundaries_give_identical_files(tmp_path: Path) -> None:
     assert whole[0] == trainer + b"EXEC: python3 train.py --wandb-key '***'\n" + dump.replace(b"k9", b"***")
     assert split_by_splitter(tmp_path, data, [1] * len(data)) == whole
     rng = random.Random(5)
-    assert (
-        split_by_splitter(
-            tmp_path, data, [rng.randint(1, 300) for _ in range(len(data))]
-        )
-        == whole
-    )
+    assert split_by_splitter(tmp_path, data, [rng.randint(1, 300) for _ in range(len(data))]) == whole
 
 
 def test_one_byte_writes_through_a_real_pipe(tmp_path: Path) -> None:
@@ -173,9 +158,7 @@ def test_scan_all_redacts_secrets_in_files_not_on_terminal(tmp_path: Path) -> No
     ):
         assert secret not in trainer + engine
     assert engine == b"(SGLangEngine pid=5) loaded with token ***\n"
-    assert trainer.startswith(
-        b"+ python3 train.py --wandb-key *** --seed 1\n++ export HF_TOKEN=***\n"
-    )
+    assert trainer.startswith(b"+ python3 train.py --wandb-key *** --seed 1\n++ export HF_TOKEN=***\n")
     assert trainer.endswith(b"".join(TRAINER))
     assert cap.terminal_seen == data  # type: ignore[attr-defined]
     assert cap.command_lines == [
@@ -214,13 +197,18 @@ def test_default_scan_redacts_commands_env_reports_and_argument_dump(tmp_path: P
         b"+ train.py --hub-token ***\n++ export WANDB_API_KEY=***\n"
         b"EXEC: python3 train.py --wandb-key '***' --seed 1\n"
         b"  wandb_key " + dots + b" ***\n"
-        b"(MegatronTrainRayActor pid=2)   wandb_key " + dots + b" ***\n" + trainer + b"".join(kept)
-        + b"plain HF_TOKEN=***\n"
+        b"(MegatronTrainRayActor pid=2)   wandb_key " + dots + b" ***\n" + trainer + b"".join(kept) + b"plain HF_TOKEN=***\n"
     )
     assert got_engine == b'(SGLangEngine pid=5) ENV_REPORT_JSON={"HF_TOKEN": "***"}\n' + engine
     assert cap.terminal_seen == stream  # type: ignore[attr-defined]
-    assert cap.redacted == ["trainer.log: HF_TOKEN", "trainer.log: WANDB_API_KEY", "trainer.log: hub-token",
-                            "trainer.log: wandb-key", "trainer.log: wandb_key", "engine.log: HF_TOKEN"]
+    assert cap.redacted == [
+        "trainer.log: HF_TOKEN",
+        "trainer.log: WANDB_API_KEY",
+        "trainer.log: hub-token",
+        "trainer.log: wandb-key",
+        "trainer.log: wandb_key",
+        "engine.log: HF_TOKEN",
+    ]
     assert cap.command_lines == [
         "+ train.py --hub-token ***",
         "++ export WANDB_API_KEY=***",
@@ -254,9 +242,7 @@ def test_custom_pattern_never_matches_across_a_line_end(tmp_path: Path) -> None:
 
 def test_custom_engine_patterns(tmp_path: Path) -> None:
     data = b"(VLLMEngine pid=1) a\n(SGLangEngine pid=2) b\n[engine] c\nd\n"
-    capture_bytes(
-        tmp_path, [data], engine_patterns=[r"^\(VLLMEngine pid=\d+\)", r"\[engine\]"]
-    )
+    capture_bytes(tmp_path, [data], engine_patterns=[r"^\(VLLMEngine pid=\d+\)", r"\[engine\]"])
     assert files(tmp_path) == (
         b"(SGLangEngine pid=2) b\nd\n",
         b"(VLLMEngine pid=1) a\n[engine] c\n",
@@ -267,9 +253,7 @@ def test_closed_terminal_does_not_stop_capture(tmp_path: Path) -> None:
     read_fd, write_fd = os.pipe()
     term_r, term_w = os.pipe()
     os.close(term_r)  # writes to term_w now fail with EPIPE
-    cap = OutputCapture(
-        read_fd, term_w, tmp_path / "trainer.log", tmp_path / "engine.log"
-    )
+    cap = OutputCapture(read_fd, term_w, tmp_path / "trainer.log", tmp_path / "engine.log")
     cap.start()
     data, trainer, engine = sample(50)
     os.write(write_fd, data)
@@ -288,14 +272,10 @@ def test_job_closing_stdout_early_ends_capture(tmp_path: Path) -> None:
         "time.sleep(60)\n"
     )
     read_fd, write_fd = os.pipe()
-    job = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=write_fd, stderr=write_fd
-    )
+    job = subprocess.Popen([sys.executable, "-c", code], stdout=write_fd, stderr=write_fd)
     os.close(write_fd)
     try:
-        cap = OutputCapture(
-            read_fd, None, tmp_path / "trainer.log", tmp_path / "engine.log"
-        )
+        cap = OutputCapture(read_fd, None, tmp_path / "trainer.log", tmp_path / "engine.log")
         cap.start()
         assert cap.join(timeout=30)
         assert job.poll() is None  # the job is still running
@@ -309,10 +289,16 @@ def test_job_closing_stdout_early_ends_capture(tmp_path: Path) -> None:
 # coloured even into pipes, `ip=` from other nodes, de-duplication summaries.
 RAY_COLOURED = [
     (b"\x1b[36m(SGLangEngine pid=22987)\x1b[0m [2026-12-01 06:49:10 TP1] Decode batch. #running-req: 3\n", "engine"),
-    (b"\x1b[36m(SGLangEngine pid=22987, ip=10.0.0.2)\x1b[0m INFO:     127.0.0.1:5 - \"POST /generate\" 200\n", "engine"),
-    (b"\x1b[33m(SGLangEngine pid=5)\x1b[0m Decode batch. gen throughput (token/s): 1.0\x1b[32m [repeated 8x across cluster]\x1b[0m\n", "engine"),
-    (b"\x1b[36m(MegatronTrainRayActor pid=9, ip=10.0.0.3)\x1b[0m [2026-12-01 06:49:10] model.py:1 - step 0: {'train/loss': 1.0}\n", "trainer"),
-    (b"\x1b[36m(RolloutManager pid=7)\x1b[0m ENV_REPORT_JSON={\"role\": \"rollout\"}\n", "trainer"),
+    (b'\x1b[36m(SGLangEngine pid=22987, ip=10.0.0.2)\x1b[0m INFO:     127.0.0.1:5 - "POST /generate" 200\n', "engine"),
+    (
+        b"\x1b[33m(SGLangEngine pid=5)\x1b[0m Decode batch. gen throughput (token/s): 1.0\x1b[32m [repeated 8x across cluster]\x1b[0m\n",
+        "engine",
+    ),
+    (
+        b"\x1b[36m(MegatronTrainRayActor pid=9, ip=10.0.0.3)\x1b[0m [2026-12-01 06:49:10] model.py:1 - step 0: {'train/loss': 1.0}\n",
+        "trainer",
+    ),
+    (b'\x1b[36m(RolloutManager pid=7)\x1b[0m ENV_REPORT_JSON={"role": "rollout"}\n', "trainer"),
 ]
 
 

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from conftest import LEDGER, REPO_ROOT, git, ledger, make_repo
 
-from ledger.capture import tracescan
-from ledger.capture.runscrub import save_secrets
-from ledger.capture.scanner import Redactor
 from ledger.capture.stream import split_output
 from ledger.compare.logparse import parse_logs, read_metrics_jsonl
 from ledger.config import DEFAULT_ENGINE_PATTERNS
 from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
+from ledger.redact.runscrub import save_secrets
+from ledger.redact.scanner import Redactor
 from ledger.storage.staging import Staged
+from ledger.understand import tracescan
 
 SECRET = "hf_" + "Q" * 34
 GEN_LOG = REPO_ROOT / "bench" / "gen_log.py"
@@ -37,14 +37,16 @@ def miles_output(steps: int = 400) -> bytes:
         b"+ ray job submit --address=http://127.0.0.1:8265 '--runtime-env-json={\n",
         b'  "env_vars": {"PYTHONPATH": "/root/Megatron-LM/"}\n',
         b"}' -- python3 train.py --lr 1e-6 --seed 7 --hf-token " + SECRET.encode() + b"\n",
-        b"\x1b[36m(MegatronTrainRayActor pid=311)\x1b[0m ENV_REPORT_JSON={\"miles\": \"abc123\"}\n",
+        b'\x1b[36m(MegatronTrainRayActor pid=311)\x1b[0m ENV_REPORT_JSON={"miles": "abc123"}\n',
     ]
     for step in range(steps):
         ts = b"2026-11-29 00:%02d:%02d" % (step // 60 % 60, step % 60)
         for i in range(3):
             out.append(b"\x1b[36m(SGLangEngine pid=42, ip=10.0.0.2)\x1b[0m [%s TP0] Decode batch. #token: %d\n" % (ts, i))
-        out.append(b"(RolloutManager pid=1) [%s RolloutManager] rollout.py:1193 - perf %d: "
-                   b"{'perf/rollout_time': %d.5, 'rollout/response_len/mean': 100.0}\n" % (ts, step, step))
+        out.append(
+            b"(RolloutManager pid=1) [%s RolloutManager] rollout.py:1193 - perf %d: "
+            b"{'perf/rollout_time': %d.5, 'rollout/response_len/mean': 100.0}\n" % (ts, step, step)
+        )
         out.append(b"[%s main] train.py:88 - step %d: {'train/loss': %d.25, 'train/grad_norm': nan}\n" % (ts, step, step))
         if step == 17:
             out.append(b"[%s main] train.py:88 - step 17: {'train/loss': \n" % ts)  # malformed
@@ -65,10 +67,14 @@ def _reference(raw: Path, out: Path) -> dict[str, object]:
     table = parse_logs(logs)
     for row in table.rows.values():  # nan != nan: compare the numbers as text
         row.metrics = {k: repr(v) for k, v in row.metrics.items()}  # type: ignore[misc]
-    return {"trainer": logs[0].read_bytes(), "engine": logs[1].read_bytes(),
-            "commands": tracescan.command_lines(logs), "rows": {k: (r.t_start, r.t_end, r.metrics) for k, r in table.rows.items()},
-            "train": {k: {m: repr(v) for m, v in d.items()} for k, d in table.train_steps.items()},
-            "malformed": (table.malformed, [e.replace(str(out), "") for e in table.malformed_examples])}
+    return {
+        "trainer": logs[0].read_bytes(),
+        "engine": logs[1].read_bytes(),
+        "commands": tracescan.command_lines(logs),
+        "rows": {k: (r.t_start, r.t_end, r.metrics) for k, r in table.rows.items()},
+        "train": {k: {m: repr(v) for m, v in d.items()} for k, d in table.train_steps.items()},
+        "malformed": (table.malformed, [e.replace(str(out), "") for e in table.malformed_examples]),
+    }
 
 
 def _streamed(result: object, out: Path) -> dict[str, object]:
@@ -79,11 +85,14 @@ def _streamed(result: object, out: Path) -> dict[str, object]:
     if table is None:  # the worker wrote metrics.jsonl itself
         assert result.metrics_written
         table = read_metrics_jsonl(out / "metrics.jsonl")
-    return {"trainer": (out / "trainer.log").read_bytes(), "engine": (out / "engine.log").read_bytes(),
-            "commands": result.command_lines,
-            "rows": {k: (r.t_start, r.t_end, {m: repr(v) for m, v in r.metrics.items()}) for k, r in table.rows.items()},
-            "train": {k: {m: repr(v) for m, v in d.items()} for k, d in table.train_steps.items()},
-            "malformed": (table.malformed, [e.replace(str(out), "") for e in table.malformed_examples])}
+    return {
+        "trainer": (out / "trainer.log").read_bytes(),
+        "engine": (out / "engine.log").read_bytes(),
+        "commands": result.command_lines,
+        "rows": {k: (r.t_start, r.t_end, {m: repr(v) for m, v in r.metrics.items()}) for k, r in table.rows.items()},
+        "train": {k: {m: repr(v) for m, v in d.items()} for k, d in table.train_steps.items()},
+        "malformed": (table.malformed, [e.replace(str(out), "") for e in table.malformed_examples]),
+    }
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -162,8 +171,7 @@ def _init(tmp_path: Path) -> Path:
 def _committed(repo: Path, run: str, name: str) -> bytes:
     path = ledger(repo, "path", run).stdout.strip()
     rel = os.path.relpath(path, repo) if os.path.isabs(path) else path
-    return subprocess.run(["git", "cat-file", "-p", f"experiments:{rel}/{name}"], cwd=repo, check=True,
-                          capture_output=True).stdout
+    return subprocess.run(["git", "cat-file", "-p", f"experiments:{rel}/{name}"], cwd=repo, check=True, capture_output=True).stdout
 
 
 def test_a_big_run_is_split_while_it_runs_and_equals_the_split_after_the_fact(tmp_path: Path) -> None:
@@ -188,10 +196,16 @@ def test_a_big_run_is_split_while_it_runs_and_equals_the_split_after_the_fact(tm
 def test_ledger_killed_while_the_worker_runs_leaves_a_complete_record(tmp_path: Path) -> None:
     repo = _init(tmp_path)
     # ~6 MiB at once (the worker starts), then the job goes on quietly until ledger is killed
-    script = (f"import subprocess, sys, time; subprocess.run([sys.executable, {str(GEN_LOG)!r}, '--steps', '2000', "
-              "'--engine-lines', '20']); sys.stdout.flush(); time.sleep(60)")
-    proc = subprocess.Popen([*LEDGER, "run", "--no-heat-guard", "--no-debug-data", "--", sys.executable, "-c", script],
-                            cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    script = (
+        f"import subprocess, sys, time; subprocess.run([sys.executable, {str(GEN_LOG)!r}, '--steps', '2000', "
+        "'--engine-lines', '20']); sys.stdout.flush(); time.sleep(60)"
+    )
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--no-heat-guard", "--no-debug-data", "--", sys.executable, "-c", script],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     staging = repo / ".ledger" / "staging"
     deadline = time.monotonic() + 60
     pid_files: list[Path] = []
@@ -211,8 +225,10 @@ def test_ledger_killed_while_the_worker_runs_leaves_a_complete_record(tmp_path: 
     assert "split: by ledger recover" in _committed(repo, "latest", "manifest.yaml").decode()
     rows = [json.loads(line) for line in _committed(repo, "latest", "metrics.jsonl").splitlines()[1:]]
     assert len([r for r in rows if "rollout_id" in r]) == 2000
-    whole = _write(tmp_path / "gen.out", subprocess.run([sys.executable, str(GEN_LOG), "--steps", "2000",
-                                                         "--engine-lines", "20"], check=True, capture_output=True).stdout)
+    whole = _write(
+        tmp_path / "gen.out",
+        subprocess.run([sys.executable, str(GEN_LOG), "--steps", "2000", "--engine-lines", "20"], check=True, capture_output=True).stdout,
+    )
     ref = tmp_path / "ref"
     ref.mkdir()
     process_raw(whole, ref, DEFAULT_ENGINE_PATTERNS, Redactor())
@@ -244,7 +260,8 @@ def _set_git_max_mb(config: Path, mb: int) -> None:
 
 
 def test_lines_longer_than_a_block_are_hashed_and_skipped_and_the_rest_still_parsed(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from ledger.record import streamed
 
     monkeypatch.setattr(streamed, "BLOCK", 4096)  # a "long line" is then anything over 4 KiB
@@ -275,8 +292,7 @@ def test_one_200_mb_line_through_ledger_run_stays_in_bounded_memory(tmp_path: Pa
     line; the largest (ledger itself, with git and DVC loaded) stays under 200 MB."""
     repo = _init(tmp_path)
     (tmp_path / "probe.py").write_text(RSS_PROBE)
-    proc = subprocess.run([sys.executable, str(tmp_path / "probe.py"), *LEDGER], cwd=repo, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(tmp_path / "probe.py"), *LEDGER], cwd=repo, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) < 160, proc.stdout  # MB: was ~296 when the worker read the log back whole
     manifest = _committed(repo, "latest", "manifest.yaml").decode()
@@ -289,8 +305,7 @@ def test_a_worker_that_dies_is_redone_in_process_and_says_so(tmp_path: Path) -> 
     data = miles_output(2000)
     raw = _write(staging / "output.raw", data[: len(data) // 2])
     save_secrets(staging, [SECRET])
-    follower = Follower(Staged(staging.name, staging), DEFAULT_ENGINE_PATTERNS, [], lambda: raw.stat().st_size,
-                        worker_after=1)
+    follower = Follower(Staged(staging.name, staging), DEFAULT_ENGINE_PATTERNS, [], lambda: raw.stat().st_size, worker_after=1)
     follower.start()
     deadline = time.monotonic() + 30
     while not (staging / PID).exists() and time.monotonic() < deadline:

@@ -6,14 +6,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.compare.diffcore import build_report
-from ledger.compare.html import DiffPageInput, diff_charts, diff_title
 from ledger.compare.logparse import MetricsTable, StepRow
-from ledger.compare.svg import MAX_POINTS, Chart, Series, nice_ticks, render
 from ledger.heat.chart import heat_plot, time_unit
 from ledger.heat.guard import GuardSettings
 from ledger.heat.heatlog import HeatLog, HeatLogWriter, TimedSample, read_heat_log
 from ledger.heat.sensor import Sample
 from ledger.heat.summary import render_heat_summary
+from ledger.pages.html import DiffPageInput, diff_charts, diff_title
+from ledger.pages.svg import MAX_POINTS, Chart, Series, nice_ticks, render
 
 T0 = 1_764_000_000.0
 
@@ -82,8 +82,11 @@ def _table(steps: range, start: float) -> MetricsTable:
 
 
 def test_diff_charts_shade_paused_steps_and_mark_unshared_ones() -> None:
-    ma = {"id": "a", "settings": {"lr": 1}, "gpu": {"pause_windows": [
-        {"start": "2025-11-24T16:00:22Z", "end": "2025-11-24T16:00:25Z"}]}}  # inside step 2 of A
+    ma = {
+        "id": "a",
+        "settings": {"lr": 1},
+        "gpu": {"pause_windows": [{"start": "2025-11-24T16:00:22Z", "end": "2025-11-24T16:00:25Z"}]},
+    }  # inside step 2 of A
     mb = {"id": "b", "settings": {"lr": 2}}
     t = 1_764_000_000.0  # 2025-11-24T16:00:00Z
     ta, tb = _table(range(0, 5), t), _table(range(0, 7), t + 1000)

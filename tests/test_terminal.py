@@ -87,8 +87,13 @@ def test_progress_bar_only_on_a_terminal() -> None:
 
 def test_plural_and_short_shas() -> None:
     assert plural(1, "run") == "1 run" and plural(0, "run") == "0 runs" and plural(3, "run") == "3 runs"
-    text = change_text([{"name": "code.commit", "a": "a" * 40, "b": "b" * 40},
-                        {"name": "code.patch", "a": None, "b": "c" * 64}, {"name": "tag", "a": "abc", "b": "d" * 12}])
+    text = change_text(
+        [
+            {"name": "code.commit", "a": "a" * 40, "b": "b" * 40},
+            {"name": "code.patch", "a": None, "b": "c" * 64},
+            {"name": "tag", "a": "abc", "b": "d" * 12},
+        ]
+    )
     assert text == "code.commit: aaaaaaaaaa -> bbbbbbbbbb, code.patch: null -> cccccccccc, tag: abc -> dddddddddddd"
 
 

@@ -49,9 +49,7 @@ ENGINE_LINE = re.compile(
     r"^\(SGLangEngine pid=(?P<pid>\d+)\) "
     r"(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] .+|INFO: .+|ENV_REPORT_JSON=\{.*\})$"
 )
-PAYLOAD = re.compile(
-    r"^(?P<kind>perf|rollout|step|eval) (?P<id>\d+): (?P<dict>\{.*\})$"
-)
+PAYLOAD = re.compile(r"^(?P<kind>perf|rollout|step|eval) (?P<id>\d+): (?P<dict>\{.*\})$")
 TRAINED = re.compile(r"^trained on rollout (\d+): samples_sha256=([0-9a-f]{64})$")
 
 
@@ -97,9 +95,7 @@ def payloads(stdout: str, kind: str) -> list[Payload]:
     for m in messages(stdout):
         p = PAYLOAD.match(m["msg"])
         if p and p["kind"] == kind:
-            found.append(
-                Payload(m["actor"], kind, int(p["id"]), ast.literal_eval(p["dict"]))
-            )
+            found.append(Payload(m["actor"], kind, int(p["id"]), ast.literal_eval(p["dict"])))
     return found
 
 
@@ -138,17 +134,9 @@ def test_every_line_has_a_known_format(base: dict[str, Any]) -> None:
     engine = [line for line in lines if line.startswith("(SGLangEngine")]
     others = [line for line in lines if not line.startswith("(SGLangEngine")]
     assert all(ENGINE_LINE.match(line) for line in engine), engine[:3]
-    assert any(
-        "Decode batch. #running-req: " in line and "gen throughput (token/s): " in line
-        for line in engine
-    )
-    assert all(
-        MILES_LINE.match(line) or line.startswith("ENV_REPORT_JSON={")
-        for line in others
-    )
-    manager_pids = {
-        m["pid"] for m in messages(base["stdout"]) if m["actor"] == "RolloutManager"
-    }
+    assert any("Decode batch. #running-req: " in line and "gen throughput (token/s): " in line for line in engine)
+    assert all(MILES_LINE.match(line) or line.startswith("ENV_REPORT_JSON={") for line in others)
+    manager_pids = {m["pid"] for m in messages(base["stdout"]) if m["actor"] == "RolloutManager"}
     engine_pids = {ENGINE_LINE.match(line)["pid"] for line in engine}  # type: ignore[index]
     assert len(engine_pids) == 1 and engine_pids.isdisjoint(manager_pids)
 
@@ -161,9 +149,7 @@ def test_perf_lines_twice_per_rollout_with_their_keys(base: dict[str, Any]) -> N
             assert set(p.metrics) == ROLLOUT_PERF_KEYS
         else:
             assert p.actor is None and set(p.metrics) == TRAIN_PERF_KEYS
-            assert p.metrics["perf/step_time"] == pytest.approx(
-                p.metrics["perf/train_wait_time"] + p.metrics["perf/train_time"]
-            )
+            assert p.metrics["perf/step_time"] == pytest.approx(p.metrics["perf/train_wait_time"] + p.metrics["perf/train_time"])
     assert [p.id for p in payloads(base["stdout"], "rollout")] == [0, 1, 2]
     assert [p.id for p in payloads(base["stdout"], "eval")] == [1]
 
@@ -172,12 +158,8 @@ def test_step_lines_are_logged_twice(base: dict[str, Any]) -> None:
     steps = payloads(base["stdout"], "step")
     assert [p.id for p in steps] == [0, 0, 1, 1, 2, 2]
     assert steps[0].metrics == steps[1].metrics
-    assert {"train/loss", "train/grad_norm", "train/reward_mean"} <= set(
-        steps[0].metrics
-    )
-    timers = [
-        m["msg"] for m in messages(base["stdout"]) if m["msg"].startswith("Timer train")
-    ]
+    assert {"train/loss", "train/grad_norm", "train/reward_mean"} <= set(steps[0].metrics)
+    timers = [m["msg"] for m in messages(base["stdout"]) if m["msg"].startswith("Timer train")]
     assert timers[0] == "Timer train start"
     assert re.fullmatch(r"Timer train end \(elapsed: \d+\.\d+s\)", timers[1])
 
@@ -186,9 +168,7 @@ def test_saved_rollouts_hash_to_the_trained_on_lines(base: dict[str, Any]) -> No
     hashes = trained_hashes(base["stdout"])
     assert sorted(hashes) == [0, 1, 2]
     for rollout_id, digest in hashes.items():
-        data = json.loads(
-            Path(base["template"].format(rollout_id=rollout_id)).read_text()
-        )
+        data = json.loads(Path(base["template"].format(rollout_id=rollout_id)).read_text())
         assert data["rollout_id"] == rollout_id and data["metadata"]["seed"] == 1234
         assert len(data["samples"]) == 16
         text = json.dumps(data["samples"], sort_keys=True, separators=(",", ":"))
@@ -198,47 +178,21 @@ def test_saved_rollouts_hash_to_the_trained_on_lines(base: dict[str, Any]) -> No
 
 def test_event_data_repeats_every_logged_metrics_dict(base: dict[str, Any]) -> None:
     events = base["root"] / "events"
-    main = [
-        json.loads(line) for line in (events / "main.jsonl").read_text().splitlines()
-    ]
-    manager = [
-        json.loads(line)
-        for line in (events / "rollout_manager.jsonl").read_text().splitlines()
-    ]
-    assert all(
-        e["type"] == "metric" and isinstance(e["time"], float) for e in main + manager
-    )
-    logged_main = [
-        p
-        for kind in ("step", "perf")
-        for p in payloads(base["stdout"], kind)
-        if p.actor is None
-    ]
-    logged_manager = [
-        p
-        for kind in ("perf", "rollout", "eval")
-        for p in payloads(base["stdout"], kind)
-        if p.actor == "RolloutManager"
-    ]
+    main = [json.loads(line) for line in (events / "main.jsonl").read_text().splitlines()]
+    manager = [json.loads(line) for line in (events / "rollout_manager.jsonl").read_text().splitlines()]
+    assert all(e["type"] == "metric" and isinstance(e["time"], float) for e in main + manager)
+    logged_main = [p for kind in ("step", "perf") for p in payloads(base["stdout"], kind) if p.actor is None]
+    logged_manager = [p for kind in ("perf", "rollout", "eval") for p in payloads(base["stdout"], kind) if p.actor == "RolloutManager"]
     steps = {json.dumps(p.metrics) for p in logged_main if p.kind == "step"}
     assert len(main) == len(steps) + 3  # step lines are logged twice but recorded once
-    assert {json.dumps(e["metrics"]) for e in main} == {
-        json.dumps(p.metrics) for p in logged_main
-    }
-    assert sorted(json.dumps(e["metrics"]) for e in manager) == sorted(
-        json.dumps(p.metrics) for p in logged_manager
-    )
+    assert {json.dumps(e["metrics"]) for e in main} == {json.dumps(p.metrics) for p in logged_main}
+    assert sorted(json.dumps(e["metrics"]) for e in manager) == sorted(json.dumps(p.metrics) for p in logged_manager)
 
 
 def test_env_report_comes_from_both_sides(base: dict[str, Any]) -> None:
-    reports = [
-        line for line in base["stdout"].splitlines() if "ENV_REPORT_JSON=" in line
-    ]
+    reports = [line for line in base["stdout"].splitlines() if "ENV_REPORT_JSON=" in line]
     assert len(reports) == 2
-    parsed = {
-        json.loads(line.split("ENV_REPORT_JSON=", 1)[1])["role"]: line
-        for line in reports
-    }
+    parsed = {json.loads(line.split("ENV_REPORT_JSON=", 1)[1])["role"]: line for line in reports}
     assert parsed["main"].startswith("ENV_REPORT_JSON=")
     assert parsed["sglang_engine"].startswith("(SGLangEngine pid=")
     report = json.loads(parsed["main"].split("=", 1)[1])
@@ -246,20 +200,14 @@ def test_env_report_comes_from_both_sides(base: dict[str, Any]) -> None:
 
 
 def test_answers_shorten_as_training_goes_on() -> None:
-    perf = [
-        p.metrics
-        for p in payloads(ok("--num-rollout", "10"), "perf")
-        if "rollout/response_len/mean" in p.metrics
-    ]
+    perf = [p.metrics for p in payloads(ok("--num-rollout", "10"), "perf") if "rollout/response_len/mean" in p.metrics]
     early = sum(m["rollout/response_len/mean"] for m in perf[:2]) / 2
     late = sum(m["rollout/response_len/mean"] for m in perf[-2:]) / 2
     assert late < early / 2
 
 
 def test_same_seeds_give_the_same_samples_and_losses(base: dict[str, Any]) -> None:
-    plain = ok(
-        *SMALL
-    )  # the base run's debug outputs must not change the training either
+    plain = ok(*SMALL)  # the base run's debug outputs must not change the training either
     assert trained_hashes(plain) == trained_hashes(base["stdout"])
     assert losses(plain) == losses(base["stdout"])
     other = ok(*SMALL, "--rollout-seed", "7")
@@ -275,9 +223,7 @@ def test_replay_trains_on_identical_samples(base: dict[str, Any]) -> None:
     assert [p.id for p in payloads(replay, "rollout")] == [0, 1, 2]
 
 
-def test_one_rollout_replays_as_rollout_zero(
-    base: dict[str, Any], tmp_path: Path
-) -> None:
+def test_one_rollout_replays_as_rollout_zero(base: dict[str, Any], tmp_path: Path) -> None:
     (tmp_path / "0.json").symlink_to(base["template"].format(rollout_id=2))
     replay = ok(
         "--num-rollout",
@@ -291,16 +237,11 @@ def test_one_rollout_replays_as_rollout_zero(
 def test_missing_rollout_file_exits_1_naming_it(tmp_path: Path) -> None:
     done = run_toy("--load-debug-rollout-data", str(tmp_path / "r{rollout_id}.json"))
     assert done.returncode == 1
-    expected = (
-        f"train.py: error: rollout data file not found: {tmp_path / 'r0.json'} "
-        "(--load-debug-rollout-data, rollout 0)"
-    )
+    expected = f"train.py: error: rollout data file not found: {tmp_path / 'r0.json'} (--load-debug-rollout-data, rollout 0)"
     assert done.stderr.strip().splitlines() == [expected]
 
 
-def test_rollout_only_samples_and_saves_without_training(
-    base: dict[str, Any], tmp_path: Path
-) -> None:
+def test_rollout_only_samples_and_saves_without_training(base: dict[str, Any], tmp_path: Path) -> None:
     template = str(tmp_path / "deep" / "er" / "{rollout_id}.json")
     stdout = ok(*SMALL, "--debug-rollout-only", "--save-debug-rollout-data", template)
     assert not payloads(stdout, "step") and not trained_hashes(stdout)
@@ -313,9 +254,7 @@ def test_rollout_only_samples_and_saves_without_training(
 
 def test_offload_adds_a_weight_move_to_update_weights_time() -> None:
     def offload_line(stdout: str) -> str:
-        return next(
-            m["msg"] for m in messages(stdout) if m["msg"].startswith("offload:")
-        )
+        return next(m["msg"] for m in messages(stdout) if m["msg"].startswith("offload:"))
 
     colocated = ok(*SMALL, "--colocate")
     line = offload_line(colocated)
@@ -325,9 +264,7 @@ def test_offload_adds_a_weight_move_to_update_weights_time() -> None:
     # A sleep never ends early, so the simulated move is a lower bound of every update.
     assert all(m["perf/update_weights_time"] >= move for m in trainer_perf)
     assert "Resume memory occupation" in colocated
-    assert offload_line(ok(*SMALL, "--num-rollout", "1")).startswith(
-        "offload: train=False rollout=False"
-    )
+    assert offload_line(ok(*SMALL, "--num-rollout", "1")).startswith("offload: train=False rollout=False")
     negated = ok(*SMALL, "--num-rollout", "1", "--colocate", "--no-offload-train")
     assert offload_line(negated).startswith("offload: train=False rollout=True")
 
@@ -354,21 +291,15 @@ def test_bad_usage_exits_2_before_starting(args: list[str], tmp_path: Path) -> N
 
 
 def test_start_rollout_id_without_checkpoint_is_reset_to_zero(tmp_path: Path) -> None:
-    stdout = ok(
-        *SMALL, "--num-rollout", "1", "--start-rollout-id", "5", "--load", str(tmp_path)
-    )
+    stdout = ok(*SMALL, "--num-rollout", "1", "--start-rollout-id", "5", "--load", str(tmp_path))
     assert any("--start-rollout-id 5 ignored" in m["msg"] for m in messages(stdout))
     assert sorted(trained_hashes(stdout)) == [0]
 
 
-def test_resuming_from_a_checkpoint_continues_the_run(
-    base: dict[str, Any], tmp_path: Path
-) -> None:
+def test_resuming_from_a_checkpoint_continues_the_run(base: dict[str, Any], tmp_path: Path) -> None:
     ckpt = str(tmp_path / "ckpt")
     ok(*SMALL, "--num-rollout", "2", "--save", ckpt)
-    assert (
-        tmp_path / "ckpt" / "latest_checkpointed_iteration.txt"
-    ).read_text().strip() == "2"
+    assert (tmp_path / "ckpt" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
     resumed = ok(*SMALL, "--load", ckpt)
     assert trained_hashes(resumed) == {2: trained_hashes(base["stdout"])[2]}
     assert losses(resumed) == losses(base["stdout"])[-2:]

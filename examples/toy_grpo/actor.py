@@ -37,9 +37,7 @@ class TrainState:
         return cls(np.zeros(shape), np.zeros(shape), np.zeros(shape), 0, 0)
 
 
-def load_checkpoint(
-    directory: str | None, max_len: int
-) -> tuple[TrainState, Path] | None:
+def load_checkpoint(directory: str | None, max_len: int) -> tuple[TrainState, Path] | None:
     """The checkpoint in `directory` (Megatron layout), or None when there is none."""
     if not directory:
         return None
@@ -62,9 +60,7 @@ def load_checkpoint(
     except (OSError, KeyError, ValueError) as exc:
         raise DataError(f"cannot read checkpoint {path}: {exc}") from None
     if state.weights.shape != (toy.feature_count(max_len), toy.VOCAB_SIZE):
-        raise DataError(
-            f"checkpoint {path} was trained with another --rollout-max-response-len"
-        )
+        raise DataError(f"checkpoint {path} was trained with another --rollout-max-response-len")
     return state, path
 
 
@@ -96,9 +92,7 @@ def group_advantages(samples: list[dict[str, Any]]) -> np.ndarray:
     adv = np.zeros_like(rewards)
     for g in np.unique(groups):
         mask = groups == g
-        adv[mask] = (rewards[mask] - rewards[mask].mean()) / (
-            rewards[mask].std() + 1e-6
-        )
+        adv[mask] = (rewards[mask] - rewards[mask].mean()) / (rewards[mask].std() + 1e-6)
     return adv
 
 
@@ -121,9 +115,7 @@ def flatten(samples: list[dict[str, Any]], max_len: int) -> tuple[np.ndarray, ..
 class Trainer:
     """The actor: computes the policy gradient of each minibatch and takes an Adam step."""
 
-    def __init__(
-        self, args: argparse.Namespace, state: TrainState, events: EventLog
-    ) -> None:
+    def __init__(self, args: argparse.Namespace, state: TrainState, events: EventLog) -> None:
         self.args = args
         self.state = state
         self.events = events
@@ -132,18 +124,12 @@ class Trainer:
     def train(self, rollout_id: int, samples: list[dict[str, Any]]) -> dict[str, float]:
         """Train on one rollout; returns the trainer-side timings."""
         args, state = self.args, self.state
-        self.log(
-            f"trained on rollout {rollout_id}: samples_sha256={canonical_sha256(samples)}"
-        )
+        self.log(f"trained on rollout {rollout_id}: samples_sha256={canonical_sha256(samples)}")
         start = time.perf_counter()
         feats, actions, owner, old = flatten(samples, args.rollout_max_response_len)
         lp = toy.token_log_probs(state.weights, feats)
         chosen_all = lp[np.arange(actions.size), actions]
-        logprob_diff = (
-            float(np.nanmean(np.abs(chosen_all - old)))
-            if np.isfinite(old).any()
-            else 0.0
-        )
+        logprob_diff = float(np.nanmean(np.abs(chosen_all - old))) if np.isfinite(old).any() else 0.0
         log_probs_time = time.perf_counter() - start
         adv = group_advantages(samples)
         gbs = args.global_batch_size or len(samples)
@@ -191,9 +177,7 @@ class Trainer:
         }
 
 
-def update_weights(
-    engine: EngineClient, state: TrainState, args: argparse.Namespace
-) -> float:
+def update_weights(engine: EngineClient, state: TrainState, args: argparse.Namespace) -> float:
     """Push the trainer's weights to the engine; returns the seconds it took."""
     log = toy.MilesLog("main")
     log("Timer update_weights start")

@@ -33,9 +33,7 @@ BOS = VOCAB_SIZE  # the "previous token" at position 0
 PROMPT_TOKENS = 6  # simulated length of a prompt, in tokens
 TOKEN_SECONDS = 2.5e-4  # simulated decode cost per generated token
 STEP_SECONDS = 5e-4  # simulated fixed cost per decode step
-MOVE_SECONDS_PER_PARAM = (
-    1e-4  # simulated cost of moving one parameter to or from the GPU
-)
+MOVE_SECONDS_PER_PARAM = 1e-4  # simulated cost of moving one parameter to or from the GPU
 DECODE_LOG_INTERVAL = 4  # decode steps between "Decode batch" lines
 
 # ---------------------------------------------------------------------------------------------
@@ -52,19 +50,13 @@ def feature_count(max_len: int) -> int:
     return NUM_DIGITS + (VOCAB_SIZE + 1) + max_len + 1
 
 
-def token_features(
-    digits: np.ndarray, prev: np.ndarray, pos: np.ndarray, max_len: int
-) -> np.ndarray:
+def token_features(digits: np.ndarray, prev: np.ndarray, pos: np.ndarray, max_len: int) -> np.ndarray:
     """The four active feature indices of each decoding step, shape (T, 4)."""
     bias = np.full_like(digits, feature_count(max_len) - 1)
-    return np.stack(
-        [digits, NUM_DIGITS + prev, NUM_DIGITS + VOCAB_SIZE + 1 + pos, bias], axis=1
-    )
+    return np.stack([digits, NUM_DIGITS + prev, NUM_DIGITS + VOCAB_SIZE + 1 + pos, bias], axis=1)
 
 
-def token_log_probs(
-    weights: np.ndarray, feats: np.ndarray, temperature: float = 1.0
-) -> np.ndarray:
+def token_log_probs(weights: np.ndarray, feats: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """Log-probabilities over the vocabulary for each step, shape (T, VOCAB_SIZE)."""
     logits = weights[feats].sum(axis=1) / temperature
     logits = logits - logits.max(axis=1, keepdims=True)
@@ -105,11 +97,7 @@ class MilesLog:
 def env_report(role: str, request: dict[str, Any]) -> dict[str, Any]:
     """What `--env-report` prints: interpreter, packages, and the git state of this example."""
     here = Path(__file__).resolve().parent
-    packages = {
-        dist.metadata["Name"]: dist.version
-        for dist in importlib.metadata.distributions()
-        if dist.metadata["Name"]
-    }
+    packages = {dist.metadata["Name"]: dist.version for dist in importlib.metadata.distributions() if dist.metadata["Name"]}
     return {
         "role": role,
         "pid": os.getpid(),
@@ -180,10 +168,7 @@ class ToyEngine:
             f"tp_size=1, port={self.port}, enable_memory_saver={self.offload})"
         )
         _sglang("Load weight begin. avail mem=139.52 GB")
-        _sglang(
-            f"Load weight end. type=ToyLinearPolicy, dtype=torch.float64, "
-            f"params={self.weights.size}, avail mem=139.50 GB"
-        )
+        _sglang(f"Load weight end. type=ToyLinearPolicy, dtype=torch.float64, params={self.weights.size}, avail mem=139.50 GB")
         _sglang(f"Memory pool end. avail mem={139.5 * (1 - mem_fraction):.2f} GB")
         if init.get("env_report") is not None:
             report = env_report("sglang_engine", init["env_report"])
@@ -204,9 +189,7 @@ class ToyEngine:
         _sglang(f"Update weights end. num_params={self.weights.size}")
         return {}
 
-    def generate(
-        self, rollout_id: int | str, digits: list[int], n: int, temperature: float
-    ) -> dict[str, Any]:
+    def generate(self, rollout_id: int | str, digits: list[int], n: int, temperature: float) -> dict[str, Any]:
         """Sample `n` answers for each prompt digit; greedy when `temperature` is 0."""
         rng = np.random.default_rng(rng_key(self.seed, rollout_id))
         prompts = np.repeat(np.asarray(digits, dtype=np.int64), n)
@@ -225,12 +208,8 @@ class ToyEngine:
             live = np.flatnonzero(running)
             if live.size == 0:
                 break
-            feats = token_features(
-                prompts[live], prev[live], np.full(live.size, step), self.max_len
-            )
-            lp = token_log_probs(
-                self.weights, feats, temperature if temperature > 0 else 1.0
-            )
+            feats = token_features(prompts[live], prev[live], np.full(live.size, step), self.max_len)
+            lp = token_log_probs(self.weights, feats, temperature if temperature > 0 else 1.0)
             if temperature > 0:
                 cdf = np.cumsum(np.exp(lp), axis=1)
                 draws = rng.random(live.size)
@@ -264,10 +243,7 @@ class ToyEngine:
                     "finished": bool(not running[i]),
                 }
             )
-            emit(
-                f"{ray_prefix('SGLangEngine')}INFO:     127.0.0.1:{40000 + i} - "
-                f'"POST /generate HTTP/1.1" 200 OK'
-            )
+            emit(f'{ray_prefix("SGLangEngine")}INFO:     127.0.0.1:{40000 + i} - "POST /generate HTTP/1.1" 200 OK')
         if self.offload:
             self.released = True
             _sglang("Release memory occupation: weights, kv_cache")
@@ -312,11 +288,7 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         payload = engine.handle(command)
                 except (KeyError, ValueError, TypeError) as exc:
-                    reply.write(
-                        json.dumps(
-                            {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-                        )
-                    )
+                    reply.write(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
                     reply.write("\n")
                     continue
                 reply.write(json.dumps({"ok": True, **payload}) + "\n")

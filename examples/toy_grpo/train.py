@@ -26,9 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="train.py", description=__doc__.splitlines()[0])
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--rollout-seed", type=int, default=42)
-    p.add_argument(
-        "--num-rollout", type=int, default=8, help="exclusive end of the rollout ids"
-    )
+    p.add_argument("--num-rollout", type=int, default=8, help="exclusive end of the rollout ids")
     p.add_argument("--start-rollout-id", type=int, default=None)
     p.add_argument("--rollout-batch-size", type=int, default=8)
     p.add_argument("--n-samples-per-prompt", type=int, default=8)
@@ -48,12 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-debug-event-data", default=None, metavar="DIR")
     p.add_argument("--colocate", action="store_true")
     p.add_argument("--offload", action="store_true")
-    p.add_argument(
-        "--offload-train", action=argparse.BooleanOptionalAction, default=None
-    )
-    p.add_argument(
-        "--offload-rollout", action=argparse.BooleanOptionalAction, default=None
-    )
+    p.add_argument("--offload-train", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--offload-rollout", action=argparse.BooleanOptionalAction, default=None)
     p.add_argument("--sglang-mem-fraction-static", type=float, default=0.8)
     p.add_argument("--env-report", default=None, metavar="JSON")
     # Accepted so launchers can pass them as Miles' do; the toy never contacts wandb.
@@ -70,44 +64,28 @@ def _check_template(flag: str, template: str, with_eval: bool) -> None:
     try:
         parsed = list(string.Formatter().parse(template))
         if "rollout_id" not in {name for _, name, _, _ in parsed}:
-            raise UsageError(
-                f"{flag} {template!r} must contain the field {{rollout_id}}"
-            )
+            raise UsageError(f"{flag} {template!r} must contain the field {{rollout_id}}")
         for rollout_id in ids:
             template.format(rollout_id=rollout_id)
     except (KeyError, IndexError, ValueError) as exc:
-        hint = (
-            " (with --eval-interval it also gets ids like eval_0)" if with_eval else ""
-        )
-        raise UsageError(
-            f"{flag} {template!r} is not a usable template: {exc}{hint}"
-        ) from None
+        hint = " (with --eval-interval it also gets ids like eval_0)" if with_eval else ""
+        raise UsageError(f"{flag} {template!r} is not a usable template: {exc}{hint}") from None
 
 
 def validate(args: argparse.Namespace) -> None:
     """Check flag combinations and resolve implied settings, as Miles' argument checks do."""
     if args.debug_train_only and args.debug_rollout_only:
-        raise UsageError(
-            "--debug-train-only and --debug-rollout-only cannot be combined"
-        )
+        raise UsageError("--debug-train-only and --debug-rollout-only cannot be combined")
     if args.load_debug_rollout_data:
-        _check_template(
-            "--load-debug-rollout-data", args.load_debug_rollout_data, False
-        )
+        _check_template("--load-debug-rollout-data", args.load_debug_rollout_data, False)
         if args.debug_rollout_only:
-            raise UsageError(
-                "--load-debug-rollout-data implies train-only; drop --debug-rollout-only"
-            )
+            raise UsageError("--load-debug-rollout-data implies train-only; drop --debug-rollout-only")
         args.debug_train_only = True  # loaded data replaces the engines
     elif args.debug_train_only:
-        raise UsageError(
-            "--debug-train-only needs --load-debug-rollout-data (no engine samples)"
-        )
+        raise UsageError("--debug-train-only needs --load-debug-rollout-data (no engine samples)")
     if args.save_debug_rollout_data:
         evals = args.eval_interval is not None
-        _check_template(
-            "--save-debug-rollout-data", args.save_debug_rollout_data, evals
-        )
+        _check_template("--save-debug-rollout-data", args.save_debug_rollout_data, evals)
     for flag in (
         "rollout_batch_size",
         "n_samples_per_prompt",
@@ -119,9 +97,7 @@ def validate(args: argparse.Namespace) -> None:
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise UsageError(f"--{flag.replace('_', '-')} must be at least 1")
     if args.rollout_temperature < 0 or not 0 < args.sglang_mem_fraction_static <= 1:
-        raise UsageError(
-            "--rollout-temperature must be >= 0 and --sglang-mem-fraction-static in (0, 1]"
-        )
+        raise UsageError("--rollout-temperature must be >= 0 and --sglang-mem-fraction-static in (0, 1]")
     if args.env_report is not None:
         try:
             args.env_report = json.loads(args.env_report)
@@ -139,29 +115,18 @@ def run(args: argparse.Namespace) -> int:
     """The training loop: generate (or load) each rollout, train on it, update the engine."""
     log = toy.MilesLog("main")
     if args.env_report is not None:
-        toy.emit(
-            "ENV_REPORT_JSON=" + json.dumps(toy.env_report("main", args.env_report))
-        )
+        toy.emit("ENV_REPORT_JSON=" + json.dumps(toy.env_report("main", args.env_report)))
     if args.wandb_key or args.use_wandb:
-        log(
-            "wandb: disabled in the toy trainer; the wandb flags are accepted and ignored"
-        )
+        log("wandb: disabled in the toy trainer; the wandb flags are accepted and ignored")
     loaded = load_checkpoint(args.load, args.rollout_max_response_len)
     if loaded is not None:
         state, path = loaded
-        start = (
-            args.start_rollout_id
-            if args.start_rollout_id is not None
-            else state.next_rollout_id
-        )
+        start = args.start_rollout_id if args.start_rollout_id is not None else state.next_rollout_id
         log(f"Loaded checkpoint {path}; start_rollout_id={start}")
     else:
         state, start = TrainState.fresh(args.rollout_max_response_len), 0
         if args.start_rollout_id is not None:
-            log(
-                f"--start-rollout-id {args.start_rollout_id} ignored: no checkpoint at "
-                f"--load {args.load!r}; start_rollout_id reset to 0"
-            )
+            log(f"--start-rollout-id {args.start_rollout_id} ignored: no checkpoint at --load {args.load!r}; start_rollout_id reset to 0")
     main_events = EventLog(args.save_debug_event_data, "main")
     rollout_events = EventLog(args.save_debug_event_data, "rollout_manager")
     engine = None
@@ -177,11 +142,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     try:
-        move = (
-            engine.move_seconds
-            if engine
-            else state.weights.size * toy.MOVE_SECONDS_PER_PARAM
-        )
+        move = engine.move_seconds if engine else state.weights.size * toy.MOVE_SECONDS_PER_PARAM
         log(
             f"offload: train={args.offload_train} rollout={args.offload_rollout}; "
             f"simulated weight move: {move:.4f}s ({state.weights.size} parameters)"
@@ -208,19 +169,11 @@ def run(args: argparse.Namespace) -> int:
             }
             log(f"perf {rollout_id}: {perf!r}")
             main_events.metric(rollout_id, perf)
-            if (
-                args.save
-                and args.save_interval
-                and (rollout_id + 1) % args.save_interval == 0
-            ):
+            if args.save and args.save_interval and (rollout_id + 1) % args.save_interval == 0:
                 log(f"Saved checkpoint {save_checkpoint(args.save, state)}")
             if engine is not None:
                 pending_update = update_weights(engine, state, args)
-            if (
-                engine is not None
-                and args.eval_interval
-                and (rollout_id + 1) % args.eval_interval == 0
-            ):
+            if engine is not None and args.eval_interval and (rollout_id + 1) % args.eval_interval == 0:
                 manager.eval(rollout_id)
         if args.save and trainer is not None and start < args.num_rollout:
             log(f"Saved checkpoint {save_checkpoint(args.save, state)}")

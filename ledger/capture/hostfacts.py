@@ -74,10 +74,7 @@ class HostFacts:
             "python_version": self.python_version,
             "executable": self.executable,
             "packages": dict(self.packages),
-            "checkouts": {
-                name: {"path": c.path, "commit": c.commit, "dirty": c.dirty}
-                for name, c in sorted(self.checkouts.items())
-            },
+            "checkouts": {name: {"path": c.path, "commit": c.commit, "dirty": c.dirty} for name, c in sorted(self.checkouts.items())},
             "errors": list(self.errors),
         }
 
@@ -116,22 +113,26 @@ def interpreter_key(python: str = "python3") -> str | None:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def cached_host_facts(cache_dir: Path, python: str = "python3",
-                      checkouts: Mapping[str, str] | None = None) -> HostFacts:
+def cached_host_facts(cache_dir: Path, python: str = "python3", checkouts: Mapping[str, str] | None = None) -> HostFacts:
     """`host_facts`, with the package versions cached by `interpreter_key` (checkouts are always read)."""
     key = interpreter_key(python)
     cache = LocalCache.at(cache_dir)
     data = cache.read_json(f"host-{key}") if key else None
     if isinstance(data, dict):
-        facts = HostFacts(python=python, python_version=data.get("python_version"),
-                          executable=data.get("executable"), packages=dict(data.get("packages") or {}))
+        facts = HostFacts(
+            python=python,
+            python_version=data.get("python_version"),
+            executable=data.get("executable"),
+            packages=dict(data.get("packages") or {}),
+        )
         for name, where in (checkouts or {}).items():
             facts.checkouts[name] = _read_checkout(name, where, facts.errors)
         return facts
     facts = host_facts(python, checkouts)
     if key and not facts.errors:
-        cache.write_json(f"host-{key}", {"python_version": facts.python_version, "executable": facts.executable,
-                                         "packages": facts.packages})
+        cache.write_json(
+            f"host-{key}", {"python_version": facts.python_version, "executable": facts.executable, "packages": facts.packages}
+        )
     return facts
 
 
@@ -151,8 +152,7 @@ def basic_host() -> dict[str, str]:
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     """One bounded, non-interactive helper command; OSError and TimeoutExpired are the caller's."""
-    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=_TIMEOUT_S,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(argv, check=False, capture_output=True, text=True, timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL)
 
 
 def _read_versions(facts: HostFacts, python: str, packages: Sequence[str]) -> None:
@@ -166,9 +166,7 @@ def _read_versions(facts: HostFacts, python: str, packages: Sequence[str]) -> No
         facts.errors.append(f"python {python} failed: {_first_line(str(exc))}")
         return
     if proc.returncode != 0:
-        last = proc.stderr.strip().splitlines()[-1:] or [
-            f"exit status {proc.returncode}"
-        ]
+        last = proc.stderr.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
         facts.errors.append(f"python {python} failed: {last[0]}")
         return
     try:
@@ -177,9 +175,7 @@ def _read_versions(facts: HostFacts, python: str, packages: Sequence[str]) -> No
         facts.executable = data["executable"]
         facts.packages.update(data["packages"])
     except (ValueError, KeyError, IndexError, TypeError):
-        facts.errors.append(
-            f"python {python} failed: unreadable output {proc.stdout[:200]!r}"
-        )
+        facts.errors.append(f"python {python} failed: unreadable output {proc.stdout[:200]!r}")
 
 
 def _read_checkout(name: str, path: str, errors: list[str]) -> CheckoutFacts:
@@ -203,9 +199,7 @@ def _read_checkout(name: str, path: str, errors: list[str]) -> CheckoutFacts:
         errors.append(f"checkout {name} ({path}): {_first_line(str(exc))}")
         return facts
     if proc.returncode != 0:
-        errors.append(
-            f"checkout {name} ({path}): {_first_line(proc.stderr) or 'git failed'}"
-        )
+        errors.append(f"checkout {name} ({path}): {_first_line(proc.stderr) or 'git failed'}")
         return facts
     dirty = False
     for line in proc.stdout.splitlines():

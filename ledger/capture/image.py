@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.cache import LocalCache
-from ledger.capture.dockerargv import detect_image_in_argv
+from ledger.understand.dockerargv import detect_image_in_argv
 
 __all__ = ["ImageFacts", "detect_image_in_argv", "probe_image"]
 
@@ -123,17 +123,12 @@ def build_probe_script(probes: Mapping[str, ProbeSpec]) -> str:
             f"echo '{_STDERR_MARK}{name}' >&2",
             f"v=$( ( {command}\n) </dev/null ); rc=$?",
             'v=${v#"${v%%[![:space:]]*}"}; v=${v%%"$nl"*}',
-            (
-                f"if [ $rc -eq 0 ]; then printf 'ok:%s=%s\\n' {name} \"$v\"; "
-                f"else printf 'fail:%s=%s\\n' {name} \"$rc\"; fi"
-            ),
+            (f"if [ $rc -eq 0 ]; then printf 'ok:%s=%s\\n' {name} \"$v\"; else printf 'fail:%s=%s\\n' {name} \"$rc\"; fi"),
         ]
     return "\n".join(lines) + "\n"
 
 
-def parse_probe_output(
-    probes: Sequence[str], stdout: str, stderr: str
-) -> tuple[dict[str, str | None], list[str]]:
+def parse_probe_output(probes: Sequence[str], stdout: str, stderr: str) -> tuple[dict[str, str | None], list[str]]:
     """Turn the probe script's two streams into answers (None when failed) and error strings."""
     status: dict[str, tuple[bool, str]] = {}
     for line in stdout.splitlines():
@@ -163,9 +158,7 @@ def parse_probe_output(
         elif ok:
             errors.append(f"probe {name} failed: printed nothing")
         else:
-            errors.append(
-                f"probe {name} failed: {first or f'exit status {value}, no message'}"
-            )
+            errors.append(f"probe {name} failed: {first or f'exit status {value}, no message'}")
     return answers, errors
 
 
@@ -180,17 +173,13 @@ def normalize_probes(
     for name, spec in probes.items():
         argv_ok = isinstance(spec, (list, tuple)) and all(type(w) is str for w in spec)
         if not _PROBE_NAME.fullmatch(str(name)) or name in _RESERVED_NAMES:
-            errors.append(
-                f"probe {name!r} skipped: name must be lower_snake_case, not reserved"
-            )
+            errors.append(f"probe {name!r} skipped: name must be lower_snake_case, not reserved")
         elif isinstance(spec, str) and spec.strip():
             good[name] = spec
         elif argv_ok and spec:
             good[name] = list(spec)
         else:
-            errors.append(
-                f"probe {name} skipped: expected a shell string or a list of words"
-            )
+            errors.append(f"probe {name} skipped: expected a shell string or a list of words")
     return good, errors
 
 
@@ -227,9 +216,7 @@ def probe_image(
         try:
             image = client.images.get(ref)
         except docker.errors.ImageNotFound:
-            facts.errors.append(
-                f"image not found: {ref} (pull it first: docker pull {ref})"
-            )
+            facts.errors.append(f"image not found: {ref} (pull it first: docker pull {ref})")
             return facts
         except engine_errors as exc:
             facts.errors.append(f"image not found: {ref}: {_first_line(exc)}")
@@ -238,9 +225,7 @@ def probe_image(
         attrs = image.attrs
         facts.digest = _pick_repo_digest(ref, attrs.get("RepoDigests") or [])
         labels = (attrs.get("Config") or {}).get("Labels") or {}
-        facts.labels = {
-            k: v for k, v in labels.items() if k.startswith(_LABEL_PREFIXES)
-        }
+        facts.labels = {k: v for k, v in labels.items() if k.startswith(_LABEL_PREFIXES)}
         if specs:
             _fill_probes(facts, client, image.id, specs, cache_dir, engine_errors)
     finally:
@@ -293,9 +278,7 @@ def _run_script(client: Any, image_id: str, script: str) -> tuple[str, str]:
         stdout = container.logs(stdout=True, stderr=False).decode("utf-8", "replace")
         stderr = container.logs(stdout=False, stderr=True).decode("utf-8", "replace")
         if result.get("StatusCode", 0) != 0 and not stdout:
-            raise OSError(
-                f"probe script exited {result.get('StatusCode')}: {stderr.strip()}"
-            )
+            raise OSError(f"probe script exited {result.get('StatusCode')}: {stderr.strip()}")
         return stdout, stderr
     finally:
         # Best-effort cleanup: a failed removal must not hide the probe answers.

@@ -57,8 +57,13 @@ def _tail(client: Any, submission_id: str, write: Callable[[bytes], None], done:
         done.set()
 
 
-def follow(address: str | None, submission_id: str, write: Callable[[bytes], None], poll_s: float = 0.5,
-           say: Callable[[str], None] = lambda _text: None) -> JobEnd:
+def follow(
+    address: str | None,
+    submission_id: str,
+    write: Callable[[bytes], None],
+    poll_s: float = 0.5,
+    say: Callable[[str], None] = lambda _text: None,
+) -> JobEnd:
     """Stream the job's logs to `write` until it ends; Ctrl-C (SIGINT) stops the job."""
     address = address or DEFAULT_ADDRESS
     started = time.monotonic()
@@ -70,13 +75,19 @@ def follow(address: str | None, submission_id: str, write: Callable[[bytes], Non
         signal.signal(signal.SIGINT, previous)
 
 
-def _follow(address: str, submission_id: str, write: Callable[[bytes], None], poll_s: float,
-            say: Callable[[str], None], interrupted: threading.Event, started: float) -> JobEnd:
+def _follow(
+    address: str,
+    submission_id: str,
+    write: Callable[[bytes], None],
+    poll_s: float,
+    say: Callable[[str], None],
+    interrupted: threading.Event,
+    started: float,
+) -> JobEnd:
     try:
         client = _client(address)
     except ImportError:
-        return JobEnd(submission_id, address, None, None, False, None,
-                      "ray is not installed here (pip install 'ledger[ray]')", 0.0)
+        return JobEnd(submission_id, address, None, None, False, None, "ray is not installed here (pip install 'ledger[ray]')", 0.0)
     except Exception as exc:  # ConnectionError and friends, translated here
         return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0)
     written = bytearray()
@@ -86,8 +97,7 @@ def _follow(address: str, submission_id: str, write: Callable[[bytes], None], po
         write(data)
 
     tail_done = threading.Event()
-    tail = threading.Thread(target=_tail, args=(client, submission_id, keep, tail_done), daemon=True,
-                            name="ledger-ray-tail")
+    tail = threading.Thread(target=_tail, args=(client, submission_id, keep, tail_done), daemon=True, name="ledger-ray-tail")
     tail.start()
     stopped = False
     status: str | None = None
@@ -112,7 +122,7 @@ def _follow(address: str, submission_id: str, write: Callable[[bytes], None], po
         logs = client.get_job_logs(submission_id).encode("utf-8", "surrogateescape")
         if not tail_done.is_set() or len(logs) > len(written):
             if logs.startswith(bytes(written)):
-                write(logs[len(written):])  # what the tail had not delivered
+                write(logs[len(written) :])  # what the tail had not delivered
     except Exception:  # noqa: BLE001 - the logs are a best effort once the status is known
         pass
     message = getattr(info, "message", None) if info is not None else None

@@ -48,22 +48,28 @@ class Job:
     def __init__(self, argv: list[str], cwd: Path, env: Mapping[str, str], stop_grace_s: float):
         read_fd, write_fd = os.pipe()
         try:
-            self.proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL,
-                                         stdout=write_fd, stderr=write_fd, start_new_session=True)
+            self.proc = subprocess.Popen(
+                argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd, start_new_session=True
+            )
         except FileNotFoundError as exc:
             os.close(read_fd)
-            raise LedgerError(f"command not found: {argv[0]}", "check the spelling and your PATH",
-                              exit_code=EXIT_COMMAND_NOT_FOUND) from exc
+            raise LedgerError(
+                f"command not found: {argv[0]}", "check the spelling and your PATH", exit_code=EXIT_COMMAND_NOT_FOUND
+            ) from exc
         except PermissionError as exc:
             os.close(read_fd)
-            raise LedgerError(f"command cannot be executed: {argv[0]} ({exc.strerror})",
-                              f"make it executable (`chmod +x {argv[0]}`) or run it through its interpreter",
-                              exit_code=EXIT_CANNOT_EXECUTE) from exc
+            raise LedgerError(
+                f"command cannot be executed: {argv[0]} ({exc.strerror})",
+                f"make it executable (`chmod +x {argv[0]}`) or run it through its interpreter",
+                exit_code=EXIT_CANNOT_EXECUTE,
+            ) from exc
         except OSError as exc:
             os.close(read_fd)
-            raise LedgerError(f"command cannot be executed: {argv[0]} ({exc.strerror})",
-                              "check that it is a program or script with a #! line",
-                              exit_code=EXIT_CANNOT_EXECUTE) from exc
+            raise LedgerError(
+                f"command cannot be executed: {argv[0]} ({exc.strerror})",
+                "check that it is a program or script with a #! line",
+                exit_code=EXIT_CANNOT_EXECUTE,
+            ) from exc
         finally:
             os.close(write_fd)
         self.output_fd = read_fd
@@ -94,8 +100,9 @@ class Job:
             return
         self.forwarded = name
         self.signal_group(signum)
-        self._timer = threading.Timer(self.stop_grace_s, self.escalate,
-                                      (f"SIGKILL sent: the job was still running {self.stop_grace_s:g} s after {name}",))
+        self._timer = threading.Timer(
+            self.stop_grace_s, self.escalate, (f"SIGKILL sent: the job was still running {self.stop_grace_s:g} s after {name}",)
+        )
         self._timer.daemon = True
         self._timer.start()
 
@@ -148,13 +155,15 @@ class SignalGuard:
         job = self.job
         name = signal.Signals(signum).name
         if job is None:
-            raise LedgerError(f"interrupted by {name} before the job started", "nothing ran; nothing was recorded",
-                              exit_code=128 + signum)
+            raise LedgerError(f"interrupted by {name} before the job started", "nothing ran; nothing was recorded", exit_code=128 + signum)
         if job.proc.returncode is None and job.proc.poll() is None:
             first = job.forwarded is None
             job.forward(signum, self.before_forward)
-            self._say(f"ledger: forwarded {name} to the job; SIGKILL in {job.stop_grace_s:g} s; Ctrl-C again to kill now"
-                      if first else f"ledger: {name} again: sent SIGKILL to the job")
+            self._say(
+                f"ledger: forwarded {name} to the job; SIGKILL in {job.stop_grace_s:g} s; Ctrl-C again to kill now"
+                if first
+                else f"ledger: {name} again: sent SIGKILL to the job"
+            )
         else:
             self._say(f"ledger: got {name} while writing the record; finishing first")
 

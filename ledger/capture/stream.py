@@ -4,7 +4,7 @@ A dedicated thread reads the pipe in large chunks, writes every chunk raw to the
 splits the bytes line by line into ``engine.log`` (lines from SGLang engines, recognised by a
 line-start regex) and ``trainer.log`` (everything else). Bytes are never decoded; order is kept
 within each file. Lines that may hold secrets are redacted before they reach the files (the
-terminal gets the raw bytes): every line a `ledger.capture.scanner.Redactor` flags (token shapes,
+terminal gets the raw bytes): every line a `ledger.redact.scanner.Redactor` flags (token shapes,
 secret-named values, URL credentials, private-key blocks, the run's known secret values), found by
 one fast scan per block; launcher command lines are kept for the settings.
 
@@ -26,9 +26,8 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from pathlib import Path
 
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import Redactor
-from ledger.capture.secretlines import (
+from ledger.config import DEFAULT_ENGINE_PATTERNS
+from ledger.redact.lines import (
     COMMAND,
     COMMAND_START,
     engine_alternatives,
@@ -36,7 +35,8 @@ from ledger.capture.secretlines import (
     split_regex,
     suspect_spans,
 )
-from ledger.config import DEFAULT_ENGINE_PATTERNS
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import Redactor
 
 __all__ = ["DEFAULT_ENGINE_PATTERNS", "LineSplitter", "OutputCapture"]
 
@@ -297,8 +297,11 @@ class LineSplitter:
 
     def truncation_notes(self) -> list[str]:
         """One line per log whose writing failed (a full disk): where it stops, and why."""
-        return [f"{sink.path.name} truncated at byte {sink.written}: {sink.error.strerror or sink.error}"
-                for sink in (self.trainer, self.engine) if sink.error is not None]
+        return [
+            f"{sink.path.name} truncated at byte {sink.written}: {sink.error.strerror or sink.error}"
+            for sink in (self.trainer, self.engine)
+            if sink.error is not None
+        ]
 
     @property
     def redacted(self) -> list[str]:
@@ -339,8 +342,7 @@ class OutputCapture:
         self._raw_fd: int | None = None
         # raw mode splits later (`split_raw`, or `ledger.record.streamed` while the job runs): the
         # splitter, which creates the two logs, is made only when the split happens here
-        self._make_splitter = functools.partial(LineSplitter, trainer_path, engine_path, engine_patterns,
-                                                keep_command_lines, redactor)
+        self._make_splitter = functools.partial(LineSplitter, trainer_path, engine_path, engine_patterns, keep_command_lines, redactor)
         self._splitter_made: LineSplitter | None = None if raw_path is not None else self._make_splitter()
         self._paths = (trainer_path, engine_path)
         self._thread = threading.Thread(target=self._run, name="ledger-capture", daemon=True)
@@ -460,9 +462,11 @@ class OutputCapture:
         """One line per log that is shorter than the job's output, saying where and why."""
         notes = []
         if self.raw_error is not None:
-            notes.append(f"logs truncated: saving the job's output failed after {self.raw_kept} of "
-                         f"{self.bytes_in} bytes ({self.raw_error.strerror or self.raw_error}); "
-                         "the rest reached the terminal only")
+            notes.append(
+                f"logs truncated: saving the job's output failed after {self.raw_kept} of "
+                f"{self.bytes_in} bytes ({self.raw_error.strerror or self.raw_error}); "
+                "the rest reached the terminal only"
+            )
         if self._splitter_made is not None:
             notes.extend(self._splitter_made.truncation_notes())
         return notes
@@ -480,7 +484,7 @@ class OutputCapture:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def split_file(raw: Path, splitter: LineSplitter, block: int = 4 * CHUNK) -> LineSplitter:
@@ -492,8 +496,12 @@ def split_file(raw: Path, splitter: LineSplitter, block: int = 4 * CHUNK) -> Lin
     return splitter
 
 
-def split_output(raw: Path, trainer_path: Path, engine_path: Path,
-                 engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
-                 redactor: Redactor | None = None) -> LineSplitter:
+def split_output(
+    raw: Path,
+    trainer_path: Path,
+    engine_path: Path,
+    engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
+    redactor: Redactor | None = None,
+) -> LineSplitter:
     """Split a raw output file left by a crashed ledger into the two logs (for `ledger recover`)."""
     return split_file(raw, LineSplitter(trainer_path, engine_path, engine_patterns, redactor=redactor))

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.capture.settings import DEFAULT_IGNORE
 from ledger.compare.diffcore import changed_settings
 from ledger.compare.logparse import MetricsTable
 from ledger.errors import UsageError
+from ledger.opening import open_branch
 from ledger.runref import resolve
-from ledger.storage.branch import open_branch
 from ledger.storage.listing import load_listing
 from ledger.textfmt import ABSENT, is_absent, show_value
+from ledger.understand.settings import DEFAULT_IGNORE
 
 
 @dataclass
@@ -29,13 +29,14 @@ class CompareResult:
     all_settings: list[dict[str, Any]] = field(default_factory=list)  # for --group-by
 
     def to_json(self) -> dict[str, Any]:
-        return {"runs": self.runs,
-                "settings": {k: [None if is_absent(v) else v for v in vs] for k, vs in self.settings.items()},
-                "metrics": self.metrics}
+        return {
+            "runs": self.runs,
+            "settings": {k: [None if is_absent(v) else v for v in vs] for k, vs in self.settings.items()},
+            "metrics": self.metrics,
+        }
 
 
-def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = (),
-                 with_tables: bool = False) -> CompareResult:
+def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = (), with_tables: bool = False) -> CompareResult:
     """Resolve every run first, then read their settings and summary metrics (and per-step tables)."""
     if len(names) < 2:
         raise UsageError("compare needs at least two runs", "ledger compare RUN RUN [RUN...]")
@@ -56,12 +57,22 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
     if metric_globs:
         names_metrics = [n for n in names_metrics if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)]
     result = CompareResult(
-        runs=[{"id": m["id"], "name": m.get("name"), "state": (m.get("status") or {}).get("state"),
-               "started": m.get("started"), "tags": m.get("tags") or [], "note": m.get("note"),
-               "trackers": m.get("trackers")} for m in ms],
+        runs=[
+            {
+                "id": m["id"],
+                "name": m.get("name"),
+                "state": (m.get("status") or {}).get("state"),
+                "started": m.get("started"),
+                "tags": m.get("tags") or [],
+                "note": m.get("note"),
+                "trackers": m.get("trackers"),
+            }
+            for m in ms
+        ],
         settings={k: [s.get(k, ABSENT) for s in settings] for k in sorted(differ)},
         metrics={n: [(m.get("metrics") or {}).get(n) for m in ms] for n in names_metrics},
-        all_settings=settings)
+        all_settings=settings,
+    )
     if with_tables:
         from ledger.compare.metrics_store import load_metrics
 
@@ -96,18 +107,17 @@ def render_compare(result: CompareResult) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
 
 
-def write_compare_page(result: CompareResult, out: Path, metric_globs: tuple[str, ...] = (),
-                       group_by: str | None = None) -> None:
+def write_compare_page(result: CompareResult, out: Path, metric_globs: tuple[str, ...] = (), group_by: str | None = None) -> None:
     """`--html`: every logged metric (or those the globs name) of the runs, one chart each."""
-    from ledger.compare.comparepage import CompareRun, compare_page, metric_names
     from ledger.fsutil import write_atomic
+    from ledger.pages.comparepage import CompareRun, compare_page, metric_names
 
     if group_by is not None and not any(group_by in s for s in result.all_settings):
-        raise UsageError(f"--group-by: no run has a setting '{group_by}'",
-                         "name a setting the runs have (`ledger compare` lists those that differ)")
+        raise UsageError(
+            f"--group-by: no run has a setting '{group_by}'", "name a setting the runs have (`ledger compare` lists those that differ)"
+        )
     tables = result.tables or [None] * len(result.runs)
-    runs = [CompareRun(run_label(r), r["id"], s, t, r.get("trackers"))
-            for r, s, t in zip(result.runs, result.all_settings, tables)]
+    runs = [CompareRun(run_label(r), r["id"], s, t, r.get("trackers")) for r, s, t in zip(result.runs, result.all_settings, tables)]
     names = metric_names(runs)
     if metric_globs:
         names = [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)]

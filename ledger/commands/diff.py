@@ -11,19 +11,19 @@ from typing import Any
 
 from ledger import __version__
 from ledger.cache import LocalCache
-from ledger.capture.settings import DEFAULT_IGNORE, ignored_settings
 from ledger.compare.diffcore import DiffReport, build_report
-from ledger.compare.html import DiffPageInput, diff_page
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, RunNotFound, UsageError
 from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
+from ledger.opening import open_branch
+from ledger.pages.html import DiffPageInput, diff_page
 from ledger.runref import RunRef, resolve
-from ledger.storage.branch import open_branch
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_manifest
 from ledger.storage.store import RunEntry, commit_of_run, read_file_at
+from ledger.understand.settings import DEFAULT_IGNORE, ignored_settings
 
 
 @dataclass
@@ -42,13 +42,14 @@ CODE_SETTINGS = ("code.commit", "code.patch", "code.tree")
 def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bool) -> str:
     """The manifests' diff, plus the code diff (outside runs/) when the code is what changed."""
     out = "manifest diff:\n" + repo.git(
-        "diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml",
-        check=False).stdout.decode("utf-8", "replace")
+        "diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml", check=False
+    ).stdout.decode("utf-8", "replace")
     if code_changed:
         ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
         if ca and cb:
-            out += "\ncode diff:\n" + repo.git("diff", "--no-color", "--stat", "-p", ca, cb, "--", ".",
-                                                ":(exclude)runs", check=False).stdout.decode("utf-8", "replace")
+            out += "\ncode diff:\n" + repo.git(
+                "diff", "--no-color", "--stat", "-p", ca, cb, "--", ".", ":(exclude)runs", check=False
+            ).stdout.decode("utf-8", "replace")
     return out
 
 
@@ -61,8 +62,7 @@ class _EarlierRuns:
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         listing = load_listing(self.repo, self.tip, with_settings=True)
-        return iter([m for m in listing.ordered()
-                     if m["id"] not in self.skip and (m.get("started") or "") <= self.before])
+        return iter([m for m in listing.ordered() if m["id"] not in self.skip and (m.get("started") or "") <= self.before])
 
 
 def _report_key(ea: RunEntry, eb: RunEntry, *options: Any) -> str:
@@ -98,12 +98,23 @@ def _resolve_recorded(repo: Repo, tip: str | None, name: str, listing: Listing |
         if live is None:
             raise
         at = "" if live.step is None else f", at step {live.step}"
-        raise RunNotFound(f"run {live.id} ('{name}') is still running{at}: a diff compares recorded runs",
-                          f"wait for it to end (`ledger tail {name} -f` follows it), then diff again") from None
+        raise RunNotFound(
+            f"run {live.id} ('{name}') is still running{at}: a diff compares recorded runs",
+            f"wait for it to end (`ledger tail {name} -f` follows it), then diff again",
+        ) from None
 
 
-def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, steps_metric: str | None,
-              git_diff: bool, ignore: list[str] | None = None, html: Path | None = None) -> DiffOutput:
+def diff_runs(
+    start: Path,
+    a: str,
+    b: str,
+    metrics: list[str],
+    force: bool,
+    steps_metric: str | None,
+    git_diff: bool,
+    ignore: list[str] | None = None,
+    html: Path | None = None,
+) -> DiffOutput:
     """Compare two runs; refused (exit 3) unless exactly one setting differs or `force`.
 
     With `html`, also write the comparison as one self-contained page to that file.
@@ -127,32 +138,56 @@ def diff_runs(start: Path, a: str, b: str, metrics: list[str], force: bool, step
             _store_report(repo, key, report)
     out = _output(repo, tip, ea, eb, report, git_diff, steps_metric)
     if html is not None:
-        data = DiffPageInput(report, render_text(report, None, show_steps=False), _full_manifest(repo, ea),
-                             _full_manifest(repo, eb), load_metrics(repo, ea), load_metrics(repo, eb))
+        data = DiffPageInput(
+            report,
+            render_text(report, None, show_steps=False),
+            _full_manifest(repo, ea),
+            _full_manifest(repo, eb),
+            load_metrics(repo, ea),
+            load_metrics(repo, eb),
+        )
         write_atomic(html, diff_page(data).encode())
         out.html_path = html
     return out
 
 
-def _compare(repo: Repo, cfg: Any, tip: str, ea: RunEntry, eb: RunEntry, metrics: list[str], force: bool,
-             steps_metric: str | None, ignore: list[str] | None) -> DiffReport:
+def _compare(
+    repo: Repo,
+    cfg: Any,
+    tip: str,
+    ea: RunEntry,
+    eb: RunEntry,
+    metrics: list[str],
+    force: bool,
+    steps_metric: str | None,
+    ignore: list[str] | None,
+) -> DiffReport:
     ma, mb = _full_manifest(repo, ea), _full_manifest(repo, eb)
     code_a, code_b = ma["code"].get("commit"), mb["code"].get("commit")
-    if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) \
-            and merge_base(repo, code_a, code_b) is None:
-        raise LedgerError(f"runs {ea.id} and {eb.id} come from different ledgers (unrelated code histories)",
-                          "compare runs recorded from the same project")
+    if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) and merge_base(repo, code_a, code_b) is None:
+        raise LedgerError(
+            f"runs {ea.id} and {eb.id} come from different ledgers (unrelated code histories)",
+            "compare runs recorded from the same project",
+        )
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
     # a path that holds the run's own id differs in every run by construction: not a setting
     all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ea.id) | ignored_settings(mb.get("settings") or {}, eb.id))
     earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), mb.get("started") or "")
-    return build_report(ma, mb, load_metrics(repo, ea), load_metrics(repo, eb), ignore=all_ignore,
-                        metrics=metrics, force=force, earlier_runs=earlier, max_age_hours=cfg.max_age_hours,
-                        steps_metric=steps_metric)
+    return build_report(
+        ma,
+        mb,
+        load_metrics(repo, ea),
+        load_metrics(repo, eb),
+        ignore=all_ignore,
+        metrics=metrics,
+        force=force,
+        earlier_runs=earlier,
+        max_age_hours=cfg.max_age_hours,
+        steps_metric=steps_metric,
+    )
 
 
-def _output(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport, git_diff: bool,
-            steps_metric: str | None) -> DiffOutput:
+def _output(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport, git_diff: bool, steps_metric: str | None) -> DiffOutput:
     text_diff = None
     if git_diff and not report.refused:
         code_changed = any(c.name in CODE_SETTINGS for c in report.changed)
@@ -161,6 +196,10 @@ def _output(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport
     if report.forced:
         names = ", ".join(c.name for c in report.changed) or "no setting"
         banner = f"ledger: FORCED comparison: {len(report.changed)} settings differ ({names}); timing mixes their effects"
-    return DiffOutput(text=render_text(report, text_diff, show_steps=steps_metric is not None),
-                      json=report.to_json_dict(), refused=report.refused,
-                      exit_code=EXIT_REFUSED if report.refused else EXIT_OK, forced_banner=banner)
+    return DiffOutput(
+        text=render_text(report, text_diff, show_steps=steps_metric is not None),
+        json=report.to_json_dict(),
+        refused=report.refused,
+        exit_code=EXIT_REFUSED if report.refused else EXIT_OK,
+        forced_banner=banner,
+    )

@@ -17,8 +17,8 @@ from typing import Any
 
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError, UsageError
+from ledger.opening import listing_for
 from ledger.runref import resolve
-from ledger.storage.branch import listing_for
 
 FORMATS = ("csv", "tsv", "json")
 AXES = ("rollout", "train")

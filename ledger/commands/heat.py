@@ -12,8 +12,8 @@ from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
 from ledger.heat.heatlog import HeatLog, read_heat_log
 from ledger.heat.summary import render_heat_summary, time_above
+from ledger.opening import listing_for
 from ledger.runref import resolve
-from ledger.storage.branch import listing_for
 from ledger.storage.store import read_file_at
 
 
@@ -44,13 +44,13 @@ def heat_report(start: Path, name: str, png: Path | None, html: Path | None = No
     summary = render_heat_summary(log, steps or None)
     written = []
     if png is not None:
-        from ledger.heat.plot import plot_heat_png
+        from ledger.pages.heatplot import plot_heat_png
 
         written.append(plot_heat_png(log, steps or None, png))
     if html is not None:
         if not log.samples:
             raise LedgerError("the heat log has no samples to plot")
-        from ledger.heat.page import heat_page
+        from ledger.pages.heatpage import heat_page
 
         write_atomic(html, heat_page(entry.id, log, steps or None, summary))
         written.append(html)
@@ -70,7 +70,11 @@ def heat_data(run_id: str, log: HeatLog) -> dict[str, Any]:
     gpus = {}
     for key, points in series.items():
         temps = [t for _, t in points]
-        gpus[key] = {"min_c": min(temps), "mean_c": sum(temps) / len(temps), "peak_c": max(temps), "samples": len(temps),
-                     "above_pause_s": time_above(points, pause_at) if pause_at is not None else None}
-    return {"id": run_id, "sensor": log.sensor, "guard": guard, "gpus": gpus,
-            "events": [asdict(e) for e in log.events]}
+        gpus[key] = {
+            "min_c": min(temps),
+            "mean_c": sum(temps) / len(temps),
+            "peak_c": max(temps),
+            "samples": len(temps),
+            "above_pause_s": time_above(points, pause_at) if pause_at is not None else None,
+        }
+    return {"id": run_id, "sensor": log.sensor, "guard": guard, "gpus": gpus, "events": [asdict(e) for e in log.events]}

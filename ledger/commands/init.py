@@ -53,12 +53,12 @@ def init_repo(start: Path) -> InitResult:
     if (root / ".dvc").is_dir():
         done.append("DVC already initialised, kept")
     else:
-        proc = subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip().splitlines()
-            raise LedgerError(f"`dvc init` failed: {err[-1] if err else proc.returncode}",
-                              "run `dvc init` yourself, then `ledger init` again")
+            raise LedgerError(
+                f"`dvc init` failed: {err[-1] if err else proc.returncode}", "run `dvc init` yourself, then `ledger init` again"
+            )
         done.append("initialised DVC (.dvc/)")
     staging.ledger_dir(root)
     return InitResult(done, f"git add {CONFIG_NAME} runs/README.md .dvc .dvcignore && git commit -m 'ledger init'")

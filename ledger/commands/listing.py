@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.compare.runfilter import RunFilter
 from ledger.compare.summarymetrics import KEYS as SUMMARY_KEYS
 from ledger.compare.summarymetrics import metric_value
 from ledger.manifest import duration_text
+from ledger.opening import open_branch
 from ledger.runref import resolve, runs_named
-from ledger.storage.branch import open_branch
 from ledger.storage.git import Repo
 from ledger.storage.listing import list_fields, load_listing, parse_manifest
-from ledger.storage.runfilter import RunFilter
 from ledger.storage.store import read_file_at
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.textfmt import MISSING, change_text, plural
@@ -70,9 +70,15 @@ def _unpulled(repo: Repo, branch: str, tip: str | None) -> str | None:
     return f"origin/{branch} has {plural(count, 'run')} not here; `ledger pull` would show them"
 
 
-def list_runs(start: Path, changed: bool = False, limit: int | None = None, reverse: bool = False,
-              flt: RunFilter | None = None, with_settings: bool = False,
-              metric_globs: tuple[str, ...] = ()) -> ListResult:
+def list_runs(
+    start: Path,
+    changed: bool = False,
+    limit: int | None = None,
+    reverse: bool = False,
+    flt: RunFilter | None = None,
+    with_settings: bool = False,
+    metric_globs: tuple[str, ...] = (),
+) -> ListResult:
     """Every run at the branch tip, newest first (`reverse`: oldest first), optionally with what
     changed from the run before each; `limit` keeps the newest N of those `flt` keeps (archived
     runs are left out unless it says); `metric_globs` name the summary metrics to show as columns."""
@@ -88,15 +94,20 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None, reve
     recorded = {m["id"] for m in rows}
     running = [r.summary() for r in running_runs(repo.root) if r.id not in recorded]
     running = [r for r in running if flt.keep({**r, "status": {"state": "running"}})]
-    result = ListResult(shown if reverse else shown[::-1], listing.broken, unpulled=_unpulled(repo, cfg.branch, tip),
-                        oldest_id=rows[0]["id"] if rows else None, running=running if reverse else running[::-1],
-                        running_first=not reverse)
+    result = ListResult(
+        shown if reverse else shown[::-1],
+        listing.broken,
+        unpulled=_unpulled(repo, cfg.branch, tip),
+        oldest_id=rows[0]["id"] if rows else None,
+        running=running if reverse else running[::-1],
+        running_first=not reverse,
+    )
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
     result.filtered = len(kept) < len(rows)
     if changed:
-        from ledger.capture.settings import DEFAULT_IGNORE
         from ledger.compare.diffcore import change_log
+        from ledger.understand.settings import DEFAULT_IGNORE
 
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]
         for run_id, changes in change_log(rows, ignore):
@@ -129,8 +140,15 @@ def render_list(result: ListResult) -> str:
     for m in result.rows:
         s = summary(m)
         paused = "-" if s["paused"] is None else f"{s['paused']} ({_fmt_duration(s['paused_s'])})" if s["paused"] else "0"
-        row = [s["id"], s["name"] or "-", s["state"] or "-", "-" if s["exit_code"] is None else str(s["exit_code"]),
-               _fmt_duration(s["duration_s"]), paused, (s["started"] or "-")[:19].replace("T", " ")]
+        row = [
+            s["id"],
+            s["name"] or "-",
+            s["state"] or "-",
+            "-" if s["exit_code"] is None else str(s["exit_code"]),
+            _fmt_duration(s["duration_s"]),
+            paused,
+            (s["started"] or "-")[:19].replace("T", " "),
+        ]
         if s["replay_of"]:
             row[2] += "*"
         row += _extra_cells(result, m, tags_column)
@@ -142,8 +160,7 @@ def render_list(result: ListResult) -> str:
         state = "running" if live["step"] is None else f"running: step {live['step']}"
         if live["last_step_at"]:
             state += f" ({live['last_step_at']})"
-        row = [live["id"], live["name"] or "-", state, "-", "-", "-",
-               (live["started"] or "-")[:19].replace("T", " ")]
+        row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
         row += ["-"] * (len(header) - len(row))
         if result.changes:
             row.append("(running)")
@@ -220,11 +237,18 @@ def change_log_json(result: ListResult) -> list[dict[str, Any]]:
     def plain(v: Any) -> Any:
         return None if is_absent(v) else v
 
-    return [{"id": m["id"], "name": m.get("name"), "first": m["id"] == result.oldest_id,
-             "changed": [{"name": c["name"], "a": plain(c["a"]), "b": plain(c["b"]),
-                          "absent_in": [k for k in ("a", "b") if is_absent(c[k])]}
-                         for c in result.changes.get(m["id"], [])]}
-            for m in result.rows]
+    return [
+        {
+            "id": m["id"],
+            "name": m.get("name"),
+            "first": m["id"] == result.oldest_id,
+            "changed": [
+                {"name": c["name"], "a": plain(c["a"]), "b": plain(c["b"]), "absent_in": [k for k in ("a", "b") if is_absent(c[k])]}
+                for c in result.changes.get(m["id"], [])
+            ],
+        }
+        for m in result.rows
+    ]
 
 
 def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
@@ -239,10 +263,14 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
     if live is not None:
         from ledger import yamlio
 
-        so_far = {**live.manifest, "status": {"state": "running", "step": live.step, "last_step_at": live.last_step_at,
-                                              "output_bytes": live.output_bytes}}
-        running = (f"run {live.id} is still running: this is its manifest so far, not its record "
-                   "(settings, logs and metrics are added when it ends)")
+        so_far = {
+            **live.manifest,
+            "status": {"state": "running", "step": live.step, "last_step_at": live.last_step_at, "output_bytes": live.output_bytes},
+        }
+        running = (
+            f"run {live.id} is still running: this is its manifest so far, not its record "
+            "(settings, logs and metrics are added when it ends)"
+        )
         return so_far, yamlio.dumps(so_far), running
     listing = load_listing(repo, tip) if tip is not None else None
     entry = resolve(repo, tip, name, listing)
@@ -258,8 +286,9 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
         same = runs_named(listing, run_name)
         older = same.index(entry.id) if entry.id in same else 0
         if older:
-            note = (f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': "
-                    + ", ".join(f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]))
+            note = f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': " + ", ".join(
+                f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]
+            )
     return manifest, raw.decode("utf-8", "replace"), note
 
 

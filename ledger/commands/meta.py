@@ -10,15 +10,16 @@ from pathlib import Path
 
 from ledger.config import Config
 from ledger.errors import UsageError
+from ledger.opening import open_branch
 from ledger.runref import resolve
-from ledger.storage.branch import open_branch
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing
 from ledger.storage.runmeta import MAX_NOTE_LEN, MetaChange, RunMeta, change_meta, check_tag
 
 
-def _change(start: Path, runs: list[str], what: str, edit: Callable[[RunMeta], RunMeta],
-            opened: tuple[Repo, Config, str | None] | None = None) -> list[MetaChange]:
+def _change(
+    start: Path, runs: list[str], what: str, edit: Callable[[RunMeta], RunMeta], opened: tuple[Repo, Config, str | None] | None = None
+) -> list[MetaChange]:
     repo, cfg, tip = opened or open_branch(start)
     listing = load_listing(repo, tip) if tip is not None else None
     entries = [resolve(repo, tip, r, listing) for r in runs]  # every name checked before any commit
@@ -45,8 +46,8 @@ def note_run(start: Path, run: str, text: str) -> MetaChange:
     """Set the run's note (what `ledger list` and `show` say about it); secrets in it are hidden."""
     if len(text) > MAX_NOTE_LEN:
         raise UsageError(f"the note is {len(text)} characters long", f"keep it under {MAX_NOTE_LEN}")
-    from ledger.capture.scanner import Redactor
-    from ledger.capture.secretvalues import known_secrets
+    from ledger.redact.scanner import Redactor
+    from ledger.redact.values import known_secrets
 
     opened = open_branch(start)
     cfg = opened[1]
@@ -59,5 +60,4 @@ def archive_runs(start: Path, runs: list[str], archived: bool) -> list[MetaChang
     """Hide runs from `ledger list` (and from name resolution), or show them again."""
     if not runs:
         raise UsageError("no run given", f"ledger {'archive' if archived else 'unarchive'} RUN [RUN...]")
-    return _change(start, runs, "archive" if archived else "unarchive",
-                   lambda m: dataclasses.replace(m, archived=archived))
+    return _change(start, runs, "archive" if archived else "unarchive", lambda m: dataclasses.replace(m, archived=archived))

@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.capture.settings import DEFAULT_IGNORE
 from ledger.compare.diffcore import change_log
-from ledger.compare.html import ReportRow, report_page
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
+from ledger.opening import open_branch
+from ledger.pages.html import ReportRow, report_page
 from ledger.runref import resolve
-from ledger.storage.branch import open_branch
 from ledger.storage.listing import list_fields, load_listing
 from ledger.textfmt import change_text, plural
+from ledger.understand.settings import DEFAULT_IGNORE
 
 DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read each run's metrics)
 

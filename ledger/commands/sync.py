@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ledger.config import load_config
+from ledger.configload import load_config
 from ledger.errors import EXIT_DATA, EXIT_OK, LedgerError
 from ledger.runref import resolve
 from ledger.storage import sync
@@ -40,8 +40,10 @@ def pick_remote(repo: Repo, remote: str | None) -> str:
         return remote
     if "origin" in names or len(names) != 1:
         if "origin" not in names:
-            raise LedgerError("no git remote 'origin' to share runs with" + (f" (remotes here: {', '.join(names)})"
-                              if names else ""), "name one (`ledger push REMOTE`) or add it: `git remote add origin URL`")
+            raise LedgerError(
+                "no git remote 'origin' to share runs with" + (f" (remotes here: {', '.join(names)})" if names else ""),
+                "name one (`ledger push REMOTE`) or add it: `git remote add origin URL`",
+            )
         return "origin"
     return names[0]
 
@@ -101,8 +103,10 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
         raise LedgerError(f"remote '{remote}' has no branch '{cfg.branch}'", "push runs there first (`ledger push`)")
     result = sync.SyncResult()
     tip = sync.integrate(repo, cfg.branch, remote_tip, result)
-    say(f"ledger: branch '{cfg.branch}' now at {tip[:10]}"
-        + (f" ({plural(len(result.rebuilt), 'local run')} rebuilt on top)" if result.rebuilt else ""))
+    say(
+        f"ledger: branch '{cfg.branch}' now at {tip[:10]}"
+        + (f" ({plural(len(result.rebuilt), 'local run')} rebuilt on top)" if result.rebuilt else "")
+    )
     listing = load_listing(repo, tip)
     entries = list(listing.entries.values()) if all_data else [resolve(repo, tip, r, listing) for r in runs]
     texts = [t for e in entries for t in _dvc_texts(repo, e)]
@@ -116,9 +120,10 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
     for f in fetched.failed[:5]:
         say(f"ledger: data not fetched: {f.what}: {f.reason}")
     if fetched.failed:  # never a "fetched" line after a failure
-        say(f"ledger: data of {plural(len(entries), 'run')} not all fetched ({fetched.fetched} objects came); "
-            "the branch is pulled all the same, `ledger pull` again retries the data")
+        say(
+            f"ledger: data of {plural(len(entries), 'run')} not all fetched ({fetched.fetched} objects came); "
+            "the branch is pulled all the same, `ledger pull` again retries the data"
+        )
         return EXIT_DATA
     say(f"ledger: fetched data of {plural(len(entries), 'run')} ({fetched.fetched} objects)")
     return EXIT_OK
-

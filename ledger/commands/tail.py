@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ledger.capture.redact import redact_line
-from ledger.capture.secretlines import engine_alternatives
+from ledger.opening import open_branch
 from ledger.record.live import LiveRun, find_running
+from ledger.redact.apply import redact_line
+from ledger.redact.lines import engine_alternatives
 from ledger.runref import resolve
-from ledger.storage.branch import open_branch
 from ledger.storage.store import read_file_at
 
 POLL_S = 0.2
@@ -77,8 +77,7 @@ def _follow(live: LiveRun, f: BinaryIO, splitter: _Splitter) -> Iterator[bytes]:
         time.sleep(POLL_S)
 
 
-def _tail_running(live: LiveRun, patterns: tuple[str, ...], engine: bool, count: int,
-                  follow: bool) -> TailResult:
+def _tail_running(live: LiveRun, patterns: tuple[str, ...], engine: bool, count: int, follow: bool) -> TailResult:
     splitter = _Splitter(patterns, engine)
     log = "engine.log" if engine else "trainer.log"
     try:

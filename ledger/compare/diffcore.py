@@ -96,7 +96,6 @@ __all__ = [
 ]
 
 
-
 @dataclass(frozen=True)
 class Change:
     """One setting whose value differs; `a` or `b` is `ABSENT` when that run lacks it."""
@@ -159,16 +158,10 @@ def _settings(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     return manifest.get("settings") or {}
 
 
-def suggest_baseline(
-    b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()
-) -> str | None:
+def suggest_baseline(b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()) -> str | None:
     """The id of the most recent run started before B that differs from B in exactly one setting."""
     b_started = b_manifest.get("started") or ""
-    candidates = [
-        m
-        for m in earlier
-        if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)
-    ]
+    candidates = [m for m in earlier if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)]
     candidates.sort(key=lambda m: m.get("started") or "", reverse=True)
     for manifest in candidates:
         if len(changed_settings(_settings(manifest), _settings(b_manifest), ignore)) == 1:
@@ -176,16 +169,12 @@ def suggest_baseline(
     return None
 
 
-def change_log(
-    manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()
-) -> list[tuple[str, list[Change]]]:
+def change_log(manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()) -> list[tuple[str, list[Change]]]:
     """For `ledger log`: each run's setting changes against the run before it (none for the first)."""
     out: list[tuple[str, list[Change]]] = []
     previous: Mapping[str, Any] | None = None
     for manifest in manifests_in_order:
-        changes = (
-            [] if previous is None else changed_settings(_settings(previous), _settings(manifest), ignore)
-        )
+        changes = [] if previous is None else changed_settings(_settings(previous), _settings(manifest), ignore)
         out.append((str(manifest.get("id")), changes))
         previous = manifest
     return out
@@ -381,8 +370,7 @@ def build_report(
         report.suggested_baseline = suggest_baseline(mb, earlier_runs, ignore)
         return report
     report.metrics_logged = logged_metrics(table_a, table_b)
-    report.metric_unmatched = unmatched_patterns(
-        [*metrics, *([steps_metric] if steps_metric else [])], report.metrics_logged)
+    report.metric_unmatched = unmatched_patterns([*metrics, *([steps_metric] if steps_metric else [])], report.metrics_logged)
     report.timing_unavailable = _timing_gap(table_a, table_b)
     if report.timing_unavailable is None and table_a is not None and table_b is not None:
         pauses_a, pauses_b = pauses_from_manifest(ma), pauses_from_manifest(mb)

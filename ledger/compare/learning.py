@@ -29,8 +29,21 @@ from ledger.compare.logparse import MetricsTable
 from ledger.compare.stats import CONFIDENCE, is_timing, median, median_with_ci
 
 # The default learning metrics, as globs over the names the runs logged (one source for them).
-DEFAULT_LEARNING = ("*loss*", "*grad_norm*", "*reward*", "*score*", "*accuracy*", "*/kl*", "*_kl*", "*kl_loss*",
-                    "*entropy*", "*clipfrac*", "*clip_frac*", "*clip_ratio*", "eval/*")
+DEFAULT_LEARNING = (
+    "*loss*",
+    "*grad_norm*",
+    "*reward*",
+    "*score*",
+    "*accuracy*",
+    "*/kl*",
+    "*_kl*",
+    "*kl_loss*",
+    "*entropy*",
+    "*clipfrac*",
+    "*clip_frac*",
+    "*clip_ratio*",
+    "eval/*",
+)
 NOISE_REL = 1e-6  # relative difference below which two values are the same up to float noise
 NOISE_ABS = 1e-12
 FIRST_DIFFS = 10  # per-step differences kept from the divergence on (text and JSON)
@@ -82,8 +95,7 @@ def _columns(table: MetricsTable | None, wanted: Sequence[str] | None = None) ->
     def kept(name: str) -> bool:
         found = keep.get(name)
         if found is None:
-            found = keep[name] = not is_timing(name) and (
-                wanted is None or any(fnmatchcase(name, p) for p in wanted))
+            found = keep[name] = not is_timing(name) and (wanted is None or any(fnmatchcase(name, p) for p in wanted))
         return found
 
     for step, row in table.rows.items():
@@ -142,14 +154,14 @@ def _compare(metric: str, axis: str, col_a: Mapping[int, float], col_b: Mapping[
         diff_ci=estimate.ci,
         first_divergence=None if first is None else common[first],
         identical_before=all(col_a[s] == col_b[s] for s in before),
-        first_diffs=[StepDiff(s, col_a[s], col_b[s], col_b[s] - col_a[s])
-                     for s in common[start:start + FIRST_DIFFS]] if first is not None else [],
+        first_diffs=[StepDiff(s, col_a[s], col_b[s], col_b[s] - col_a[s]) for s in common[start : start + FIRST_DIFFS]]
+        if first is not None
+        else [],
         first_bitwise_difference=next((s for s in common if col_a[s] != col_b[s]), None),
     )
 
 
-def compare_learning(table_a: MetricsTable | None, table_b: MetricsTable | None,
-                     patterns: Sequence[str] = ()) -> list[LearningResult]:
+def compare_learning(table_a: MetricsTable | None, table_b: MetricsTable | None, patterns: Sequence[str] = ()) -> list[LearningResult]:
     """Learning metrics (defaults + `patterns`) that both runs logged, compared on common steps.
 
     A metric one run logs per train step and the other per rollout is compared on rollout ids.
@@ -182,12 +194,20 @@ def _num(value: float) -> float | None:
 def learning_json(r: LearningResult) -> dict[str, object]:
     """One learning result as plain JSON data (schema in `ledger.compare.diffcore`)."""
     return {
-        "metric": r.metric, "axis": r.axis, "common_steps": r.common_steps,
-        "only_a": r.only_a, "only_b": r.only_b,
-        "mean_a": _num(r.mean_a), "mean_b": _num(r.mean_b),
-        "median_a": _num(r.median_a), "median_b": _num(r.median_b),
-        "median_diff": _num(r.median_diff), "diff_ci": list(r.diff_ci) if r.diff_ci else None,
-        "confidence": r.confidence, "first_divergence": r.first_divergence,
-        "identical_before": r.identical_before, "first_bitwise_difference": r.first_bitwise_difference,
+        "metric": r.metric,
+        "axis": r.axis,
+        "common_steps": r.common_steps,
+        "only_a": r.only_a,
+        "only_b": r.only_b,
+        "mean_a": _num(r.mean_a),
+        "mean_b": _num(r.mean_b),
+        "median_a": _num(r.median_a),
+        "median_b": _num(r.median_b),
+        "median_diff": _num(r.median_diff),
+        "diff_ci": list(r.diff_ci) if r.diff_ci else None,
+        "confidence": r.confidence,
+        "first_divergence": r.first_divergence,
+        "identical_before": r.identical_before,
+        "first_bitwise_difference": r.first_bitwise_difference,
         "first_diffs": [{"step": d.step, "a": d.a, "b": d.b, "diff": d.diff} for d in r.first_diffs],
     }

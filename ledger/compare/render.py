@@ -82,9 +82,7 @@ def _table(rows: list[list[str]], right: set[int]) -> list[str]:
     widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
     lines = []
     for row in rows:
-        cells = [
-            cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))
-        ]
+        cells = [cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))]
         lines.append("  " + "  ".join(cells).rstrip())
     return lines
 
@@ -146,8 +144,18 @@ def _learning_lines(report: DiffReport) -> list[str]:
             diff += f" [{_signed(r.diff_ci[0])}, {_signed(r.diff_ci[1])}]"
         elif 0 < r.common_steps < 6:
             diff += " (no CI: n < 6)"
-        rows.append([r.metric, str(r.common_steps), _number(r.mean_a), _number(r.mean_b), _number(r.median_a),
-                     _number(r.median_b), diff, _diverges(r, report.same_samples)])
+        rows.append(
+            [
+                r.metric,
+                str(r.common_steps),
+                _number(r.mean_a),
+                _number(r.mean_b),
+                _number(r.median_a),
+                _number(r.median_b),
+                diff,
+                _diverges(r, report.same_samples),
+            ]
+        )
     lines += _table(rows, right={1, 2, 3, 4, 5})
     for r in report.learning:
         if r.first_diffs and ("loss" in r.metric or r is report.learning[0]):
@@ -175,8 +183,7 @@ def _unmatched_lines(report: DiffReport) -> list[str]:
     if not report.metric_unmatched:
         return []
     logged = ", ".join(report.metrics_logged) or "nothing"
-    return [f"metric {', '.join(repr(p) for p in report.metric_unmatched)} matched nothing; "
-            f"the runs logged: {logged}"]
+    return [f"metric {', '.join(repr(p) for p in report.metric_unmatched)} matched nothing; the runs logged: {logged}"]
 
 
 def render_text(report: DiffReport, git_diff: str | None = None, show_steps: bool = True) -> str:

@@ -180,8 +180,7 @@ def _values(rows: Mapping[int, StepRow], metric: str, steps: Iterable[int]) -> d
     # the common case runs over 10,000s of steps: one comprehension, `v - v == 0` is isfinite
     if steps is rows:
         return {s: v for s, row in rows.items() if (v := row.metrics.get(metric)) is not None and v - v == 0}
-    return {s: v for s in steps if (row := rows.get(s)) is not None
-            and (v := row.metrics.get(metric)) is not None and v - v == 0}
+    return {s: v for s in steps if (row := rows.get(s)) is not None and (v := row.metrics.get(metric)) is not None and v - v == 0}
 
 
 def expand_metrics(patterns: Iterable[str], available: Iterable[str]) -> list[str]:

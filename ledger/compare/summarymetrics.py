@@ -38,8 +38,7 @@ def summarize(table: MetricsTable) -> dict[str, dict[str, float | int]]:
     for name, points in sorted(_series(table).items()):
         lo = min(points, key=lambda p: p[1])
         hi = max(points, key=lambda p: p[1])
-        out[name] = {"last": points[-1][1], "last_step": points[-1][0], "min": lo[1], "min_step": lo[0],
-                     "max": hi[1], "max_step": hi[0]}
+        out[name] = {"last": points[-1][1], "last_step": points[-1][0], "min": lo[1], "min_step": lo[0], "max": hi[1], "max_step": hi[0]}
     return out
 
 

@@ -81,9 +81,7 @@ def open_dvc_repo(repo_root: Path) -> Iterator[Any]:
             hint="run `dvc init` there and commit .dvc/",
         ) from exc
     except Exception as exc:  # DVC raises config and SCM errors of many types
-        raise DataError(
-            f"cannot open the DVC repository at {repo_root}: {exc}"
-        ) from exc
+        raise DataError(f"cannot open the DVC repository at {repo_root}: {exc}") from exc
     try:
         yield repo
     finally:
@@ -154,30 +152,22 @@ def track_outputs(
                 _remember(repo, known)
             cache = repo.cache.local
             records = [
-                _track_one(cache, staged_run_dir, role, Path(src), role in roles[:i], private)
-                for i, (role, src) in enumerate(outputs)
+                _track_one(cache, staged_run_dir, role, Path(src), role in roles[:i], private) for i, (role, src) in enumerate(outputs)
             ]
     except DataError as exc:
         return [_failed(role, Path(src), exc.message) for role, src in outputs]
     tracked = [r.role for r in records if r.tracked]
     if tracked:
         try:
-            _add_gitignore_entries(
-                data_dir / ".gitignore", [f"/{role}" for role in tracked]
-            )
+            _add_gitignore_entries(data_dir / ".gitignore", [f"/{role}" for role in tracked])
         except OSError as exc:
             why = f"cannot write data/.gitignore: {exc}"
-            return [
-                _failed(r.role, Path(r.source), why) if r.tracked else r
-                for r in records
-            ]
+            return [_failed(r.role, Path(r.source), why) if r.tracked else r for r in records]
     return records
 
 
 def _failed(role: str, source: Path, error: str) -> DataRecord:
-    return DataRecord(
-        role, f"data/{role}", f"data/{role}.dvc", str(source), error=error
-    )
+    return DataRecord(role, f"data/{role}", f"data/{role}.dvc", str(source), error=error)
 
 
 def _track_one(
@@ -190,9 +180,7 @@ def _track_one(
 ) -> DataRecord:
     data_dir = staged_run_dir / "data"
     if not _ROLE.fullmatch(role) or role.endswith(".dvc"):
-        return _failed(
-            role, source, f"role {role!r} is not a plain name (letters, digits, _.-)"
-        )
+        return _failed(role, source, f"role {role!r} is not a plain name (letters, digits, _.-)")
     if repeated:
         return _failed(role, source, f"role {role!r} is given twice")
     source = source.absolute()
@@ -204,10 +192,7 @@ def _track_one(
     # Hard links only inside the staged run folder, which nothing rewrites after the run. A job
     # often reuses an output path outside it run after run: rewriting a file that shares its
     # inode with the cache would corrupt the cached object of the earlier run, so copy those.
-    link = any(
-        source == root.absolute() or root.absolute() in source.parents
-        for root in (staged_run_dir, *private)
-    )
+    link = any(source == root.absolute() or root.absolute() in source.parents for root in (staged_run_dir, *private))
     try:
         out = _save_to_cache(cache, source, role, link)
         text = render_dvc_text([out])
@@ -239,9 +224,7 @@ def _save_to_cache(cache: Any, source: Path, name: str, link: bool) -> DvcOut:
     staging, meta, obj = build(cache, os.fspath(source), fs, _HASH_NAME)
     result = transfer(staging, cache, {obj.hash_info}, shallow=False, hardlink=link)
     if result.failed:
-        raise DataError(
-            f"{len(result.failed)} object(s) could not be saved into the DVC cache"
-        )
+        raise DataError(f"{len(result.failed)} object(s) could not be saved into the DVC cache")
     return DvcOut(name, str(obj.hash_info.value), meta.size, meta.nfiles)
 
 
@@ -304,7 +287,6 @@ def _add_gitignore_entries(path: Path, entries: Sequence[str]) -> None:
     new = [e for e in entries if e not in lines]
     if new:
         write_atomic(path, "".join(f"{line}\n" for line in [*lines, *new]))
-
 
 
 def error_text(exc: BaseException) -> str:
@@ -384,9 +366,7 @@ def checkout_data(repo_root: Path, dvc_text: str, dest: Path) -> None:
                 hint="move them away or choose another destination",
             ) from exc
         except (CheckoutError, LinkError, ObjectFormatError, OSError) as exc:
-            raise DataError(
-                f"cannot check out {out.path!r} at {dest}: {error_text(exc)}"
-            ) from exc
+            raise DataError(f"cannot check out {out.path!r} at {dest}: {error_text(exc)}") from exc
 
 
 def status_of(cache: Any, out: DvcOut) -> CacheStatus:
@@ -421,11 +401,7 @@ def verify_data(dest: Path, dvc_text: str, repo_root: Path | None = None) -> lis
         return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
     if not dest.is_dir():
         return [f"missing: {out.path}"]
-    actual = {
-        p.relative_to(dest).as_posix(): p
-        for p in sorted(dest.rglob("*"))
-        if p.is_file()
-    }
+    actual = {p.relative_to(dest).as_posix(): p for p in sorted(dest.rglob("*")) if p.is_file()}
     hashes = dict(zip(actual, _md5_files(list(actual.values()))))
     expected: dict[str, str] | None = None
     if repo_root is not None:
@@ -435,16 +411,11 @@ def verify_data(dest: Path, dvc_text: str, repo_root: Path | None = None) -> lis
     if expected is None:
         found = _dir_md5(hashes)
         return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
-    problems = [
-        f"missing: {out.path}/{rel}" for rel in sorted(set(expected) - set(hashes))
-    ]
+    problems = [f"missing: {out.path}/{rel}" for rel in sorted(set(expected) - set(hashes))]
     for rel in sorted(set(expected) & set(hashes)):
         if expected[rel] != hashes[rel]:
             problems.append(_mismatch(f"{out.path}/{rel}", expected[rel], hashes[rel]))
-    problems += [
-        f"unexpected file: {out.path}/{rel}"
-        for rel in sorted(set(hashes) - set(expected))
-    ]
+    problems += [f"unexpected file: {out.path}/{rel}" for rel in sorted(set(hashes) - set(expected))]
     return problems
 
 

@@ -103,9 +103,7 @@ def push_data(
     try:
         with open_dvc_repo(repo_root) as repo:
             cache = repo.cache.local
-            ids, labels, members, unlisted = _wanted(
-                cache, outs, "not in the local DVC cache"
-            )
+            ids, labels, members, unlisted = _wanted(cache, outs, "not in the local DVC cache")
             absent = {hi.value for hi in ids if not in_cache(cache, hi.value)}
             failed += unlisted + _failures(absent, labels, "not in the local DVC cache")
             # Like `dvc push`: a folder listing goes up only with all of its files.
@@ -116,9 +114,7 @@ def push_data(
             try:
                 odb = _remote_odb(repo, remote, "push")
             except Exception as exc:  # noqa: BLE001 - NoRemoteError, config, filesystem
-                return PushResult(
-                    0, [*failed, TransferFailure("remote", error_text(exc))]
-                )
+                return PushResult(0, [*failed, TransferFailure("remote", error_text(exc))])
             done, errors = _transfer(cache, odb, ids, labels, progress)
     except DataError as exc:
         return PushResult(0, [*failed, TransferFailure("remote", exc.message)])
@@ -144,9 +140,7 @@ def fetch_data(
             try:
                 odb = _remote_odb(repo, remote, "fetch")
             except Exception as exc:  # noqa: BLE001 - NoRemoteError, config, filesystem
-                return FetchResult(
-                    0, [*failed, TransferFailure("remote", error_text(exc))]
-                )
+                return FetchResult(0, [*failed, TransferFailure("remote", error_text(exc))])
             # Folder listings first: which files to fetch is only known once they are local.
             listings = {HashInfo("md5", o.md5) for o in outs if o.isdir}
             labels = {o.md5: f"{o.path} (folder listing)" for o in outs if o.isdir}
@@ -192,12 +186,8 @@ def _wanted(
     return ids, labels, members, unlisted
 
 
-def _failures(
-    oids: set[str], labels: dict[str, str], reason: str
-) -> list[TransferFailure]:
-    return sorted(
-        (TransferFailure(labels[oid], reason) for oid in oids), key=lambda f: f.what
-    )
+def _failures(oids: set[str], labels: dict[str, str], reason: str) -> list[TransferFailure]:
+    return sorted((TransferFailure(labels[oid], reason) for oid in oids), key=lambda f: f.what)
 
 
 def _transfer(
@@ -214,16 +204,11 @@ def _transfer(
         return 0, []
     with _capture_failures() as reasons:
         try:
-            result = transfer(
-                src, dest, ids, shallow=True, callback=_callback(progress)
-            )
+            result = transfer(src, dest, ids, shallow=True, callback=_callback(progress))
         except Exception as exc:  # noqa: BLE001 - an unreachable remote fails as a whole
             return 0, [TransferFailure("remote", error_text(exc))]
     oids = sorted(str(hi.value) for hi in result.failed)
-    failed = [
-        TransferFailure(labels.get(oid, oid), reasons.get(oid, "transfer failed"))
-        for oid in oids
-    ]
+    failed = [TransferFailure(labels.get(oid, oid), reasons.get(oid, "transfer failed")) for oid in oids]
     return len(result.transferred), failed
 
 
@@ -235,9 +220,7 @@ class _FailureLog(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.args and isinstance(record.args, tuple) and record.exc_info:
             exc = record.exc_info[1]
-            self.reasons[str(record.args[0])] = (
-                error_text(exc) if exc else record.getMessage()
-            )
+            self.reasons[str(record.args[0])] = error_text(exc) if exc else record.getMessage()
 
 
 @contextmanager

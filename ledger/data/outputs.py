@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ledger.capture.settings import flag_groups, locate_training_command, split_training_command
+from ledger.understand.settings import flag_groups, locate_training_command, split_training_command
 
 ROLLOUT_FLAG = "--save-debug-rollout-data"
 EVENTS_FLAG = "--save-debug-event-data"
@@ -83,12 +83,16 @@ def find_outputs(argv: Sequence[str]) -> list[Output]:
     """
     values = _last_values(training_args(argv))
     details = values.get(DETAILS_FLAG, "").rstrip("/")
-    derived = {
-        ROLLOUT_FLAG: f"{details}/rollout_data/{{rollout_id}}.pt",
-        EVENTS_FLAG: f"{details}/events",
-        TRAIN_FLAG: f"{details}/train_data/{{rollout_id}}_{{rank}}.pt",
-        DETAILS_FLAG: f"{details}/trajectory/{{rollout_id}}.jsonl",
-    } if details else {}
+    derived = (
+        {
+            ROLLOUT_FLAG: f"{details}/rollout_data/{{rollout_id}}.pt",
+            EVENTS_FLAG: f"{details}/events",
+            TRAIN_FLAG: f"{details}/train_data/{{rollout_id}}_{{rank}}.pt",
+            DETAILS_FLAG: f"{details}/trajectory/{{rollout_id}}.jsonl",
+        }
+        if details
+        else {}
+    )
     outputs: list[Output] = []
     for flag, (role, is_template) in _OUTPUT_FLAGS.items():
         value = values.get(flag) if flag != DETAILS_FLAG else None
@@ -130,9 +134,7 @@ def debug_flag_values(data_dir: str) -> list[tuple[str, str]]:
     return [(ROLLOUT_FLAG, f"{base}/rollout/{{rollout_id}}.pt"), (EVENTS_FLAG, f"{base}/events")]
 
 
-def inject_debug_flags(
-    argv: Sequence[str], data_dir: str, launcher_text: str | None = None
-) -> tuple[list[str], list[str]]:
+def inject_debug_flags(argv: Sequence[str], data_dir: str, launcher_text: str | None = None) -> tuple[list[str], list[str]]:
     """Append the rollout- and event-data flags the run does not set yet.
 
     Adds `--save-debug-rollout-data <data_dir>/rollout/{rollout_id}.pt` and

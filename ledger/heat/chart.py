@@ -59,13 +59,10 @@ def heat_plot(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None) -> He
         node = node_of(ts.sample)
         label = f"{node} GPU {ts.sample.gpu}" if len(nodes) > 1 or node else f"GPU {ts.sample.gpu}"
         lines.setdefault(label, []).append(((ts.time - t0) / per, ts.sample.temp_c))
-    pauses = [((start - t0) / per, ((end if end is not None else t_last) - t0) / per)
-              for start, end in heatlog.pauses]
+    pauses = [((start - t0) / per, ((end if end is not None else t_last) - t0) / per) for start, end in heatlog.pauses]
     marks = [(t - t0) / per for _, t in (steps or [])[:MAX_STEP_LINES] if t0 <= t <= t_last]
     thresholds = []
     if heatlog.guard is not None:
         g = heatlog.guard
-        thresholds = [(g.pause_at, f"pause at {g.pause_at:g} C", PAUSE_COLOR),
-                      (g.resume_at, f"resume at {g.resume_at:g} C", RESUME_COLOR)]
-    return HeatPlot(unit, lines, pauses, marks, thresholds,
-                    f"GPU temperature ({heatlog.sensor or 'unknown sensor'})")
+        thresholds = [(g.pause_at, f"pause at {g.pause_at:g} C", PAUSE_COLOR), (g.resume_at, f"resume at {g.resume_at:g} C", RESUME_COLOR)]
+    return HeatPlot(unit, lines, pauses, marks, thresholds, f"GPU temperature ({heatlog.sensor or 'unknown sensor'})")

@@ -111,10 +111,17 @@ class NodeWatch:
 
     def to_dict(self) -> dict[str, Any]:
         """For the manifest's `gpu.nodes` (a node that left keeps the GPUs it had)."""
-        return {"node": self.label, "node_id": self.node_id, "ip": self.ip, "hostname": self.hostname,
-                "sensor": (self.info or {}).get("sensor"), "watched": self.unwatched is None,
-                "unwatched": self.unwatched, "left": self.left_at is not None,
-                "gpus": [g.to_dict() for g in self.gpus]}
+        return {
+            "node": self.label,
+            "node_id": self.node_id,
+            "ip": self.ip,
+            "hostname": self.hostname,
+            "sensor": (self.info or {}).get("sensor"),
+            "watched": self.unwatched is None,
+            "unwatched": self.unwatched,
+            "left": self.left_at is not None,
+            "gpus": [g.to_dict() for g in self.gpus],
+        }
 
 
 def node_names(node: dict[str, Any], label: str) -> list[str]:
@@ -130,9 +137,16 @@ class ClusterSensor:
 
     name = "ray-cluster"
 
-    def __init__(self, target: ClusterTarget, spec: dict[str, Any], interval_s: float, started_at: float,
-                 local_pids: Callable[[], set[int]] = set, warn: Callable[[str], None] = lambda _t: None,
-                 env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        target: ClusterTarget,
+        spec: dict[str, Any],
+        interval_s: float,
+        started_at: float,
+        local_pids: Callable[[], set[int]] = set,
+        warn: Callable[[str], None] = lambda _t: None,
+        env: dict[str, str] | None = None,
+    ):
         require_ray()
         self.target = target
         self._spec = spec
@@ -187,8 +201,14 @@ class ClusterSensor:
             gcs = resolve_gcs_address(self.target.address, self._env)
             # a node may lack ledger: ship the package with this driver's actors (job-level py_modules)
             ledger_dir = str(Path(__file__).resolve().parents[1])
-            ray.init(address=gcs, namespace="ledger", log_to_driver=False, configure_logging=False,
-                     logging_level=logging.ERROR, runtime_env={"py_modules": [ledger_dir]})
+            ray.init(
+                address=gcs,
+                namespace="ledger",
+                log_to_driver=False,
+                configure_logging=False,
+                logging_level=logging.ERROR,
+                runtime_env={"py_modules": [ledger_dir]},
+            )
         except Exception as exc:  # noqa: BLE001 - any failure: say it, try again later
             text = f"cannot connect to the Ray cluster at {self.target.address}: {type(exc).__name__}: {exc}"
             text = text.splitlines()[0]
@@ -227,7 +247,9 @@ class ClusterSensor:
             self._nodes[node_id] = watch
             try:
                 watch.handle = remote_cls.options(  # type: ignore[attr-defined]
-                    num_cpus=0, num_gpus=0, max_restarts=0,
+                    num_cpus=0,
+                    num_gpus=0,
+                    max_restarts=0,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 ).remote(label, watch.names, self._spec)
                 watch.info_ref = watch.handle.info.remote()
@@ -317,13 +339,15 @@ class ClusterSensor:
         from ray.util.state import list_jobs
 
         own = ray.get_runtime_context().get_job_id()
-        jobs = [_job_dict(j) for j in list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False)
-                if j.job_id != own]
+        jobs = [
+            _job_dict(j) for j in list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False) if j.job_id != own
+        ]
         job = pick_job(jobs, self.target, self._started_at, self._local_pids())
         if job is None:
             alive = [j.get("submission_id") or j.get("job_id") for j in jobs if j["status"] in ("PENDING", "RUNNING")]
-            raise RuntimeError(f"cannot tell which Ray job is this run's among the running ones {alive} "
-                               f"(give `ray job submit --submission-id ID`)")
+            raise RuntimeError(
+                f"cannot tell which Ray job is this run's among the running ones {alive} (give `ray job submit --submission-id ID`)"
+            )
         return job
 
     def job_processes(self, job: dict[str, Any]) -> dict[str, list[int]]:
@@ -337,12 +361,14 @@ class ClusterSensor:
                 by_node.setdefault(node, []).append(int(job["driver_pid"]))
         if job.get("job_id"):
             jid = job["job_id"]
-            for actor in list_actors(address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "ALIVE")],
-                                     limit=10000, raise_on_missing_output=False):
+            for actor in list_actors(
+                address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "ALIVE")], limit=10000, raise_on_missing_output=False
+            ):
                 if actor.pid and actor.node_id:
                     by_node.setdefault(actor.node_id, []).append(int(actor.pid))
-            for task in list_tasks(address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "RUNNING")],
-                                   limit=10000, raise_on_missing_output=False):
+            for task in list_tasks(
+                address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "RUNNING")], limit=10000, raise_on_missing_output=False
+            ):
                 pid = getattr(task, "worker_pid", None)
                 if pid and task.node_id:
                     by_node.setdefault(task.node_id, []).append(int(pid))
@@ -371,9 +397,13 @@ class ClusterSensor:
             except Exception:
                 self._resume_quietly()
                 raise
-            record = {"action": "stop", "at": time.time(), "job": job.get("submission_id") or job.get("job_id"),
-                      "nodes": {r["node"]: len(r["pids"]) for r in results},
-                      "not_reached": [n[:12] for n in missing]}
+            record = {
+                "action": "stop",
+                "at": time.time(),
+                "job": job.get("submission_id") or job.get("job_id"),
+                "nodes": {r["node"]: len(r["pids"]) for r in results},
+                "not_reached": [n[:12] for n in missing],
+            }
             self._pause_log.append(record)
             if missing:
                 self._warn(f"job processes on {len(missing)} node(s) without a sampler were not stopped")
@@ -396,12 +426,16 @@ class ClusterSensor:
                     failed.append((watch, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
             # a node that did not confirm stays listed, so that close() asks it again
             self._paused_nodes = [w for w, _ in failed]
-            self._pause_log.append({"action": "resume", "at": time.time(),
-                                    "nodes": {r["node"]: len(r["pids"]) for r in results},
-                                    "not_resumed": {w.label: why for w, why in failed}})
+            self._pause_log.append(
+                {
+                    "action": "resume",
+                    "at": time.time(),
+                    "nodes": {r["node"]: len(r["pids"]) for r in results},
+                    "not_resumed": {w.label: why for w, why in failed},
+                }
+            )
             if failed:
-                raise RuntimeError("job processes may still be stopped on node(s) "
-                                   + ", ".join(f"{w.label} ({why})" for w, why in failed))
+                raise RuntimeError("job processes may still be stopped on node(s) " + ", ".join(f"{w.label} ({why})" for w, why in failed))
 
     def _resume_quietly(self) -> None:
         """Resume after a failed pause; a failure here is already part of the pause's error."""
@@ -420,21 +454,36 @@ class ClusterSensor:
         with self._lock:
             nodes = [w.to_dict() for w in self._nodes.values()]
             unwatched = {w.label: w.unwatched for w in self._nodes.values() if w.unwatched}
-            return {"cluster": {**self.target.to_dict(), "gcs_address": self._gcs, "connected": self._connected,
-                                "unavailable": self._unreachable, "job": self._job},
-                    "nodes": nodes, "unwatched": unwatched,
-                    # every GPU seen during the run, also on nodes that left (gpus() drops those)
-                    "gpus": [g for node in nodes for g in node["gpus"]]}
+            return {
+                "cluster": {
+                    **self.target.to_dict(),
+                    "gcs_address": self._gcs,
+                    "connected": self._connected,
+                    "unavailable": self._unreachable,
+                    "job": self._job,
+                },
+                "nodes": nodes,
+                "unwatched": unwatched,
+                # every GPU seen during the run, also on nodes that left (gpus() drops those)
+                "gpus": [g for node in nodes for g in node["gpus"]],
+            }
 
 
 def _job_dict(job: Any) -> dict[str, Any]:
     status = getattr(job.status, "value", job.status)
     kind = getattr(job.type, "value", job.type)
     driver = job.driver_info
-    return {"job_id": job.job_id, "submission_id": job.submission_id, "type": str(kind), "status": str(status),
-            "entrypoint": job.entrypoint, "start_time": job.start_time,
-            "driver_pid": getattr(driver, "pid", None), "driver_ip": getattr(driver, "node_ip_address", None),
-            "driver_node": getattr(job, "driver_node_id", None)}
+    return {
+        "job_id": job.job_id,
+        "submission_id": job.submission_id,
+        "type": str(kind),
+        "status": str(status),
+        "entrypoint": job.entrypoint,
+        "start_time": job.start_time,
+        "driver_pid": getattr(driver, "pid", None),
+        "driver_ip": getattr(driver, "node_ip_address", None),
+        "driver_node": getattr(job, "driver_node_id", None),
+    }
 
 
 def pick_job(jobs: list[dict[str, Any]], target: ClusterTarget, started_at: float, local_pids: set[int]) -> dict[str, Any] | None:

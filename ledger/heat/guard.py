@@ -86,9 +86,7 @@ class HeatGuard:
                 "heat guard resume_after and max_pause must be >= 0 seconds",
                 hint="e.g. resume_after 30, max_pause 600",
             )
-        self.settings = GuardSettings(
-            enabled, pause_at, resume_at, resume_after, max_pause
-        )
+        self.settings = GuardSettings(enabled, pause_at, resume_at, resume_after, max_pause)
         self.warn_every = warn_every
         self._paused_since: float | None = None
         self._cool_since: float | None = None
@@ -110,9 +108,7 @@ class HeatGuard:
         if not s.enabled:
             return []
         if self._paused_since is None:
-            hot = [
-                (t, g) for g, t in temps.items() if t is not None and t >= s.pause_at
-            ]
+            hot = [(t, g) for g, t in temps.items() if t is not None and t >= s.pause_at]
             if not hot:
                 return []
             temp, key = max(hot, key=lambda h: h[0])
@@ -122,9 +118,7 @@ class HeatGuard:
             self._last_warn = None
             return [Action(PAUSE, now, gpu=gpu, temp_c=temp, node=node)]
 
-        all_cool = bool(temps) and all(
-            t is not None and t <= s.resume_at for t in temps.values()
-        )
+        all_cool = bool(temps) and all(t is not None and t <= s.resume_at for t in temps.values())
         if not all_cool:
             self._cool_since = None
         elif self._cool_since is None:
@@ -133,9 +127,7 @@ class HeatGuard:
             return [self._resume(now)]
 
         paused_s = now - self._paused_since
-        if paused_s > s.max_pause and (
-            self._last_warn is None or now - self._last_warn >= self.warn_every
-        ):
+        if paused_s > s.max_pause and (self._last_warn is None or now - self._last_warn >= self.warn_every):
             self._last_warn = now
             return [Action(WARN, now, paused_s=paused_s)]
         return []

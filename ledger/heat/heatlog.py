@@ -136,9 +136,7 @@ class HeatLog:
 class HeatLogWriter:
     """Appends samples and events to a heat log; line-buffered and flushed every tick."""
 
-    def __init__(
-        self, path: Path, guard: GuardSettings | None = None, sensor: str | None = None
-    ):
+    def __init__(self, path: Path, guard: GuardSettings | None = None, sensor: str | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._file: io.TextIOWrapper | None = open(  # noqa: SIM115 - closed in close()
@@ -146,10 +144,7 @@ class HeatLogWriter:
         )
         self._file.write(HEADER + "\n")
         if guard is not None:
-            flags = " ".join(
-                f"{k}={str(v).lower() if isinstance(v, bool) else _num(v)}"
-                for k, v in guard.to_dict().items()
-            )
+            flags = " ".join(f"{k}={str(v).lower() if isinstance(v, bool) else _num(v)}" for k, v in guard.to_dict().items())
             self._file.write(f"# guard {flags}\n")
         if sensor is not None:
             self._file.write(f"# sensor {sensor}\n")
@@ -181,9 +176,7 @@ class HeatLogWriter:
         f = self._require()
         gpu_cell = NONE if gpu is None else str(gpu)
         node_cell = NONE if node is None else node
-        f.write(
-            "\t".join([_stamp(t), node_cell, gpu_cell, _num(temp_c), *([NONE] * 5), kind]) + "\n"
-        )
+        f.write("\t".join([_stamp(t), node_cell, gpu_cell, _num(temp_c), *([NONE] * 5), kind]) + "\n")
         f.flush()
 
     def close(self) -> None:
@@ -224,9 +217,7 @@ def read_heat_log(path: Path) -> HeatLog:
         try:
             _read_record(log, line, old)
         except (ValueError, IndexError) as exc:
-            raise DataError(
-                f"{path}:{lineno}: bad heat log line {line!r}: {exc}"
-            ) from exc
+            raise DataError(f"{path}:{lineno}: bad heat log line {line!r}: {exc}") from exc
     return log
 
 

@@ -167,12 +167,8 @@ class HeatMonitor:
         if self._sensor is None or self._thread is not None:
             return
         self._summary.gpus = self._sensor.gpus()  # a cluster adds nodes as they join (_tick)
-        self._writer = HeatLogWriter(
-            self._log_path, self._guard.settings, self._sensor.name
-        )
-        self._thread = threading.Thread(
-            target=self._loop, name="ledger-heat", daemon=True
-        )
+        self._writer = HeatLogWriter(self._log_path, self._guard.settings, self._sensor.name)
+        self._thread = threading.Thread(target=self._loop, name="ledger-heat", daemon=True)
         self._thread.start()
 
     def stop(self) -> HeatSummary:
@@ -263,18 +259,11 @@ class HeatMonitor:
                 self._warn(f"could not resume the job: {exc}")
             if windows and windows[-1][1] is None:
                 windows[-1] = (windows[-1][0], action.at)
-            why = (
-                "resumed before stopping it"
-                if forced
-                else "GPUs cooled down, job resumed"
-            )
+            why = "resumed before stopping it" if forced else "GPUs cooled down, job resumed"
             self._warn(f"{why} after {action.paused_s:.0f} s paused")
         elif action.kind is WARN:
             self._warn(
-                f"job paused for {action.paused_s / 60:.1f} min "
-                f"(max_pause {self._guard.settings.max_pause:g} s), GPUs still too hot"
+                f"job paused for {action.paused_s / 60:.1f} min (max_pause {self._guard.settings.max_pause:g} s), GPUs still too hot"
             )
         if self._writer is not None:
-            self._writer.write_event(
-                action.at, action.kind.value, action.gpu, action.temp_c, action.node
-            )
+            self._writer.write_event(action.at, action.kind.value, action.gpu, action.temp_c, action.node)

@@ -106,9 +106,7 @@ class NvmlSensor:
             memory_total_mib=None if memory is None else memory.total / 2**20,
             driver_version=None if driver is None else _text(driver),
             # NVML encodes CUDA 12.4 as 12040
-            cuda_version=None
-            if cuda is None
-            else f"{cuda // 1000}.{cuda % 1000 // 10}",
+            cuda_version=None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}",
             power_limit_w=None if limit_mw is None else limit_mw / 1000,
         )
 
@@ -122,9 +120,7 @@ class NvmlSensor:
 
     def _sample(self, index: int, handle: object) -> Sample:
         nv = self._nvml
-        temp = _try(
-            lambda: nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)
-        )
+        temp = _try(lambda: nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU))
         power_mw = _try(lambda: nv.nvmlDeviceGetPowerUsage(handle))
         clock = _try(lambda: nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
         util = _try(lambda: nv.nvmlDeviceGetUtilizationRates(handle))
@@ -149,9 +145,7 @@ class NvmlSensor:
             _try(self._nvml.nvmlShutdown)
 
 
-def open_sensor(
-    config: Mapping[str, Any] | None = None, base: Path | None = None
-) -> Sensor:
+def open_sensor(config: Mapping[str, Any] | None = None, base: Path | None = None) -> Sensor:
     """The scripted sensor when `config` has `timeline: FILE` (relative to `base`), else NVML.
 
     Raises SensorUnavailable when NVML cannot start (the run goes ahead without sampling) and

@@ -147,11 +147,7 @@ def _parse_timeline_line(path: Path, lineno: int, line: str) -> TimelineEntry:
         except ValueError:
             problem = "fields must be <seconds: number> <gpu index: integer> <celsius: number>"
         else:
-            if (
-                not (math.isfinite(at_s) and math.isfinite(temp_c))
-                or at_s < 0
-                or gpu < 0
-            ):
+            if not (math.isfinite(at_s) and math.isfinite(temp_c)) or at_s < 0 or gpu < 0:
                 problem = "seconds and gpu index must be finite and non-negative"
             else:
                 return TimelineEntry(at_s, gpu, temp_c, node)

@@ -54,8 +54,9 @@ def _job_pids(pgid: int | None) -> Callable[[], set[int]]:
     return pids
 
 
-def _timeout_facts(cfg: HeatConfig, guard: HeatGuard, argv: list[str], env: Mapping[str, str],
-                   target: Any, say: Callable[[str], None]) -> dict[str, Any]:
+def _timeout_facts(
+    cfg: HeatConfig, guard: HeatGuard, argv: list[str], env: Mapping[str, str], target: Any, say: Callable[[str], None]
+) -> dict[str, Any]:
     """Record the job's collective timeout when visible; warn when a pause could outlast it."""
     from ledger.heat.cluster_target import collective_timeout
 
@@ -71,16 +72,26 @@ def _timeout_facts(cfg: HeatConfig, guard: HeatGuard, argv: list[str], env: Mapp
     if timeout is None:
         return {}
     if guard.settings.enabled and cfg.max_pause >= timeout.seconds:
-        say(f"ledger: warning: heat pauses may last up to max_pause {cfg.max_pause:g} s, longer than the job's "
+        say(
+            f"ledger: warning: heat pauses may last up to max_pause {cfg.max_pause:g} s, longer than the job's "
             f"collective timeout {timeout.seconds:g} s ({timeout.source}): a long pause can make NCCL abort the job "
-            f"(lower heat.max_pause or raise the timeout)")
+            f"(lower heat.max_pause or raise the timeout)"
+        )
     return {"distributed_timeout": timeout.to_dict()}
 
 
-def start_monitor(cfg: HeatConfig, guard_enabled: bool, log_path: Path, signal_group: Callable[[int], None],
-                  say: Callable[[str], None], base: Path | None = None, job_argv: list[str] | None = None,
-                  env: Mapping[str, str] | None = None, launcher_text: str | None = None,
-                  pgid: int | None = None) -> RunMonitor:
+def start_monitor(
+    cfg: HeatConfig,
+    guard_enabled: bool,
+    log_path: Path,
+    signal_group: Callable[[int], None],
+    say: Callable[[str], None],
+    base: Path | None = None,
+    job_argv: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    launcher_text: str | None = None,
+    pgid: int | None = None,
+) -> RunMonitor:
     """Start sampling for a job whose process group `signal_group` signals.
 
     A job submitted to a Ray cluster (see `cluster_target.detect_cluster`) is sampled on every
@@ -92,8 +103,13 @@ def start_monitor(cfg: HeatConfig, guard_enabled: bool, log_path: Path, signal_g
     from ledger.heat.cluster_target import detect_cluster
     from ledger.heat.nvml import open_sensor
 
-    guard = HeatGuard(pause_at=cfg.pause_at, resume_at=cfg.resume_at, resume_after=cfg.resume_after,
-                      max_pause=cfg.max_pause, enabled=cfg.enabled and guard_enabled)
+    guard = HeatGuard(
+        pause_at=cfg.pause_at,
+        resume_at=cfg.resume_at,
+        resume_after=cfg.resume_after,
+        max_pause=cfg.max_pause,
+        enabled=cfg.enabled and guard_enabled,
+    )
     env = env or {}
     target = detect_cluster(list(job_argv or []), env, launcher_text)
     extra = _timeout_facts(cfg, guard, list(job_argv or []), env, target, say)
@@ -109,11 +125,9 @@ def start_monitor(cfg: HeatConfig, guard_enabled: bool, log_path: Path, signal_g
         from ledger.heat.cluster import ClusterSensor, ClusterUnavailable
 
         try:
-            cluster = ClusterSensor(target, _sensor_spec(cfg, base), cfg.interval_s, time.time(), _job_pids(pgid),
-                                    warn, dict(env))
+            cluster = ClusterSensor(target, _sensor_spec(cfg, base), cfg.interval_s, time.time(), _job_pids(pgid), warn, dict(env))
         except ClusterUnavailable as exc:
-            say(f"ledger: the job runs on a Ray cluster but its nodes are not watched ({exc.reason}); "
-                f"sampling this machine only")
+            say(f"ledger: the job runs on a Ray cluster but its nodes are not watched ({exc.reason}); sampling this machine only")
             extra["cluster"] = {**target.to_dict(), "connected": False, "unavailable": exc.reason}
         else:
             say(f"ledger: watching every node of the Ray cluster at {target.address} for heat")
@@ -146,7 +160,12 @@ def summary_from_log(path: Path) -> dict[str, Any]:
             peaks[key] = max(peaks.get(key, s.sample.temp_c), s.sample.temp_c)
     pauses = log.pauses
     paused_s = sum((end - start) for start, end in pauses if end is not None)
-    return {"sensor": "recovered from heat.log", "unavailable": None, "gpus": [], "peak_temp_c": peaks,
-            "pauses": len(pauses), "paused_s": round(paused_s, 3),
-            "pause_windows": [{"start": iso(a), "end": None if b is None else iso(b)} for a, b in pauses]}
-
+    return {
+        "sensor": "recovered from heat.log",
+        "unavailable": None,
+        "gpus": [],
+        "peak_temp_c": peaks,
+        "pauses": len(pauses),
+        "paused_s": round(paused_s, 3),
+        "pause_windows": [{"start": iso(a), "end": None if b is None else iso(b)} for a, b in pauses],
+    }

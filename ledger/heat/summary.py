@@ -77,10 +77,7 @@ def render_heat_summary(
     if heatlog.guard is not None:
         g = heatlog.guard
         state = "on" if g.enabled else "off (recording only)"
-        lines.append(
-            f"guard {state}: pause at {g.pause_at:g} C, resume at or below {g.resume_at:g} C "
-            f"after {g.resume_after:g} s"
-        )
+        lines.append(f"guard {state}: pause at {g.pause_at:g} C, resume at or below {g.resume_at:g} C after {g.resume_after:g} s")
     lines.append(  # every column with its unit
         f"{'GPU':>4} {'min C':>6} {'mean C':>6} {'peak C':>6} {'above ' + f'{pause_at:g}C':>10}"
     )
@@ -98,9 +95,7 @@ def render_heat_summary(
     return "\n".join(lines) + "\n"
 
 
-def _pause_lines(
-    heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, t1: float
-) -> list[str]:
+def _pause_lines(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, t1: float) -> list[str]:
     windows = heatlog.pauses
     if not windows:
         return ["pauses: none"]

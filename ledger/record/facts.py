@@ -11,17 +11,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.capture import envvars, launcher, redact, tracescan
-from ledger.capture import settings as settings_mod
-from ledger.capture.redact import Redactions
-from ledger.capture.runscrub import add_redacted
-from ledger.capture.scanner import Redactor
-from ledger.capture.shim import ShimRecord
 from ledger.config import Config
 from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
+from ledger.redact import apply as redact
+from ledger.redact.names import Redactions
+from ledger.redact.runscrub import add_redacted
+from ledger.redact.scanner import Redactor
 from ledger.storage import staging
 from ledger.storage.git import Repo
+from ledger.understand import envvars, launcher, tracescan
+from ledger.understand import settings as settings_mod
+from ledger.understand.shim import ShimRecord
 
 if TYPE_CHECKING:
     from ledger.record.streamed import StreamResult
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 
 
-def _training_facts(m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str],
-                    records: list[ShimRecord]) -> tuple[list[str] | None, dict[str, Any] | None]:
+def _training_facts(
+    m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str], records: list[ShimRecord]
+) -> tuple[list[str] | None, dict[str, Any] | None]:
     """(training argv, runtime env) from the best source: the wrappers (exact), else the
     launcher's xtrace/EXEC lines, else the job's own argv."""
     patterns = list(cfg.training_patterns)
@@ -73,8 +75,14 @@ def _portable(value: str, repo_root: str | None) -> str:
     return re.sub(re.escape(repo_root.rstrip("/")) + r"(?=/|:|$)", "<repo>", value)
 
 
-def settings_section(m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str],
-                     records: list[ShimRecord] | None = None, environ: Mapping[str, str] | None = None) -> None:
+def settings_section(
+    m: dict[str, Any],
+    cfg: Config,
+    command_lines: list[str],
+    job_argv: list[str],
+    records: list[ShimRecord] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> None:
     """Fill command.training_argv, settings, seeds and env from what the job really ran."""
     records = records or []
     training_argv, runtime_env = _training_facts(m, cfg, command_lines, job_argv, records)
@@ -215,8 +223,14 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
 EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
 
 
-def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], say: Say,
-                     known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None) -> None:
+def offload_big_logs(
+    repo: Repo,
+    cfg: Config,
+    staged: staging.Staged,
+    m: dict[str, Any],
+    say: Say,
+    known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None,
+) -> None:
     """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
 
     A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
@@ -242,8 +256,10 @@ def offload_big_logs(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[st
             head = f.read(EXCERPT)
             f.seek(max(size - EXCERPT, EXCERPT))
             tail = f.read()
-        note = (f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
-                f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n")
+        note = (
+            f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
+            f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n"
+        )
         write_atomic(staged.run_dir / name, head + note.encode() + tail)
     # hashed by the log worker as it read them back (the same inode: moved, not copied)
     known = {dest / n: known_md5[n] for n in big if known_md5 and n in known_md5}

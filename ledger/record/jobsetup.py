@@ -10,10 +10,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ledger.capture import launcher
 from ledger.config import Config
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
+from ledger.understand import launcher
 
 Say = Callable[[str], None]
 RAW_OUTPUT = staging.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
@@ -35,8 +35,9 @@ def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bo
     return False
 
 
-def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged,
-                      m: dict[str, Any], say: Say) -> tuple[list[str], list[tuple[str, str]]]:
+def debug_data_route(
+    argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged, m: dict[str, Any], say: Say
+) -> tuple[list[str], list[tuple[str, str]]]:
     """How the debug-data flags reach the trainer: appended to the argv when it is the training
     command or a launcher that forwards "$@"; else added by the PATH wrappers (`shim`); said on
     one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
@@ -52,25 +53,31 @@ def debug_data_route(argv: list[str], launcher_text: str | None, cfg: Config, st
         return job_argv, []
     if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
         m["command"]["debug_data"] = {"via": None, "added": []}
-        say("ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
+        say(
+            "ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
             "add --save-debug-rollout-data DIR/{rollout_id}.pt --save-debug-event-data DIR to the training command, "
-            "or run `ledger run` inside the container")
+            "or run `ledger run` inside the container"
+        )
         return argv, []
     m["command"]["debug_data"] = {"via": "wrapper", "added": []}
     return argv, debug_flag_values(str(staged.data_dir))
 
 
-def job_env(cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any],
-             wrapper_flags: list[tuple[str, str]]) -> dict[str, str]:
+def job_env(
+    cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any], wrapper_flags: list[tuple[str, str]]
+) -> dict[str, str]:
     """The variables ledger sets for the job, recorded in `command.ledger_env`."""
-    from ledger.capture import shim
+    from ledger.understand import shim
 
-    ledger_env = {"LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
-                  "LEDGER_DATA_DIR": str(staged.data_dir)}  # bulky outputs here are tracked with DVC
+    ledger_env = {
+        "LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
+        "LEDGER_DATA_DIR": str(staged.data_dir),
+    }  # bulky outputs here are tracked with DVC
     ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
     job_vars = {k: v for k, v in cfg.job_env.items() if k not in env}
-    wrappers = shim.install(staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns),
-                            wrapper_flags, list(cfg.env_patterns), env, job_vars)
+    wrappers = shim.install(
+        staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns), wrapper_flags, list(cfg.env_patterns), env, job_vars
+    )
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
     m["command"]["ledger_env"] = recorded
@@ -103,8 +110,7 @@ def _flag_files(launcher_path: Path, launcher_text: str, cwd: Path, root: Path) 
     def first_file(candidates: list[Path]) -> Path | None:
         return next((c.resolve() for c in candidates if c.is_file()), None)
 
-    found = [first_file([b / _launcher_path_word(m.group(1), values) for b in bases])
-             for m in _SOURCE_RE.finditer(launcher_text)]
+    found = [first_file([b / _launcher_path_word(m.group(1), values) for b in bases]) for m in _SOURCE_RE.finditer(launcher_text)]
     from ledger.data.outputs import without_comments
 
     for m in _MODEL_ARGS_RE.finditer(without_comments(launcher_text)):
@@ -115,8 +121,7 @@ def _flag_files(launcher_path: Path, launcher_text: str, cwd: Path, root: Path) 
     return [f for f in found if f is not None]
 
 
-def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, launcher_text: str | None,
-                           cwd: Path) -> str | None:
+def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, launcher_text: str | None, cwd: Path) -> str | None:
     """The code tree with the launcher and the files it takes flags from left out (issue 9, item 6):
     their effect is in the recorded training command."""
     files = [launcher_path.resolve(), *_flag_files(launcher_path, launcher_text or "", cwd, repo.root)]
@@ -132,7 +137,7 @@ def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, l
 def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say) -> Any:
     """After the launcher ended: follow the last job it submitted with `--no-wait` (issue 9, item 8),
     its logs appended to the run's raw output. None when nothing was submitted that way."""
-    from ledger.capture import shim
+    from ledger.understand import shim
 
     pending = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.no_wait and r.submission_id]
     if not pending:
@@ -142,6 +147,7 @@ def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int
 
     say(f"ledger: following Ray job {record.submission_id} to its end (Ctrl-C stops it)")
     with open(staged.dir / RAW_OUTPUT, "ab") as raw:
+
         def write(data: bytes) -> None:
             raw.write(data)
             if terminal_fd is not None:
@@ -155,8 +161,7 @@ def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int
 
 def ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
     """The run's status from the followed Ray job's own state."""
-    m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status,
-                              "message": end.message}
+    m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
     if end.status is None:
         m["status"]["state"] = "unknown"
         m["warnings"].append(f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)")

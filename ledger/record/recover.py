@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.capture.runscrub import load_secrets
-from ledger.capture.scanner import Redactor
-from ledger.config import load_config
+from ledger.configload import load_config
 from ledger.record.run import Say, finish, note_truncation
 from ledger.record.streamed import StreamResult, process_raw, retire_raw, stop_worker
+from ledger.redact.runscrub import load_secrets
+from ledger.redact.scanner import Redactor
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
@@ -34,8 +34,7 @@ def recover(start: Path, say: Say) -> list[str]:
         # the job's output is the best clock of when it last did anything; read it before the
         # split below rewrites the logs (and their mtimes)
         raw = staged.raw_output
-        stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log")
-                                                     if p.exists()]
+        stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log") if p.exists()]
         last = max(stamps)
         secrets = load_secrets(staged.dir)  # exactly the values a normal finish scrubs
         stop_worker(staged.dir)  # a log worker the dead ledger left; its work is redone from the raw file
@@ -50,8 +49,7 @@ def recover(start: Path, say: Say) -> list[str]:
             m["warnings"].append("ledger could not commit the record when the job ended; committed by `ledger recover`")
         else:
             m["finished"] = iso(last)
-            m["status"] = {"state": "lost", "exit_code": None, "signal": None,
-                           "duration_s": round(max(0.0, last - started), 3)}
+            m["status"] = {"state": "lost", "exit_code": None, "signal": None, "duration_s": round(max(0.0, last - started), 3)}
             m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
         if logs is not None:  # after the status above: a truncation is said in it too, as for a run
             note_truncation(staged.run_dir, m, logs.truncated, say)
@@ -61,4 +59,3 @@ def recover(start: Path, say: Say) -> list[str]:
             m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
         done.append(finish(repo, cfg, staged, m, code, logs, say, secrets=secrets))
     return done
-

@@ -18,24 +18,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.capture import launcher, redact
 from ledger.capture.hostfacts import basic_host
-from ledger.capture.redact import Redactions
 from ledger.capture.runner import Job, JobResult, SignalGuard
-from ledger.capture.runscrub import add_redacted, as_texts, save_secrets, scrub_logs, scrub_manifest
-from ledger.capture.scanner import Redactor
-from ledger.capture.secretvalues import known_secrets
 from ledger.capture.stream import OutputCapture
-from ledger.config import Config, load_config
+from ledger.config import Config
+from ledger.configload import load_config
 from ledger.errors import LedgerError, NotRecorded, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
 from ledger.record import jobsetup
+from ledger.redact import apply as redact
+from ledger.redact.names import Redactions
+from ledger.redact.runscrub import add_redacted, as_texts, save_secrets, scrub_logs, scrub_manifest
+from ledger.redact.scanner import Redactor
+from ledger.redact.values import known_secrets
 from ledger.runref import check_run_name
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
+from ledger.understand import launcher
 
 if TYPE_CHECKING:
     from ledger.record.streamed import Follower, StreamResult
@@ -173,8 +175,9 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         launcher_path = launcher.is_launcher(req_argv, req.cwd, list(cfg.training_patterns))
         launcher_text = launcher_path.read_text(errors="surrogateescape") if launcher_path is not None else None
         extra = frozenset(n.upper() for n in cfg.secret_names)
-        secrets = known_secrets(req_argv, req.env if req.env is not None else os.environ,
-                                [t for t in (launcher_text, req.name, req.note) if t], extra)
+        secrets = known_secrets(
+            req_argv, req.env if req.env is not None else os.environ, [t for t in (launcher_text, req.name, req.note) if t], extra
+        )
         redactor = Redactor(secrets, cfg.secret_names)
         code_places: list[list[str]] = []
         code = repo.code_snapshot(scrub=_code_scrubber(redactor, code_places))
@@ -191,10 +194,12 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         m["host"] = basic_host()
         argv, argv_names = redact.redact_argv(req_argv, extra)
         argv = [redactor.redact_text(a) for a in argv]
-        m["command"].update(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root),
-                            cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
-        m["code"].update(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256,
-                         untracked_left_out=code.untracked)
+        m["command"].update(
+            argv=argv, cwd=str(req.cwd), repo_root=str(repo.root), cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root)
+        )
+        m["code"].update(
+            commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked
+        )
         m["replay_of"], m["replay"] = req.replay_of, req.replay
         redacted.update(f"argv: {n}" for n in argv_names)
         redacted.update(f"code/{p}: {kind}" for p, kinds in zip(code.scrubbed, code_places) for kind in kinds)
@@ -213,14 +218,22 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         if image:
             m["image"].update(image)
         m["redacted"] = sorted(redacted)
-        staged.write_json("request.json", {"job_argv": [redactor.redact_text(a) for a in redact.redact_argv(job_argv, extra)[0]],
-                                           "data_paths": req.data_paths})
+        staged.write_json(
+            "request.json",
+            {"job_argv": [redactor.redact_text(a) for a in redact.redact_argv(job_argv, extra)[0]], "data_paths": req.data_paths},
+        )
         staged.write_json("manifest.json", m)  # JSON while staged: cheap, and enough for `recover`
     except BaseException:
         staged.remove()
         raise
-    context = {"host_thread": host_thread, "host_holder": host_holder, "job_argv": job_argv, "secrets": secrets,
-               "wrapper_flags": wrapper_flags, "launcher_text": launcher_text}
+    context = {
+        "host_thread": host_thread,
+        "host_holder": host_holder,
+        "job_argv": job_argv,
+        "secrets": secrets,
+        "wrapper_flags": wrapper_flags,
+        "launcher_text": launcher_text,
+    }
     return repo, cfg, staged, m, code, job_argv, context
 
 
@@ -240,20 +253,40 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         guard.attach(job, lambda: None)
         threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
         staged.set_owner(job.pgid)
-        capture = OutputCapture(job.output_fd, terminal_fd, staged.run_dir / "trainer.log",
-                                staged.run_dir / "engine.log", list(cfg.engine_patterns),
-                                redactor=Redactor(ctx["secrets"], cfg.secret_names), raw_path=staged.raw_output)
+        capture = OutputCapture(
+            job.output_fd,
+            terminal_fd,
+            staged.run_dir / "trainer.log",
+            staged.run_dir / "engine.log",
+            list(cfg.engine_patterns),
+            redactor=Redactor(ctx["secrets"], cfg.secret_names),
+            raw_path=staged.raw_output,
+        )
         capture.start()
         from ledger.record.streamed import Follower
 
-        follower = Follower(staged, list(cfg.engine_patterns), list(cfg.secret_names), lambda: capture.bytes_in,
-                            preload=(repo.root, int(cfg.log_git_max_mb * (1 << 20))))
+        follower = Follower(
+            staged,
+            list(cfg.engine_patterns),
+            list(cfg.secret_names),
+            lambda: capture.bytes_in,
+            preload=(repo.root, int(cfg.log_git_max_mb * (1 << 20))),
+        )
         follower.start()  # split, redaction and metrics while the job runs, off the copy's path
         from ledger.heat.setup import start_monitor
 
-        monitor = start_monitor(cfg.heat, req.heat_guard, staged.run_dir / "heat.log", job.signal_group, say,
-                                repo.root, job_argv=job_argv, env=env, launcher_text=ctx.get("launcher_text"),
-                                pgid=job.pgid)
+        monitor = start_monitor(
+            cfg.heat,
+            req.heat_guard,
+            staged.run_dir / "heat.log",
+            job.signal_group,
+            say,
+            repo.root,
+            job_argv=job_argv,
+            env=env,
+            launcher_text=ctx.get("launcher_text"),
+            pgid=job.pgid,
+        )
         guard.before_forward = monitor.resume_if_paused
         from ledger.data.prehash import PreHasher
 
@@ -277,13 +310,25 @@ def not_recorded(run_id: str, exc: Exception) -> NotRecorded:
     """Any failure after the job ended: exit 75, never the job's own 1 (the run stays staged)."""
     if isinstance(exc, LedgerError):
         return NotRecorded(exc.message, exc.hint)
-    return NotRecorded(f"could not record run {run_id}: internal error: {type(exc).__name__}: {exc}",
-                       "the run is still staged; `ledger recover` commits it (LEDGER_DEBUG=1 shows the traceback)")
+    return NotRecorded(
+        f"could not record run {run_id}: internal error: {type(exc).__name__}: {exc}",
+        "the run is still staged; `ledger recover` commits it (LEDGER_DEBUG=1 shows the traceback)",
+    )
 
 
-def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
-               ctx: dict[str, Any], result: JobResult, capture: OutputCapture, follower: Follower,
-               monitor: Any, say: Say) -> RunOutcome:
+def _after_job(
+    repo: Repo,
+    cfg: Config,
+    staged: staging.Staged,
+    m: dict[str, Any],
+    code: CodeSnapshot,
+    ctx: dict[str, Any],
+    result: JobResult,
+    capture: OutputCapture,
+    follower: Follower,
+    monitor: Any,
+    say: Say,
+) -> RunOutcome:
     """The job has ended: gather what it left and commit the record."""
     if capture.join(timeout=10):
         ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say)
@@ -306,9 +351,13 @@ def _after_job(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any
             m["image"].setdefault("errors", []).append(holder["error"])
     finished = utc_now()
     m["finished"] = iso(finished)
-    m["status"] = {"state": result.state, "exit_code": result.exit_code, "signal": result.signal_name,
-                   "duration_s": round(result.duration_s, 3), **({"warnings": m["status"]["warnings"]}
-                                                                 if m["status"].get("warnings") else {})}
+    m["status"] = {
+        "state": result.state,
+        "exit_code": result.exit_code,
+        "signal": result.signal_name,
+        "duration_s": round(result.duration_s, 3),
+        **({"warnings": m["status"]["warnings"]} if m["status"].get("warnings") else {}),
+    }
     if result.escalated:
         m["status"]["escalated"] = result.escalated
         m["warnings"].append(result.escalated)
@@ -362,8 +411,11 @@ def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> 
 def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
     """Whatever the job wrote under the run's data folder and no tracked record holds stays on
     disk (never deleted with the staging folder)."""
-    tracked = {str(rec.get("template") or "").split("/")[1] for rec in m.get("data") or []
-               if rec.get("tracked") and str(rec.get("template") or "").startswith("data/")}
+    tracked = {
+        str(rec.get("template") or "").split("/")[1]
+        for rec in m.get("data") or []
+        if rec.get("tracked") and str(rec.get("template") or "").startswith("data/")
+    }
     if not staged.data_dir.is_dir():
         return
     for source in sorted(staged.data_dir.iterdir()):
@@ -375,9 +427,17 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
         say(f"ledger: untracked data of run {m['id']} kept at {dest}")
 
 
-def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], code: CodeSnapshot,
-           logs: StreamResult | None, say: Say, secrets: set[str] | None = None,
-           environ: dict[str, str] | None = None) -> str:
+def finish(
+    repo: Repo,
+    cfg: Config,
+    staged: staging.Staged,
+    m: dict[str, Any],
+    code: CodeSnapshot,
+    logs: StreamResult | None,
+    say: Say,
+    secrets: set[str] | None = None,
+    environ: dict[str, str] | None = None,
+) -> str:
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder.
 
     `logs` is the log work done on the job's output (`ledger.record.streamed`); None reads it
@@ -394,12 +454,11 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
         logs = logs_result(run_dir)
     m["logs"]["split"] = logs.where
     add_redacted(m, logs.redacted)
-    from ledger.capture import shim
+    from ledger.understand import shim
 
     records = shim.read_log(staged.dir / shim.LOG_NAME)
     lines = logs.command_lines
-    _guarded(m, "reading the training command",
-             lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
+    _guarded(m, "reading the training command", lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
     _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
     _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs), say)
     _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
@@ -411,7 +470,7 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
     scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
     _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say, logs.md5), say)
-    from ledger.record.trackers import find_trackers
+    from ledger.compare.trackers import find_trackers
 
     m["trackers"] = find_trackers(run_dir / "trainer.log", m.get("settings"))  # the W&B/MLflow run it printed
     scrub_manifest(m, secrets or set(), logs.found, cfg.secret_names)
@@ -433,7 +492,9 @@ def finish(repo: Repo, cfg: Config, staged: staging.Staged, m: dict[str, Any], c
     _keep_untracked_data(repo.root, staged, m, say)
     staged.remove()
     repo.gc_auto()
-    say(f"ledger: recorded run {m['id']}{' (' + text['name'] + ')' if text['name'] else ''}: {st['state']}, "
+    say(
+        f"ledger: recorded run {m['id']}{' (' + text['name'] + ')' if text['name'] else ''}: {st['state']}, "
         f"exit {st['exit_code']}, {duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
-        f"({run_path(m['id'])})")
+        f"({run_path(m['id'])})"
+    )
     return commit

@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ledger.capture import tracescan
-from ledger.capture.runscrub import as_texts, load_secrets, save_secrets
-from ledger.capture.scanner import Redactor
 from ledger.capture.stream import CHUNK, LineSplitter
 from ledger.compare.logparse import LogScan, MetricsTable, write_run_metrics
 from ledger.fsutil import atomic_writer, write_atomic
+from ledger.redact.runscrub import as_texts, load_secrets, save_secrets
+from ledger.redact.scanner import Redactor
+from ledger.understand import tracescan
 
 if TYPE_CHECKING:
     from ledger.storage.staging import Staged
@@ -182,9 +182,14 @@ class StreamedLogs:
                 continue
             if st.st_size == tail.offset:  # all of it was read, hence hashed
                 md5[tail.path.name] = (tail.md5.hexdigest(), (st.st_ino, st.st_mtime_ns, st.st_size))
-        return StreamResult(trainer.commands + engine.commands, self.splitter.redacted,
-                            self.splitter.redactor.found_values(), trainer.scan.finish(),
-                            self.splitter.truncation_notes(), md5=md5)
+        return StreamResult(
+            trainer.commands + engine.commands,
+            self.splitter.redacted,
+            self.splitter.redactor.found_values(),
+            trainer.scan.finish(),
+            self.splitter.truncation_notes(),
+            md5=md5,
+        )
 
 
 def process_raw(raw: Path, run_dir: Path, engine_patterns: Sequence[str], redactor: Redactor) -> StreamResult:
@@ -208,9 +213,15 @@ class Follower:
     with DVC), DVC is opened once while the job runs, so that the offload at the end skips its
     start (~0.8 s)."""
 
-    def __init__(self, staged: Staged, engine_patterns: Sequence[str], secret_names: Sequence[str],
-                 bytes_in: Callable[[], int], worker_after: int = WORKER_AFTER,
-                 preload: tuple[Path, int] | None = None):
+    def __init__(
+        self,
+        staged: Staged,
+        engine_patterns: Sequence[str],
+        secret_names: Sequence[str],
+        bytes_in: Callable[[], int],
+        worker_after: int = WORKER_AFTER,
+        preload: tuple[Path, int] | None = None,
+    ):
         self.staged = staged
         self.patterns = list(engine_patterns)
         self.secret_names = list(secret_names)
@@ -239,12 +250,18 @@ class Follower:
 
     def _spawn(self) -> None:
         try:
-            write_atomic(self.staged.dir / SPEC, json.dumps({"engine_patterns": self.patterns,
-                                                             "secret_names": self.secret_names, "nice": WORKER_NICE}))
+            write_atomic(
+                self.staged.dir / SPEC,
+                json.dumps({"engine_patterns": self.patterns, "secret_names": self.secret_names, "nice": WORKER_NICE}),
+            )
             # its own session: a Ctrl-C at the terminal is ledger's to forward, never the worker's
-            self._proc = subprocess.Popen([sys.executable, "-m", "ledger.record.streamed", str(self.staged.dir)],
-                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                          stderr=subprocess.DEVNULL, start_new_session=True)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "ledger.record.streamed", str(self.staged.dir)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError:
             self._proc = None  # the work is then done in-process at the end
 
@@ -373,8 +390,13 @@ def _worker(staging_dir: Path) -> int:
         pass
     parent = os.getppid()
     run_dir = staged.run_dir
-    logs = StreamedLogs(staged.raw_output, run_dir / "trainer.log", run_dir / "engine.log",
-                        spec["engine_patterns"], Redactor(load_secrets(staging_dir), spec["secret_names"]))
+    logs = StreamedLogs(
+        staged.raw_output,
+        run_dir / "trainer.log",
+        run_dir / "engine.log",
+        spec["engine_patterns"],
+        Redactor(load_secrets(staging_dir), spec["secret_names"]),
+    )
     flood = FloodWatch(_file_size(staged.raw_output))
     while True:
         if os.getppid() != parent:

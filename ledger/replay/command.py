@@ -30,8 +30,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from ledger.capture.settings import FlagGroup, flag_groups, split_training_command
 from ledger.errors import UsageError
+from ledger.understand.settings import FlagGroup, flag_groups, split_training_command
 
 ReplayMode = Literal["train", "rollout"]
 

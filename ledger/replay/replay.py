@@ -95,8 +95,7 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
 
     text = _dvc_text(repo, entry, rec)
     in_tree = repo.root / entry.path / (rec.get("path") or "data/rollout")
-    pull = (f"`ledger pull {remote_hint} {entry.id}` (or `dvc pull -R {entry.path}` in a checkout of the "
-            f"experiments branch)")
+    pull = f"`ledger pull {remote_hint} {entry.id}` (or `dvc pull -R {entry.path}` in a checkout of the experiments branch)"
     if in_tree.is_dir() and any(in_tree.iterdir()):
         if not _inside(repo.root / entry.path, in_tree):
             raise DataError(f"run {entry.id}: its data folder links out of the run folder", "refusing to replay it")
@@ -104,8 +103,9 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
     else:
         status = status_data(repo.root, text)
         if status != "cached":
-            raise DataError(f"the rollout data of run {entry.id} is {'incomplete' if status == 'partial' else 'not here'}",
-                            f"fetch it with {pull}")
+            raise DataError(
+                f"the rollout data of run {entry.id} is {'incomplete' if status == 'partial' else 'not here'}", f"fetch it with {pull}"
+            )
         where = staging.ledger_dir(repo.root) / "replay-data" / entry.id / "rollout"
         if not where.exists():
             if dry_run:
@@ -116,9 +116,11 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
             raise DataError(f"run {entry.id}: {f.name} links outside the data folder", "refusing to replay it")
     problems = verify_data(where, text, repo.root)
     if problems:
-        raise DataError(f"the rollout data of run {entry.id} does not match its record: {problems[0]}"
-                        + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
-                        f"restore it with {pull}")
+        raise DataError(
+            f"the rollout data of run {entry.id} does not match its record: {problems[0]}"
+            + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
+            f"restore it with {pull}",
+        )
     return where
 
 
@@ -132,8 +134,10 @@ def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) ->
     soft: list[str] = []
     if image.get("source") == "image":
         if not opts.in_image:
-            hard.append(f"the run used image {image.get('ref')} ({image.get('digest') or image.get('id')}); "
-                        "this replay runs on the host (add --in-image to use that exact image)")
+            hard.append(
+                f"the run used image {image.get('ref')} ({image.get('digest') or image.get('id')}); "
+                "this replay runs on the host (add --in-image to use that exact image)"
+            )
     else:
         from ledger.capture.hostfacts import cached_host_facts, host_facts
 
@@ -143,12 +147,12 @@ def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) ->
         for pkg in ("sglang", "torch", "megatron-core", "miles"):
             if was.get(pkg) != now.get(pkg) and (was.get(pkg) or now.get(pkg)):
                 (hard if pkg == "miles" else soft).append(
-                    f"{pkg} was {was.get(pkg) or 'absent'} when recorded, is {now.get(pkg) or 'absent'} here")
+                    f"{pkg} was {was.get(pkg) or 'absent'} when recorded, is {now.get(pkg) or 'absent'} here"
+                )
     head = repo.head_commit()
     recorded = (m.get("code") or {}).get("commit")
     if recorded and recorded != head:
-        soft.append(f"the code is at {head[:10]}, the run was recorded at {recorded[:10]} "
-                    "(the replay runs this checkout's code)")
+        soft.append(f"the code is at {head[:10]}, the run was recorded at {recorded[:10]} (the replay runs this checkout's code)")
     if hard and opts.strict:
         raise LedgerError(hard[0], "drop --strict to replay anyway")
     return hard + soft
@@ -167,8 +171,10 @@ def _unknown_sets(run_id: str, sets: list[tuple[str, str]], recorded: dict[str, 
         close = difflib.get_close_matches(name, list(recorded), n=3)
         guess = f" (did you mean {', '.join(close)}?)" if close else ""
         if not force:
-            raise UsageError(f"--set {name}: run {run_id} never had the setting '{name}'{guess}",
-                             "fix the name, or add --force to add a new setting to the replay")
+            raise UsageError(
+                f"--set {name}: run {run_id} never had the setting '{name}'{guess}",
+                "fix the name, or add --force to add a new setting to the replay",
+            )
         warnings.append(f"--set {name} adds a setting run {run_id} never had{guess}")
     return warnings
 
@@ -190,14 +196,15 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     training = [_rebase_path(a, rec_root, repo.root) for a in training]
     env, hidden = _runtime_env(m)
     if hidden:
-        warnings.append(f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; "
-                        "the replay takes them from your environment")
+        warnings.append(
+            f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; the replay takes them from your environment"
+        )
     cwd_rel = (m.get("command") or {}).get("cwd_in_repo") or "."
     if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
         raise UsageError(f"run {entry.id} records a working directory outside the repository", "refusing to replay it")
     cwd = repo.root / cwd_rel
     # the replay's own debug outputs go to its own run folder, never into the original run's
-    from ledger.capture.settings import parse_settings, split_training_command
+    from ledger.understand.settings import parse_settings, split_training_command
 
     recorded = parse_settings(split_training_command(training)[2])
     warnings += _unknown_sets(entry.id, sets, recorded, opts.force)
@@ -207,34 +214,44 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     if "dump-details" in recorded and "dump-details" not in own:
         sets.append(("dump-details", f"{PLACEHOLDER}/details"))
     if opts.rollout_only:
-        argv = build_replay_argv(training, mode="rollout", save_template=f"{PLACEHOLDER}/rollout/{{rollout_id}}.pt",
-                                 num_rollout=(max(chosen) + 1) if chosen else None, sets=sets, extra=opts.extra)
+        argv = build_replay_argv(
+            training,
+            mode="rollout",
+            save_template=f"{PLACEHOLDER}/rollout/{{rollout_id}}.pt",
+            num_rollout=(max(chosen) + 1) if chosen else None,
+            sets=sets,
+            extra=opts.extra,
+        )
         return ReplayPlan(entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env)
     rec = _rollout_record(m)
     if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
-        raise DataError(f"the rollout data of run {entry.id} was never tracked: {rec.get('error') or 'unknown reason'}",
-                        "run `ledger init` (it sets up DVC) before recording runs you want to replay")
+        raise DataError(
+            f"the rollout data of run {entry.id} was never tracked: {rec.get('error') or 'unknown reason'}",
+            "run `ledger init` (it sets up DVC) before recording runs you want to replay",
+        )
     if rec is None:
-        raise DataError(f"run {entry.id} has no recorded rollout data to replay",
-                        "record runs with --save-debug-rollout-data (ledger adds it unless --no-debug-data)")
+        raise DataError(
+            f"run {entry.id} has no recorded rollout data to replay",
+            "record runs with --save-debug-rollout-data (ledger adds it unless --no-debug-data)",
+        )
     data_dir = locate_data(repo, entry, rec, remote_hint, opts.dry_run)
     name_template = file_name_template(rec.get("template") or "{rollout_id}.pt")
     mapping = None
     if chosen is not None:
         links = staging.ledger_dir(repo.root) / "replay-data" / f"{entry.id}-steps-{'-'.join(map(str, chosen))}"
-        mapping = (dict(enumerate(chosen)) if opts.dry_run
-                   else link_steps(data_dir, name_template, chosen, links))
+        mapping = dict(enumerate(chosen)) if opts.dry_run else link_steps(data_dir, name_template, chosen, links)
         load_dir, num = links, len(chosen)
     else:
         load_dir, num = data_dir, None
-    argv = build_replay_argv(training, mode="train", load_template=str(load_dir / name_template),
-                             num_rollout=num, sets=sets, extra=opts.extra)
+    argv = build_replay_argv(
+        training, mode="train", load_template=str(load_dir / name_template), num_rollout=num, sets=sets, extra=opts.extra
+    )
     return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env)
 
 
 def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
     """The recorded runtime env's variables, and the names whose values were redacted."""
-    from ledger.capture.redact import MASK
+    from ledger.redact.names import MASK
 
     env_vars = ((m.get("command") or {}).get("runtime_env") or {}).get("env_vars") or {}
     if not isinstance(env_vars, dict):
@@ -246,18 +263,24 @@ def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
 def _rebase_path(arg: str, recorded_root: str | None, root: Path) -> str:
     """Paths under the recorded repository root point into this checkout instead."""
     if recorded_root and arg.startswith(recorded_root.rstrip("/") + "/"):
-        return str(root) + arg[len(recorded_root.rstrip("/")):]
+        return str(root) + arg[len(recorded_root.rstrip("/")) :]
     return arg
 
 
-def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | None,
-               stdout: Callable[[str], None], confirm: Callable[[str], bool] | None = None) -> int:
+def replay_run(
+    start: Path,
+    opts: ReplayOptions,
+    say: Say,
+    terminal_fd: int | None,
+    stdout: Callable[[str], None],
+    confirm: Callable[[str], bool] | None = None,
+) -> int:
     """Plan the replay, show it, and record it as a run with `replay_of`.
 
     `confirm` (given on a terminal without `--yes`) is asked before the command runs; a no
     changes nothing and returns 0. A dry run prints the command and writes nothing at all.
     """
-    from ledger.config import load_config
+    from ledger.configload import load_config
     from ledger.record.run import RunRequest, record_run
 
     repo = Repo(start)
@@ -266,27 +289,35 @@ def replay_run(start: Path, opts: ReplayOptions, say: Say, terminal_fd: int | No
     if tip is None:
         raise RunNotFound(f"no run named '{opts.run}': no runs recorded yet", "record one with `ledger run -- CMD`")
     plan = plan_replay(repo, tip, opts)
-    shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()),
-                        *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
+    shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()), *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
     for w in plan.warnings:
         say(f"ledger: warning: {w}")
     if opts.dry_run:
         stdout(shown)
         return 0
-    say(f"ledger: replaying {plan.source} ({plan.mode} side"
-        + (f", rollouts {plan.steps} as 0..{len(plan.steps) - 1}" if plan.steps else "") + f"): {shown}")
+    say(
+        f"ledger: replaying {plan.source} ({plan.mode} side"
+        + (f", rollouts {plan.steps} as 0..{len(plan.steps) - 1}" if plan.steps else "")
+        + f"): {shown}"
+    )
     if confirm is not None and not confirm("run this command?"):
         say("ledger: not replayed")
         return 0
     argv = list(plan.argv)
     if opts.in_image:
         argv = _in_image(repo.root, plan, argv)
-    info = {"mode": plan.mode, "steps": plan.steps,
-            "mapping": {str(k): v for k, v in plan.mapping.items()} if plan.mapping else None,
-            "sets": opts.sets, "extra": opts.extra, "in_image": opts.in_image}
+    info = {
+        "mode": plan.mode,
+        "steps": plan.steps,
+        "mapping": {str(k): v for k, v in plan.mapping.items()} if plan.mapping else None,
+        "sets": opts.sets,
+        "extra": opts.extra,
+        "in_image": opts.in_image,
+    }
     env = {**os.environ, **plan.env} if plan.env and not opts.in_image else None
-    req = RunRequest(argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info,
-                     debug_data=False, data_placeholder=PLACEHOLDER, env=env)
+    req = RunRequest(
+        argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info, debug_data=False, data_placeholder=PLACEHOLDER, env=env
+    )
     return record_run(req, say, terminal_fd).exit_code
 
 

@@ -36,8 +36,10 @@ def file_name_template(template: str) -> str:
     """The file-name part of a rollout template (`/x/rollout/{rollout_id}.pt` -> `{rollout_id}.pt`)."""
     name = os.path.basename(template)
     if ID_FIELD not in name:
-        raise DataError(f"the recorded rollout template {template!r} has no {ID_FIELD} in its file name",
-                        "replay supports templates like DIR/{rollout_id}.pt")
+        raise DataError(
+            f"the recorded rollout template {template!r} has no {ID_FIELD} in its file name",
+            "replay supports templates like DIR/{rollout_id}.pt",
+        )
     return name
 
 
@@ -48,8 +50,10 @@ def link_steps(data_dir: Path, name_template: str, chosen: list[int], dest: Path
     for new, old in enumerate(chosen):
         src = data_dir / name_template.format(rollout_id=old)
         if not src.is_file():
-            raise DataError(f"rollout {old} is not in the recorded data ({src.name} missing)",
-                            "`ledger show RUN` lists the recorded rollouts; pick steps that exist")
+            raise DataError(
+                f"rollout {old} is not in the recorded data ({src.name} missing)",
+                "`ledger show RUN` lists the recorded rollouts; pick steps that exist",
+            )
         target = dest / name_template.format(rollout_id=new)
         if target.exists() or target.is_symlink():
             target.unlink()

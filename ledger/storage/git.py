@@ -29,11 +29,17 @@ MODE_BLOB = pygit2.enums.FileMode.BLOB
 MODE_EXEC = pygit2.enums.FileMode.BLOB_EXECUTABLE
 MODE_LINK = pygit2.enums.FileMode.LINK
 # a path whose content differs from HEAD in the index or the working tree (untracked alone is not)
-_CHANGED = (pygit2.enums.FileStatus.INDEX_NEW | pygit2.enums.FileStatus.INDEX_MODIFIED
-            | pygit2.enums.FileStatus.INDEX_DELETED | pygit2.enums.FileStatus.INDEX_RENAMED
-            | pygit2.enums.FileStatus.INDEX_TYPECHANGE | pygit2.enums.FileStatus.WT_MODIFIED
-            | pygit2.enums.FileStatus.WT_DELETED | pygit2.enums.FileStatus.WT_TYPECHANGE
-            | pygit2.enums.FileStatus.WT_RENAMED)
+_CHANGED = (
+    pygit2.enums.FileStatus.INDEX_NEW
+    | pygit2.enums.FileStatus.INDEX_MODIFIED
+    | pygit2.enums.FileStatus.INDEX_DELETED
+    | pygit2.enums.FileStatus.INDEX_RENAMED
+    | pygit2.enums.FileStatus.INDEX_TYPECHANGE
+    | pygit2.enums.FileStatus.WT_MODIFIED
+    | pygit2.enums.FileStatus.WT_DELETED
+    | pygit2.enums.FileStatus.WT_TYPECHANGE
+    | pygit2.enums.FileStatus.WT_RENAMED
+)
 
 
 class GitError(LedgerError):
@@ -70,8 +76,14 @@ def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
 
     try:
         code, out, err = gitpython.Git(str(root)).execute(
-            ["git", *args], env=_GIT_ENV, with_extended_output=True, with_exceptions=False,
-            stdout_as_string=False, strip_newline_in_stdout=False, istream=subprocess.DEVNULL)
+            ["git", *args],
+            env=_GIT_ENV,
+            with_extended_output=True,
+            with_exceptions=False,
+            stdout_as_string=False,
+            strip_newline_in_stdout=False,
+            istream=subprocess.DEVNULL,
+        )
     except gitpython.GitCommandNotFound as exc:
         raise GitError("git is not installed or not on PATH", "install git") from exc
     result = GitResult(int(code or 0), bytes(out or b""), str(err or ""))
@@ -103,8 +115,7 @@ class Repo:
         except pygit2.GitError:
             found = None
         if not found:
-            raise LedgerError(f"{start} is not inside a git repository",
-                              "cd into your project's repository, or run `git init` first")
+            raise LedgerError(f"{start} is not inside a git repository", "cd into your project's repository, or run `git init` first")
         self._repo = pygit2.Repository(found)
         if self._repo.is_bare:
             raise LedgerError(f"{found} is a bare repository", "run ledger inside a checkout with a working tree")
@@ -113,8 +124,7 @@ class Repo:
         common = self._repo.path
         # worktrees keep their common dir in `commondir`
         commondir_file = Path(common) / "commondir"
-        self.common_dir = (Path(common) / commondir_file.read_text().strip()).resolve() \
-            if commondir_file.exists() else self.git_dir
+        self.common_dir = (Path(common) / commondir_file.read_text().strip()).resolve() if commondir_file.exists() else self.git_dir
 
     def _obj(self, oid: str) -> Any:
         """An object by id, typed loosely (pygit2's stubs return the base class)."""
@@ -125,8 +135,9 @@ class Repo:
         try:
             return str(self._repo.head.target)
         except pygit2.GitError as exc:
-            raise LedgerError("the repository has no commits yet",
-                              "make a first commit (`git commit --allow-empty -m init`) before recording runs") from exc
+            raise LedgerError(
+                "the repository has no commits yet", "make a first commit (`git commit --allow-empty -m init`) before recording runs"
+            ) from exc
 
     def current_branch(self) -> str | None:
         if self._repo.head_is_detached or self._repo.head_is_unborn:
@@ -227,12 +238,19 @@ class Repo:
             # one id for the uncommitted state: the changed paths and what each now holds
             text = "".join(f"{rel}\0{edit[1] if edit else 0:o}\0{edit[0] if edit else '-'}\n" for rel, edit in edits.items())
             patch_sha = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-        return CodeSnapshot(commit=head, branch=self.current_branch(), tree=tree,
-                            dirty=bool(changed) and tree != head_tree, patch_sha256=patch_sha if tree != head_tree else None,
-                            untracked=untracked, scrubbed=scrubbed)
+        return CodeSnapshot(
+            commit=head,
+            branch=self.current_branch(),
+            tree=tree,
+            dirty=bool(changed) and tree != head_tree,
+            patch_sha256=patch_sha if tree != head_tree else None,
+            untracked=untracked,
+            scrubbed=scrubbed,
+        )
 
-    def _blob_from_worktree(self, path: Path, scrub: Callable[[bytes], bytes] | None = None,
-                            scrubbed: list[str] | None = None, rel: str = "") -> tuple[str, int] | None:
+    def _blob_from_worktree(
+        self, path: Path, scrub: Callable[[bytes], bytes] | None = None, scrubbed: list[str] | None = None, rel: str = ""
+    ) -> tuple[str, int] | None:
         try:
             st = path.lstat()
         except FileNotFoundError:
@@ -299,8 +317,7 @@ class Repo:
     def commit(self, tree: str, parents: list[str], message: str) -> str:
         """Write a commit object (no ref moves). Identity from git config, else a ledger default."""
         sig = self._signature()
-        return str(self._repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree),
-                                            [pygit2.Oid(hex=p) for p in parents]))
+        return str(self._repo.create_commit(None, sig, sig, message, pygit2.Oid(hex=tree), [pygit2.Oid(hex=p) for p in parents]))
 
     def _signature(self) -> pygit2.Signature:
         try:
@@ -357,7 +374,7 @@ class Repo:
             except OSError:
                 continue
             if text.startswith("ref: refs/heads/"):
-                found.setdefault(text[len("ref: refs/heads/"):], where)
+                found.setdefault(text[len("ref: refs/heads/") :], where)
         return found
 
     def config_value(self, section: str, option: str) -> str | None:

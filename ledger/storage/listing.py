@@ -61,8 +61,7 @@ class ManifestCache:
             return
         try:
             with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO m VALUES (?, ?)",
-                                     [(k, json.dumps(v, default=str)) for k, v in items.items()])
+                self._db.executemany("INSERT OR REPLACE INTO m VALUES (?, ?)", [(k, json.dumps(v, default=str)) for k, v in items.items()])
         except sqlite3.Error:
             pass
 
@@ -86,8 +85,7 @@ def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Li
     if tip is None:
         return listing
     entries = iter_runs(repo, tip)
-    need_yaml = [e for e in entries if e.manifest_blob and (e.summary_blob is None
-                                                           or (with_settings and e.settings_blob is None))]
+    need_yaml = [e for e in entries if e.manifest_blob and (e.summary_blob is None or (with_settings and e.settings_blob is None))]
     cache = ManifestCache(repo.common_dir) if need_yaml else None
     cached = cache.get_many([e.manifest_blob for e in need_yaml if e.manifest_blob]) if cache else {}
     fresh: dict[str, dict[str, Any]] = {}
@@ -134,8 +132,10 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("schema"), int) or "id" not in data:
         raise ManifestError(f"{where}: summary.json is not a run summary", "the record is corrupt")
     if data["schema"] > SCHEMA:
-        raise ManifestError(f"{where}: manifest schema {data['schema']} is newer than this ledger understands "
-                            f"({SCHEMA})", "upgrade ledger (`pip install -U ledger`)")
+        raise ManifestError(
+            f"{where}: manifest schema {data['schema']} is newer than this ledger understands ({SCHEMA})",
+            "upgrade ledger (`pip install -U ledger`)",
+        )
     return data
 
 
@@ -158,10 +158,17 @@ def list_fields(m: dict[str, Any]) -> dict[str, Any]:
     status = m.get("status") or {}
     gpu = m.get("gpu") or {}
     return {
-        "id": m["id"], "name": m.get("name"), "state": status.get("state"), "exit_code": status.get("exit_code"),
-        "duration_s": status.get("duration_s"), "started": m.get("started"),
+        "id": m["id"],
+        "name": m.get("name"),
+        "state": status.get("state"),
+        "exit_code": status.get("exit_code"),
+        "duration_s": status.get("duration_s"),
+        "started": m.get("started"),
         "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
         "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
-        "replay_of": m.get("replay_of"), "note": m.get("note"),
-        "tags": m.get("tags") or [], "archived": bool(m.get("archived")), "trackers": m.get("trackers"),
+        "replay_of": m.get("replay_of"),
+        "note": m.get("note"),
+        "tags": m.get("tags") or [],
+        "archived": bool(m.get("archived")),
+        "trackers": m.get("trackers"),
     }

@@ -44,9 +44,12 @@ class RunMeta:
             return cls()
         tags = data.get("tags")
         note = data.get("note")
-        return cls(tuple(sorted({t for t in tags if isinstance(t, str)})) if isinstance(tags, list) else (),
-                   note if isinstance(note, str) else None, data.get("archived") is True,
-                   {k: v for k, v in data.items() if k not in ("tags", "note", "archived")})
+        return cls(
+            tuple(sorted({t for t in tags if isinstance(t, str)})) if isinstance(tags, list) else (),
+            note if isinstance(note, str) else None,
+            data.get("archived") is True,
+            {k: v for k, v in data.items() if k not in ("tags", "note", "archived")},
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {**self.extra, "tags": sorted(set(self.tags)), "note": self.note, "archived": self.archived}
@@ -70,8 +73,9 @@ def parse_meta(raw: bytes) -> RunMeta:
 def check_tag(tag: str) -> None:
     """A tag is one short word: no spaces, commas or control characters."""
     if not tag or len(tag) > MAX_TAG_LEN or any(c.isspace() or c == "," or ord(c) < 32 for c in tag):
-        raise UsageError(f"tag {tag!r} is not one short word",
-                         f"use letters, digits and - _ . / : (at most {MAX_TAG_LEN} characters), e.g. baseline")
+        raise UsageError(
+            f"tag {tag!r} is not one short word", f"use letters, digits and - _ . / : (at most {MAX_TAG_LEN} characters), e.g. baseline"
+        )
 
 
 def merge3(base: RunMeta, ours: RunMeta, theirs: RunMeta) -> RunMeta:
@@ -105,8 +109,7 @@ class MetaChange:
     commit: str | None  # None: nothing changed, no commit written
 
 
-def change_meta(repo: Repo, branch: str, run_id: str, name: str | None, what: str,
-                edit: Any) -> MetaChange:
+def change_meta(repo: Repo, branch: str, run_id: str, name: str | None, what: str, edit: Any) -> MetaChange:
     """Commit `edit(meta) -> meta` for one run on the branch (compare-and-swap, retried when a run
     lands meanwhile). No commit when the edit changes nothing."""
     ref = branch_ref(branch)

@@ -91,12 +91,16 @@ def check_branch_writable(repo: Repo, branch: str) -> str | None:
     tip = check_ledger_branch(repo, branch)
     where = repo.checked_out_branches().get(branch)
     if where is not None:
-        raise LedgerError(f"branch '{branch}' is checked out in the worktree {where}; recording there would move "
-                          "it under your feet", f"switch that worktree to another branch (`git -C {where} switch -`)")
+        raise LedgerError(
+            f"branch '{branch}' is checked out in the worktree {where}; recording there would move it under your feet",
+            f"switch that worktree to another branch (`git -C {where} switch -`)",
+        )
     lock = _ref_lock(repo, branch)
     if lock.exists():
-        raise LedgerError(f"branch '{branch}' is locked by another git process ({lock} exists)",
-                          f"wait for that git command to end; if none is running, remove {lock}")
+        raise LedgerError(
+            f"branch '{branch}' is locked by another git process ({lock} exists)",
+            f"wait for that git command to end; if none is running, remove {lock}",
+        )
     return tip
 
 
@@ -119,8 +123,7 @@ def build_run_tree(repo: Repo, code: CodeSnapshot, tip: str | None, run_id: str,
 
 
 def commit_message(run_id: str, name: str | None, exit_text: str, duration: str, code_commit: str) -> str:
-    return (f"run {run_id} ({name or '-'}): {exit_text}, {duration}\n\n"
-            f"Run-Id: {run_id}\nCode-Commit: {code_commit}\n")
+    return f"run {run_id} ({name or '-'}): {exit_text}, {duration}\n\nRun-Id: {run_id}\nCode-Commit: {code_commit}\n"
 
 
 def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree: str, message: str) -> str:
@@ -130,9 +133,11 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
         try:
             tip = check_ledger_branch(repo, branch)
         except NotALedgerBranch as exc:  # moved to a foreign commit while the job ran
-            raise LedgerError(f"could not record run {run_id}: {exc.message}",
-                              f"the run is still staged; once '{branch}' points at its last run again "
-                              f"(`git reflog {branch}` shows it), `ledger recover` commits it") from exc
+            raise LedgerError(
+                f"could not record run {run_id}: {exc.message}",
+                f"the run is still staged; once '{branch}' points at its last run again "
+                f"(`git reflog {branch}` shows it), `ledger recover` commits it",
+            ) from exc
         if tip is not None and find_run(repo, tip, run_id) is not None:
             return tip  # already landed (a retry after a crash between update and cleanup)
         tree = build_run_tree(repo, code, tip, run_id, run_tree)
@@ -143,12 +148,16 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
             return commit
         except RefMoved as exc:
             if _ref_lock(repo, branch).exists():  # a lock, not a race: retrying cannot win
-                raise LedgerError(f"could not record run {run_id}: branch '{branch}' is locked ({exc})",
-                                  "the run is still staged; when the other git command ended (or the stale "
-                                  f"{_ref_lock(repo, branch).name} is removed), `ledger recover` commits it") from exc
+                raise LedgerError(
+                    f"could not record run {run_id}: branch '{branch}' is locked ({exc})",
+                    "the run is still staged; when the other git command ended (or the stale "
+                    f"{_ref_lock(repo, branch).name} is removed), `ledger recover` commits it",
+                ) from exc
             time.sleep(random.uniform(0.001, 0.02) * min(attempt + 1, 10))
-    raise LedgerError(f"could not record run {run_id}: branch '{branch}' kept moving",
-                      "the run is still staged under .ledger/staging; `ledger recover` commits it")
+    raise LedgerError(
+        f"could not record run {run_id}: branch '{branch}' kept moving",
+        "the run is still staged under .ledger/staging; `ledger recover` commits it",
+    )
 
 
 def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
@@ -161,8 +170,7 @@ def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
 
 
 def _entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
-    manifest, summary, settings, meta = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json",
-                                                                  "meta.json"))
+    manifest, summary, settings, meta = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json", "meta.json"))
     return RunEntry(run_id, path, tree, manifest, summary, settings, meta)
 
 
@@ -204,4 +212,3 @@ def commit_of_run(repo: Repo, tip: str, run_id: str) -> str | None:
 def read_file_at(repo: Repo, entry: RunEntry, name: str) -> bytes | None:
     found = repo.tree_entry(entry.tree, name)
     return repo.read_blob(found[0]) if found else None
-

@@ -47,8 +47,10 @@ def fetch(repo: Repo, remote: str, branch: str) -> str | None:
     if code != 0:
         if "couldn't find remote ref" in err or "could not find remote ref" in err.lower():
             return None
-        raise LedgerError(f"cannot fetch '{branch}' from remote '{remote}': {git_error(err, code)}",
-                          f"check `git remote -v` and that '{remote}' is reachable; your runs are safe locally")
+        raise LedgerError(
+            f"cannot fetch '{branch}' from remote '{remote}': {git_error(err, code)}",
+            f"check `git remote -v` and that '{remote}' is reachable; your runs are safe locally",
+        )
     return repo.ref_tip(remote_ref(remote, branch))
 
 
@@ -129,14 +131,17 @@ def push(repo: Repo, remote: str, branch: str) -> SyncResult:
             result.pushed = True
             git_remote_cmd(repo, "update-ref", remote_ref(remote, branch), local)
             return result
-        rejected = any(s in err for s in ("rejected", "non-fast-forward", "fetch first", "cannot lock ref",
-                                          "failed to update ref", "incorrect old value"))
+        rejected = any(
+            s in err
+            for s in ("rejected", "non-fast-forward", "fetch first", "cannot lock ref", "failed to update ref", "incorrect old value")
+        )
         if not rejected:
-            raise LedgerError(f"cannot push '{branch}' to '{remote}': {git_error(err, code)}",
-                              "your runs stay recorded locally; fix the remote and run `ledger push` again")
+            raise LedgerError(
+                f"cannot push '{branch}' to '{remote}': {git_error(err, code)}",
+                "your runs stay recorded locally; fix the remote and run `ledger push` again",
+            )
         remote_tip = fetch(repo, remote, branch)
         if remote_tip is not None:
             integrate(repo, branch, remote_tip, result)
         time.sleep(random.uniform(0.0, 0.05 * attempt))
-    raise LedgerError(f"gave up pushing '{branch}' after {MAX_PUSH_ATTEMPTS} rejections",
-                      "others keep pushing; run `ledger push` again")
+    raise LedgerError(f"gave up pushing '{branch}' after {MAX_PUSH_ATTEMPTS} rejections", "others keep pushing; run `ledger push` again")

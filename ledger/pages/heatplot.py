@@ -10,9 +10,7 @@ from ledger.heat.chart import heat_plot
 from ledger.heat.heatlog import HeatLog
 
 
-def plot_heat_png(
-    heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, out_path: Path
-) -> Path:
+def plot_heat_png(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, out_path: Path) -> Path:
     """Plot temperature per GPU over time: pauses shaded, thresholds and step ends in the legend."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -1,11 +1,11 @@
 """The redaction rules, on bytes: each finds the SPANS of secret values in one line (or a text).
 
 Working on bytes keeps offsets exact (a long line is redacted in windows, see
-`ledger.capture.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
+`ledger.redact.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
 A rule reports `(start, end)` spans and records the name or kind it hid in a `Redactions`; the
 caller merges the spans and replaces each by ``***`` (`mask_spans`).
 
-Secret-named values (the name rule is `ledger.capture.redact.is_secret_name`):
+Secret-named values (the name rule is `ledger.redact.names.is_secret_name`):
 ``"name": "value"`` (JSON, Python dict reprs, escaped JSON), ``['--name', 'value']`` (printed
 argv lists), ``NAME=value`` / ``--name=value`` / ``Namespace(name='value')``, ``name: value``
 (YAML, ``key = value`` INI), ``--name value`` (also across a ``\\`` continuation) and Megatron's
@@ -29,7 +29,7 @@ import binascii
 import re
 from collections.abc import Callable, Iterable
 
-from ledger.capture.redact import Redactions, is_secret_name, keeps_value
+from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
 MASK = b"***"
@@ -55,8 +55,17 @@ _ASSIGN = re.compile(rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + 
 # A value that opens a YAML flow mapping or list (`secrets: {names: [X]}`) is structure, not a
 # secret: its inner `name: value` pairs are matched on their own.
 _COLON = re.compile(
-    rb"(?<![\w.-])(?P<name>" + _NAME + rb")(?:[ \t]*:|[ \t]+=|=(?=[ \t]))[ \t]*(?!=)" + _PFX
-    + rb"(?P<v>" + _DQ + rb"|" + _SQ + rb"|(?![{\[])" + _BARE + rb")"
+    rb"(?<![\w.-])(?P<name>"
+    + _NAME
+    + rb")(?:[ \t]*:|[ \t]+=|=(?=[ \t]))[ \t]*(?!=)"
+    + _PFX
+    + rb"(?P<v>"
+    + _DQ
+    + rb"|"
+    + _SQ
+    + rb"|(?![{\[])"
+    + _BARE
+    + rb")"
 )
 # --name value (also across a shell line continuation)
 _SPACED = re.compile(
@@ -108,8 +117,9 @@ def _inner(data: bytes, start: int, end: int) -> Span:
     return start, end
 
 
-def _named(pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[Span], secret: NameTest,
-           found: set[bytes] | None, group: str = "v") -> None:
+def _named(
+    pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[Span], secret: NameTest, found: set[bytes] | None, group: str = "v"
+) -> None:
     pos = 0
     while (m := pattern.search(data, pos)) is not None:
         name = m.group("name").decode("ascii")
@@ -132,8 +142,9 @@ def _named(pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[S
         pos = m.end()
 
 
-def _kind(pattern: re.Pattern[bytes], kind: str, data: bytes, acc: Redactions, out: list[Span],
-          found: set[bytes] | None, group: str | int = "v") -> None:
+def _kind(
+    pattern: re.Pattern[bytes], kind: str, data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None, group: str | int = "v"
+) -> None:
     for m in pattern.finditer(data):
         acc.add_kind(kind)
         out.append(m.span(group))
@@ -170,8 +181,7 @@ def _basic(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | No
             found.add(value)
 
 
-def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name,
-               found: set[bytes] | None = None) -> list[Span]:
+def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, found: set[bytes] | None = None) -> list[Span]:
     """Spans of secret values in `data` by every rule except PEM blocks and known values.
 
     `found` collects the values removed (kept in memory only, to find them again elsewhere).

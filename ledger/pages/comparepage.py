@@ -3,7 +3,7 @@ axis, one chart per metric, in collapsible groups by prefix (`perf/`, `train/`, 
 
 With `--group-by SETTING` each group of runs (one value of that setting: replicas across seeds)
 is drawn as its mean with a min–max band instead of one line per run. Run names are the labels,
-ids are the hover text. Static SVG from `ledger.compare.svg`: one self-contained file, no script.
+ids are the hover text. Static SVG from `ledger.pages.svg`: one self-contained file, no script.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from ledger.compare.html import series_of
 from ledger.compare.logparse import MetricsTable
-from ledger.compare.svg import PALETTE, Chart, Series, page, render
+from ledger.pages.series import series_of
+from ledger.pages.svg import PALETTE, Chart, Series, page, render
 from ledger.textfmt import show_value
 
 
@@ -85,8 +85,9 @@ def group_chart(metric: str, runs: Sequence[CompareRun], setting: str) -> Chart:
     return chart
 
 
-def compare_page(runs: Sequence[CompareRun], metrics: Sequence[str], settings_table: dict[str, list[Any]],
-                 group_by: str | None = None) -> str:
+def compare_page(
+    runs: Sequence[CompareRun], metrics: Sequence[str], settings_table: dict[str, list[Any]], group_by: str | None = None
+) -> str:
     """The whole page: the differing settings, then one collapsible section per metric group."""
     title = "ledger compare: " + ", ".join(r.label for r in runs)
     head = "".join(f'<th title="{escape(r.id)}">{escape(r.label)}</th>' for r in runs)
@@ -97,7 +98,7 @@ def compare_page(runs: Sequence[CompareRun], metrics: Sequence[str], settings_ta
     if not settings_table:
         body.append(f'<tr><td colspan="{len(runs) + 1}">every setting is the same</td></tr>')
     if any(r.trackers for r in runs):
-        from ledger.compare.answer import tracker_html
+        from ledger.pages.answer import tracker_html
 
         cells = "".join(f"<td>{tracker_html({'trackers': r.trackers}) or '-'}</td>" for r in runs)
         body.append(f"<tr><th>trackers</th>{cells}</tr>")
@@ -107,6 +108,8 @@ def compare_page(runs: Sequence[CompareRun], metrics: Sequence[str], settings_ta
         groups.setdefault(metric_group(name), []).append(name)
     for group, names in groups.items():
         charts = [render(group_chart(m, runs, group_by) if group_by else run_chart(m, runs)) for m in names]
-        body.append(f'<details open data-group="{escape(group)}"><summary><h2 style="display:inline">'
-                    f"{escape(group)}/ ({len(names)})</h2></summary>{''.join(charts)}</details>")
+        body.append(
+            f'<details open data-group="{escape(group)}"><summary><h2 style="display:inline">'
+            f"{escape(group)}/ ({len(names)})</h2></summary>{''.join(charts)}</details>"
+        )
     return page(title, "\n".join(body))

@@ -17,19 +17,13 @@ ENV_PREFIX = "env."
 RAY_JOB_VARIABLES = frozenset({"RAY_JOB_CONFIG_JSON_ENV_VAR", "RAY_ADDRESS"})
 
 
-def capture_env(
-    environ: Mapping[str, str], patterns: Iterable[str] = DEFAULT_ENV_PATTERNS
-) -> dict[str, str]:
+def capture_env(environ: Mapping[str, str], patterns: Iterable[str] = DEFAULT_ENV_PATTERNS) -> dict[str, str]:
     """The variables of `environ` whose names match a glob of `patterns`, sorted by name.
 
     Matching is case-sensitive. Secrets are kept: redaction happens later, in one place.
     """
     globs = list(patterns)
-    return {
-        name: environ[name]
-        for name in sorted(environ)
-        if any(fnmatch.fnmatchcase(name, glob) for glob in globs)
-    }
+    return {name: environ[name] for name in sorted(environ) if any(fnmatch.fnmatchcase(name, glob) for glob in globs)}
 
 
 def runtime_env_from_ray_argv(ray_argv: Sequence[str]) -> dict[str, object] | None:
@@ -62,9 +56,7 @@ def runtime_env_vars(runtime_env: Mapping[str, object] | None) -> dict[str, str]
     return {str(name): "" if value is None else str(value) for name, value in env_vars.items()}
 
 
-def env_settings(
-    env: Mapping[str, str], runtime_env: Mapping[str, object] | None = None
-) -> dict[str, str]:
+def env_settings(env: Mapping[str, str], runtime_env: Mapping[str, object] | None = None) -> dict[str, str]:
     """`env.<NAME>` settings from the captured process env and the Ray runtime environment.
 
     Every runtime-env variable is kept (the launcher chose it deliberately) and overrides the

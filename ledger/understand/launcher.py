@@ -20,13 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.capture.envvars import runtime_env_from_ray_argv
-from ledger.capture.settings import (
+from ledger.config import DEFAULT_TRAINING_PATTERNS
+from ledger.understand.envvars import runtime_env_from_ray_argv
+from ledger.understand.settings import (
     is_interpreter,
     locate_training_command,
     split_training_command,
 )
-from ledger.config import DEFAULT_TRAINING_PATTERNS
 
 _MAX_CONTINUATION = 200
 _XTRACE_RE = re.compile(r"^(\++) (.*)$")
@@ -266,9 +266,7 @@ def training_command_from_argv(
     )
 
 
-def find_training_command(
-    lines: Iterable[str], patterns: Sequence[str] = DEFAULT_TRAINING_PATTERNS
-) -> TrainingCommand | None:
+def find_training_command(lines: Iterable[str], patterns: Sequence[str] = DEFAULT_TRAINING_PATTERNS) -> TrainingCommand | None:
     """The LAST training command shown in a job's output (xtrace or `EXEC:` lines), else None.
 
     A quoted argument holding a newline spans several output lines; they are joined until the
@@ -301,9 +299,7 @@ def find_training_command(
     return found
 
 
-def _last_match(
-    words: Sequence[str | Operator], patterns: Sequence[str], source: str
-) -> TrainingCommand | None:
+def _last_match(words: Sequence[str | Operator], patterns: Sequence[str], source: str) -> TrainingCommand | None:
     found: TrainingCommand | None = None
     for command in simple_commands(words):
         found = training_command_from_argv(command, patterns, source) or found
@@ -333,9 +329,7 @@ def _shell_script(words: Sequence[str]) -> str | None:
     return None
 
 
-def is_launcher(
-    argv: Sequence[str], cwd: Path, patterns: Sequence[str] = DEFAULT_TRAINING_PATTERNS
-) -> Path | None:
+def is_launcher(argv: Sequence[str], cwd: Path, patterns: Sequence[str] = DEFAULT_TRAINING_PATTERNS) -> Path | None:
     """The launcher script file the command runs, or None.
 
     Launchers: `bash run.sh`, `sh x.sh`, `./run.sh`, `python3 launch.py`, `python3 -m pkg.launch`
@@ -392,7 +386,5 @@ def env_report(lines: Iterable[str]) -> list[dict[str, object]]:
                     "commit": repo.get("commit"),
                     "dirty": bool(repo.get("dirty")),
                 }
-        reports.append(
-            {"role": payload.get("role"), "rank": payload.get("rank"), "packages": packages}
-        )
+        reports.append({"role": payload.get("role"), "rank": payload.get("rank"), "packages": packages})
     return reports

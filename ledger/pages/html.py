@@ -1,6 +1,6 @@
 """The HTML pages of `ledger diff --html` and `ledger report --html`: one self-contained file each.
 
-Charts are static SVG from `ledger.compare.svg` (no script, nothing fetched at view time). The diff
+Charts are static SVG from `ledger.pages.svg` (no script, nothing fetched at view time). The diff
 page puts A and B on one step axis per question (rollout time, response length, time per 1k tokens,
 train time, loss, reward), heat-paused steps shaded, steps only one run has marked under the axis,
 the changed setting (or the refusal) as the title and the text report beside the charts.
@@ -8,7 +8,6 @@ the changed setting (or the refusal) as the title and the text report beside the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -21,9 +20,9 @@ from ledger.compare.stats import (
     ROLLOUT_TIME,
     ROLLOUT_TIME_PER_1K,
     Pause,
-    metric_value,
 )
-from ledger.compare.svg import Chart, Series, page, render
+from ledger.pages.series import series_of
+from ledger.pages.svg import Chart, Series, page, render
 from ledger.textfmt import show_value
 
 COLOR_A, COLOR_B = "#1f77b4", "#d62728"
@@ -39,26 +38,14 @@ DIFF_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
-def series_of(table: MetricsTable | None, metric: str) -> tuple[str, list[tuple[float, float]]]:
-    """(axis name, points) of a metric: train steps where it is logged per train step, else rollouts."""
-    if table is None:
-        return "rollout", []
-    train = [(float(s), m[metric]) for s, m in table.train_steps.items() if metric in m and math.isfinite(m[metric])]
-    if train:
-        return "train step", train
-    points = []
-    for step, row in table.rows.items():
-        value = metric_value(row, metric)
-        if value is not None:
-            points.append((float(step), value))
-    return "rollout", points
-
-
 def _paused_steps(table: MetricsTable | None, pauses: Sequence[Pause]) -> set[int]:
     if table is None or not pauses:
         return set()
-    return {s for s, row in table.rows.items() if row.t_start is not None and row.t_end is not None
-            and any(row.t_start < end and start < row.t_end for start, end in pauses)}
+    return {
+        s
+        for s, row in table.rows.items()
+        if row.t_start is not None and row.t_end is not None and any(row.t_start < end and start < row.t_end for start, end in pauses)
+    }
 
 
 @dataclass(frozen=True)
@@ -85,9 +72,10 @@ def diff_title(report: DiffReport) -> str:
 
 def diff_charts(data: DiffPageInput) -> list[Chart]:
     """One chart per question both runs can answer (a metric neither logged gives none)."""
-    paused = _paused_steps(data.table_a, pauses_from_manifest(data.manifest_a)) \
-        | _paused_steps(data.table_b, pauses_from_manifest(data.manifest_b))
-    from ledger.compare.answer import run_label
+    paused = _paused_steps(data.table_a, pauses_from_manifest(data.manifest_a)) | _paused_steps(
+        data.table_b, pauses_from_manifest(data.manifest_b)
+    )
+    from ledger.pages.answer import run_label
 
     name_a, name_b = run_label(data.manifest_a, data.report.a), run_label(data.manifest_b, data.report.b)
     charts = []
@@ -99,16 +87,22 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
                 break
         else:
             continue
-        chart = Chart(title=f"{title} ({metric})", x_label=axis_a if points_a else axis_b, y_label=y_label,
-                      series=[Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or "")),
-                              Series(f"B {name_b}", points_b, COLOR_B, dashed=True,
-                                     hover=str(data.manifest_b.get("id") or ""))],
-                      span_label="heat-paused step (left out)")
+        chart = Chart(
+            title=f"{title} ({metric})",
+            x_label=axis_a if points_a else axis_b,
+            y_label=y_label,
+            series=[
+                Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or "")),
+                Series(f"B {name_b}", points_b, COLOR_B, dashed=True, hover=str(data.manifest_b.get("id") or "")),
+            ],
+            span_label="heat-paused step (left out)",
+        )
         if "rollout" in (axis_a, axis_b):
             chart.spans = [(s - 0.5, s + 0.5) for s in sorted(paused)]
         steps_a, steps_b = {x for x, _ in points_a}, {x for x, _ in points_b}
-        chart.marks = [(x, "only in A", COLOR_A) for x in sorted(steps_a - steps_b)] + \
-                      [(x, "only in B", COLOR_B) for x in sorted(steps_b - steps_a)]
+        chart.marks = [(x, "only in A", COLOR_A) for x in sorted(steps_a - steps_b)] + [
+            (x, "only in B", COLOR_B) for x in sorted(steps_b - steps_a)
+        ]
         charts.append(chart)
     return charts
 
@@ -116,32 +110,36 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
 def diff_page(data: DiffPageInput) -> str:
     """The whole `ledger diff --html` page: the answer table first, then the charts of the six
     questions, every other logged metric in collapsible groups, and the text report."""
-    from ledger.compare.answer import ANSWER_STYLE, answer_table_html
+    from ledger.pages.answer import ANSWER_STYLE, answer_table_html
 
     report = data.report
     title = diff_title(report)
     css = "refused" if report.refused else "forced" if report.forced else ""
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
-    body = (f"<style>{ANSWER_STYLE}</style>"
-            f'<h1 class="{css}">{escape(title)}</h1>\n{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
-            f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n'
-            f"<details><summary>the text report</summary><pre>{escape(data.text)}</pre></details>")
+    body = (
+        f"<style>{ANSWER_STYLE}</style>"
+        f'<h1 class="{css}">{escape(title)}</h1>\n{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
+        f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n'
+        f"<details><summary>the text report</summary><pre>{escape(data.text)}</pre></details>"
+    )
     return page(f"ledger diff: {title}", body)
 
 
 def other_metric_groups(data: DiffPageInput) -> str:
     """Every metric either run logged that the six question charts do not draw, one chart each,
     in collapsible groups by prefix (`perf/`, `train/`, `rollout/`, `eval/`), closed at first."""
-    from ledger.compare.answer import run_label
-    from ledger.compare.comparepage import CompareRun, metric_group, metric_names, run_chart
+    from ledger.pages.answer import run_label
+    from ledger.pages.comparepage import CompareRun, metric_group, metric_names, run_chart
 
-    runs = [CompareRun(run_label(data.manifest_a, data.report.a), str(data.manifest_a.get("id") or data.report.a),
-                       {}, data.table_a),
-            CompareRun(run_label(data.manifest_b, data.report.b), str(data.manifest_b.get("id") or data.report.b),
-                       {}, data.table_b)]
+    runs = [
+        CompareRun(run_label(data.manifest_a, data.report.a), str(data.manifest_a.get("id") or data.report.a), {}, data.table_a),
+        CompareRun(run_label(data.manifest_b, data.report.b), str(data.manifest_b.get("id") or data.report.b), {}, data.table_b),
+    ]
     if runs[0].label == runs[1].label:
-        runs = [CompareRun(f"A {r.label}", r.id, {}, r.table) if i == 0 else CompareRun(f"B {r.label}", r.id, {}, r.table)
-                for i, r in enumerate(runs)]
+        runs = [
+            CompareRun(f"A {r.label}", r.id, {}, r.table) if i == 0 else CompareRun(f"B {r.label}", r.id, {}, r.table)
+            for i, r in enumerate(runs)
+        ]
     drawn = {m for _, _, candidates in DIFF_CHARTS for m in candidates}
     groups: dict[str, list[str]] = {}
     for name in metric_names(runs):
@@ -150,8 +148,9 @@ def other_metric_groups(data: DiffPageInput) -> str:
     out = []
     for group, names in groups.items():
         charts = "".join(render(run_chart(m, runs)) for m in names)
-        out.append(f'<details data-group="{escape(group)}"><summary>{escape(group)}/: '
-                   f"{len(names)} more metrics</summary>{charts}</details>")
+        out.append(
+            f'<details data-group="{escape(group)}"><summary>{escape(group)}/: {len(names)} more metrics</summary>{charts}</details>'
+        )
     return "\n".join(out)
 
 
@@ -169,8 +168,9 @@ def _run_curves(table: MetricsTable | None) -> str:
     for title, metric in (("loss", "train/loss"), ("rollout time", ROLLOUT_TIME)):
         axis, points = series_of(table, metric)
         if points:
-            charts.append(render(Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)]),
-                                 width=280, height=110, legend_width=0))
+            charts.append(
+                render(Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)]), width=280, height=110, legend_width=0)
+            )
     return f'<div class="curves">{"".join(charts)}</div>' if charts else "-"
 
 
@@ -182,12 +182,22 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
         s = row.summary
         paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
         duration = s.get("duration_s")
-        cells = [s.get("id"), s.get("name") or "-", (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else ""),
-                 "-" if s.get("exit_code") is None else s.get("exit_code"),
-                 "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s", paused,
-                 (s.get("started") or "-")[:19].replace("T", " "), row.changes]
-        lines.append('<tr data-run="' + escape(str(s.get("id"))) + '">'
-                     + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
-                     + f"<td>{_run_curves(row.table)}</td></tr>")
+        cells = [
+            s.get("id"),
+            s.get("name") or "-",
+            (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else ""),
+            "-" if s.get("exit_code") is None else s.get("exit_code"),
+            "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s",
+            paused,
+            (s.get("started") or "-")[:19].replace("T", " "),
+            row.changes,
+        ]
+        lines.append(
+            '<tr data-run="'
+            + escape(str(s.get("id")))
+            + '">'
+            + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
+            + f"<td>{_run_curves(row.table)}</td></tr>"
+        )
     lines.append("</table>")
     return page(heading, f"<h1>{escape(heading)}</h1>\n" + "\n".join(lines))

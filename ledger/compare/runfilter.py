@@ -25,7 +25,10 @@ from ledger.timefmt import parse_iso, utc_now
 
 _WHERE_RE = re.compile(r"^\s*([^<>=!\s][^<>=!]*?)\s*(!=|<=|>=|==|=|<|>)\s*(.*?)\s*$")
 _OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+    "<=": operator.le,
+    ">=": operator.ge,
 }
 _RELATIVE_RE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -67,8 +70,9 @@ class Where:
     def parse(cls, text: str) -> Where:
         m = _WHERE_RE.match(text)
         if not m:
-            raise UsageError(f"--where {text!r} is not KEY=VALUE",
-                             "write KEY=VALUE, KEY!=VALUE or KEY<NUMBER (also >, <=, >=), e.g. --where lr=1e-6")
+            raise UsageError(
+                f"--where {text!r} is not KEY=VALUE", "write KEY=VALUE, KEY!=VALUE or KEY<NUMBER (also >, <=, >=), e.g. --where lr=1e-6"
+            )
         key, op, value = m.group(1), "=" if m.group(2) == "==" else m.group(2), m.group(3)
         if op in _OPS and _number(value) is None:
             raise UsageError(f"--where {text!r}: {op} needs a number, not {value!r}", f"e.g. --where '{key}{op}1.0'")
@@ -95,8 +99,9 @@ def parse_since(text: str, now: dt.datetime | None = None) -> str:
         return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
     seconds = parse_iso(text.strip())
     if seconds is None:
-        raise UsageError(f"--since {text!r} is not a date or an age",
-                         "give a date (2026-11-29), a UTC time (2026-11-29T10:00) or an age (3d, 12h, 30m)")
+        raise UsageError(
+            f"--since {text!r} is not a date or an age", "give a date (2026-11-29), a UTC time (2026-11-29T10:00) or an age (3d, 12h, 30m)"
+        )
     return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
@@ -126,8 +131,7 @@ class RunFilter:
         for w in self.where:
             if w.key not in known:
                 close = difflib.get_close_matches(w.key, sorted(known), n=3, cutoff=0.5)
-                hint = (f"did you mean {' or '.join(close)}?" if close else
-                        "no run has it; `ledger show RUN` lists a run's settings")
+                hint = f"did you mean {' or '.join(close)}?" if close else "no run has it; `ledger show RUN` lists a run's settings"
                 raise UsageError(f"--where: no setting or metric named '{w.key}'", hint)
 
     def keep(self, m: dict[str, Any]) -> bool:
@@ -159,6 +163,7 @@ def check_states(states: Iterable[str]) -> tuple[str, ...]:
     for s in out:
         if s not in STATES:
             close = difflib.get_close_matches(s, STATES, n=1)
-            raise UsageError(f"--state {s!r} is not a run state",
-                             (f"did you mean {close[0]}? " if close else "") + "states: " + ", ".join(STATES))
+            raise UsageError(
+                f"--state {s!r} is not a run state", (f"did you mean {close[0]}? " if close else "") + "states: " + ", ".join(STATES)
+            )
     return out

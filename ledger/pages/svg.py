@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 MAX_POINTS = 1200  # beyond this a series is thinned to its min and max per bucket (2 per pixel of width)
 
 
@@ -77,7 +76,7 @@ def _thin(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
     size = math.ceil(len(points) / (MAX_POINTS // 2))
     out: list[tuple[float, float]] = []
     for i in range(0, len(points), size):
-        bucket = points[i:i + size]
+        bucket = points[i : i + size]
         lo, hi = min(bucket, key=lambda p: p[1]), max(bucket, key=lambda p: p[1])
         out.extend(sorted({lo, hi}))
     return out
@@ -101,8 +100,11 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
     plot_w, plot_h = width - left - legend_width - 10, height - top - bottom
     xs = [x for s in chart.series for x, _ in s.points] + [x for span in chart.spans for x in span]
     xs = [x for x in xs if math.isfinite(x)] or [0.0, 1.0]
-    ys = ([y for s in chart.series for _, y in s.points] + [y for y, _, _ in chart.hlines]
-          + [y for _, _, pts in chart.bands for _, lo, hi in pts for y in (lo, hi)])
+    ys = (
+        [y for s in chart.series for _, y in s.points]
+        + [y for y, _, _ in chart.hlines]
+        + [y for _, _, pts in chart.bands for _, lo, hi in pts for y in (lo, hi)]
+    )
     x_lo, x_hi = min(xs), max(xs)
     if x_lo == x_hi:
         x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
@@ -114,49 +116,66 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
     def py(y: float) -> float:
         return top + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(chart.title)}">',
-           f'<text x="{left}" y="16" class="title">{escape(chart.title)}</text>',
-           f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(chart.title)}">',
+        f'<text x="{left}" y="16" class="title">{escape(chart.title)}</text>',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>',
+    ]
     for start, end in chart.spans:
         x0, x1 = px(start), px(end)
-        out.append(f'<rect data-kind="span" x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1.5):.1f}" '
-                   f'height="{plot_h}" fill="#d62728" fill-opacity="0.15"/>')
+        out.append(
+            f'<rect data-kind="span" x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1.5):.1f}" '
+            f'height="{plot_h}" fill="#d62728" fill-opacity="0.15"/>'
+        )
     for tick in nice_ticks(y_lo, y_hi, max(2, plot_h // 35)):
         y = py(tick)
-        out.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-                   f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(tick)}</text>')
+        out.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(tick)}</text>'
+        )
     for tick in nice_ticks(x_lo, x_hi, max(3, plot_w // 70)):
         x = px(tick)
-        out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>'
-                   f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{tick_text(tick)}</text>')
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>'
+            f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{tick_text(tick)}</text>'
+        )
     for x in chart.vlines:
         if x_lo <= x <= x_hi:
-            out.append(f'<line data-kind="vline" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" '
-                       f'y2="{top + plot_h}" stroke="#999" stroke-width="0.6" stroke-dasharray="2 3"/>')
+            out.append(
+                f'<line data-kind="vline" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" '
+                f'y2="{top + plot_h}" stroke="#999" stroke-width="0.6" stroke-dasharray="2 3"/>'
+            )
     for y, _label, color in chart.hlines:
-        out.append(f'<line data-kind="hline" x1="{left}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
-                   f'stroke="{color}" stroke-width="1" stroke-dasharray="6 3"/>')
+        out.append(
+            f'<line data-kind="hline" x1="{left}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
+            f'stroke="{color}" stroke-width="1" stroke-dasharray="6 3"/>'
+        )
     for x, _label, color in chart.marks:
         out.append(f'<path data-kind="mark" d="M{px(x):.1f} {top + plot_h - 1} l-4 8 h8 z" fill="{color}"/>')
     for label, color, band in chart.bands:
         outline = [(px(x), py(hi)) for x, _, hi in band] + [(px(x), py(lo)) for x, lo, _ in reversed(band)]
-        out.append(f'<polygon data-kind="band" data-series="{escape(label)}" fill="{color}" fill-opacity="0.18" '
-                   f'stroke="none" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in outline)}"/>')
+        out.append(
+            f'<polygon data-kind="band" data-series="{escape(label)}" fill="{color}" fill-opacity="0.18" '
+            f'stroke="none" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in outline)}"/>'
+        )
     for n, series in enumerate(chart.series):
         color = series.color or PALETTE[n % len(PALETTE)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in _thin(series.points))
         dash = ' stroke-dasharray="5 3"' if series.dashed else ""
         tip = f"<title>{escape(series.hover)}</title>" if series.hover else ""
-        out.append(f'<polyline data-series="{escape(series.label)}" data-n="{len(series.points)}" '
-                   f'points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}>{tip}</polyline>')
+        out.append(
+            f'<polyline data-series="{escape(series.label)}" data-n="{len(series.points)}" '
+            f'points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}>{tip}</polyline>'
+        )
         if len(series.points) == 1:  # one point draws no line: a marker shows it
-            (x, y), = series.points
-            out.append(f'<circle data-kind="point" data-series="{escape(series.label)}" cx="{px(x):.1f}" '
-                       f'cy="{py(y):.1f}" r="3.5" fill="{color}">{tip}</circle>')
+            ((x, y),) = series.points
+            out.append(
+                f'<circle data-kind="point" data-series="{escape(series.label)}" cx="{px(x):.1f}" '
+                f'cy="{py(y):.1f}" r="3.5" fill="{color}">{tip}</circle>'
+            )
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(chart.x_label)}</text>')
-    out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
-               f'{escape(chart.y_label)}</text>')
+    out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{escape(chart.y_label)}</text>')
     if legend_width:
         out.extend(_legend(chart, left + plot_w + 14, top))
     out.append("</svg>")
@@ -170,8 +189,7 @@ def _legend(chart: Chart, x: float, y: float) -> list[str]:
 
     def row(swatch: str, label: str) -> None:
         top = y + 14 * len(rows)
-        rows.append(f'<g data-kind="legend" transform="translate({x:.1f} {top:.1f})">{swatch}'
-                    f'<text x="22" y="9">{escape(label)}</text></g>')
+        rows.append(f'<g data-kind="legend" transform="translate({x:.1f} {top:.1f})">{swatch}<text x="22" y="9">{escape(label)}</text></g>')
 
     for n, series in enumerate(chart.series):
         color = series.color or PALETTE[n % len(PALETTE)]
@@ -204,5 +222,7 @@ text-align:left;vertical-align:top} .refused{color:#b00} .forced{color:#b60}
 
 def page(title: str, body: str) -> str:
     """A whole self-contained HTML page: inline style, no script, no external resource."""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n"
+    )

@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from ledger.capture.launcher import Operator, shell_words
 from ledger.fsutil import mapped
+from ledger.understand.launcher import Operator, shell_words
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ANSI_B = rb"(?:\x1b\[[0-9;]*m)*"
@@ -30,7 +30,7 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def _open_quote(text: str) -> bool:
     """Whether shell text leaves a quote open (so the next output line continues it)."""
-    from ledger.capture.launcher import _tokenize
+    from ledger.understand.launcher import _tokenize
 
     return not _tokenize(text)[1]
 

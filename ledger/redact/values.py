@@ -11,31 +11,14 @@ never committed, removed with the staging folder) so that `ledger recover` scrub
 
 from __future__ import annotations
 
-import base64
-import json
 import re
-import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 
-from ledger.capture.redact import MASK, is_secret_name, redact_argv, redact_text
+from ledger.redact.apply import redact_argv, redact_text
+from ledger.redact.names import MASK, is_secret_name
+from ledger.redact.variants import MIN_LENGTH
 
-MIN_LENGTH = 6  # shorter values would scrub ordinary text
 _URL_CREDS = re.compile(r"://([^/\s:@'\"]+):([^/\s@'\"]+)@")
-
-
-def variants(value: str | bytes) -> set[bytes]:
-    """`value` as printed raw, ``repr``-escaped, JSON-escaped, URL-encoded and base64-encoded, and
-    each line of a multi-line value; forms shorter than `MIN_LENGTH` are left out."""
-    raw = value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
-    text = raw.decode("utf-8", "surrogateescape")
-    forms = {raw, repr(text)[1:-1].encode("utf-8", "surrogateescape"),
-             json.dumps(text)[1:-1].encode(), json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", "surrogateescape"),
-             urllib.parse.quote(raw, safe="").encode(), urllib.parse.quote_plus(raw).encode(),
-             urllib.parse.quote(raw).encode()}
-    for enc in (base64.b64encode, base64.urlsafe_b64encode):
-        forms.add(enc(raw).rstrip(b"="))
-    forms.update(line.strip() for line in raw.splitlines())
-    return {f for f in forms if len(f) >= MIN_LENGTH and f != MASK.encode()}
 
 
 def removed_values(original: str, redacted: str) -> list[str]:
@@ -60,8 +43,9 @@ def removed_values(original: str, redacted: str) -> list[str]:
     return out
 
 
-def known_secrets(argv: Sequence[str], environ: Mapping[str, str], texts: Iterable[str] = (),
-                  extra: frozenset[str] = frozenset()) -> set[str]:
+def known_secrets(
+    argv: Sequence[str], environ: Mapping[str, str], texts: Iterable[str] = (), extra: frozenset[str] = frozenset()
+) -> set[str]:
     """Secret values found in argv (by redaction), secret-named variables, and free texts.
 
     Credentials in URLs also give ``user:password`` (its base64 is what Basic auth sends).

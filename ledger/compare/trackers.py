@@ -63,8 +63,7 @@ def tracker_links(trackers: Any) -> list[tuple[str, str, str | None]]:
         item = trackers.get(name)
         if isinstance(item, dict) and isinstance(item.get("url"), str):
             url = item["url"]
-            out.append((name, f"{name} run {item.get('run_id') or ''}".strip(),
-                        url if re.match(r"^https?://[^\s\"'<>]+$", url) else None))
+            out.append((name, f"{name} run {item.get('run_id') or ''}".strip(), url if re.match(r"^https?://[^\s\"'<>]+$", url) else None))
     tb = trackers.get("tensorboard")
     if isinstance(tb, dict) and isinstance(tb.get("logdir"), str):
         out.append(("tensorboard", f"tensorboard --logdir {tb['logdir']}", None))

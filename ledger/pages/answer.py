@@ -51,8 +51,7 @@ def answer_rows(report: DiffReport) -> list[AnswerRow]:
         if ratio != MISSING:
             ratio += _interval(t.ratio_ci, t.common_steps, ".3f")
         unit = unit_of(t.metric)
-        rows.append(AnswerRow("timing", t.metric, t.common_steps, _num(t.median_a, unit), _num(t.median_b, unit),
-                              ratio, ""))
+        rows.append(AnswerRow("timing", t.metric, t.common_steps, _num(t.median_a, unit), _num(t.median_b, unit), ratio, ""))
     for r in report.learning:
         diff = MISSING if not math.isfinite(r.median_diff) else f"{r.median_diff:+.4g}"
         if diff != MISSING:
@@ -74,18 +73,25 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
     a, b = run_label(manifest_a, report.a), run_label(manifest_b, report.b)
     id_a, id_b = str(manifest_a.get("id") or report.a), str(manifest_b.get("id") or report.b)
     changed = "; ".join(f"{c.name}: {show_value(c.a)} → {show_value(c.b)}" for c in report.changed) or "no setting"
-    head = (f'<p class="answer-change">changed: <b>{escape(changed)}</b> &nbsp; '
-            f'A = <span title="{escape(id_a)}">{escape(a)}</span>, B = <span title="{escape(id_b)}">{escape(b)}</span></p>')
+    head = (
+        f'<p class="answer-change">changed: <b>{escape(changed)}</b> &nbsp; '
+        f'A = <span title="{escape(id_a)}">{escape(a)}</span>, B = <span title="{escape(id_b)}">{escape(b)}</span></p>'
+    )
     links = [f"{label}: {tracker_html(m)}" for label, m in (("A", manifest_a), ("B", manifest_b)) if tracker_html(m)]
     if links:
         head += f'<p class="trackers">{" &nbsp; ".join(links)}</p>'
-    lines = [head, '<table class="answer" data-kind="answer">',
-             "<tr><th>metric</th><th>n</th><th>median A</th><th>median B</th>"
-             "<th>B/A or B−A (95% interval)</th><th>learning diverged at</th></tr>"]
+    lines = [
+        head,
+        '<table class="answer" data-kind="answer">',
+        "<tr><th>metric</th><th>n</th><th>median A</th><th>median B</th>"
+        "<th>B/A or B−A (95% interval)</th><th>learning diverged at</th></tr>",
+    ]
     for row in answer_rows(report):
-        lines.append(f'<tr data-metric="{escape(row.metric)}" data-kind="{row.kind}"><td>{escape(row.metric)}</td>'
-                     f"<td>{row.n}</td><td>{escape(row.median_a)}</td><td>{escape(row.median_b)}</td>"
-                     f"<td>{escape(row.change)}</td><td>{escape(row.diverged or '')}</td></tr>")
+        lines.append(
+            f'<tr data-metric="{escape(row.metric)}" data-kind="{row.kind}"><td>{escape(row.metric)}</td>'
+            f"<td>{row.n}</td><td>{escape(row.median_a)}</td><td>{escape(row.median_b)}</td>"
+            f"<td>{escape(row.change)}</td><td>{escape(row.diverged or '')}</td></tr>"
+        )
     if len(lines) == 3:
         lines.append('<tr><td colspan="6">no metric both runs logged</td></tr>')
     lines.append("</table>")
@@ -94,14 +100,19 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
 
 def tracker_html(manifest: Mapping[str, Any]) -> str:
     """The run's W&B/MLflow links (http(s) only, escaped) and TensorBoard folder, as HTML."""
-    from ledger.record.trackers import tracker_links
+    from ledger.compare.trackers import tracker_links
 
     parts = []
     for name, text, url in tracker_links(manifest.get("trackers")):
-        parts.append(f'<a data-tracker="{name}" href="{escape(url)}">{escape(text)}</a>' if url
-                     else f'<span data-tracker="{name}">{escape(text)}</span>')
+        parts.append(
+            f'<a data-tracker="{name}" href="{escape(url)}">{escape(text)}</a>'
+            if url
+            else f'<span data-tracker="{name}">{escape(text)}</span>'
+        )
     return ", ".join(parts)
 
 
-ANSWER_STYLE = (".answer{table-layout:auto;max-width:1200px;margin:8px 0 16px} .answer td,.answer th"
-                "{white-space:normal;overflow-wrap:anywhere} .answer-change{font-size:15px}")
+ANSWER_STYLE = (
+    ".answer{table-layout:auto;max-width:1200px;margin:8px 0 16px} .answer td,.answer th"
+    "{white-space:normal;overflow-wrap:anywhere} .answer-change{font-size:15px}"
+)

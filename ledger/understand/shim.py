@@ -15,7 +15,7 @@ A `ray job submit --no-wait` without `--submission-id` gets one (`ledger-<run id
 can follow the job to its end through Ray's Job API after the launcher returned.
 
 The wrappers run this file with ledger's own interpreter in `-SE` mode (no site, no PYTHONPATH),
-importing only the standard library and `ledger.capture.settings`: one short interpreter start per
+importing only the standard library and `ledger.understand.settings`: one short interpreter start per
 call (`bench/bench_wrappers.py`).
 Nothing here may raise into the job: on any internal error the real program runs unchanged.
 """
@@ -58,15 +58,21 @@ class ShimRecord:
     job_env_added: list[str] = field(default_factory=list)  # ledger's job variables put in the runtime env
 
 
-def install(bin_dir: Path, log_path: Path, patterns: Sequence[str], add: Sequence[tuple[str, str]],
-            env_patterns: Sequence[str], environ: Mapping[str, str],
-            job_env: Mapping[str, str] | None = None) -> dict[str, str]:
+def install(
+    bin_dir: Path,
+    log_path: Path,
+    patterns: Sequence[str],
+    add: Sequence[tuple[str, str]],
+    env_patterns: Sequence[str],
+    environ: Mapping[str, str],
+    job_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """Write the wrappers into `bin_dir`; return the environment variables the job needs."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     here = Path(__file__).resolve()
     for name in NAMES:
         path = bin_dir / name
-        path.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -SE {shlex.quote(str(here))} {name} \"$@\"\n")
+        path.write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} -SE {shlex.quote(str(here))} {name} "$@"\n')
         path.chmod(0o755)
     return {
         "PATH": f"{bin_dir}{os.pathsep}{environ.get('PATH', os.defpath)}",
@@ -106,24 +112,24 @@ def _real_program(name: str, shim_dir: str, path: str) -> str | None:
 
 
 def _is_training(argv: Sequence[str], patterns: Sequence[str]) -> bool:
-    from ledger.capture.settings import locate_training_command, split_training_command
+    from ledger.understand.settings import locate_training_command, split_training_command
 
     located = locate_training_command(argv)
     if located is None:
         return False
-    script = split_training_command(argv[located[0]:])[1]
+    script = split_training_command(argv[located[0] :])[1]
     return script is not None and any(re.search(p, script) for p in patterns)
 
 
 def _submitted_scripts(environ: Mapping[str, str]) -> list[str]:
     """Patterns for the scripts this run submitted through `ray job submit` (any name counts)."""
-    from ledger.capture.settings import locate_training_command, split_training_command
+    from ledger.understand.settings import locate_training_command, split_training_command
 
     scripts = []
     for record in read_log(Path(environ.get(ENV_LOG, "/nonexistent"))):
         if record.via == "ray" and record.entrypoint:
             located = locate_training_command(record.entrypoint)
-            script = split_training_command(record.entrypoint[located[0]:])[1] if located else None
+            script = split_training_command(record.entrypoint[located[0] :])[1] if located else None
             if script:
                 scripts.append("(^|/)" + re.escape(os.path.basename(script)) + "$")
     return scripts
@@ -176,7 +182,7 @@ def _with_job_env(opts: list[str], job_env: Mapping[str, str]) -> tuple[list[str
             return opts, []
         if not isinstance(runtime, dict):
             return opts, []
-        opts = opts[:index] + opts[index + (1 if "=" in token else 2):]
+        opts = opts[:index] + opts[index + (1 if "=" in token else 2) :]
     env_vars = runtime.get("env_vars")
     env_vars = dict(env_vars) if isinstance(env_vars, dict) else {}
     added = [k for k in job_env if k not in env_vars]
@@ -202,7 +208,7 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
         if args[:2] != ["job", "submit"] or "--" not in args:
             return args, None
         cut = args.index("--")
-        opts, entry = args[:cut], args[cut + 1:]
+        opts, entry = args[:cut], args[cut + 1 :]
         if not _is_training(entry, [""]):  # any python entrypoint of a submitted job
             return args, None
         added = missing_flags(entry, add)
@@ -216,8 +222,16 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
         address = _ray_option(opts, "--address") or environ.get("RAY_ADDRESS")
         run_opts, env_added = _with_job_env(opts, json.loads(environ.get(ENV_JOB_ENV, "{}")))
         # the record keeps the launcher's own options: ledger's variables are not its settings
-        record = ShimRecord("ray", ["ray", *opts], new_entry, [w for w in added if w.startswith("--")],
-                            submission_id=submission, no_wait=no_wait, address=address, job_env_added=env_added)
+        record = ShimRecord(
+            "ray",
+            ["ray", *opts],
+            new_entry,
+            [w for w in added if w.startswith("--")],
+            submission_id=submission,
+            no_wait=no_wait,
+            address=address,
+            job_env_added=env_added,
+        )
         return [*run_opts, "--", *new_entry], record
     argv = [name, *args]
     if not _is_training(argv, patterns + _submitted_scripts(environ)):

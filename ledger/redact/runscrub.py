@@ -18,8 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ledger.capture.redact import Redactions
-from ledger.capture.scanner import Redactor
+from ledger.redact.names import Redactions
+from ledger.redact.scanner import Redactor
 
 SECRETS_FILE = "secrets.json"  # in the staging folder, outside the run folder: never committed
 LOGS = ("trainer.log", "engine.log")
@@ -48,8 +48,7 @@ def add_redacted(m: dict[str, Any], entries: Iterable[str]) -> None:
     m["redacted"] = sorted(set(m.get("redacted") or []) | set(entries))
 
 
-def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes],
-               extra_names: Iterable[str] = ()) -> None:
+def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
     """The final scrub of a staged run folder's files (see the module docstring)."""
     secrets = set(secrets)
     extra = tuple(extra_names)
@@ -67,8 +66,7 @@ def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: 
             add_redacted(m, acc.at(name))
 
 
-def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes],
-                   extra_names: Iterable[str] = ()) -> None:
+def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
     """Every string of the manifest, and every value under a secret-named key (in place)."""
     acc = Redactions()
     clean = Redactor(set(secrets) | as_texts(found), extra_names).redact_obj(m, acc, skip=frozenset({"redacted"}))

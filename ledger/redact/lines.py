@@ -7,7 +7,7 @@ that finds the engine lines (`split_regex`). The rest, which may come after a Ra
 (``(ActorName pid=1)``), is found here by `suspect_spans`:
 
 - ``ENV_REPORT_JSON=`` lines (prefilter: a ``J`` byte, found with ``memchr``);
-- every line the run's `ledger.capture.scanner.Redactor` flags (one trigger scan per body).
+- every line the run's `ledger.redact.scanner.Redactor` flags (one trigger scan per body).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ledger.capture.scanner import Redactor
+from ledger.redact.scanner import Redactor
 
 # A line kept in `command_lines` (after an optional Ray prefix).
 COMMAND = re.compile(rb"(?:\([^)\n]*\)[ \t]*)?(?:\++ |EXEC: |ENV_REPORT_JSON=)")

@@ -31,9 +31,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ledger.capture import secretrules as rules
-from ledger.capture.redact import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
-from ledger.capture.secretvalues import MIN_LENGTH, variants
+from ledger.redact import rules
+from ledger.redact.names import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
+from ledger.redact.variants import MIN_LENGTH, variants
 
 Span = tuple[int, int]
 WINDOW = 1 << 20
@@ -46,9 +46,12 @@ _N = rb"[\w.-]*"
 # (pattern, caseless): every secret a rule hides is matched by one of these (see the module doc)
 _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
     # one pattern for the named forms: fewer engines woken by the common word "token"
-    (_W + b"%s)" + _N + rb"(?:\\?[\"']\s{0,8}[:,]"  # "name": v   ['--name', v]
-     rb"|[ \t]*[:=][ \t]*(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})"  # name=v, name: v (not a count)
-     rb"| \.\.\.)", True),  # Megatron's argument dump
+    (
+        _W + b"%s)" + _N + rb"(?:\\?[\"']\s{0,8}[:,]"  # "name": v   ['--name', v]
+        rb"|[ \t]*[:=][ \t]*(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})"  # name=v, name: v (not a count)
+        rb"| \.\.\.)",
+        True,
+    ),  # Megatron's argument dump
     (rb"-" + _N + _W + b"%s)" + _N + rb"(?:[ \t]|\\\n){1,8}[^\s-]", True),  # --name value
     (rb"\bhf_[A-Za-z0-9]{30}", False),
     (rb"\b(?:gh[pousr]_[A-Za-z0-9]{20}|github_pat_[A-Za-z0-9_]{20})", False),
@@ -65,8 +68,7 @@ _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
 )
 
 
-def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] = (),
-                     rules_on: bool = True) -> list[tuple[bytes, bool]]:
+def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] = (), rules_on: bool = True) -> list[tuple[bytes, bool]]:
     """The trigger set: the built-in patterns with the configured name words, plus literals."""
     words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
     out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
@@ -91,9 +93,12 @@ class _Engine:
             key = tuple(patterns)
             if key not in _COMPILED:  # compiling takes ~0.2 s; loading a serialized copy ~1 ms
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(expressions=[p for p, _ in patterns], ids=list(range(len(patterns))),
-                           elements=len(patterns),
-                           flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns])
+                db.compile(
+                    expressions=[p for p, _ in patterns],
+                    ids=list(range(len(patterns))),
+                    elements=len(patterns),
+                    flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
+                )
                 if len(_COMPILED) >= 4:  # a run uses a few sets (triggers + its values, values alone)
                     _COMPILED.clear()
                 _COMPILED[key] = hyperscan.dumpb(db)
@@ -176,8 +181,7 @@ class Redactor:
         Lines are separated by ``\\n``. Includes every line inside a PEM block (open at the start,
         or opened here). Does not change the state: call `redact_line` on each span in order.
         """
-        hits = sorted({line_span(body, max(end - 1, start)) for end in self._get_engine().ends(body)
-                       if end > start})
+        hits = sorted({line_span(body, max(end - 1, start)) for end in self._get_engine().ends(body) if end > start})
         if self._pem_left == 0 and not any(b"PRIVATE KEY" in body[s:e] for s, e in hits):
             return hits
         out: list[Span] = []
@@ -318,8 +322,7 @@ class Redactor:
             for key, value in obj.items():
                 if key in skip:
                     out[key] = value
-                elif (isinstance(key, str) and isinstance(value, str) and self._secret(key)
-                      and not keeps_value(key, value)):
+                elif isinstance(key, str) and isinstance(value, str) and self._secret(key) and not keeps_value(key, value):
                     acc.add_name(key)
                     out[key] = MASK
                 else:

@@ -1,10 +1,11 @@
-"""Opening the ledger: the repository, its configuration and the tip of its runs branch."""
+"""Opening the ledger for a command: the repository, its configuration and the tip of its runs branch."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ledger.config import Config, load_config
+from ledger.config import Config
+from ledger.configload import load_config
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, load_listing
 from ledger.storage.store import check_ledger_branch

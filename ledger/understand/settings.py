@@ -48,9 +48,7 @@ _FLOAT_RE = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?
 _PYTHON_RE = re.compile(r"python(\d+(\.\d+)*)?")
 _PY_SHORT_RE = re.compile(r"-([bBdEhiIOPqsSuvV]*)([cmWX]?)(.*)")
 # torchrun options that take no value; every other option without `=` consumes the next token.
-_TORCHRUN_SWITCHES = frozenset(
-    {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "--module", "-m"}
-)
+_TORCHRUN_SWITCHES = frozenset({"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "--module", "-m"})
 _TORCHRUN_NAMES = frozenset({"torchrun"})
 _TORCH_LAUNCH_MODULES = frozenset({"torch.distributed.run", "torch.distributed.launch"})
 

@@ -1,9 +1,9 @@
-"""Keep secrets out of git: which names hold secrets, what was hidden where, and the str helpers.
+"""The vocabulary of redaction: which names hold secrets, the mask, and what was hidden where.
 
 A value is replaced by ``***``; the name (or the kind of pattern) that caused it is recorded in a
 `Redactions` so the manifest can say WHAT was hidden and WHERE, never the value. The rules
-themselves work on bytes (`ledger.capture.secretrules`); every writer goes through one
-`ledger.capture.scanner.Redactor`, which adds the run's known secret values and the fast scan.
+themselves work on bytes (`ledger.redact.rules`); every writer goes through one
+`ledger.redact.scanner.Redactor`, which adds the run's known secret values and the fast scan.
 
 The name rule (`is_secret_name`). A name (flag without dashes, variable, JSON key) is split into
 parts at ``-``, ``_``, ``.`` and camelCase boundaries, upper-cased. It is secret when
@@ -21,7 +21,7 @@ KEY/TOKEN names a number of up to 9 digits (a token COUNT, not a credential).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 MASK = "***"
@@ -29,8 +29,7 @@ PATTERN_PREFIX = "pattern:"
 KNOWN_VALUE = "known-value"
 
 _STRONG = frozenset(
-    {"SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "CREDENTIAL"}
-    | {"CREDENTIALS", "APIKEY", "PRIVATE"}
+    {"SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE", "CREDENTIAL"} | {"CREDENTIALS", "APIKEY", "PRIVATE"}
 )
 _TAIL = frozenset({"KEY", "TOKEN", "AUTH", "PAT", "PASS", "PWD"})
 _TAIL_ENDS = ("TOKEN", "APIKEY", "SECRET", "PASSWORD")
@@ -64,8 +63,7 @@ def is_secret_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
     if not parts or "_".join(parts) in _NOT_SECRET:
         return False
     last = parts[-1]
-    return (last in _TAIL or last.endswith(_TAIL_ENDS)
-            or any(p in _STRONG or p in extra for p in parts))
+    return last in _TAIL or last.endswith(_TAIL_ENDS) or any(p in _STRONG or p in extra for p in parts)
 
 
 def keeps_value(name: str, value: str) -> bool:
@@ -119,67 +117,3 @@ class Redactions:
 
     def __bool__(self) -> bool:
         return bool(self.names or self.kinds)
-
-
-def _redact_str(text: str, acc: Redactions) -> str:
-    from ledger.capture.scanner import Redactor
-
-    return Redactor().redact_text(text, acc)
-
-
-def redact_text(text: str) -> tuple[str, list[str]]:
-    """Redact a launcher script, command line or any text; returns (text, redacted names/kinds).
-
-    Multi-line values stay line for line: a PEM block keeps its line count.
-    """
-    acc = Redactions()
-    return _redact_str(text, acc), acc.as_list()
-
-
-def redact_line(line: bytes, redactions: Redactions | None = None) -> bytes:
-    """Redact one log line given as bytes; invalid UTF-8 passes through byte for byte."""
-    from ledger.capture.scanner import Redactor
-
-    return Redactor().redact_line(line, redactions if redactions is not None else Redactions())
-
-
-def redact_argv(argv: Sequence[str], extra: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
-    """Redact an argument vector: ``--flag value``, ``--flag=value``, ``NAME=value``, patterns."""
-    acc = Redactions()
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        i += 1
-        if arg.startswith("-") and "=" not in arg and is_secret_name(arg, extra) and i < len(argv):
-            value = argv[i]
-            if not value.startswith("--"):
-                i += 1
-                out.append(arg)
-                if keeps_value(arg, value):
-                    out.append(value)
-                else:
-                    acc.add_name(arg)
-                    out.append(MASK)
-                continue
-        if arg.startswith("-") and "=" in arg:
-            name, value = arg.split("=", 1)
-            if is_secret_name(name, extra) and not keeps_value(name, value):
-                acc.add_name(name)
-                out.append(f"{name}={MASK}")
-                continue
-        out.append(_redact_str(arg, acc))
-    return out, acc.as_list()
-
-
-def redact_env(env: Mapping[str, str], extra: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str]]:
-    """Redact an environment: secret-named variables, and patterns inside any value."""
-    acc = Redactions()
-    out: dict[str, str] = {}
-    for name, value in env.items():
-        if is_secret_name(name, extra) and not keeps_value(name, value):
-            acc.add_name(name)
-            out[name] = MASK
-        else:
-            out[name] = _redact_str(value, acc)
-    return out, acc.as_list()

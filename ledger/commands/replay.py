@@ -1,0 +1,45 @@
+"""`ledger replay RUN [OPTIONS] [-- EXTRA ARGS]`: re-run one side of a run on its recorded samples."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ledger.record.run import Say
+from ledger.replay.replay import ReplayOptions, replay_run
+
+
+def replay(
+    start: Path,
+    run: str,
+    *,
+    rollout_only: bool,
+    step: int | None,
+    steps: str | None,
+    sets: Sequence[str],
+    extra: Sequence[str],
+    name: str | None,
+    dry_run: bool,
+    strict: bool,
+    in_image: bool,
+    force: bool,
+    say: Say,
+    terminal_fd: int | None,
+    stdout: Callable[[str], None],
+    confirm: Callable[[str], bool] | None,
+) -> int:
+    """Plan and record the replay (``--`` separators in `extra` dropped); returns its exit code."""
+    opts = ReplayOptions(
+        run=run,
+        rollout_only=rollout_only,
+        step=step,
+        steps=steps,
+        sets=list(sets),
+        extra=[x for x in extra if x != "--"],
+        name=name,
+        dry_run=dry_run,
+        strict=strict,
+        in_image=in_image,
+        force=force,
+    )
+    return replay_run(start, opts, say, terminal_fd, stdout=stdout, confirm=confirm)

@@ -1,0 +1,75 @@
+"""Redact a text, a log line, an argument vector or an environment: the entry points for one value.
+
+Each goes through one `ledger.redact.scanner.Redactor` (rules on bytes, the fast scan); argv and
+environments are first redacted by name (`ledger.redact.names.is_secret_name`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ledger.redact.names import MASK, Redactions, is_secret_name, keeps_value
+
+
+def _redact_str(text: str, acc: Redactions) -> str:
+    from ledger.redact.scanner import Redactor
+
+    return Redactor().redact_text(text, acc)
+
+
+def redact_text(text: str) -> tuple[str, list[str]]:
+    """Redact a launcher script, command line or any text; returns (text, redacted names/kinds).
+
+    Multi-line values stay line for line: a PEM block keeps its line count.
+    """
+    acc = Redactions()
+    return _redact_str(text, acc), acc.as_list()
+
+
+def redact_line(line: bytes, redactions: Redactions | None = None) -> bytes:
+    """Redact one log line given as bytes; invalid UTF-8 passes through byte for byte."""
+    from ledger.redact.scanner import Redactor
+
+    return Redactor().redact_line(line, redactions if redactions is not None else Redactions())
+
+
+def redact_argv(argv: Sequence[str], extra: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """Redact an argument vector: ``--flag value``, ``--flag=value``, ``NAME=value``, patterns."""
+    acc = Redactions()
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg.startswith("-") and "=" not in arg and is_secret_name(arg, extra) and i < len(argv):
+            value = argv[i]
+            if not value.startswith("--"):
+                i += 1
+                out.append(arg)
+                if keeps_value(arg, value):
+                    out.append(value)
+                else:
+                    acc.add_name(arg)
+                    out.append(MASK)
+                continue
+        if arg.startswith("-") and "=" in arg:
+            name, value = arg.split("=", 1)
+            if is_secret_name(name, extra) and not keeps_value(name, value):
+                acc.add_name(name)
+                out.append(f"{name}={MASK}")
+                continue
+        out.append(_redact_str(arg, acc))
+    return out, acc.as_list()
+
+
+def redact_env(env: Mapping[str, str], extra: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str]]:
+    """Redact an environment: secret-named variables, and patterns inside any value."""
+    acc = Redactions()
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        if is_secret_name(name, extra) and not keeps_value(name, value):
+            acc.add_name(name)
+            out[name] = MASK
+        else:
+            out[name] = _redact_str(value, acc)
+    return out, acc.as_list()
