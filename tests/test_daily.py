@@ -206,6 +206,8 @@ def test_compare_page_overlays_every_metric_and_groups(runs: tuple[Path, dict[st
     lines = polylines(page.dom)
     assert lines["a"] == [4, 4] and lines["c"] == [2, 2] and lines["b"] == [4]
     assert lines["b (identical to a)"] == [4]  # perf/step_time is the same in a and b
+    # hovering a point shows run, step and value (an SVG <title>: no script)
+    assert f"<title>a ({ids['a']}): rollout 1, train/loss 9</title>" in page.dom
 
 
 def test_a_ledger_option_typo_is_a_usage_error_never_passed_to_the_job(repo: Path) -> None:
@@ -398,3 +400,20 @@ def test_diff_of_a_running_run_says_it_is_running(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=60)
+
+
+def test_report_sparklines_share_a_y_scale_per_metric_and_say_units() -> None:
+    import re
+
+    from ledger.compare.logparse import MetricsTable, StepRow
+    from ledger.pages.html import ReportRow, report_page
+
+    def table(scale: float) -> MetricsTable:
+        return MetricsTable(rows={s: StepRow(s, None, None, {"train/loss": scale * s, "perf/rollout_time": 1.0 + s}) for s in range(5)})
+
+    rows = [ReportRow({"id": f"r{i}"}, "-", table(scale)) for i, scale in enumerate((1.0, 10.0))]
+    html = report_page(rows, "two runs")
+    losses = re.findall(r'aria-label="loss">(.*?)</svg>', html)
+    ticks = [re.findall(r'text-anchor="end">([^<]*)<', svg) for svg in losses]
+    assert len(ticks) == 2 and ticks[0] == ticks[1]  # was: each sparkline fitted to its own run
+    assert 'aria-label="rollout time (s)"' in html

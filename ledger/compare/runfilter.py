@@ -118,7 +118,9 @@ class RunFilter:
 
     @property
     def needs_settings(self) -> bool:
-        return bool(self.where)
+        """Whether a `--where` key may be a setting: metric names have a `/` (`train/loss`), setting
+        names never do (flag names, `env.NAME`), so a metric filter reads no settings.json at all."""
+        return any("/" not in w.key for w in self.where)
 
     def check_keys(self, runs: Iterable[dict[str, Any]]) -> None:
         """Refuse a `--where` key that no run has, naming the nearest known keys."""

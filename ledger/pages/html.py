@@ -163,19 +163,36 @@ class ReportRow:
     table: MetricsTable | None
 
 
-def _run_curves(table: MetricsTable | None) -> str:
+# the report's sparklines: (title with its unit, metric)
+CURVES = (("loss", "train/loss"), ("rollout time (s)", ROLLOUT_TIME))
+
+
+def shared_y_ranges(tables: Sequence[MetricsTable | None]) -> dict[str, tuple[float, float]]:
+    """One y scale per sparkline metric over every run of the page, so rows compare by eye."""
+    out = {}
+    for _title, metric in CURVES:
+        ys = [y for t in tables for _, y in series_of(t, metric)[1]]
+        if ys:
+            lo, hi = min(ys), max(ys)
+            pad = (hi - lo) * 0.05 or abs(lo) * 0.05 or 1.0
+            out[metric] = (lo - pad, hi + pad)
+    return out
+
+
+def _run_curves(table: MetricsTable | None, y_ranges: Mapping[str, tuple[float, float]] | None = None) -> str:
     charts = []
-    for title, metric in (("loss", "train/loss"), ("rollout time", ROLLOUT_TIME)):
+    for title, metric in CURVES:
         axis, points = series_of(table, metric)
         if points:
-            charts.append(
-                render(Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)]), width=280, height=110, legend_width=0)
-            )
+            chart = Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)])
+            chart.y_range = (y_ranges or {}).get(metric)
+            charts.append(render(chart, width=280, height=110, legend_width=0))
     return f'<div class="curves">{"".join(charts)}</div>' if charts else "-"
 
 
 def report_page(rows: Sequence[ReportRow], heading: str) -> str:
     """The whole `ledger report --html` page: the runs table with change sets and curves."""
+    y_ranges = shared_y_ranges([row.table for row in rows])
     head = ["id", "name", "state", "exit", "time", "paused", "started", "changed (vs the run before it)", "curves"]
     lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
@@ -197,7 +214,7 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
             + escape(str(s.get("id")))
             + '">'
             + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
-            + f"<td>{_run_curves(row.table)}</td></tr>"
+            + f"<td>{_run_curves(row.table, y_ranges)}</td></tr>"
         )
     lines.append("</table>")
     return page(heading, f"<h1>{escape(heading)}</h1>\n" + "\n".join(lines))

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 MAX_POINTS = 1200  # beyond this a series is thinned to its min and max per bucket (2 per pixel of width)
@@ -46,6 +47,7 @@ class Chart:
     hlines: list[tuple[float, str, str]] = field(default_factory=list)  # (y, label, color)
     marks: list[tuple[float, str, str]] = field(default_factory=list)  # (x, label, color): under the axis
     bands: list[tuple[str, str, list[tuple[float, float, float]]]] = field(default_factory=list)  # (label, color, [(x, lo, hi)])
+    y_range: tuple[float, float] | None = None  # a y scale shared with other charts (else fitted to the data)
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -108,7 +110,7 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
     x_lo, x_hi = min(xs), max(xs)
     if x_lo == x_hi:
         x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
-    y_lo, y_hi = _bounds(ys)
+    y_lo, y_hi = chart.y_range or _bounds(ys)
 
     def px(x: float) -> float:
         return left + (min(max(x, x_lo), x_hi) - x_lo) / (x_hi - x_lo) * plot_w
@@ -174,12 +176,32 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
                 f'<circle data-kind="point" data-series="{escape(series.label)}" cx="{px(x):.1f}" '
                 f'cy="{py(y):.1f}" r="3.5" fill="{color}">{tip}</circle>'
             )
+    out.extend(hover_points(chart, px, py))
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(chart.x_label)}</text>')
     out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{escape(chart.y_label)}</text>')
     if legend_width:
         out.extend(_legend(chart, left + plot_w + 14, top))
     out.append("</svg>")
     return "".join(out)
+
+
+MAX_HOVER_POINTS = 300  # per series; a longer one keeps its line's tooltip only (page size)
+
+
+def hover_points(chart: Chart, px: Any, py: Any) -> list[str]:
+    """Hovering a point shows its step and value: an invisible circle per point with an SVG
+    `<title>` (the browser's own tooltip: no script, works offline, escaped like every label)."""
+    out = []
+    for series in chart.series:
+        if len(series.points) > MAX_HOVER_POINTS:
+            continue
+        for x, y in series.points:
+            text = escape(f"{series.label} ({series.hover})" if series.hover else series.label)
+            out.append(
+                f'<circle data-kind="hover" cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="transparent">'
+                f"<title>{text}: {escape(chart.x_label)} {tick_text(x)}, {escape(chart.y_label)} {y:.6g}</title></circle>"
+            )
+    return out
 
 
 def _legend(chart: Chart, x: float, y: float) -> list[str]:
