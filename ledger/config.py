@@ -93,6 +93,7 @@ job:
   stop_grace_s: {DEFAULT_STOP_GRACE_S:g}           # after a forwarded stop signal, SIGKILL the job this much later
 diff:
   max_age_hours: {DEFAULT_MAX_AGE_HOURS:g}
+  # replica_keys: [data-seed]   # settings (globs) replicas may differ in, beside seed and rollout-seed
 # dvc_remote: myremote
 # secrets: {{names: [SIGNATURE]}}   # extra words that make a variable/flag/key name secret
 """
@@ -119,3 +120,4 @@ class Config:
     dvc_remote: str | None = None
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
+    replica_keys: tuple[str, ...] = ()  # `diff: replica_keys:` settings (globs) replicas may differ in, beside the seeds

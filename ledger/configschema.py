@@ -98,6 +98,8 @@ class SecretsSection(_Section):
 
 class DiffSection(_Section):
     max_age_hours: Annotated[float, Field(ge=0)] = DEFAULT_MAX_AGE_HOURS
+    # settings (fnmatch globs) that replicas may differ in, beside `seed` and `rollout-seed`
+    replica_keys: list[str] = Field(default_factory=list)
 
 
 class ConfigFile(_Section):
@@ -137,6 +139,7 @@ def _from_file(f: ConfigFile) -> Config:
         dvc_remote=f.dvc_remote,
         stop_grace_s=f.job.stop_grace_s,
         secret_names=tuple(f.secrets.names),
+        replica_keys=tuple(f.diff.replica_keys),
     )
 
 

@@ -92,8 +92,8 @@ def list_runs(
     from ledger.record.live import running_runs
 
     recorded = {m["id"] for m in rows}
-    running = [r.summary() for r in running_runs(repo.root) if r.id not in recorded]
-    running = [r for r in running if flt.keep({**r, "status": {"state": "running"}})]
+    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if r.id not in recorded]
+    running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
     result = ListResult(
         shown if reverse else shown[::-1],
         listing.broken,
@@ -160,6 +160,8 @@ def render_list(result: ListResult) -> str:
         state = "running" if live["step"] is None else f"running: step {live['step']}"
         if live["last_step_at"]:
             state += f" ({live['last_step_at']})"
+        if live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
+            state = f"orphaned: {live['hint']}"
         row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
         row += ["-"] * (len(header) - len(row))
         if result.changes:

@@ -32,7 +32,19 @@ model started writing longer answers".
                    "diff_ci": [low, high]|null, "confidence": float,
                    "first_divergence": int|null, "identical_before": bool,
                    "first_bitwise_difference": int|null,
-                   "first_diffs": [{"step": int, "a": float, "b": float, "diff": float}]}]}
+                   "first_diffs": [{"step": int, "a": float, "b": float, "diff": float}]}],
+     "repeat": bool,
+     "noise": null | {"replicas_a": [id], "replicas_b": [id], "method": str, "method_text": str,
+               "any_age": bool, "max_age_hours": float, "session": [str],
+               "metrics": [{"metric": str, "axis": "train step"|"rollout", "steps": int,
+                            "replicas": [int, int], "mean_a": float, "mean_b": float,
+                            "diff": float, "diff_ci": [low, high]|null, "noise_floor": float|null,
+                            "verdict": "beyond noise"|"within noise"|"no replicas"|"repeat",
+                            "method": "welch"|"pooled-t"|"exact"|"per-step"|"repeat",
+                            "df": float|null, "permutation_p": float|null, "confidence": float}]},
+     "flags": [{"run": id, "flag": "zero-std"|"truncated", "value": float, "steps": [int],
+                "threshold": float, "context": {name: float}}],
+     "baseline_session": [str]}
 
 `steps` holds B−A in `diff` for a learning metric (`--steps train/loss`), the ratio for timing.
 `learning` compares training metrics (`ledger.compare.learning`): `median_diff` is the median of
@@ -40,6 +52,12 @@ per-step B−A; `first_divergence` the first common step where the runs differ b
 `identical_before` whether every common step before it is bitwise equal (expected for replays on
 identical samples, which `same_samples` says the two runs are); `first_bitwise_difference` the first
 common step that is not bitwise equal (null: every one is).
+
+`repeat`: no setting differs, or only seed settings (`seed`, `rollout-seed`, `diff: replica_keys`):
+compared, not refused. `noise` (`ledger.compare.noise`, null when refused) judges every timing and
+learning metric against the spread between each side's replicas (`replicas_a[0]` is A,
+`replicas_b[0]` is B); `flags` names degenerate runs (`ledger.compare.flags`); `baseline_session`
+says when a refusal's suggested baseline ran on another day, host, GPU or driver than B.
 
 Ratios are B/A per step; `median_ratio` is the median of those ratios, not median_b / median_a.
 Non-finite numbers are written as null.
@@ -54,6 +72,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ledger.compare.flags import RunFlag, flags_json
 from ledger.compare.learning import (
     LearningResult,
     compare_learning,
@@ -63,6 +82,7 @@ from ledger.compare.learning import (
     unmatched_patterns,
 )
 from ledger.compare.logparse import MetricsTable
+from ledger.compare.noise import NoiseReport, noise_json
 from ledger.compare.stats import (
     CONFIDENCE,
     DEFAULT_METRICS,
@@ -273,6 +293,12 @@ class DiffReport:
     same_samples: bool = False
     metric_unmatched: list[str] = field(default_factory=list)
     metrics_logged: list[str] = field(default_factory=list)
+    # issue 25: A and B are repeats (no setting, or only seeds, differ); each metric judged against
+    # the replicas' noise (`ledger.compare.noise`); degenerate runs (`ledger.compare.flags`)
+    repeat: bool = False
+    noise: NoiseReport | None = None
+    flags: list[RunFlag] = field(default_factory=list)
+    baseline_session: list[str] = field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The report as plain JSON data (schema in the module docstring)."""
@@ -318,6 +344,10 @@ class DiffReport:
             "metric_unmatched": list(self.metric_unmatched),
             "metrics_logged": list(self.metrics_logged),
             "learning": [learning_json(r) for r in self.learning],
+            "repeat": self.repeat,
+            "noise": noise_json(self.noise),
+            "flags": flags_json(self.flags),
+            "baseline_session": list(self.baseline_session),
         }
 
 
@@ -344,6 +374,7 @@ def build_report(
     earlier_runs: Iterable[Mapping[str, Any]] = (),
     max_age_hours: float = 24,
     steps_metric: str | None = None,
+    replica_keys: Sequence[str] = (),
 ) -> DiffReport:
     """Compare run A (`ma`, `table_a`) with run B: settings, context, timing on common steps.
 
@@ -352,12 +383,14 @@ def build_report(
     when that run has no metrics at all. `steps_metric` fills the per-step table for `--steps`.
     """
     changed = changed_settings(_settings(ma), _settings(mb), ignore)
+    repeat = is_repeat(changed, replica_keys)
     report = DiffReport(
         a=str(ma.get("id")),
         b=str(mb.get("id")),
-        refused=len(changed) != 1 and not force,
-        forced=force and len(changed) != 1,
+        refused=len(changed) != 1 and not repeat and not force,
+        forced=force and len(changed) != 1 and not repeat,
         changed=changed,
+        repeat=repeat,
         warnings=context_warnings(ma, mb, max_age_hours),
         malformed_a=table_a.malformed if table_a else 0,
         malformed_b=table_b.malformed if table_b else 0,
@@ -387,6 +420,14 @@ def build_report(
         elif table_a is not None and table_b is not None:
             report.steps = step_table(table_a.rows, table_b.rows, steps_metric)
     return report
+
+
+def is_repeat(changed: Sequence[Change], replica_keys: Sequence[str] = ()) -> bool:
+    """A and B are repeats: no setting differs, or only seed settings (`replica_keys` globs) do.
+
+    Such a diff is not refused: the size of the difference between two repeats is the noise.
+    """
+    return all(any(fnmatchcase(c.name, k) for k in replica_keys) for c in changed)
 
 
 def _learning_gap(table_a: MetricsTable | None, table_b: MetricsTable | None) -> str:

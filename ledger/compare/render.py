@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ledger.compare.diffcore import Change, DiffReport, TimingResult
 from ledger.compare.learning import LearningResult
+from ledger.compare.noisetext import baseline_session_lines, flag_lines, noise_lines, repeat_lines
 from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME_PER_1K
 from ledger.textfmt import MISSING, show_value
 
@@ -202,12 +203,16 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
             lines.append(
                 f"hint: {report.suggested_baseline} differs from B in one setting: ledger diff {report.suggested_baseline} {report.b}"
             )
+        lines += baseline_session_lines(report)
         lines.append("hint: --ignore GLOB leaves settings out; --force compares anyway")
+    elif report.repeat:
+        lines += repeat_lines(report)
     elif report.forced:
         lines.append(f"FORCED: {len(report.changed)} settings differ; timing cannot be pinned on one of them")
         lines += [f"  {_change_line(c)}" for c in report.changed]
     else:
         lines.append(_change_line(report.changed[0]))
+    lines += flag_lines(report)
     if report.warnings:
         lines.append("")
         lines += [f"warning: {w}" for w in report.warnings]
@@ -217,6 +222,8 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
         lines += _timing_lines(report)
         lines.append("")
         lines += _learning_lines(report)
+        if report.noise is not None:
+            lines += ["", *noise_lines(report)]
         if show_steps and report.steps_metric:
             lines.append("")
             lines += _steps_lines(report)

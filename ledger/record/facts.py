@@ -129,6 +129,9 @@ def settings_section(
     else:
         settings["code.commit"] = m["code"]["commit"]
         settings["code.patch"] = m["code"]["patch"]
+    for path, sub in (m["code"].get("submodules") or {}).items():  # its gitlink is in the tree; its edits are not
+        if sub.get("dirty"):
+            settings[f"code.submodule.{path}"] = sub.get("patch")
     m["settings"] = dict(sorted(settings.items()))
 
 

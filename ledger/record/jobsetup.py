@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger.config import Config
+from ledger.errors import LedgerError
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo
 from ledger.understand import launcher
@@ -172,3 +174,36 @@ def ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
     m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
     if end.stopped_by_ledger:
         m["status"]["signal"] = "SIGINT"
+
+
+def check_writable(repo: Repo, branch: str) -> None:
+    """Every place the record is written, tried before the job starts (issue 24): the object
+    store, the folder of the branch's ref (where git takes its lock) and `.ledger/`. A read-only
+    mount, an immutable folder or missing permissions is one line and exit 125, not an error after
+    the job ran. Each is tried by creating and removing a file: `os.access` says yes to root."""
+    ref_dir = (repo.common_dir / "refs" / "heads" / branch).parent
+    while not ref_dir.exists() and ref_dir != repo.common_dir:
+        ref_dir = ref_dir.parent  # created by git on the first run: its parent must take it
+    try:
+        state = staging.ledger_dir(repo.root)
+    except OSError as exc:
+        state = repo.root / staging.LEDGER_DIR
+        _unwritable(".ledger/ (ledger's staging area)", state, exc)
+    for what, folder in (
+        ("the object store", repo.common_dir / "objects"),
+        (f"the folder of branch '{branch}'s ref", ref_dir),
+        (".ledger/ (ledger's staging area)", state),
+    ):
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".ledger-probe-", dir=folder)
+        except OSError as exc:
+            _unwritable(what, folder, exc)
+        os.close(fd)
+        os.unlink(probe)
+
+
+def _unwritable(what: str, folder: Path, exc: OSError) -> NoReturn:
+    raise LedgerError(
+        f"{what} {folder} is not writable ({exc.strerror or exc}): the run could not be recorded",
+        "make it writable (a read-only mount, `chattr +i` or permissions); nothing ran",
+    )
