@@ -185,21 +185,22 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
     return "".join(out)
 
 
-MAX_HOVER_POINTS = 300  # per series; a longer one keeps its line's tooltip only (page size)
+MAX_HOVER_POINTS = 600  # per chart; a busier chart keeps its lines' tooltips only (page size)
 
 
 def hover_points(chart: Chart, px: Any, py: Any) -> list[str]:
     """Hovering a point shows its step and value: an invisible circle per point with an SVG
-    `<title>` (the browser's own tooltip: no script, works offline, escaped like every label)."""
+    `<title>` (the browser's own tooltip: no script, works offline, escaped like every label);
+    the line under it names the run id."""
+    if sum(len(s.points) for s in chart.series) > MAX_HOVER_POINTS:
+        return []
     out = []
     for series in chart.series:
-        if len(series.points) > MAX_HOVER_POINTS:
-            continue
+        label = escape(series.label)
         for x, y in series.points:
-            text = escape(f"{series.label} ({series.hover})" if series.hover else series.label)
             out.append(
                 f'<circle data-kind="hover" cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="transparent">'
-                f"<title>{text}: {escape(chart.x_label)} {tick_text(x)}, {escape(chart.y_label)} {y:.6g}</title></circle>"
+                f"<title>{label}: {escape(chart.x_label)} {tick_text(x)}, {y:.6g}</title></circle>"
             )
     return out
 
