@@ -16,15 +16,24 @@ from ledger.textfmt import plural
 
 
 def _say(text: str) -> None:
-    from ledger.termstyle import colour_enabled, paint_lines
+    from ledger.termstyle import colour_enabled, paint_lines, printable
 
+    text = printable(text)  # pulled names and values never reach the terminal as controls
     click.echo(paint_lines(text) if colour_enabled(sys.stderr) else text, err=True, color=True)
+
+
+def _show(text: str, nl: bool = True) -> None:
+    """Text for a person on stdout, control characters shown escaped (`\\x1b`)."""
+    from ledger.termstyle import printable
+
+    click.echo(printable(text), nl=nl)
 
 
 def _out(text: str) -> None:
     """A report to stdout, coloured only on a terminal without NO_COLOR."""
-    from ledger.termstyle import colour_enabled, paint_lines
+    from ledger.termstyle import colour_enabled, paint_lines, printable
 
+    text = printable(text)
     click.echo(paint_lines(text) if colour_enabled(sys.stdout) else text, nl=False, color=True)
 
 
@@ -173,9 +182,9 @@ def list_cmd(
     if as_json:
         _emit_json(result.to_json(), compact=True)
     elif as_csv:
-        click.echo(render_csv(result), nl=False)
+        _show(render_csv(result), nl=False)
     else:
-        click.echo(render_list(result), nl=False)
+        _show(render_list(result), nl=False)
 
 
 @app.command()
@@ -227,7 +236,7 @@ def export(run_name: str, fmt: str, axis: str) -> None:
     from ledger.commands.export import export_rows, render_export
 
     _run_id, rows = export_rows(Path.cwd(), run_name, axis)
-    click.echo(render_export(rows, fmt), nl=False)
+    _show(render_export(rows, fmt), nl=False)
 
 
 @app.command()
@@ -287,7 +296,7 @@ def log(limit: int | None, reverse: bool, as_json: bool) -> None:
     if as_json:
         _emit_json(change_log_json(result))
     else:
-        click.echo(render_change_log(result), nl=False)
+        _show(render_change_log(result), nl=False)
 
 
 @app.command()
@@ -297,20 +306,24 @@ def log(limit: int | None, reverse: bool, as_json: bool) -> None:
 @click.option(
     "-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the last lines to print."
 )
-def tail(run_name: str, follow: bool, engine: bool, count: int) -> None:
+@click.option("--raw", is_flag=True, help="The log's bytes as they are (control characters are shown escaped unless --raw).")
+def tail(run_name: str, follow: bool, engine: bool, count: int, raw: bool) -> None:
     """The end of a running or recorded run's trainer (or engine) log; `latest` is the newest running run."""
     from ledger.commands.tail import tail_run
 
     result = tail_run(Path.cwd(), run_name, engine=engine, count=count, follow=follow)
+    from ledger.termstyle import printable_bytes
+
     out = sys.stdout.buffer
+    shown = (lambda b: b) if raw else printable_bytes
     if follow and result.follow is None:
         _say(f"ledger: run {result.run_id} is {result.state}, not running: nothing to follow")
-    out.writelines(result.lines)
+    out.writelines(shown(line) for line in result.lines)
     out.flush()
     if result.follow is not None:
         try:
             for line in result.follow:
-                out.write(line)
+                out.write(shown(line))
                 out.flush()
         except KeyboardInterrupt:
             return
@@ -329,7 +342,7 @@ def show(run_name: str, as_json: bool) -> None:
     if as_json:
         _emit_json(manifest)
     else:
-        click.echo(text, nl=False)
+        _show(text, nl=False)
 
 
 @app.command()
@@ -347,6 +360,9 @@ def show(run_name: str, as_json: bool) -> None:
     help="Per-step table for a metric (default perf/step_time).",
 )
 @click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
+@click.option(
+    "--code-diff", is_flag=True, help="Show the diff of every code file that differs, launcher inputs and ignored files included."
+)
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
 @click.option(
     "--html",
@@ -366,6 +382,7 @@ def diff(
     ignore: tuple[str, ...],
     html: Path | None,
     any_age: bool,
+    code_diff: bool = False,
 ) -> int:
     """Compare runs A and B; refuses (exit 3) unless exactly one setting differs (or they are repeats).
 
@@ -384,6 +401,7 @@ def diff(
         ignore=list(ignore),
         html=html,
         any_age=any_age,
+        code_diff=code_diff and not as_json,
     )
     if out.forced_banner:
         _say(out.forced_banner)
@@ -411,6 +429,9 @@ def diff(
 @click.option(
     "--seeds", "seeds", default=None, help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another."
 )
+@click.option(
+    "--trust-env", is_flag=True, help="Also set recorded variables that load code (LD_*, PYTHON*, BASH_ENV, ...); see docs/trust.md."
+)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(
     run_name: str,
@@ -424,6 +445,7 @@ def replay(
     in_image: bool,
     yes: bool,
     force: bool,
+    trust_env: bool,
     seeds: str | None,
     extra: tuple[str, ...],
 ) -> int:
@@ -444,9 +466,11 @@ def replay(
         strict=strict,
         in_image=in_image,
         force=force,
+        yes=yes,
+        trust_env=trust_env,
         say=_say,
         terminal_fd=_terminal_fd(),
-        stdout=click.echo,
+        stdout=_show,
         confirm=ask,
         seeds=seeds,
     )
@@ -508,7 +532,7 @@ def heat(run_name: str, png: Path | None, html: Path | None, as_json: bool) -> N
     if as_json:
         _emit_json(result.data)
     else:
-        click.echo(result.text, nl=False)
+        _show(result.text, nl=False)
     for path in result.written:
         _say(f"plot written to {path}")
 
@@ -519,7 +543,7 @@ def path(run_name: str) -> None:
     """Print the folder of a run inside the branch (runs/<shard>/<id>)."""
     from ledger.commands.listing import run_folder
 
-    click.echo(run_folder(Path.cwd(), run_name))
+    _show(run_folder(Path.cwd(), run_name))
 
 
 def run_app(argv: list[str] | None) -> int:

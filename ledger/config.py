@@ -71,6 +71,8 @@ DEFAULT_TEXT = f"""\
 branch: {DEFAULT_BRANCH}          # where run commits go
 # image: radixark/miles:latest   # default image when the command names none
 ignore: []                   # extra settings (fnmatch globs) that `ledger diff` ignores
+code:
+  ignore: []                 # globs of tracked files that are not code (docs, *.md, .dvc/ never are)
 logs:
   engine_patterns: []        # extra regexes (at line start) for engine lines
   extra: []                  # globs of extra log files copied into the run at the end
@@ -121,3 +123,4 @@ class Config:
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
     replica_keys: tuple[str, ...] = ()  # `diff: replica_keys:` settings (globs) replicas may differ in, beside the seeds
+    code_ignore: tuple[str, ...] = ()  # `code: ignore:` globs of files that are not code (docs/diff.md)

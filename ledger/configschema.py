@@ -102,6 +102,10 @@ class DiffSection(_Section):
     replica_keys: list[str] = Field(default_factory=list)
 
 
+class CodeSection(_Section):
+    ignore: list[str] = Field(default_factory=list)  # globs of tracked files that are not code
+
+
 class ConfigFile(_Section):
     """The whole `.ledger.yaml` as written (every key optional)."""
 
@@ -117,6 +121,7 @@ class ConfigFile(_Section):
     dvc_remote: str | None = None
     image_probes: dict[str, Any] = Field(default_factory=dict)
     secrets: SecretsSection = Field(default_factory=SecretsSection)
+    code: CodeSection = Field(default_factory=CodeSection)
 
 
 def _from_file(f: ConfigFile) -> Config:
@@ -140,6 +145,7 @@ def _from_file(f: ConfigFile) -> Config:
         stop_grace_s=f.job.stop_grace_s,
         secret_names=tuple(f.secrets.names),
         replica_keys=tuple(f.diff.replica_keys),
+        code_ignore=tuple(f.code.ignore),
     )
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 # The exit-code table (also in README.md).
 EXIT_OK = 0
 EXIT_ERROR = 1  # a ledger command failed (bad repository, corrupt record, git failure)
-EXIT_USAGE = 2  # bad command-line usage
+EXIT_USAGE = 2  # bad command-line usage; replaying another clone's run without a terminal needs --yes
 EXIT_REFUSED = 3  # `ledger diff` refused: not exactly one setting differs
 EXIT_NOT_FOUND = 4  # unknown or ambiguous run name
-EXIT_DATA = 5  # run data missing, incomplete or tampered (replay, pull)
+EXIT_DATA = 5  # run data missing, incomplete or tampered (replay, pull); pulled data refused (docs/trust.md)
 EXIT_NOT_RECORDED = 75  # `ledger run`: the job ended but ledger could not record it (staged; `ledger recover`)
 EXIT_RUN_FAILED_TO_START = 125  # `ledger run` failed before the job started
 EXIT_CANNOT_EXECUTE = 126  # the command exists but cannot be executed

@@ -15,7 +15,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run_app(argv)
     except LedgerError as exc:
-        print(f"ledger: error: {exc.one_line()}", file=sys.stderr)
+        from ledger.termstyle import printable
+
+        print(f"ledger: error: {printable(exc.one_line())}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("ledger: interrupted", file=sys.stderr)
@@ -26,11 +28,17 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("LEDGER_DEBUG"):
             raise
         print(
-            f"ledger: internal error: {type(exc).__name__}: {exc} (set LEDGER_DEBUG=1 for the traceback; "
+            f"ledger: internal error: {type(exc).__name__}: {_printable(str(exc))} (set LEDGER_DEBUG=1 for the traceback; "
             "staged runs are kept, `ledger recover` commits them)",
             file=sys.stderr,
         )
         return 1
+
+
+def _printable(text: str) -> str:
+    from ledger.termstyle import printable
+
+    return printable(text)
 
 
 if __name__ == "__main__":

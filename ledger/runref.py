@@ -65,10 +65,58 @@ def _text(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
-def runs_named(listing: Listing, name: str) -> list[str]:
-    """Ids of the runs called `name`, oldest first (a name with bad bytes matches its stored text)."""
+def runs_named(listing: Listing, name: str, repo: Repo | None = None, tip: str | None = None) -> list[str]:
+    """Ids of the runs called `name`, oldest first (a name with bad bytes matches its stored text).
+
+    With `repo` and `tip`, "oldest" is by the branch's first-parent history, never by the
+    `started:` time a record claims (a pulled run saying 2099 must not become what a name means);
+    a run folder no run commit of that history added counts as the oldest of all."""
     want = _text(name)
-    return [m["id"] for m in listing.ordered() if m.get("name") is not None and m.get("name") in (name, want)]
+    found = [m["id"] for m in listing.ordered() if m.get("name") is not None and m.get("name") in (name, want)]
+    if repo is None or tip is None or len(found) < 2:
+        return found
+    position = {rid: -i for i, (rid, _c) in enumerate(run_commits(repo, tip))}  # newest first: 0, -1, ...
+    unlisted = -len(position) - 1
+    return sorted(found, key=lambda rid: position.get(rid, unlisted))
+
+
+def own_runs(repo: Repo, branch: str) -> set[str]:
+    """The ids of the runs this clone recorded: the branch's reflog (local to the clone, never
+    pushed or pulled) has a `ledger: record run <id>` entry for each."""
+    prefix = "ledger: record run "
+    return {m.strip()[len(prefix) :] for m in repo.reflog_messages(f"refs/heads/{branch}") if m.startswith(prefix)}
+
+
+def run_commit_map(repo: Repo, tip: str) -> dict[str, str]:
+    """run id -> the first-parent commit that recorded it."""
+    out: dict[str, str] = {}
+    for rid, commit in run_commits(repo, tip):
+        out.setdefault(rid, commit)
+    return out
+
+
+def shared_name_note(repo: Repo, tip: str, listing: Listing, entry: RunEntry, own: set[str]) -> str | None:
+    """When the run's name is also another run's and one of them was recorded in another clone
+    (not in `own`, this clone's runs), who made each: the author of each run commit."""
+    m = listing.manifests.get(entry.id) or {}
+    name = m.get("name")
+    if not name:
+        return None
+    same = runs_named(listing, name, repo, tip)
+    if len(same) < 2 or all(rid in own for rid in same):
+        return None
+    commits = run_commit_map(repo, tip)
+
+    def who(rid: str) -> str:
+        commit = commits.get(rid)
+        where = "here" if rid in own else "in another clone"
+        return f"{rid} ({where}, by {repo.commit_identity(commit)[0] if commit else 'no run commit'})"
+
+    return (
+        f"the name '{name}' is shared by {len(same)} runs, not all recorded here: "
+        + ", ".join(who(rid) for rid in same[::-1][:5])
+        + f"; '{name}' means {entry.id}, the newest on the branch"
+    )
 
 
 def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = None) -> RunEntry:
@@ -90,7 +138,7 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
             raise RunNotFound(f"'{text}' points at run {runs[ref.back][0]} which has no folder", "the branch is damaged")
         return entry
     listing = listing or load_listing(repo, tip)
-    by_name = runs_named(listing, ref.text)
+    by_name = runs_named(listing, ref.text, repo, tip)
     unarchived = [rid for rid in by_name if not listing.manifests[rid].get("archived")]
     by_name = unarchived or by_name  # NAME: the newest unarchived run of that name (`ledger archive`)
     if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones

@@ -69,3 +69,31 @@ def progress(what: str, stream: IO[str] | None = None) -> Callable[[int, int], N
             bar.close()
 
     return report
+
+
+# C0 controls but tab and newline, DEL, and the C1 controls (U+0080-U+009F: a lone U+009B is a CSI
+# on many terminals). Pulled names, notes, setting values and log lines are someone else's
+# bytes: an OSC 52 sequence would write the reader's clipboard, an OSC 0 their window title.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    return f"\\x{ord(m.group()):02x}"
+
+
+def printable(text: str) -> str:
+    """`text` with every control character but tab and newline shown escaped (`\\x1b`)."""
+    return _CONTROLS.sub(_escaped, text)
+
+
+def printable_bytes(data: bytes) -> bytes:
+    """Bytes for a terminal: control characters but tab and newline shown escaped (`\\x1b`), C1
+    controls too (U+009B is a CSI), and bytes that are not UTF-8 (a bare 0x9b is a CSI on an
+    8-bit terminal) as `\\x9b`; valid UTF-8 text is kept as it is."""
+    text = data.decode("utf-8", "surrogateescape")
+    text = _CONTROLS.sub(_escaped, text)
+    text = _INVALID.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+    return text.encode("utf-8")
+
+
+_INVALID = re.compile("[\udc80-\udcff]")

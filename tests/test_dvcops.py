@@ -368,12 +368,15 @@ def test_verify_single_file_output(project: Project, tmp_path: Path) -> None:
 
 
 def test_parse_dvc_text_rejects_what_it_cannot_use() -> None:
-    (out,) = parse_dvc_text("outs:\n- md5: abc.dir\n  size: 3\n  nfiles: 1\n  hash: md5\n  path: rollout\n")
+    (out,) = parse_dvc_text(f"outs:\n- md5: {'ab' * 16}.dir\n  size: 3\n  nfiles: 1\n  hash: md5\n  path: rollout\n")
     assert (out.path, out.isdir, out.nfiles) == ("rollout", True, 1)
     with pytest.raises(DataError, match="legacy hash"):
         parse_dvc_text("outs:\n- md5: abc\n  path: x\n")
     with pytest.raises(DataError, match="no `outs` list"):
         parse_dvc_text("deps: []\n")
+    # the md5 names a cache path: a pulled record's `../..` would leave the cache
+    with pytest.raises(DataError, match="md5 that is not one"):
+        parse_dvc_text("outs:\n- md5: ../../../../etc/x.dir\n  hash: md5\n  path: rollout\n")
 
 
 # ---------------------------------------------------------------------------------------------

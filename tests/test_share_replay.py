@@ -85,10 +85,10 @@ def test_record_push_pull_replay_on_identical_samples(shared: tuple[Path, Path, 
 
     r = ledger(two, "pull", "origin", "base")
     assert r.returncode == 0, r.stderr
-    r = ledger(two, "replay", "base", "--step", "3", "--name", "r3")
+    r = ledger(two, "replay", "base", "--step", "3", "--name", "r3", "--yes")
     assert r.returncode == 0, r.stderr
     assert _hashes(_log(two, "r3")) == {0: original[3]}
-    r = ledger(two, "replay", "base", "--steps", "2:5", "--name", "r25")
+    r = ledger(two, "replay", "base", "--steps", "2:5", "--name", "r25", "--yes")
     assert r.returncode == 0, r.stderr
     assert _hashes(_log(two, "r25")) == {0: original[2], 1: original[3], 2: original[4]}
     show = json.loads(ledger(two, "show", "r25", "--json").stdout)
@@ -110,7 +110,7 @@ def test_plain_git_worktree_and_dvc_pull_flow(shared: tuple[Path, Path, Path]) -
     r = _dvc(exp, "pull", "-R", folder)
     assert r.returncode == 0, r.stderr
     assert (exp / folder / "data" / "rollout").is_dir()
-    r = ledger(exp, "replay", "base", "--step", "1", "--name", "wt")
+    r = ledger(exp, "replay", "base", "--step", "1", "--name", "wt", "--yes")
     assert r.returncode == 0, r.stderr
     assert _hashes(_log(exp, "wt")) == {0: original[1]}
 
@@ -199,7 +199,7 @@ def test_s3_remote_push_pull_replay(tmp_path: Path, s3_server: S3Server) -> None
     original = _hashes(_log(one, "base"))
     r = ledger(two, "pull", "origin", "base")
     assert r.returncode == 0, r.stderr
-    r = ledger(two, "replay", "base", "--steps", "2:4", "--name", "s3r")
+    r = ledger(two, "replay", "base", "--steps", "2:4", "--name", "s3r", "--yes")
     assert r.returncode == 0, r.stderr
     assert _hashes(_log(two, "s3r")) == {0: original[2], 1: original[3]}
 

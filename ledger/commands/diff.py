@@ -38,21 +38,48 @@ class DiffOutput:
     html_path: Path | None = None
 
 
-CODE_SETTINGS = ("code.commit", "code.patch", "code.tree")
+CODE_SETTINGS = ("code", "code.commit", "code.patch", "code.tree")
 
 
-def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bool) -> str:
-    """The manifests' diff, plus the code diff (outside runs/) when the code is what changed."""
+def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_files: list[str] | None) -> str:
+    """The manifests' diff, plus the code diff of `code_files` (None: every file outside runs/)."""
     out = "manifest diff:\n" + repo.git(
         "diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml", check=False
     ).stdout.decode("utf-8", "replace")
-    if code_changed:
+    if code_files is None or code_files:
         ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
+        paths = [f":(literal){p}" for p in code_files] if code_files else [".", ":(exclude)runs"]
         if ca and cb:
-            out += "\ncode diff:\n" + repo.git(
-                "diff", "--no-color", "--stat", "-p", ca, cb, "--", ".", ":(exclude)runs", check=False
-            ).stdout.decode("utf-8", "replace")
+            out += "\ncode diff:\n" + repo.git("diff", "--no-color", "--stat", "-p", ca, cb, "--", *paths, check=False).stdout.decode(
+                "utf-8", "replace"
+            )
     return out
+
+
+def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ma: dict[str, Any], mb: dict[str, Any], report: DiffReport) -> None:
+    """Name the files behind a `code` change; say in one line when only files that are not code
+    (documentation, bookkeeping, `code: ignore:`, launcher inputs) differ (issue 22, item 1)."""
+    from ledger.record.codeset import changed_code_files
+
+    ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
+    if not ca or not cb:
+        return
+    files = changed_code_files(repo, ca, cb, ma, mb)
+    if any(c.name == "code" for c in report.changed):
+        report.code_files = files.counted
+        return
+    notes = []
+    if files.ignored:
+        notes.append(f"only files that are not code differ ({_names(files.ignored)}): not a difference")
+    if files.launcher_inputs:
+        notes.append(
+            f"launcher inputs differ ({_names(files.launcher_inputs)}): their effect is in the settings; --code-diff shows their diff"
+        )
+    report.code_note = "; ".join(notes) or None
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f", +{len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 class _EarlierRuns:
@@ -117,12 +144,15 @@ def diff_runs(
     ignore: list[str] | None = None,
     html: Path | None = None,
     any_age: bool = False,
+    code_diff: bool = False,
 ) -> DiffOutput:
     """Compare two runs; refused (exit 3) unless exactly one setting differs, they are repeats, or `force`.
 
     Each metric is judged against the noise between the runs' replicas (`ledger.compare.sides`),
     found within `diff: max_age_hours` of A or B unless `any_age`. With `html`, also write the
-    comparison as one self-contained page to that file.
+    comparison as one self-contained page to that file; with
+    `code_diff`, the git diff shows every code file that differs, launcher inputs and ignored
+    files included.
     """
     repo, cfg, tip = open_branch(start)
     listing: Listing | None = None
@@ -150,14 +180,25 @@ def diff_runs(
         ignored_settings,
     )
     key = _report_key(
-        ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours, "learning-2", sides.key(), list(cfg.replica_keys)
+        ea,
+        eb,
+        cfg.ignore,
+        ignore,
+        metrics,
+        force,
+        steps_metric,
+        cfg.max_age_hours,
+        "learning-2",
+        "code-1",
+        sides.key(),
+        list(cfg.replica_keys),
     )
     report = _cached_report(repo, key)  # the same comparison again: nothing to parse or compute
     if report is None:
         report = _compare(repo, cfg, tip, ea, eb, metrics, force, steps_metric, ignore, sides, listing, manifests)
         if not report.refused:  # a refusal's baseline hint depends on the other runs: not cached
             _store_report(repo, key, report)
-    out = _output(repo, tip, ea, eb, report, git_diff, steps_metric)
+    out = _output(repo, tip, ea, eb, report, git_diff, steps_metric, code_diff)
     if html is not None:
         data = DiffPageInput(
             report,
@@ -226,14 +267,17 @@ def _compare(
     )
     attach_noise(report, repo, sides, ea, eb, ma, mb)
     baseline_session(repo, listing, tip, report, mb)
+    _code_facts(repo, tip, ea, eb, ma, mb, report)
     return report
 
 
-def _output(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport, git_diff: bool, steps_metric: str | None) -> DiffOutput:
+def _output(
+    repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport, git_diff: bool, steps_metric: str | None, code_diff: bool = False
+) -> DiffOutput:
     text_diff = None
-    if git_diff and not report.refused:
+    if (git_diff or code_diff) and not report.refused:
         code_changed = any(c.name in CODE_SETTINGS for c in report.changed)
-        text_diff = _git_diff(repo, tip, ea, eb, code_changed)
+        text_diff = _git_diff(repo, tip, ea, eb, None if code_diff else report.code_files if code_changed else [])
     banner = None
     if report.forced:
         names = ", ".join(c.name for c in report.changed) or "no setting"

@@ -226,8 +226,12 @@ def render_change_log(result: ListResult) -> str:
             text = "(first run)"
         else:
             text = change_text(changes)
-            if len(changes) == 1:
-                text += "   <- comparable with the run before it"
+            if len(changes) == 1:  # a replay is compared with its source (issue 22, item 5)
+                text += (
+                    f"   <- comparable with its source {m['replay_of']}"
+                    if m.get("replay_of")
+                    else "   <- comparable with the run before it"
+                )
         out.append(f"{label}: {text}")
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 
@@ -258,7 +262,7 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
 
     A run still in progress (`latest` names it when one runs, as in `ledger tail`) gives its
     manifest so far, from the staging area, with `status.state: running` and a note saying so."""
-    repo, _cfg, tip = open_branch(start)
+    repo, cfg, tip = open_branch(start)
     from ledger.record.live import find_running
 
     live = find_running(repo.root, name)
@@ -285,12 +289,17 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
     note: str | None = None
     run_name = manifest.get("name")
     if listing is not None and run_name:
-        same = runs_named(listing, run_name)
+        same = runs_named(listing, run_name, repo, tip)
         older = same.index(entry.id) if entry.id in same else 0
         if older:
             note = f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': " + ", ".join(
                 f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]
             )
+    if listing is not None and tip is not None:
+        from ledger.runref import own_runs, shared_name_note
+
+        shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, cfg.branch))
+        note = f"{note}; {shared}" if note and shared else note or shared
     return manifest, raw.decode("utf-8", "replace"), note
 
 

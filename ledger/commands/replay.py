@@ -25,6 +25,8 @@ def replay(
     in_image: bool,
     force: bool,
     say: Say,
+    yes: bool = False,
+    trust_env: bool = False,
     terminal_fd: int | None,
     stdout: Callable[[str], None],
     confirm: Callable[[str], bool] | None,
@@ -46,6 +48,8 @@ def replay(
         strict=strict,
         in_image=in_image,
         force=force,
+        yes=yes,
+        trust_env=trust_env,
     )
     if seeds is not None:
         return replay_seeds(start, opts, parse_seeds(seeds), say, terminal_fd, stdout=stdout, confirm=confirm)

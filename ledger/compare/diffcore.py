@@ -15,7 +15,8 @@ model started writing longer answers".
 
     {"version": 1, "a": id, "b": id, "refused": bool, "forced": bool,
      "changed": [{"name": str, "a": value|"<absent>", "b": value|"<absent>"}],
-     "warnings": [str], "suggested_baseline": id|null, "timing_unavailable": str|null,
+     "warnings": [str], "suggested_baseline": id|null, "suggested_baselines": [id],
+     "code_files": [path], "code_note": str|null, "timing_unavailable": str|null,
      "malformed": {"a": int, "b": int},
      "timing": [{"metric": str, "common_steps": int, "only_a": [int], "only_b": [int],
                  "excluded_paused": int, "median_a": float|null, "median_b": float|null,
@@ -83,6 +84,7 @@ from ledger.compare.learning import (
 )
 from ledger.compare.logparse import MetricsTable
 from ledger.compare.noise import NoiseReport, noise_json
+from ledger.compare.settingsview import comparable
 from ledger.compare.stats import (
     CONFIDENCE,
     DEFAULT_METRICS,
@@ -162,6 +164,10 @@ def _ignored(name: str, ignore: Iterable[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in ignore)
 
 
+# settings that manifests recorded before they existed lack: absent on one side is unknown, not a change
+_ADDED_LATER = ("command.entry",)
+
+
 def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str] = ()) -> list[Change]:
     """Settings that differ between two runs, sorted by name; `ignore` holds fnmatch globs."""
     changes = []
@@ -169,32 +175,58 @@ def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequenc
         if _ignored(name, ignore):
             continue
         va, vb = a.get(name, ABSENT), b.get(name, ABSENT)
+        if name in _ADDED_LATER and (va is ABSENT or vb is ABSENT):
+            continue
         if not same_value(va, vb):
             changes.append(Change(name, va, vb))
     return changes
 
 
 def _settings(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    return manifest.get("settings") or {}
+    return comparable(manifest)  # one view of the settings for diff, log, list and report (issue 22)
+
+
+MAX_BASELINES = 5
 
 
 def suggest_baseline(b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()) -> str | None:
     """The id of the most recent run started before B that differs from B in exactly one setting."""
+    found = suggest_baselines(b_manifest, earlier, ignore)
+    return found[0] if found else None
+
+
+def suggest_baselines(
+    b_manifest: Mapping[str, Any],
+    earlier: Iterable[Mapping[str, Any]],
+    ignore: Sequence[str] = (),
+    limit: int = MAX_BASELINES,
+) -> list[str]:
+    """The ids of the runs started before B that differ from B in exactly one setting, newest
+    first, at most `limit` (issue 22, item 5)."""
     b_started = b_manifest.get("started") or ""
     candidates = [m for m in earlier if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)]
     candidates.sort(key=lambda m: m.get("started") or "", reverse=True)
+    found: list[str] = []
     for manifest in candidates:
         if len(changed_settings(_settings(manifest), _settings(b_manifest), ignore)) == 1:
-            return str(manifest.get("id"))
-    return None
+            found.append(str(manifest.get("id")))
+            if len(found) >= limit:
+                break
+    return found
 
 
 def change_log(manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()) -> list[tuple[str, list[Change]]]:
-    """For `ledger log`: each run's setting changes against the run before it (none for the first)."""
+    """For `ledger log`: each run's setting changes against the run before it (none for the first).
+
+    A replay is compared with its source run instead (its `--set`s are what changed, issue 22,
+    item 5), when the source is among the runs."""
     out: list[tuple[str, list[Change]]] = []
     previous: Mapping[str, Any] | None = None
+    by_id = {str(m.get("id")): m for m in manifests_in_order}
     for manifest in manifests_in_order:
-        changes = [] if previous is None else changed_settings(_settings(previous), _settings(manifest), ignore)
+        base = by_id.get(str(manifest.get("replay_of"))) if manifest.get("replay_of") else None
+        base = previous if base is None else base
+        changes = [] if base is None else changed_settings(_settings(base), _settings(manifest), ignore)
         out.append((str(manifest.get("id")), changes))
         previous = manifest
     return out
@@ -286,6 +318,9 @@ class DiffReport:
     steps_metric: str | None = None
     steps: list[StepLine] = field(default_factory=list)
     suggested_baseline: str | None = None
+    suggested_baselines: list[str] = field(default_factory=list)  # newest first, up to MAX_BASELINES
+    code_files: list[str] = field(default_factory=list)  # files behind a `code` change (codeset rule)
+    code_note: str | None = None  # "only files that are not code differ: ..." (not a difference)
     malformed_a: int = 0
     malformed_b: int = 0
     learning: list[LearningResult] = field(default_factory=list)
@@ -311,6 +346,9 @@ class DiffReport:
             "changed": [{"name": c.name, "a": _json_value(c.a), "b": _json_value(c.b)} for c in self.changed],
             "warnings": list(self.warnings),
             "suggested_baseline": self.suggested_baseline,
+            "suggested_baselines": list(self.suggested_baselines),
+            "code_files": list(self.code_files),
+            "code_note": self.code_note,
             "timing_unavailable": self.timing_unavailable,
             "malformed": {"a": self.malformed_a, "b": self.malformed_b},
             "timing": [
@@ -400,7 +438,8 @@ def build_report(
             examples = "; ".join(table.malformed_examples[:3])
             report.warnings.append(f"{table.malformed} malformed metric line(s) in run {label}: {examples}")
     if report.refused:
-        report.suggested_baseline = suggest_baseline(mb, earlier_runs, ignore)
+        report.suggested_baselines = suggest_baselines(mb, earlier_runs, ignore)
+        report.suggested_baseline = report.suggested_baselines[0] if report.suggested_baselines else None
         return report
     report.metrics_logged = logged_metrics(table_a, table_b)
     report.metric_unmatched = unmatched_patterns([*metrics, *([steps_metric] if steps_metric else [])], report.metrics_logged)

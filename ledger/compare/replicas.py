@@ -5,7 +5,7 @@ A replica of run X is a finished run R (not X) such that
 - every setting is equal in X and R, after `ignore` (the globs `ledger diff` leaves out), except
   the seed settings: `seed`, `rollout-seed`, and the globs of `diff: replica_keys:` in `.ledger.yaml`;
 - the image (`image.digest`, `image.miles_commit`, `image.sglang_version`) and the code setting
-  (`code.tree`, `code.commit`, `code.patch`) are equal even where `ignore` would leave them out;
+  (`code`, `command.entry`; `code.tree`, `code.commit`, `code.patch` in older runs) are equal even where `ignore` would leave them out;
 - both replay the same recorded samples the same way, or neither is a replay (`replay_of` and the
   replay's step mapping are equal: a replay's data path is not a setting);
 - R started within `max_age_hours` of X, unless `any_age`.
@@ -24,7 +24,17 @@ from ledger.compare.diffcore import changed_settings
 from ledger.timefmt import parse_iso
 
 SEED_KEYS = ("seed", "rollout-seed")
-IDENTITY_KEYS = ("image.digest", "image.miles_commit", "image.sglang_version", "code.tree", "code.commit", "code.patch")
+# `code` and `command.entry` (issue 22); `code.tree`/`code.commit`/`code.patch` in older runs
+IDENTITY_KEYS = (
+    "image.digest",
+    "image.miles_commit",
+    "image.sglang_version",
+    "code",
+    "command.entry",
+    "code.tree",
+    "code.commit",
+    "code.patch",
+)
 
 Manifest = Mapping[str, Any]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ledger import yamlio
+from ledger.data.dirpaths import OUT_MD5_RE, check_listing, materialise
 from ledger.errors import DataError
 from ledger.fsutil import write_atomic
 
@@ -109,6 +110,8 @@ def parse_dvc_text(text: str) -> list[DvcOut]:
                 f"the .dvc file output {out['path']!r} uses a legacy hash",
                 hint="re-add it with DVC 3 (`hash: md5`)",
             )
+        if not OUT_MD5_RE.match(md5):  # it names a cache path: `../..` would leave the cache
+            raise DataError(f"the .dvc file output {out['path'][:80]!r} has an md5 that is not one", "the record is not trusted")
         result.append(DvcOut(out["path"], md5, out.get("size"), out.get("nfiles")))
     return result
 
@@ -296,15 +299,27 @@ def error_text(exc: BaseException) -> str:
 
 
 def load_tree(cache: Any, out: DvcOut) -> Any | None:
-    """The `.dir` listing of a folder output from `cache` (a dvc-data Tree), or None if absent."""
-    from dvc_data.hashfile.hash_info import HashInfo
-    from dvc_data.hashfile.tree import Tree
-    from dvc_objects.errors import ObjectFormatError
+    """The `.dir` listing of a folder output from `cache` (a dvc-data Tree), or None if absent.
 
+    The listing came from whoever pushed the run: every path in it is checked to stay inside the
+    folder (`dirpaths.check_listing`), and the listing must hash to the md5 the record names;
+    DataError otherwise, before anything uses it."""
+    from dvc_data.hashfile.tree import Tree
+
+    if not OUT_MD5_RE.match(out.md5):
+        raise DataError(f"the .dvc file output {out.path[:80]!r} has an md5 that is not one", "the record is not trusted")
     try:
-        return Tree.load(cache, HashInfo(_HASH_NAME, out.md5))
-    except (FileNotFoundError, ObjectFormatError):
+        with open(cache.oid_to_path(out.md5), "rb") as f:
+            raw = f.read(64 << 20 | 1)
+    except (FileNotFoundError, NotADirectoryError):
         return None
+    entries = check_listing(raw, out.path)
+    if _dir_md5(dict(entries)) != out.md5:
+        raise DataError(
+            f"the folder listing of {out.path!r} does not match its recorded hash {out.md5}",
+            "the run's data is not trusted; it was not written",
+        )
+    return Tree.from_list([{"md5": md5, "relpath": rel} for rel, md5 in entries], hash_name=_HASH_NAME)
 
 
 def file_entries(tree: Any) -> list[tuple[str, str]]:
@@ -325,25 +340,15 @@ def status_data(repo_root: Path, dvc_text: str) -> CacheStatus:
     return found.pop() if len(found) == 1 else "partial"
 
 
-def checkout_data(repo_root: Path, dvc_text: str, dest: Path) -> None:
+def checkout_data(repo_root: Path, dvc_text: str, dest: Path, root: Path | None = None) -> None:
     """Materialise the single output of `dvc_text` at `dest` from the local DVC cache.
 
-    `dest` is the output's own path (e.g. `<folder>/data/rollout`). Files are linked or copied
-    according to the repository's `cache.type` (DVC's default: reflink, else copy). Raises
-    DataError when objects are missing from the cache (fetch them first) or `dest` holds other
-    files.
+    `dest` is the output's own path (e.g. `<folder>/data/rollout`). Files are copied from the
+    cache, each checked against its md5, below `dest` only: every listed path is checked first
+    (`dirpaths`), and the folders from `root` (default: `dest`'s parent) down are created without
+    following a symbolic link. Raises DataError when objects are missing from the cache (fetch
+    them first), a path or hash is not what the record says, or `dest` exists already.
     """
-    from dvc_data.hashfile import load
-    from dvc_data.hashfile.checkout import (
-        CheckoutError,
-        LinkError,
-        PromptError,
-        checkout,
-    )
-    from dvc_data.hashfile.hash_info import HashInfo
-    from dvc_objects.errors import ObjectFormatError
-    from dvc_objects.fs.local import LocalFileSystem
-
     outs = parse_dvc_text(dvc_text)
     if len(outs) != 1:
         raise DataError(f"expected one output in the .dvc file, found {len(outs)}")
@@ -355,18 +360,29 @@ def checkout_data(repo_root: Path, dvc_text: str, dest: Path) -> None:
                 f"the data of {out.path!r} is not all in the local DVC cache",
                 hint="fetch it from the remote first",
             )
-        try:
-            obj = load(cache, HashInfo(_HASH_NAME, out.md5))
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            fs = LocalFileSystem()  # type: ignore[no-untyped-call]
-            checkout(os.fspath(dest), fs, obj, cache)
-        except PromptError as exc:
-            raise DataError(
-                f"{dest} holds files that are not in the DVC cache",
-                hint="move them away or choose another destination",
-            ) from exc
-        except (CheckoutError, LinkError, ObjectFormatError, OSError) as exc:
-            raise DataError(f"cannot check out {out.path!r} at {dest}: {error_text(exc)}") from exc
+        if out.isdir:
+            tree = load_tree(cache, out)
+            files: list[tuple[str | None, str, str]] = [(rel, cache.oid_to_path(oid), oid) for rel, oid in file_entries(tree)]
+        else:
+            files = [(None, cache.oid_to_path(out.md5), out.md5)]
+    if dest.exists() or dest.is_symlink():
+        raise DataError(
+            f"{dest} holds files that are not in the DVC cache",
+            hint="move them away or choose another destination",
+        )
+    # Not dvc-data's checkout: it would write each listed path as given. `materialise` writes
+    # below `dest` only, through no symbolic link, checking every file's md5 as it copies it.
+    if root is None:
+        root = dest.parent
+        root.mkdir(parents=True, exist_ok=True)
+    try:
+        parts = dest.relative_to(root).parts
+    except ValueError as exc:
+        raise DataError(f"cannot check out {out.path!r} at {dest}: not inside {root}") from exc
+    try:
+        materialise(root, parts, files)
+    except OSError as exc:
+        raise DataError(f"cannot check out {out.path!r} at {dest}: {error_text(exc)}") from exc
 
 
 def status_of(cache: Any, out: DvcOut) -> CacheStatus:

@@ -173,7 +173,11 @@ def _wanted(
     for out in outs:
         labels[out.md5] = f"{out.path} (folder listing)" if out.isdir else out.path
         if out.isdir:
-            tree = load_tree(cache, out)
+            try:
+                tree = load_tree(cache, out)
+            except DataError as exc:  # a listing naming paths outside its folder: none of it moves
+                unlisted.append(TransferFailure(labels[out.md5], exc.one_line()))
+                continue
             if tree is None:
                 unlisted.append(TransferFailure(labels[out.md5], unlisted_error))
                 continue

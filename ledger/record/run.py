@@ -216,8 +216,9 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
             name, digest, names = _copy_launcher(launcher_path, staged.run_dir, redactor)
             m["command"].update(launcher=name, launcher_sha256=digest)
             redacted.update(names)
-        if launcher_path is not None:
-            m["code"]["tree_without_launcher"] = jobsetup.tree_without_launcher(repo, code, launcher_path, launcher_text, req.cwd)
+        from ledger.record.codeset import record_code
+
+        record_code(repo, code, m, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
         job_argv = req_argv
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
         wrapper_flags: list[tuple[str, str]] = []

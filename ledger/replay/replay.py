@@ -2,7 +2,10 @@
 
 Security: the command comes from the repository, so it is shown before it runs, it is built as
 an argv list (never a shell string), and run ids and data paths that escape the repository
-(`..`, absolute paths, links out of the run folder) are refused.
+(`..`, absolute paths, links out of the run folder) are refused. Nothing is written before the
+user said yes: the plan only reads, its `prepare` step checks the data out afterwards. A run
+recorded in another clone needs `--yes` without a terminal, and its recorded environment is
+filtered (`trust.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import DataError, LedgerError, RunNotFound, UsageError
+from ledger.replay import trust
 from ledger.replay.command import build_replay_argv, parse_set
 from ledger.replay.steps import file_name_template, link_steps, parse_steps
 from ledger.runref import resolve
@@ -40,6 +44,8 @@ class ReplayOptions:
     strict: bool = False
     in_image: bool = False
     force: bool = False  # --set may add a setting the run never had
+    yes: bool = False  # --yes: replay without asking, also a run recorded in another clone
+    trust_env: bool = False  # --trust-env: take recorded variables that load code too
     new_settings: tuple[str, ...] = ()  # settings --set may add without --force (`--seeds` sets `seed`)
 
 
@@ -59,6 +65,9 @@ class ReplayPlan:
     # the recorded Ray runtime env's variables: a `ray job submit` run's trainer had them, and a
     # replay runs the trainer directly, so they are set for it (PYTHONPATH, NCCL_*, ...)
     env: dict[str, str] = field(default_factory=dict)
+    env_dropped: dict[str, str] = field(default_factory=dict)  # recorded variables left out, and why
+    prepare: Callable[[], None] | None = None  # writes the data the argv names (after the yes)
+    foreign: str | None = None  # who made the run commit, when this clone did not record the run
 
 
 def _inside(root: Path, path: Path) -> bool:
@@ -86,11 +95,19 @@ def _dvc_text(repo: Repo, entry: RunEntry, rec: dict[str, Any]) -> str:
     return raw.decode()
 
 
+REPLAY_DATA = ("replay-data",)
+
+
+def _replay_data(repo: Repo, *parts: str) -> Path:
+    return repo.root / staging.LEDGER_DIR / REPLAY_DATA[0] / Path(*parts)
+
+
 def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: str, dry_run: bool = False) -> Path:
     """A verified local copy of the run's rollout data: in this checkout, or from the DVC cache.
 
     With `dry_run` nothing is written: data that is only in the DVC cache is not checked out (and
-    so not verified); the folder it would go to is returned.
+    so not verified, but its listing's paths and hash are checked); the folder it would go to is
+    returned.
     """
     from ledger.data.dvcops import checkout_data, status_data, verify_data
 
@@ -107,11 +124,12 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
             raise DataError(
                 f"the rollout data of run {entry.id} is {'incomplete' if status == 'partial' else 'not here'}", f"fetch it with {pull}"
             )
-        where = staging.ledger_dir(repo.root) / "replay-data" / entry.id / "rollout"
+        where = _replay_data(repo, entry.id, "rollout")
         if not where.exists():
-            if dry_run:
+            if dry_run:  # status_data has checked the listing's paths and hash already
                 return where
-            checkout_data(repo.root, text, where)
+            _nofollow_dirs(repo, entry.id)
+            checkout_data(repo.root, text, where, root=repo.root)
     for f in where.rglob("*"):
         if f.is_symlink() and not _inside(where, f):
             raise DataError(f"run {entry.id}: {f.name} links outside the data folder", "refusing to replay it")
@@ -123,6 +141,16 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
             f"restore it with {pull}",
         )
     return where
+
+
+def _nofollow_dirs(repo: Repo, *parts: str) -> None:
+    """Create `.ledger/replay-data/<parts>` without following a link a pulled tree could plant."""
+    import os
+
+    from ledger.data.dirpaths import open_dir
+
+    os.close(open_dir(repo.root, [staging.LEDGER_DIR, *REPLAY_DATA, *parts], create=True))
+    staging.ledger_dir(repo.root)  # its .gitignore
 
 
 def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) -> list[str]:
@@ -182,7 +210,8 @@ def _unknown_sets(run_id: str, sets: list[tuple[str, str]], recorded: dict[str, 
 
 def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "origin") -> ReplayPlan:
     """Resolve the run, check its data, and build the replay command (changes nothing)."""
-    entry = resolve(repo, tip, opts.run, load_listing(repo, tip))
+    listing = load_listing(repo, tip)
+    entry = resolve(repo, tip, opts.run, listing)
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
         raise LedgerError(f"run {entry.id} has no manifest", "the record is damaged")
@@ -195,7 +224,21 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     warnings = _environment_warnings(repo, m, opts)
     rec_root = (m.get("command") or {}).get("repo_root")
     training = [_rebase_path(a, rec_root, repo.root) for a in training]
-    env, hidden = _runtime_env(m)
+    recorded_env, hidden = _runtime_env(m)
+    choice = trust.choose_env(repo, recorded_env, opts.trust_env)
+    env = choice.taken
+    foreign = None if trust.own_run(repo, entry.id) else trust.identity(repo, tip, entry)
+    from ledger.runref import own_runs, shared_name_note
+
+    shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, trust.branch_of(repo)))
+    if shared:
+        warnings.append(shared)
+    bad_arg = trust.argv_problem(repo, training, repo.root)
+    if bad_arg is not None:
+        raise DataError(
+            f"run {entry.id}'s command runs {bad_arg!r}, a file inside pulled data",
+            "ledger never runs code that came with a record; refusing to replay it",
+        )
     if hidden:
         warnings.append(
             f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; the replay takes them from your environment"
@@ -223,7 +266,9 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
             sets=sets,
             extra=opts.extra,
         )
-        return ReplayPlan(entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env)
+        return ReplayPlan(
+            entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env, choice.dropped, None, foreign
+        )
     rec = _rollout_record(m)
     if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
         raise DataError(
@@ -235,19 +280,30 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
             f"run {entry.id} has no recorded rollout data to replay",
             "record runs with --save-debug-rollout-data (ledger adds it unless --no-debug-data)",
         )
-    data_dir = locate_data(repo, entry, rec, remote_hint, opts.dry_run)
+    # only reads: the data is checked out by `prepare`, once the user said yes
+    data_dir = locate_data(repo, entry, rec, remote_hint, dry_run=True)
     name_template = file_name_template(rec.get("template") or "{rollout_id}.pt")
     mapping = None
+    steps_name = f"{entry.id}-steps-{'-'.join(map(str, chosen))}" if chosen is not None else ""
     if chosen is not None:
-        links = staging.ledger_dir(repo.root) / "replay-data" / f"{entry.id}-steps-{'-'.join(map(str, chosen))}"
-        mapping = dict(enumerate(chosen)) if opts.dry_run else link_steps(data_dir, name_template, chosen, links)
+        links = _replay_data(repo, steps_name)
+        mapping = dict(enumerate(chosen))
         load_dir, num = links, len(chosen)
     else:
         load_dir, num = data_dir, None
+
+    def prepare() -> None:
+        where = locate_data(repo, entry, rec, remote_hint)
+        if chosen is not None:
+            _nofollow_dirs(repo, steps_name)
+            link_steps(where, name_template, chosen, links)
+
     argv = build_replay_argv(
         training, mode="train", load_template=str(load_dir / name_template), num_rollout=num, sets=sets, extra=opts.extra
     )
-    return ReplayPlan(entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env)
+    return ReplayPlan(
+        entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env, choice.dropped, prepare, foreign
+    )
 
 
 def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
@@ -293,9 +349,25 @@ def replay_run(
     shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()), *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
     for w in plan.warnings:
         say(f"ledger: warning: {w}")
+    if plan.foreign:
+        say(f"ledger: run {plan.source} was recorded in another clone (by {plan.foreign}): its command and environment are someone else's")
+    for name, value in plan.env.items():
+        say(f"ledger: the replay sets {name}={value} (recorded in the run)")
+    if plan.foreign or plan.env or plan.env_dropped:
+        say(
+            "ledger: as for every run, ledger also sets LEDGER_RUN_ID, RAY_DEDUP_LOGS and PATH (its wrappers first) "
+            "and the `job_env` of your .ledger.yaml"
+        )
+    if plan.env_dropped:
+        say("ledger: recorded variables not set: " + "; ".join(f"{k} ({why})" for k, why in plan.env_dropped.items()))
     if opts.dry_run:
         stdout(shown)
         return 0
+    if plan.foreign and confirm is None and not opts.yes:
+        raise UsageError(
+            f"run {plan.source} was recorded in another clone (by {plan.foreign}); without a terminal to ask, replaying it needs --yes",
+            "read its command with --dry-run, then add --yes",
+        )
     say(
         f"ledger: replaying {plan.source} ({plan.mode} side"
         + (f", rollouts {plan.steps} as 0..{len(plan.steps) - 1}" if plan.steps else "")
@@ -304,6 +376,8 @@ def replay_run(
     if confirm is not None and not confirm("run this command?"):
         say("ledger: not replayed")
         return 0
+    if plan.prepare is not None:
+        plan.prepare()
     argv = list(plan.argv)
     if opts.in_image:
         argv = _in_image(repo.root, plan, argv)

@@ -272,6 +272,18 @@ class Repo:
             parents = self._obj(oid).parent_ids
             oid = str(parents[0]) if parents else None
 
+    def reflog_messages(self, ref: str) -> list[str]:
+        """The messages of `ref`'s reflog (local to this clone; empty when it has none)."""
+        try:
+            return [str(e.message) for e in self._repo.references[ref].log()]
+        except (KeyError, pygit2.GitError):
+            return []
+
+    def commit_identity(self, oid: str) -> tuple[str, str]:
+        """("Name <email>" of the author, of the committer) of a commit."""
+        c = self._obj(oid)
+        return f"{c.author.name} <{c.author.email}>", f"{c.committer.name} <{c.committer.email}>"
+
     def is_ancestor(self, ancestor: str, descendant: str) -> bool:
         if ancestor == descendant:
             return True

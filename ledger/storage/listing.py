@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.manifest import SCHEMA, ManifestError, check_manifest
+from ledger.manifest import RUN_ID_RE, SCHEMA, ManifestError, check_manifest
 from ledger.storage.git import Repo
+from ledger.storage.limits import check_depth, load_json
 from ledger.storage.store import RunEntry, iter_runs
 
 
@@ -69,7 +70,23 @@ class ManifestCache:
 def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
     from ledger import yamlio  # lazily: ruamel costs ~15 ms of every command's start-up
 
-    return check_manifest(yamlio.loads(raw, f"{where}/manifest.yaml"), where)
+    m = check_manifest(check_depth(yamlio.loads(raw, f"{where}/manifest.yaml"), f"{where}/manifest.yaml"), where)
+    _check_id(m, where, "manifest.yaml")
+    return m
+
+
+def _check_id(data: dict[str, Any], where: str, name: str) -> None:
+    """A record whose `id` is not its folder's would be shown and replayed as another run."""
+    for key in ("name", "note", "started", "finished", "replay_of"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise ManifestError(f"{where}: {name} has a {key!r} that is not text", "the record is not one ledger wrote")
+    if not isinstance(data.get("status") or {}, dict):
+        raise ManifestError(f"{where}: {name} has a 'status' that is not a mapping", "the record is not one ledger wrote")
+    folder = where.rstrip("/").rsplit("/", 1)[-1]
+    if RUN_ID_RE.match(folder) and data.get("id") != folder:
+        raise ManifestError(
+            f"{where}: {name} says it is run {str(data.get('id'))[:40]!r}, not {folder}", "the record is not one ledger wrote"
+        )
 
 
 def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Listing:
@@ -93,9 +110,9 @@ def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Li
         listing.entries[e.id] = e
         try:
             if e.summary_blob is not None and (not with_settings or e.settings_blob is not None):
-                m = check_summary(json.loads(repo.read_blob(e.summary_blob)), e.path)
+                m = check_summary(load_json(repo.read_blob(e.summary_blob), f"{e.path}/summary.json"), e.path)
                 if with_settings and e.settings_blob is not None:
-                    settings = json.loads(repo.read_blob(e.settings_blob))
+                    settings = load_json(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
                     m["settings"] = settings if isinstance(settings, dict) else {}
             elif e.manifest_blob is None:
                 raise ManifestError(f"{e.path}: no manifest.yaml in the run folder", "the record is damaged")
@@ -136,6 +153,7 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
             f"{where}: manifest schema {data['schema']} is newer than this ledger understands ({SCHEMA})",
             "upgrade ledger (`pip install -U ledger`)",
         )
+    _check_id(data, where, "summary.json")
     return data
 
 

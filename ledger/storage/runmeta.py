@@ -26,6 +26,7 @@ META_FILE = "meta.json"
 MAX_TAG_LEN = 64
 MAX_NOTE_LEN = 4000
 MAX_CAS_ATTEMPTS = 100
+MAX_META_BYTES = 64 * 1024  # a pulled meta.json larger than this is refused (storage/sync.py)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
 from ledger.storage.git import CodeSnapshot
 
@@ -31,6 +32,8 @@ RAW_OUTPUT = "output.raw"
 
 def ledger_dir(root: Path) -> Path:
     d = root / LEDGER_DIR
+    if d.is_symlink():  # a pulled tree checked out here could plant it (docs/trust.md)
+        raise LedgerError(f"{d} is a symbolic link", "ledger never writes through a link; remove it")
     d.mkdir(exist_ok=True)
     ignore = d / ".gitignore"
     if not ignore.exists():

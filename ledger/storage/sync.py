@@ -12,10 +12,19 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from ledger.errors import LedgerError
-from ledger.manifest import run_path
-from ledger.storage.git import CodeSnapshot, RefMoved, Repo, git_remote_cmd
-from ledger.storage.store import branch_ref, build_run_tree, find_run, meta_run_of_commit, run_id_of_commit
+from ledger.errors import EXIT_DATA, LedgerError
+from ledger.manifest import RUN_ID_RE, run_path
+from ledger.storage.git import MODE_TREE, CodeSnapshot, RefMoved, Repo, git_remote_cmd, merge_base
+from ledger.storage.store import (
+    META_TRAILER_RE,
+    SHARD_RE,
+    TRAILER_RE,
+    branch_ref,
+    build_run_tree,
+    find_run,
+    meta_run_of_commit,
+    run_id_of_commit,
+)
 
 MAX_PUSH_ATTEMPTS = 30
 
@@ -81,13 +90,19 @@ def rebuild_on(repo: Repo, base: str, runs: list[tuple[str, str]], result: SyncR
 
             tip = rebuild_meta_commit(repo, tip, rid, commit) or tip
             continue
-        if find_run(repo, base, rid) is not None:
-            result.dropped.append(rid)
-            continue
         message, parents, tree = repo.commit_info(commit)
         own = repo.tree_entry(commit, run_path(rid))
         if own is None:
             raise LedgerError(f"run commit {commit[:10]} has no folder {run_path(rid)}", "the branch is damaged")
+        theirs = find_run(repo, base, rid)
+        if theirs is not None:
+            if theirs.tree != own[0]:  # never drop a local run for someone else's folder of its id
+                raise ForeignCommit(
+                    f"the remote holds another run with the id {rid} of a run recorded here",
+                    f"your run stays on the local branch; inspect the remote's with `git log {base[:10]} -- {run_path(rid)}`",
+                )
+            result.dropped.append(rid)
+            continue
         code = CodeSnapshot(commit=parents[-1], branch=None, tree=tree, dirty=False, patch_sha256=None, untracked=0)
         new_tree = build_run_tree(repo, code, tip, rid, own[0])
         tip = repo.commit(new_tree, [tip, *parents[1:]], message)
@@ -95,9 +110,111 @@ def rebuild_on(repo: Repo, base: str, runs: list[tuple[str, str]], result: SyncR
     return tip
 
 
+class ForeignCommit(LedgerError):
+    """The remote's branch holds a commit that is not a ledger run commit: the branch stays put."""
+
+    exit_code = EXIT_DATA
+
+
+def _shards(repo: Repo, commit: str) -> dict[str, str]:
+    """shard name -> tree id under `runs/` of a commit (empty when it has no runs/ folder)."""
+    found = repo.tree_entry(commit, "runs")
+    if found is None or found[1] != MODE_TREE:
+        return {}
+    return {name: oid for name, oid, mode in repo.list_tree(found[0]) if mode == MODE_TREE and SHARD_RE.match(name)}
+
+
+def _changed_runs(repo: Repo, mine: dict[str, str], before: dict[str, str]) -> list[str]:
+    """The run folders (runs/<shard>/<name>) that differ between two `_shards` maps."""
+    out = []
+    for shard in sorted(set(mine) | set(before)):
+        if mine.get(shard) == before.get(shard):
+            continue
+        a = {n: o for n, o, _ in repo.list_tree(mine[shard])} if shard in mine else {}
+        b = {n: o for n, o, _ in repo.list_tree(before[shard])} if shard in before else {}
+        out += [f"runs/{shard}/{n}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
+    return out
+
+
+def _refuse(commit: str, why: str) -> ForeignCommit:
+    return ForeignCommit(
+        f"the remote's branch holds commit {commit[:10]}, which is not a ledger run commit ({why}); the local branch was not moved",
+        f"inspect it with `git show {commit[:10]}`; whoever pushed it can remove it from the remote",
+    )
+
+
+def _check_meta_commit(repo: Repo, commit: str) -> None:
+    """A metadata commit as `ledger tag/note/archive` writes it: one parent, one `Ledger-Meta:` run
+    id whose folder the parent has, and a tree equal to the parent's but for that run's meta.json
+    (a small file: read as data, leniently, never run)."""
+    from ledger.storage.runmeta import MAX_META_BYTES, META_FILE
+
+    message, parents, tree = repo.commit_info(commit)
+    rid = meta_run_of_commit(repo, commit)
+    if rid is None or not RUN_ID_RE.match(rid) or len(META_TRAILER_RE.findall(message)) != 1:
+        raise _refuse(commit, "its Ledger-Meta trailer is not one run id")
+    if len(parents) != 1:
+        raise _refuse(commit, f"a metadata commit with {len(parents)} parents")
+    meta = repo.tree_entry(commit, f"{run_path(rid)}/{META_FILE}")
+    if meta is None or repo.tree_entry(parents[0], run_path(rid)) is None:
+        raise _refuse(commit, f"it changes no meta.json of a run its parent has ({run_path(rid)})")
+    if len(repo.read_blob(meta[0])) > MAX_META_BYTES:
+        raise _refuse(commit, f"its {META_FILE} is over {MAX_META_BYTES} bytes")
+    parent_tree = repo.commit_info(parents[0])[2]
+    if repo.tree_with_edits(parent_tree, {f"{run_path(rid)}/{META_FILE}": (meta[0], meta[1])}) != tree:
+        raise _refuse(commit, f"it changes more than {run_path(rid)}/{META_FILE}")
+
+
+def check_incoming(repo: Repo, local: str | None, remote_tip: str) -> int:
+    """Refuse (ForeignCommit, naming the commit) unless every first-parent commit the remote tip
+    adds to `local` is a run commit ledger writes: one `Run-Id:` trailer naming a run id, at most
+    two parents, and under `runs/` exactly that run's folder added to its first parent's runs,
+    no other run folder changed or removed. Returns how many commits were checked.
+    """
+    base = merge_base(repo, local, remote_tip) if local is not None else None
+    checked = 0
+    for commit in repo.first_parent_walk(remote_tip):
+        if base is not None and (commit == base or repo.is_ancestor(commit, base)):
+            return checked
+        message, parents, _tree = repo.commit_info(commit)
+        ids = TRAILER_RE.findall(message)
+        if not ids and meta_run_of_commit(repo, commit) is not None:
+            _check_meta_commit(repo, commit)  # a tag/note/archive of one run (storage/runmeta.py)
+            checked += 1
+            continue
+        if not ids:
+            if base is None and checked:  # below the branch's first run: the code it was made from
+                return checked
+            raise _refuse(commit, "no Run-Id trailer")
+        rid = ids[0]
+        if len(ids) > 1 or not RUN_ID_RE.match(rid):
+            raise _refuse(commit, "its Run-Id trailer is not one run id")
+        if len(parents) > 2:
+            raise _refuse(commit, f"{len(parents)} parents")
+        found = repo.tree_entry(commit, run_path(rid))
+        if found is None or found[1] != MODE_TREE:
+            raise _refuse(commit, f"it lacks the folder {run_path(rid)}")
+        first = parents[0] if parents else None
+        if first is not None and (run_id_of_commit(repo, first) or meta_run_of_commit(repo, first)) is not None:
+            if repo.tree_entry(first, run_path(rid)) is not None:
+                raise _refuse(commit, f"run {rid} was there already")
+            changed = _changed_runs(repo, _shards(repo, commit), _shards(repo, first))
+            if changed != [run_path(rid)]:
+                other = next((c for c in changed if c != run_path(rid)), run_path(rid))
+                raise _refuse(commit, f"it changes {other}, another run's folder")
+        elif first is not None and len(parents) != 1:
+            raise _refuse(commit, "its first parent is no run commit")
+        checked += 1
+    return checked
+
+
 def integrate(repo: Repo, branch: str, remote_tip: str, result: SyncResult) -> str:
-    """Make the local branch contain the remote tip (fast-forward or rebuild). Returns the new tip."""
+    """Make the local branch contain the remote tip (fast-forward or rebuild). Returns the new tip.
+
+    The remote's commits are checked first (`check_incoming`): a tip that is not ledger's is
+    refused before the local branch moves."""
     ref = branch_ref(branch)
+    check_incoming(repo, repo.branch_tip(branch), remote_tip)
     for _ in range(MAX_PUSH_ATTEMPTS):
         local = repo.branch_tip(branch)
         if local is None:
