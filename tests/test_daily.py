@@ -417,3 +417,21 @@ def test_report_sparklines_share_a_y_scale_per_metric_and_say_units() -> None:
     ticks = [re.findall(r'text-anchor="end">([^<]*)<', svg) for svg in losses]
     assert len(ticks) == 2 and ticks[0] == ticks[1]  # was: each sparkline fitted to its own run
     assert 'aria-label="rollout time (s)"' in html
+
+
+def test_a_pulled_metadata_commit_that_changes_more_is_refused(tmp_path: Path) -> None:
+    """A crafted clone: a commit with a `Ledger-Meta:` trailer that also changes code is not data."""
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    rid = _record(repo, "r")
+    git(tmp_path, "init", "-q", "--bare", "shared.git")
+    git(repo, "remote", "add", "origin", str(tmp_path / "shared.git"))
+    ledger(repo, "push")
+    evil = tmp_path / "evil"
+    git(tmp_path, "clone", "-q", "-b", "experiments", str(tmp_path / "shared.git"), str(evil))
+    (evil / "emit.py").write_text("print('pwned')\n")
+    (evil / "runs" / rid[-4:-2] / rid / "meta.json").write_text('{"tags": ["x"]}\n')
+    git(evil, "add", "-A")
+    git(evil, "commit", "-q", "-m", f"meta {rid} (r): tag\n\nLedger-Meta: {rid}\n")
+    git(evil, "push", "-q", "origin", "experiments")
+    proc = ledger(repo, "pull")
+    assert proc.returncode == 5 and "changes more than" in proc.stderr, proc.stderr
