@@ -90,6 +90,8 @@ def run(
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
     from ledger.commands.run import run_job
 
+    if command and command[0] != "--" and command[0].startswith("-"):
+        raise _not_an_option(command[0], click.get_current_context())
     return run_job(
         Path.cwd(),
         command,
@@ -104,6 +106,18 @@ def run(
     )
 
 
+def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
+    """`ledger run --nmae x -- cmd`: an option ledger does not have is never passed on to the job."""
+    import difflib
+
+    known = [opt for p in ctx.command.params for opt in p.opts + p.secondary_opts if opt.startswith("--")]
+    close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return LedgerError(
+        f"ledger run has no option {word}", hint + "ledger's options go before `--`, the job's command after it", exit_code=EXIT_USAGE
+    )
+
+
 def _terminal_fd() -> int | None:
     try:
         sys.stdout.flush()
@@ -113,36 +127,176 @@ def _terminal_fd() -> int | None:
 
 
 @app.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with settings, summary metrics, tags, note).")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV (with settings, summary metrics, tags, note).")
 @click.option("--changed", is_flag=True, help="Show which settings changed from the run before.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Only the newest N runs.")
 @click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
-def list_cmd(as_json: bool, changed: bool, limit: int | None, reverse: bool) -> None:
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Only runs whose setting or metric (its last value) matches; also != < > <= >= (repeatable).",
+)
+@click.option("--name", "name_glob", metavar="GLOB", help="Only runs whose name matches the glob.")
+@click.option("--state", "states", multiple=True, help="Only runs in this state (repeatable: any of them).")
+@click.option("--tag", "tags", multiple=True, help="Only runs with this tag (repeatable: all of them).")
+@click.option("--since", metavar="DATE", help="Only runs started since a date, UTC time or age (3d, 12h).")
+@click.option("--archived", is_flag=True, help="Show archived runs too.")
+@click.option(
+    "--metric",
+    "metric_globs",
+    multiple=True,
+    metavar="GLOB",
+    help="Add a column with the last value of each metric matching GLOB (repeatable).",
+)
+def list_cmd(
+    as_json: bool,
+    as_csv: bool,
+    changed: bool,
+    limit: int | None,
+    reverse: bool,
+    where: tuple[str, ...],
+    name_glob: str | None,
+    states: tuple[str, ...],
+    tags: tuple[str, ...],
+    since: str | None,
+    archived: bool,
+    metric_globs: tuple[str, ...],
+) -> None:
     """List the recorded runs, newest first (read from the branch tip, no checkout)."""
-    from ledger.commands.listing import list_runs, render_list
+    from ledger.commands.listing import list_runs, render_csv, render_list
+    from ledger.compare.runfilter import RunFilter, Where, check_states, parse_since
 
-    result = list_runs(Path.cwd(), changed=changed, limit=limit, reverse=reverse)
+    flt = RunFilter(
+        tuple(Where.parse(w) for w in where), name_glob, check_states(states), tags, parse_since(since) if since else None, archived
+    )
+    result = list_runs(
+        Path.cwd(), changed=changed, limit=limit, reverse=reverse, flt=flt, with_settings=as_json or as_csv, metric_globs=metric_globs
+    )
     for run_id, reason in result.broken.items():
         _say(f"ledger: warning: run {run_id} skipped: {reason}")
     if result.unpulled:
         _say(f"ledger: {result.unpulled}")
     if as_json:
         _emit_json(result.to_json(), compact=True)
+    elif as_csv:
+        _show(render_csv(result), nl=False)
     else:
         _show(render_list(result), nl=False)
 
 
 @app.command()
+@click.argument("runs", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: runs, differing settings, summary metrics.")
+@click.option("--metric", "metric_globs", multiple=True, metavar="GLOB", help="Only metrics matching GLOB (repeatable).")
+@click.option(
+    "--html",
+    "html",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Also write a page with every metric of the runs overlaid on one step axis.",
+)
+@click.option(
+    "--group-by", "group_by", metavar="SETTING", help="On the page, draw each value of SETTING as its runs' mean with a min-max band."
+)
+def compare(runs: tuple[str, ...], as_json: bool, metric_globs: tuple[str, ...], html: Path | None, group_by: str | None) -> None:
+    """Compare two or more runs: the settings that differ (only those) and summary metrics side by side."""
+    from ledger.commands.compare import compare_runs, render_compare, write_compare_page
+
+    result = compare_runs(Path.cwd(), list(runs), metric_globs, with_tables=html is not None)
+    if html is not None:
+        write_compare_page(result, html, metric_globs, group_by)
+        _say(f"ledger: wrote {html}")
+    if as_json:
+        _emit_json(result.to_json())
+    else:
+        _out(render_compare(result))
+
+
+@app.command()
+@click.argument("run_name")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "tsv", "json"]),
+    default="csv",
+    show_default=True,
+    help="csv/tsv for spreadsheets, json (a list of objects) for `dvc plots`.",
+)
+@click.option(
+    "--axis",
+    type=click.Choice(["rollout", "train"]),
+    default="rollout",
+    show_default=True,
+    help="One row per rollout id, or per train step (metrics logged per train step).",
+)
+def export(run_name: str, fmt: str, axis: str) -> None:
+    """Print a run's per-step metrics, one row per step and one column per metric."""
+    from ledger.commands.export import export_rows, render_export
+
+    _run_id, rows = export_rows(Path.cwd(), run_name, axis)
+    _show(render_export(rows, fmt), nl=False)
+
+
+@app.command()
+@click.argument("run_name")
+@click.argument("tags", nargs=-1)
+@click.option("--rm", "remove", is_flag=True, help="Remove the tags instead of adding them.")
+def tag(run_name: str, tags: tuple[str, ...], remove: bool) -> None:
+    """Add tags to a run (or remove them with --rm): one metadata commit, the record unchanged."""
+    from ledger.commands.meta import tag_run
+
+    change = tag_run(Path.cwd(), run_name, list(tags), remove)
+    _say(f"ledger: run {change.run_id} tags: {' '.join(change.after.tags) or '(none)'}" + ("" if change.commit else " (unchanged)"))
+
+
+@app.command()
+@click.argument("run_name")
+@click.argument("text")
+def note(run_name: str, text: str) -> None:
+    """Set a run's note (shown by list, show and pages): one metadata commit, the record unchanged."""
+    from ledger.commands.meta import note_run
+
+    change = note_run(Path.cwd(), run_name, text)
+    _say(f"ledger: run {change.run_id} note set" + ("" if change.commit else " (unchanged)"))
+
+
+@app.command()
+@click.argument("runs", nargs=-1)
+def archive(runs: tuple[str, ...]) -> None:
+    """Hide runs from `ledger list` (`--archived` shows them) and from NAME resolution."""
+    from ledger.commands.meta import archive_runs
+
+    for change in archive_runs(Path.cwd(), list(runs), True):
+        _say(f"ledger: archived run {change.run_id}" + ("" if change.commit else " (already archived)"))
+
+
+@app.command()
+@click.argument("runs", nargs=-1)
+def unarchive(runs: tuple[str, ...]) -> None:
+    """Show archived runs again."""
+    from ledger.commands.meta import archive_runs
+
+    for change in archive_runs(Path.cwd(), list(runs), False):
+        _say(f"ledger: unarchived run {change.run_id}" + ("" if change.commit else " (was not archived)"))
+
+
+@app.command()
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Only the newest N runs.")
 @click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
-def log(limit: int | None, reverse: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: each run's id, name and changed settings.")
+def log(limit: int | None, reverse: bool, as_json: bool) -> None:
     """For each run (newest first), the settings that changed from the run before it."""
-    from ledger.commands.listing import list_runs, render_change_log
+    from ledger.commands.listing import change_log_json, list_runs, render_change_log
 
     result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
     if result.unpulled:
         _say(f"ledger: {result.unpulled}")
-    _show(render_change_log(result), nl=False)
+    if as_json:
+        _emit_json(change_log_json(result))
+    else:
+        _show(render_change_log(result), nl=False)
 
 
 @app.command()
@@ -377,12 +531,16 @@ def report(runs: tuple[str, ...], html: Path) -> None:
 @click.argument("run_name")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot (needs ledger[plot]).")
 @click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write a self-contained HTML page.")
-def heat(run_name: str, png: Path | None, html: Path | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: per-GPU temperatures, guard settings, events.")
+def heat(run_name: str, png: Path | None, html: Path | None, as_json: bool) -> None:
     """Temperature over time for a run, with pauses and step boundaries."""
     from ledger.commands.heat import heat_report
 
     result = heat_report(Path.cwd(), run_name, png, html)
-    _show(result.text, nl=False)
+    if as_json:
+        _emit_json(result.data)
+    else:
+        _show(result.text, nl=False)
     for path in result.written:
         _say(f"plot written to {path}")
 

@@ -14,6 +14,7 @@ EXIT_USAGE = 2  # bad command-line usage; replaying another clone's run without 
 EXIT_REFUSED = 3  # `ledger diff` refused: not exactly one setting differs
 EXIT_NOT_FOUND = 4  # unknown or ambiguous run name
 EXIT_DATA = 5  # run data missing, incomplete or tampered (replay, pull); pulled data refused (docs/trust.md)
+EXIT_NOT_RECORDED = 75  # `ledger run`: the job ended but ledger could not record it (staged; `ledger recover`)
 EXIT_RUN_FAILED_TO_START = 125  # `ledger run` failed before the job started
 EXIT_CANNOT_EXECUTE = 126  # the command exists but cannot be executed
 EXIT_COMMAND_NOT_FOUND = 127  # the command was not found
@@ -48,6 +49,12 @@ class RunNotFound(LedgerError):
 
 class DataError(LedgerError):
     exit_code = EXIT_DATA
+
+
+class NotRecorded(LedgerError):
+    """`ledger run`: the job ran, its record could not be committed (it stays staged for `ledger recover`)."""
+
+    exit_code = EXIT_NOT_RECORDED
 
 
 class StartError(LedgerError):

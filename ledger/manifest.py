@@ -85,6 +85,7 @@ def new_manifest(run_id: str, started: dt.datetime) -> dict[str, Any]:
         "status": {"state": "running", "exit_code": None, "signal": None, "duration_s": None},
         "replay_of": None,
         "replay": None,
+        "trackers": None,  # W&B/MLflow/TensorBoard links the job printed (record/trackers.py)
         "redacted": [],
         "env_report": [],
         "warnings": [],

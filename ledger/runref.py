@@ -139,6 +139,8 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
         return entry
     listing = listing or load_listing(repo, tip)
     by_name = runs_named(listing, ref.text, repo, tip)
+    unarchived = [rid for rid in by_name if not listing.manifests[rid].get("archived")]
+    by_name = unarchived or by_name  # NAME: the newest unarchived run of that name (`ledger archive`)
     if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones
         if ref.back >= len(by_name):
             raise RunNotFound(f"'{text}': only {plural(len(by_name), 'run')} named '{ref.text}'", "`ledger list` shows the runs")

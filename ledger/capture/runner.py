@@ -157,7 +157,13 @@ class SignalGuard:
         if job is None:
             raise LedgerError(f"interrupted by {name} before the job started", "nothing ran; nothing was recorded", exit_code=128 + signum)
         if job.proc.returncode is None and job.proc.poll() is None:
+            first = job.forwarded is None
             job.forward(signum, self.before_forward)
+            self._say(
+                f"ledger: forwarded {name} to the job; SIGKILL in {job.stop_grace_s:g} s; Ctrl-C again to kill now"
+                if first
+                else f"ledger: {name} again: sent SIGKILL to the job"
+            )
         else:
             self._say(f"ledger: got {name} while writing the record; finishing first")
 

@@ -16,7 +16,7 @@ from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
 from ledger.compare.replicas import replica_globs
 from ledger.compare.sides import Sides, attach_noise, baseline_session, find_sides, replica_tables
-from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
+from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, RunNotFound, UsageError
 from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
 from ledger.opening import open_branch
@@ -116,6 +116,23 @@ def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
     return parse_manifest(raw, entry.path)
 
 
+def _resolve_recorded(repo: Repo, tip: str | None, name: str, listing: Listing | None) -> RunEntry:
+    """`resolve`, and a run still in progress is named as such (a diff compares records)."""
+    try:
+        return resolve(repo, tip, name, listing)
+    except RunNotFound:
+        from ledger.record.live import find_running
+
+        live = find_running(repo.root, name)
+        if live is None:
+            raise
+        at = "" if live.step is None else f", at step {live.step}"
+        raise RunNotFound(
+            f"run {live.id} ('{name}') is still running{at}: a diff compares recorded runs",
+            f"wait for it to end (`ledger tail {name} -f` follows it), then diff again",
+        ) from None
+
+
 def diff_runs(
     start: Path,
     a: str,
@@ -143,7 +160,7 @@ def diff_runs(
     for name in (a, b):  # ids and latest~N resolve without reading every run; names need the listing
         if listing is None and RunRef.parse(name).kind == "other":
             listing = load_listing(repo, tip)
-        entries.append(resolve(repo, tip, name, listing))
+        entries.append(_resolve_recorded(repo, tip, name, listing))
     ea, eb = entries
     if ea.id == eb.id:
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")

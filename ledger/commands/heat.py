@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
-from ledger.heat.heatlog import read_heat_log
-from ledger.heat.summary import render_heat_summary
+from ledger.heat.heatlog import HeatLog, read_heat_log
+from ledger.heat.summary import render_heat_summary, time_above
 from ledger.opening import listing_for
 from ledger.runref import resolve
 from ledger.storage.store import read_file_at
@@ -22,6 +23,7 @@ class HeatResult:
 
     text: str
     written: list[Path]
+    data: dict[str, Any] = field(default_factory=dict)  # `--json`
 
 
 def heat_report(start: Path, name: str, png: Path | None, html: Path | None = None) -> HeatResult:
@@ -52,4 +54,27 @@ def heat_report(start: Path, name: str, png: Path | None, html: Path | None = No
 
         write_atomic(html, heat_page(entry.id, log, steps or None, summary))
         written.append(html)
-    return HeatResult(f"run {entry.id}\n" + summary, written)
+    return HeatResult(f"run {entry.id}\n" + summary, written, heat_data(entry.id, log))
+
+
+def heat_data(run_id: str, log: HeatLog) -> dict[str, Any]:
+    """`ledger heat --json`: per GPU min/mean/peak temperature and seconds above the pause
+    threshold, the guard's settings and its events (unix seconds)."""
+    guard = log.guard.to_dict() if log.guard is not None else None
+    pause_at = log.guard.pause_at if log.guard is not None else None
+    series: dict[str, list[tuple[float, float]]] = {}
+    for ts in log.samples:
+        if ts.sample.temp_c is not None:
+            key = f"{ts.sample.node}/{ts.sample.gpu}" if ts.sample.node else str(ts.sample.gpu)
+            series.setdefault(key, []).append((ts.time, ts.sample.temp_c))
+    gpus = {}
+    for key, points in series.items():
+        temps = [t for _, t in points]
+        gpus[key] = {
+            "min_c": min(temps),
+            "mean_c": sum(temps) / len(temps),
+            "peak_c": max(temps),
+            "samples": len(temps),
+            "above_pause_s": time_above(points, pause_at) if pause_at is not None else None,
+        }
+    return {"id": run_id, "sensor": log.sensor, "guard": guard, "gpus": gpus, "events": [asdict(e) for e in log.events]}

@@ -7,10 +7,14 @@ staging area by `ledger.record.live`), newest first as `git log` does: the runs 
 
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.compare.runfilter import RunFilter
+from ledger.compare.summarymetrics import KEYS as SUMMARY_KEYS
+from ledger.compare.summarymetrics import metric_value
 from ledger.manifest import duration_text
 from ledger.opening import open_branch
 from ledger.runref import resolve, runs_named
@@ -32,11 +36,17 @@ class ListResult:
     oldest_id: str | None = None  # the oldest run of the ledger (it has no run before it)
     running: list[dict[str, Any]] = field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
     running_first: bool = True  # newest first: the runs in progress come before the recorded ones
+    metric_columns: list[str] = field(default_factory=list)  # `--metric`: summary metrics shown as columns
+    with_settings: bool = False  # `--json`/`--csv`: each run's settings and summary metrics too
+    filtered: bool = False  # some recorded runs were left out (a filter, or archived)
 
     def to_json(self) -> list[dict[str, Any]]:
         out = []
         for m in self.rows:
             item = summary(m)
+            if self.with_settings:
+                item["settings"] = m.get("settings") or {}
+                item["metrics"] = m.get("metrics") or {}
             if self.changes:
                 item["changed"] = self.changes.get(m["id"], [])
             out.append(item)
@@ -60,17 +70,30 @@ def _unpulled(repo: Repo, branch: str, tip: str | None) -> str | None:
     return f"origin/{branch} has {plural(count, 'run')} not here; `ledger pull` would show them"
 
 
-def list_runs(start: Path, changed: bool = False, limit: int | None = None, reverse: bool = False) -> ListResult:
+def list_runs(
+    start: Path,
+    changed: bool = False,
+    limit: int | None = None,
+    reverse: bool = False,
+    flt: RunFilter | None = None,
+    with_settings: bool = False,
+    metric_globs: tuple[str, ...] = (),
+) -> ListResult:
     """Every run at the branch tip, newest first (`reverse`: oldest first), optionally with what
-    changed from the run before each; `limit` keeps the newest N."""
+    changed from the run before each; `limit` keeps the newest N of those `flt` keeps (archived
+    runs are left out unless it says); `metric_globs` name the summary metrics to show as columns."""
     repo, cfg, tip = open_branch(start)
-    listing = load_listing(repo, tip, with_settings=changed)
+    flt = flt or RunFilter()
+    listing = load_listing(repo, tip, with_settings=changed or with_settings or flt.needs_settings)
     rows = listing.ordered()
-    shown = rows[-limit:] if limit else rows
+    flt.check_keys(rows)
+    kept = [m for m in rows if flt.keep(m)]
+    shown = kept[-limit:] if limit else kept
     from ledger.record.live import running_runs
 
     recorded = {m["id"] for m in rows}
     running = [r.summary() for r in running_runs(repo.root, orphaned=True) if r.id not in recorded]
+    running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
     result = ListResult(
         shown if reverse else shown[::-1],
         listing.broken,
@@ -79,6 +102,9 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None, reve
         running=running if reverse else running[::-1],
         running_first=not reverse,
     )
+    result.metric_columns = metric_columns(shown, metric_globs)
+    result.with_settings = with_settings
+    result.filtered = len(kept) < len(rows)
     if changed:
         from ledger.compare.diffcore import change_log
         from ledger.understand.settings import DEFAULT_IGNORE
@@ -89,6 +115,14 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None, reve
     return result
 
 
+def metric_columns(rows: list[dict[str, Any]], globs: tuple[str, ...]) -> list[str]:
+    """The summary metrics of `rows` that the `--metric` globs name, in name order."""
+    if not globs:
+        return []
+    names = {k for m in rows for k in (m.get("metrics") or {})}
+    return sorted(n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs))
+
+
 def _fmt_duration(s: Any) -> str:
     return duration_text(s) if isinstance(s, (int, float)) else MISSING
 
@@ -96,8 +130,12 @@ def _fmt_duration(s: Any) -> str:
 def render_list(result: ListResult) -> str:
     """A table, one run a line."""
     if not result.rows and not result.running:
+        if result.filtered:
+            return "no runs match (`ledger list --archived` shows archived runs too)\n"
         return "no runs recorded yet (record one with `ledger run -- CMD`)\n"
     header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
+    tags_column = any(m.get("tags") for m in result.rows)
+    header += (["TAGS"] if tags_column else []) + list(result.metric_columns)
     lines = []
     for m in result.rows:
         s = summary(m)
@@ -113,6 +151,7 @@ def render_list(result: ListResult) -> str:
         ]
         if s["replay_of"]:
             row[2] += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
+        row += _extra_cells(result, m, tags_column)
         if result.changes:
             row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
         lines.append(row)
@@ -124,6 +163,7 @@ def render_list(result: ListResult) -> str:
         if live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
             state = f"orphaned: {live['hint']}"
         row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
+        row += ["-"] * (len(header) - len(row))
         if result.changes:
             row.append("(running)")
         running.append(row)
@@ -137,6 +177,43 @@ def render_list(result: ListResult) -> str:
     if any(m.get("replay_of") for m in result.rows):
         out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _extra_cells(result: ListResult, m: dict[str, Any], tags_column: bool) -> list[str]:
+    """The TAGS cell (when any run has tags) and one cell per `--metric` column (its last value)."""
+    cells = [",".join(m.get("tags") or []) or "-"] if tags_column else []
+    for name in result.metric_columns:
+        value = metric_value(m.get("metrics"), name)
+        cells.append("-" if value is None else f"{value:.4g}")
+    return cells
+
+
+def render_csv(result: ListResult, sep: str = ",") -> str:
+    """`ledger list --csv`: one run a row; its listing fields, tags, note, every setting
+    (`settings.NAME`) and every summary metric (`metrics.NAME.last`/`min`/`max` and their steps)."""
+    import csv
+    import io
+
+    base = ["id", "name", "state", "exit_code", "duration_s", "started", "replay_of", "tags", "note", "archived"]
+    settings = sorted({k for m in result.rows for k in (m.get("settings") or {})})
+    metrics = sorted({k for m in result.rows for k in (m.get("metrics") or {})})
+    header = base + [f"settings.{k}" for k in settings] + [f"metrics.{k}.{w}" for k in metrics for w in SUMMARY_KEYS]
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter=sep, lineterminator="\n")
+    writer.writerow(header)
+    for m in result.rows:
+        s = summary(m)
+        row: list[Any] = [s[k] if k != "tags" else " ".join(s["tags"]) for k in base]
+        row += [_cell((m.get("settings") or {}).get(k)) for k in settings]
+        row += [_cell(((m.get("metrics") or {}).get(k) or {}).get(w)) for k in metrics for w in SUMMARY_KEYS]
+        writer.writerow(["" if v is None else v for v in row])
+    return buf.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    import json
+
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
 def render_change_log(result: ListResult) -> str:
@@ -157,6 +234,27 @@ def render_change_log(result: ListResult) -> str:
                 )
         out.append(f"{label}: {text}")
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
+
+
+def change_log_json(result: ListResult) -> list[dict[str, Any]]:
+    """`ledger log --json`: per run its id, name, whether it is the first run, and its changes."""
+    from ledger.textfmt import is_absent
+
+    def plain(v: Any) -> Any:
+        return None if is_absent(v) else v
+
+    return [
+        {
+            "id": m["id"],
+            "name": m.get("name"),
+            "first": m["id"] == result.oldest_id,
+            "changed": [
+                {"name": c["name"], "a": plain(c["a"]), "b": plain(c["b"]), "absent_in": [k for k in ("a", "b") if is_absent(c[k])]}
+                for c in result.changes.get(m["id"], [])
+            ],
+        }
+        for m in result.rows
+    ]
 
 
 def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:

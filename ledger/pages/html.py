@@ -8,7 +8,6 @@ the changed setting (or the refusal) as the title and the text report beside the
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -21,9 +20,9 @@ from ledger.compare.stats import (
     ROLLOUT_TIME,
     ROLLOUT_TIME_PER_1K,
     Pause,
-    metric_value,
 )
 from ledger.pages.noisehtml import degenerate_text, noise_section
+from ledger.pages.series import series_of
 from ledger.pages.svg import Chart, Series, page, render
 from ledger.textfmt import show_value
 
@@ -32,26 +31,12 @@ COLOR_A, COLOR_B = "#1f77b4", "#d62728"
 DIFF_CHARTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("rollout time", "seconds", (ROLLOUT_TIME,)),
     ("response length (mean)", "tokens", (RESPONSE_LEN,)),
-    ("rollout time per 1k tokens", "s / 1k tokens", (ROLLOUT_TIME_PER_1K,)),
+    # rollout time / (mean response length / 1000): per 1k tokens of the MEAN response, not per token generated
+    ("rollout time per 1k tokens of the mean response length", "s per 1k mean-response tokens", (ROLLOUT_TIME_PER_1K,)),
     ("train time", "seconds", ("perf/train_time",)),
     ("loss", "loss", ("train/loss", "loss")),
     ("reward", "reward", ("rollout/raw_reward", "rollout/rewards", "train/reward_mean", "reward")),
 )
-
-
-def series_of(table: MetricsTable | None, metric: str) -> tuple[str, list[tuple[float, float]]]:
-    """(axis name, points) of a metric: train steps where it is logged per train step, else rollouts."""
-    if table is None:
-        return "rollout", []
-    train = [(float(s), m[metric]) for s, m in table.train_steps.items() if metric in m and math.isfinite(m[metric])]
-    if train:
-        return "train step", train
-    points = []
-    for step, row in table.rows.items():
-        value = metric_value(row, metric)
-        if value is not None:
-            points.append((float(step), value))
-    return "rollout", points
 
 
 def _paused_steps(table: MetricsTable | None, pauses: Sequence[Pause]) -> set[int]:
@@ -93,6 +78,9 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
     paused = _paused_steps(data.table_a, pauses_from_manifest(data.manifest_a)) | _paused_steps(
         data.table_b, pauses_from_manifest(data.manifest_b)
     )
+    from ledger.pages.answer import run_label
+
+    name_a, name_b = run_label(data.manifest_a, data.report.a), run_label(data.manifest_b, data.report.b)
     charts = []
     for title, y_label, candidates in DIFF_CHARTS:
         for metric in candidates:
@@ -106,7 +94,10 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
             title=f"{title} ({metric})",
             x_label=axis_a if points_a else axis_b,
             y_label=y_label,
-            series=[Series(f"A {data.report.a}", points_a, COLOR_A), Series(f"B {data.report.b}", points_b, COLOR_B, dashed=True)],
+            series=[
+                Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or "")),
+                Series(f"B {name_b}", points_b, COLOR_B, dashed=True, hover=str(data.manifest_b.get("id") or "")),
+            ],
             span_label="heat-paused step (left out)",
         )
         if "rollout" in (axis_a, axis_b):
@@ -120,17 +111,51 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
 
 
 def diff_page(data: DiffPageInput) -> str:
-    """The whole `ledger diff --html` page."""
+    """The whole `ledger diff --html` page: the answer table first, then the charts of the six
+    questions, every other logged metric in collapsible groups, and the text report."""
+    from ledger.pages.answer import ANSWER_STYLE, answer_table_html
+
     report = data.report
     title = diff_title(report)
     css = "refused" if report.refused else "forced" if report.forced else ""
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
     body = (
-        f'<h1 class="{css}">{escape(title)}</h1>\n<p>A: {escape(report.a)} &nbsp; B: {escape(report.b)}</p>\n'
-        f'<div class="side"><div class="charts">{svgs}</div>\n<pre>{escape(data.text)}</pre></div>'
+        f"<style>{ANSWER_STYLE}</style>"
+        f'<h1 class="{css}">{escape(title)}</h1>\n{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
+        f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n'
+        f"<details><summary>the text report</summary><pre>{escape(data.text)}</pre></details>"
     )
     body += "\n" + noise_section(report, *data.replicas)
     return page(f"ledger diff: {title}", body)
+
+
+def other_metric_groups(data: DiffPageInput) -> str:
+    """Every metric either run logged that the six question charts do not draw, one chart each,
+    in collapsible groups by prefix (`perf/`, `train/`, `rollout/`, `eval/`), closed at first."""
+    from ledger.pages.answer import run_label
+    from ledger.pages.comparepage import CompareRun, metric_group, metric_names, run_chart
+
+    runs = [
+        CompareRun(run_label(data.manifest_a, data.report.a), str(data.manifest_a.get("id") or data.report.a), {}, data.table_a),
+        CompareRun(run_label(data.manifest_b, data.report.b), str(data.manifest_b.get("id") or data.report.b), {}, data.table_b),
+    ]
+    if runs[0].label == runs[1].label:
+        runs = [
+            CompareRun(f"A {r.label}", r.id, {}, r.table) if i == 0 else CompareRun(f"B {r.label}", r.id, {}, r.table)
+            for i, r in enumerate(runs)
+        ]
+    drawn = {m for _, _, candidates in DIFF_CHARTS for m in candidates}
+    groups: dict[str, list[str]] = {}
+    for name in metric_names(runs):
+        if name not in drawn:
+            groups.setdefault(metric_group(name), []).append(name)
+    out = []
+    for group, names in groups.items():
+        charts = "".join(render(run_chart(m, runs)) for m in names)
+        out.append(
+            f'<details data-group="{escape(group)}"><summary>{escape(group)}/: {len(names)} more metrics</summary>{charts}</details>'
+        )
+    return "\n".join(out)
 
 
 @dataclass(frozen=True)
@@ -142,19 +167,36 @@ class ReportRow:
     table: MetricsTable | None
 
 
-def _run_curves(table: MetricsTable | None) -> str:
+# the report's sparklines: (title with its unit, metric)
+CURVES = (("loss", "train/loss"), ("rollout time (s)", ROLLOUT_TIME))
+
+
+def shared_y_ranges(tables: Sequence[MetricsTable | None]) -> dict[str, tuple[float, float]]:
+    """One y scale per sparkline metric over every run of the page, so rows compare by eye."""
+    out = {}
+    for _title, metric in CURVES:
+        ys = [y for t in tables for _, y in series_of(t, metric)[1]]
+        if ys:
+            lo, hi = min(ys), max(ys)
+            pad = (hi - lo) * 0.05 or abs(lo) * 0.05 or 1.0
+            out[metric] = (lo - pad, hi + pad)
+    return out
+
+
+def _run_curves(table: MetricsTable | None, y_ranges: Mapping[str, tuple[float, float]] | None = None) -> str:
     charts = []
-    for title, metric in (("loss", "train/loss"), ("rollout time", ROLLOUT_TIME)):
+    for title, metric in CURVES:
         axis, points = series_of(table, metric)
         if points:
-            charts.append(
-                render(Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)]), width=280, height=110, legend_width=0)
-            )
+            chart = Chart(title=title, x_label=axis, y_label="", series=[Series(metric, points)])
+            chart.y_range = (y_ranges or {}).get(metric)
+            charts.append(render(chart, width=280, height=110, legend_width=0))
     return f'<div class="curves">{"".join(charts)}</div>' if charts else "-"
 
 
 def report_page(rows: Sequence[ReportRow], heading: str) -> str:
     """The whole `ledger report --html` page: the runs table with change sets and curves."""
+    y_ranges = shared_y_ranges([row.table for row in rows])
     head = ["id", "name", "state", "exit", "time", "paused", "started", "changed (vs the run before it)", "curves"]
     lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
@@ -178,7 +220,7 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
             + escape(str(s.get("id")))
             + '">'
             + "".join(f"<td>{escape(str(c))}</td>" for c in cells)
-            + f"<td>{_run_curves(row.table)}</td></tr>"
+            + f"<td>{_run_curves(row.table, y_ranges)}</td></tr>"
         )
     lines.append("</table>")
     return page(heading, f"<h1>{escape(heading)}</h1>\n" + "\n".join(lines))

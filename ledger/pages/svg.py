@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 MAX_POINTS = 1200  # beyond this a series is thinned to its min and max per bucket (2 per pixel of width)
@@ -28,6 +29,7 @@ class Series:
     points: list[tuple[float, float]]
     color: str = ""
     dashed: bool = False
+    hover: str = ""  # a tooltip (`<title>`): e.g. the run id behind a name
 
 
 @dataclass
@@ -44,6 +46,8 @@ class Chart:
     vline_label: str = "step boundary"
     hlines: list[tuple[float, str, str]] = field(default_factory=list)  # (y, label, color)
     marks: list[tuple[float, str, str]] = field(default_factory=list)  # (x, label, color): under the axis
+    bands: list[tuple[str, str, list[tuple[float, float, float]]]] = field(default_factory=list)  # (label, color, [(x, lo, hi)])
+    y_range: tuple[float, float] | None = None  # a y scale shared with other charts (else fitted to the data)
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -98,11 +102,15 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
     plot_w, plot_h = width - left - legend_width - 10, height - top - bottom
     xs = [x for s in chart.series for x, _ in s.points] + [x for span in chart.spans for x in span]
     xs = [x for x in xs if math.isfinite(x)] or [0.0, 1.0]
-    ys = [y for s in chart.series for _, y in s.points] + [y for y, _, _ in chart.hlines]
+    ys = (
+        [y for s in chart.series for _, y in s.points]
+        + [y for y, _, _ in chart.hlines]
+        + [y for _, _, pts in chart.bands for _, lo, hi in pts for y in (lo, hi)]
+    )
     x_lo, x_hi = min(xs), max(xs)
     if x_lo == x_hi:
         x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
-    y_lo, y_hi = _bounds(ys)
+    y_lo, y_hi = chart.y_range or _bounds(ys)
 
     def px(x: float) -> float:
         return left + (min(max(x, x_lo), x_hi) - x_lo) / (x_hi - x_lo) * plot_w
@@ -147,20 +155,54 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
         )
     for x, _label, color in chart.marks:
         out.append(f'<path data-kind="mark" d="M{px(x):.1f} {top + plot_h - 1} l-4 8 h8 z" fill="{color}"/>')
+    for label, color, band in chart.bands:
+        outline = [(px(x), py(hi)) for x, _, hi in band] + [(px(x), py(lo)) for x, lo, _ in reversed(band)]
+        out.append(
+            f'<polygon data-kind="band" data-series="{escape(label)}" fill="{color}" fill-opacity="0.18" '
+            f'stroke="none" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in outline)}"/>'
+        )
     for n, series in enumerate(chart.series):
         color = series.color or PALETTE[n % len(PALETTE)]
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in _thin(series.points))
         dash = ' stroke-dasharray="5 3"' if series.dashed else ""
+        tip = f"<title>{escape(series.hover)}</title>" if series.hover else ""
         out.append(
             f'<polyline data-series="{escape(series.label)}" data-n="{len(series.points)}" '
-            f'points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}/>'
+            f'points="{pts}" fill="none" stroke="{color}" stroke-width="1.5"{dash}>{tip}</polyline>'
         )
+        if len(series.points) == 1:  # one point draws no line: a marker shows it
+            ((x, y),) = series.points
+            out.append(
+                f'<circle data-kind="point" data-series="{escape(series.label)}" cx="{px(x):.1f}" '
+                f'cy="{py(y):.1f}" r="3.5" fill="{color}">{tip}</circle>'
+            )
+    out.extend(hover_points(chart, px, py))
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(chart.x_label)}</text>')
     out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{escape(chart.y_label)}</text>')
     if legend_width:
         out.extend(_legend(chart, left + plot_w + 14, top))
     out.append("</svg>")
     return "".join(out)
+
+
+MAX_HOVER_POINTS = 600  # per chart; a busier chart keeps its lines' tooltips only (page size)
+
+
+def hover_points(chart: Chart, px: Any, py: Any) -> list[str]:
+    """Hovering a point shows its step and value: an invisible circle per point with an SVG
+    `<title>` (the browser's own tooltip: no script, works offline, escaped like every label);
+    the line under it names the run id."""
+    if sum(len(s.points) for s in chart.series) > MAX_HOVER_POINTS:
+        return []
+    out = []
+    for series in chart.series:
+        label = escape(series.label)
+        for x, y in series.points:
+            out.append(
+                f'<circle data-kind="hover" cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="transparent">'
+                f"<title>{label}: {escape(chart.x_label)} {tick_text(x)}, {y:.6g}</title></circle>"
+            )
+    return out
 
 
 def _legend(chart: Chart, x: float, y: float) -> list[str]:

@@ -24,7 +24,7 @@ from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.stream import OutputCapture
 from ledger.config import Config
 from ledger.configload import load_config
-from ledger.errors import LedgerError, StartError
+from ledger.errors import LedgerError, NotRecorded, StartError
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
 from ledger.record import jobsetup
@@ -311,9 +311,21 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
             hasher.stop()
         try:
             return _after_job(repo, cfg, staged, m, code, ctx, result, capture, follower, monitor, say)
-        except BaseException:
+        except BaseException as exc:
             follower.abandon()  # `ledger recover` redoes the log work from the raw file
+            if isinstance(exc, Exception) and not os.environ.get("LEDGER_DEBUG"):
+                raise not_recorded(m["id"], exc) from exc
             raise
+
+
+def not_recorded(run_id: str, exc: Exception) -> NotRecorded:
+    """Any failure after the job ended: exit 75, never the job's own 1 (the run stays staged)."""
+    if isinstance(exc, LedgerError):
+        return NotRecorded(exc.message, exc.hint)
+    return NotRecorded(
+        f"could not record run {run_id}: internal error: {type(exc).__name__}: {exc}",
+        "the run is still staged; `ledger recover` commits it (LEDGER_DEBUG=1 shows the traceback)",
+    )
 
 
 def _after_job(
@@ -509,12 +521,18 @@ def finish(
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
     scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
     _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say, logs.md5), say)
+    from ledger.compare.trackers import find_trackers
+
+    m["trackers"] = find_trackers(run_dir / "trainer.log", m.get("settings"))  # the W&B/MLflow run it printed
     scrub_manifest(m, secrets or set(), logs.found, cfg.secret_names)
     st = m["status"]
     write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
     text = storable(m)  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`
     yamlio.dump_file(run_dir / "manifest.yaml", text)
-    write_atomic(run_dir / "summary.json", json.dumps(summary_of(text), default=str, separators=(",", ":")) + "\n")
+    from ledger.compare.summarymetrics import summarize_file
+
+    summary = summary_of(text, summarize_file(run_dir / "metrics.jsonl"))  # list filters read these, not the table
+    write_atomic(run_dir / "summary.json", json.dumps(summary, default=str, separators=(",", ":")) + "\n")
     write_atomic(run_dir / "settings.json", json.dumps(text["settings"], default=str, indent=0) + "\n")
     exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
     if st["state"] in ("killed", "lost"):

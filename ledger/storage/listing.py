@@ -125,10 +125,23 @@ def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Li
         except LedgerError as exc:
             listing.broken[e.id] = exc.message
             continue
+        if e.meta_blob is not None:
+            with_meta(m, repo.read_blob(e.meta_blob))
         listing.manifests[e.id] = m
     if cache is not None:
         cache.put_many({k: v for k, v in fresh.items() if k not in cached})
     return listing
+
+
+def with_meta(m: dict[str, Any], raw: bytes) -> None:
+    """Lay a run's meta.json (tags, note, archived: `storage/runmeta.py`) over its listing fields."""
+    from ledger.storage.runmeta import parse_meta
+
+    meta = parse_meta(raw)
+    m["tags"] = list(meta.tags)
+    m["archived"] = meta.archived
+    if meta.note is not None:
+        m["note"] = meta.note
 
 
 def check_summary(data: Any, where: str) -> dict[str, Any]:
@@ -144,11 +157,12 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of")
+SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of", "trackers")
 
 
-def summary_of(manifest: dict[str, Any]) -> dict[str, Any]:
-    """What `ledger list` shows; `settings.json` holds the settings, `manifest.yaml` everything."""
+def summary_of(manifest: dict[str, Any], metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What `ledger list` shows; `settings.json` holds the settings, `manifest.yaml` everything.
+    `metrics`: the summary metrics (`ledger.compare.summarymetrics`), kept under `metrics`."""
     out = {k: manifest.get(k) for k in SUMMARY_KEYS}
     gpu = manifest.get("gpu") or {}
     out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s", "unavailable")}
@@ -156,6 +170,8 @@ def summary_of(manifest: dict[str, Any]) -> dict[str, Any]:
     fidelity = replay.get("fidelity") if isinstance(replay, dict) else None
     if isinstance(fidelity, dict) and fidelity.get("verdict"):
         out["fidelity"] = fidelity["verdict"]  # a replay's: bitwise / close / diverged / unknown
+    if metrics is not None:
+        out["metrics"] = metrics
     return out
 
 
@@ -175,4 +191,7 @@ def list_fields(m: dict[str, Any]) -> dict[str, Any]:
         "replay_of": m.get("replay_of"),
         "note": m.get("note"),
         "fidelity": m.get("fidelity") or ((m.get("replay") or {}).get("fidelity") or {}).get("verdict"),
+        "tags": m.get("tags") or [],
+        "archived": bool(m.get("archived")),
+        "trackers": m.get("trackers"),
     }

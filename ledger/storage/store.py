@@ -22,6 +22,8 @@ from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, RefLock
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
 TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)
+META_TRAILER = "Ledger-Meta"  # a commit that changes only one run's meta.json (storage/runmeta.py)
+META_TRAILER_RE = re.compile(rf"^{META_TRAILER}: (\S+)$", re.M)
 MAX_CAS_ATTEMPTS = 200
 
 
@@ -39,6 +41,7 @@ class RunEntry:
     manifest_blob: str | None
     summary_blob: str | None = None
     settings_blob: str | None = None
+    meta_blob: str | None = None  # meta.json: tags, note, archived (storage/runmeta.py)
 
 
 def branch_ref(branch: str) -> str:
@@ -51,10 +54,22 @@ def run_id_of_commit(repo: Repo, commit: str) -> str | None:
     return m.group(1) if m else None
 
 
+def meta_run_of_commit(repo: Repo, commit: str) -> str | None:
+    """The run a metadata commit (`Ledger-Meta:` trailer) changed, or None for any other commit."""
+    m = META_TRAILER_RE.search(repo.commit_info(commit)[0])
+    return m.group(1) if m else None
+
+
+def is_ledger_commit(repo: Repo, commit: str) -> bool:
+    """A commit ledger writes on its branch: a run (`Run-Id:`) or a run's metadata (`Ledger-Meta:`)."""
+    message = repo.commit_info(commit)[0]
+    return bool(TRAILER_RE.search(message) or META_TRAILER_RE.search(message))
+
+
 def check_ledger_branch(repo: Repo, branch: str) -> str | None:
     """The branch tip, or None when absent; refuse a branch ledger did not make."""
     tip = repo.branch_tip(branch)
-    if tip is not None and run_id_of_commit(repo, tip) is None:
+    if tip is not None and not is_ledger_commit(repo, tip):
         raise NotALedgerBranch(
             f"branch '{branch}' exists but is not a ledger branch (its tip has no Run-Id trailer)",
             f"set another `branch:` in .ledger.yaml, or rename the branch (`git branch -m {branch} {branch}-old`)",
@@ -175,8 +190,8 @@ def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
 
 
 def _entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
-    manifest, summary, settings = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json"))
-    return RunEntry(run_id, path, tree, manifest, summary, settings)
+    manifest, summary, settings, meta = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json", "meta.json"))
+    return RunEntry(run_id, path, tree, manifest, summary, settings, meta)
 
 
 def iter_runs(repo: Repo, tip: str) -> list[RunEntry]:
@@ -197,8 +212,10 @@ def iter_runs(repo: Repo, tip: str) -> list[RunEntry]:
 
 def run_commits(repo: Repo, tip: str, limit: int | None = None) -> list[tuple[str, str]]:
     """(run id, commit) along the first-parent history, newest first."""
-    out = []
-    for commit in repo.first_parent_walk(tip, limit):
+    out: list[tuple[str, str]] = []
+    for commit in repo.first_parent_walk(tip):  # `limit` counts runs: metadata commits sit between them
+        if limit is not None and len(out) >= limit:
+            break
         rid = run_id_of_commit(repo, commit)
         if rid is not None:
             out.append((rid, commit))

@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from ledger.errors import EXIT_DATA, LedgerError
 from ledger.manifest import RUN_ID_RE, run_path
 from ledger.storage.git import MODE_TREE, CodeSnapshot, RefMoved, Repo, git_remote_cmd, merge_base
-from ledger.storage.store import SHARD_RE, TRAILER_RE, branch_ref, build_run_tree, find_run, run_id_of_commit
+from ledger.storage.store import (
+    META_TRAILER_RE,
+    SHARD_RE,
+    TRAILER_RE,
+    branch_ref,
+    build_run_tree,
+    find_run,
+    meta_run_of_commit,
+    run_id_of_commit,
+)
 
 MAX_PUSH_ATTEMPTS = 30
 
@@ -54,13 +63,14 @@ def fetch(repo: Repo, remote: str, branch: str) -> str | None:
     return repo.ref_tip(remote_ref(remote, branch))
 
 
-def local_only_runs(repo: Repo, local: str, base: str | None) -> list[tuple[str, str]]:
-    """(run id, commit) of first-parent commits on `local` not reachable from `base`, oldest first."""
+def local_only_runs(repo: Repo, local: str, base: str | None, with_meta: bool = False) -> list[tuple[str, str]]:
+    """(run id, commit) of first-parent commits on `local` not reachable from `base`, oldest first;
+    `with_meta`: metadata commits too (id of the run they change)."""
     out = []
     for commit in repo.first_parent_walk(local):
         if base is not None and repo.is_ancestor(commit, base):
             break
-        rid = run_id_of_commit(repo, commit)
+        rid = run_id_of_commit(repo, commit) or (meta_run_of_commit(repo, commit) if with_meta else None)
         if rid is not None:
             out.append((rid, commit))
     out.reverse()
@@ -75,6 +85,11 @@ def rebuild_on(repo: Repo, base: str, runs: list[tuple[str, str]], result: SyncR
     """
     tip = base
     for rid, commit in runs:
+        if meta_run_of_commit(repo, commit) is not None:  # a tag/note/archive: merged into the remote's file
+            from ledger.storage.runmeta import rebuild_meta_commit
+
+            tip = rebuild_meta_commit(repo, tip, rid, commit) or tip
+            continue
         message, parents, tree = repo.commit_info(commit)
         own = repo.tree_entry(commit, run_path(rid))
         if own is None:
@@ -128,6 +143,28 @@ def _refuse(commit: str, why: str) -> ForeignCommit:
     )
 
 
+def _check_meta_commit(repo: Repo, commit: str) -> None:
+    """A metadata commit as `ledger tag/note/archive` writes it: one parent, one `Ledger-Meta:` run
+    id whose folder the parent has, and a tree equal to the parent's but for that run's meta.json
+    (a small file: read as data, leniently, never run)."""
+    from ledger.storage.runmeta import MAX_META_BYTES, META_FILE
+
+    message, parents, tree = repo.commit_info(commit)
+    rid = meta_run_of_commit(repo, commit)
+    if rid is None or not RUN_ID_RE.match(rid) or len(META_TRAILER_RE.findall(message)) != 1:
+        raise _refuse(commit, "its Ledger-Meta trailer is not one run id")
+    if len(parents) != 1:
+        raise _refuse(commit, f"a metadata commit with {len(parents)} parents")
+    meta = repo.tree_entry(commit, f"{run_path(rid)}/{META_FILE}")
+    if meta is None or repo.tree_entry(parents[0], run_path(rid)) is None:
+        raise _refuse(commit, f"it changes no meta.json of a run its parent has ({run_path(rid)})")
+    if len(repo.read_blob(meta[0])) > MAX_META_BYTES:
+        raise _refuse(commit, f"its {META_FILE} is over {MAX_META_BYTES} bytes")
+    parent_tree = repo.commit_info(parents[0])[2]
+    if repo.tree_with_edits(parent_tree, {f"{run_path(rid)}/{META_FILE}": (meta[0], meta[1])}) != tree:
+        raise _refuse(commit, f"it changes more than {run_path(rid)}/{META_FILE}")
+
+
 def check_incoming(repo: Repo, local: str | None, remote_tip: str) -> int:
     """Refuse (ForeignCommit, naming the commit) unless every first-parent commit the remote tip
     adds to `local` is a run commit ledger writes: one `Run-Id:` trailer naming a run id, at most
@@ -141,6 +178,10 @@ def check_incoming(repo: Repo, local: str | None, remote_tip: str) -> int:
             return checked
         message, parents, _tree = repo.commit_info(commit)
         ids = TRAILER_RE.findall(message)
+        if not ids and meta_run_of_commit(repo, commit) is not None:
+            _check_meta_commit(repo, commit)  # a tag/note/archive of one run (storage/runmeta.py)
+            checked += 1
+            continue
         if not ids:
             if base is None and checked:  # below the branch's first run: the code it was made from
                 return checked
@@ -154,7 +195,7 @@ def check_incoming(repo: Repo, local: str | None, remote_tip: str) -> int:
         if found is None or found[1] != MODE_TREE:
             raise _refuse(commit, f"it lacks the folder {run_path(rid)}")
         first = parents[0] if parents else None
-        if first is not None and run_id_of_commit(repo, first) is not None:
+        if first is not None and (run_id_of_commit(repo, first) or meta_run_of_commit(repo, first)) is not None:
             if repo.tree_entry(first, run_path(rid)) is not None:
                 raise _refuse(commit, f"run {rid} was there already")
             changed = _changed_runs(repo, _shards(repo, commit), _shards(repo, first))
@@ -183,7 +224,7 @@ def integrate(repo: Repo, branch: str, remote_tip: str, result: SyncResult) -> s
         elif repo.is_ancestor(local, remote_tip):
             new = remote_tip
         else:
-            runs = local_only_runs(repo, local, remote_tip)
+            runs = local_only_runs(repo, local, remote_tip, with_meta=True)
             new = rebuild_on(repo, remote_tip, runs, result)
         try:
             repo.update_ref(ref, new, local, f"ledger: integrate {remote_tip[:10]}")

@@ -1,0 +1,144 @@
+"""Filtering 10,000 runs (`ledger list --where` on a setting and on a metric's last value, `--tag`),
+against `git log` of the same branch, and a 10-run `ledger compare --html` page: size, write time
+and render time in headless Chromium against an empty page.
+
+The branch is filled through the same store code `ledger run` uses (as bench_store.py does), each
+run with 150 settings and summary metrics for 12 metrics, as `ledger run` writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import secrets
+import shutil
+import subprocess
+import time
+
+from common import ledger_argv, report, scratch_repo, sh, timeit
+
+from ledger.compare.logparse import MetricsTable, StepRow, write_metrics_jsonl
+from ledger.compare.summarymetrics import summarize
+from ledger.manifest import new_manifest
+from ledger.storage.git import Repo
+from ledger.storage.listing import summary_of
+from ledger.storage.store import build_run_tree, commit_message
+
+SETTINGS = {f"setting-{i}": i * 0.5 for i in range(150)}
+METRICS = [
+    "perf/rollout_time",
+    "perf/train_time",
+    "perf/step_time",
+    "perf/tokens_per_gpu_per_sec",
+    "train/loss",
+    "train/grad_norm",
+    "train/entropy_loss",
+    "train/pg_clipfrac",
+    "rollout/raw_reward",
+    "rollout/response_len/mean",
+    "eval/accuracy",
+    "eval/reward",
+]
+
+
+def _table(i: int, steps: int) -> MetricsTable:
+    table = MetricsTable()
+    for s in range(steps):
+        table.rows[s] = StepRow(s, None, None, {m: math.sin(s / 7 + k + i) + k for k, m in enumerate(METRICS)})
+    return table
+
+
+def populate(repo_dir, n: int, steps: int = 200, tables: int = 0) -> list[str]:
+    """`n` runs; the last `tables` of them also get a metrics.jsonl of `steps` steps (for compare)."""
+    repo = Repo(repo_dir)
+    code = repo.code_snapshot()
+    tip = repo.branch_tip("experiments")
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    ids = []
+    tmp = repo_dir.parent / "metrics.jsonl"
+    for i in range(n):
+        t = start + dt.timedelta(seconds=i)
+        rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+        m = new_manifest(rid, t)
+        m["name"] = f"bench-{i}"
+        m["settings"] = dict(SETTINGS, lr=1e-6 * (i % 7), seed=i % 3)
+        m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
+        table = _table(i, steps if i >= n - tables else 3)
+        # JSON is YAML: the manifest is written as JSON here only to keep populating 10,000 runs short
+        files = {
+            "manifest.yaml": json.dumps(m, indent=1).encode(),
+            "summary.json": json.dumps(summary_of(m, summarize(table)), separators=(",", ":")).encode(),
+            "settings.json": json.dumps(m["settings"], indent=0).encode(),
+            "trainer.log": b"step 1\n",
+        }
+        if i >= n - tables:
+            write_metrics_jsonl(tmp, table)
+            files["metrics.jsonl"] = tmp.read_bytes()
+        run_tree = repo.tree_with_edits(None, {k: (repo.blob(v), 0o100644) for k, v in files.items()})
+        tree = build_run_tree(repo, code, tip, rid, run_tree)
+        tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit], commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
+        ids.append(rid)
+    assert tip is not None
+    repo.update_ref("refs/heads/experiments", tip, repo.branch_tip("experiments"), "bench populate")
+    sh(["git", "gc", "--quiet"], cwd=repo_dir)
+    return ids
+
+
+def chromium_ms(page, tmp) -> float:
+    """Median wall time of a headless Chromium DOM dump of `page`."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium is not None
+    argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp / 'profile'}", "--dump-dom", page.as_uri()]
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        subprocess.run(argv, capture_output=True, check=True, timeout=120)
+        times.append(time.perf_counter() - t)
+    return sorted(times)[1] * 1000
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    repo = scratch_repo("daily")
+    ids = populate(repo, args.runs, tables=10)
+    ledger = ledger_argv
+    sh(ledger("list", "-n", "1"), cwd=repo)  # warm the caches as a first listing does
+    git_log = timeit(lambda: sh(["git", "log", "--format=%H %s", "experiments"], cwd=repo), args.repeat)
+    rows = []
+    for label, argv in [
+        ("list (no filter)", ["list"]),
+        ("list --where lr=2e-06 (a setting)", ["list", "--where", "lr=2e-06"]),
+        ("list --where 'train/loss<4.5' (a metric's last value)", ["list", "--where", "train/loss<4.5"]),
+        ("list --name 'bench-1*' --since 2026-01-01", ["list", "--name", "bench-1*", "--since", "2026-01-01"]),
+        ("list --json (settings and metrics of every run)", ["list", "--json"]),
+    ]:
+        took = timeit(lambda argv=argv: sh(ledger(*argv), cwd=repo), args.repeat)
+        rows.append(
+            (f"{label}, {args.runs} runs", f"{took:.3f} s (git log of the branch {git_log:.3f} s: {took / git_log:.1f}x; target < 0.5 s)")
+        )
+    page = repo.parent / "compare.html"
+    write = timeit(lambda: sh(ledger("compare", *ids[-10:], "--html", str(page)), cwd=repo), 3)
+    empty = repo.parent / "empty.html"
+    empty.write_text("<!DOCTYPE html><html><body></body></html>")
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        render, base = chromium_ms(page, repo.parent), chromium_ms(empty, repo.parent)
+        shown = f"render {render:.0f} ms in headless Chromium (empty page {base:.0f} ms: +{render - base:.0f} ms)"
+    else:
+        shown = "no chromium on PATH: render time not measured"
+    rows.append(
+        (
+            "compare --html, 10 runs x 12 metrics x 200 steps",
+            f"{page.stat().st_size / 1024:.0f} KiB, written in {write:.2f} s (with resolving and reading), {shown}",
+        )
+    )
+    report("filtering and comparing (bench/bench_daily.py)", rows)
+    subprocess.run(["rm", "-rf", str(repo.parent)])
+
+
+if __name__ == "__main__":
+    main()

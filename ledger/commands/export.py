@@ -1,0 +1,63 @@
+"""`ledger export RUN --format csv|tsv|json`: a run's per-step metrics in the shapes DVC's plots
+(`dvc plots show`), spreadsheets and pandas read: one row per step, one column per metric.
+
+Rollout-keyed metrics come one row per rollout id (`step`, with `t_start`/`t_end` in unix
+seconds); metrics logged per train step (`--axis train`) one row per train step. JSON is a list
+of objects (the form `dvc plots` takes); a missing or non-finite value is an empty cell / null.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from ledger.compare.metrics_store import load_metrics
+from ledger.errors import LedgerError, UsageError
+from ledger.opening import listing_for
+from ledger.runref import resolve
+
+FORMATS = ("csv", "tsv", "json")
+AXES = ("rollout", "train")
+
+
+def _clean(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def export_rows(start: Path, name: str, axis: str = "rollout") -> tuple[str, list[dict[str, Any]]]:
+    """(run id, rows) of one run's per-step metrics on one axis."""
+    if axis not in AXES:
+        raise UsageError(f"--axis {axis!r} is not an axis", "use --axis rollout or --axis train")
+    repo, _cfg, tip, listing = listing_for(start)
+    entry = resolve(repo, tip, name, listing)
+    table = load_metrics(repo, entry)
+    if table is None:
+        raise LedgerError(f"run {entry.id} logged no per-step metrics", "`ledger show RUN` says what it logged")
+    if axis == "rollout":
+        rows = [{"step": s, "t_start": r.t_start, "t_end": r.t_end, **r.metrics} for s, r in sorted(table.rows.items())]
+    else:
+        rows = [{"step": s, **m} for s, m in sorted(table.train_steps.items())]
+    if not rows:
+        other = "train" if axis == "rollout" else "rollout"
+        raise LedgerError(f"run {entry.id} has no metrics per {axis} step", f"try --axis {other}")
+    return entry.id, [{k: _clean(v) for k, v in row.items()} for row in rows]
+
+
+def render_export(rows: list[dict[str, Any]], fmt: str) -> str:
+    """The rows as CSV, TSV (a header, then one line per step) or a JSON list of objects."""
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r} is not a format", "use --format csv, tsv or json")
+    if fmt == "json":
+        return json.dumps(rows, allow_nan=False) + "\n"
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, columns, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
+    return buf.getvalue()

@@ -1,0 +1,171 @@
+"""Which runs `ledger list` shows: `--where`, `--name`, `--state`, `--tag`, `--since`, `--archived`.
+
+`--where KEY OP VALUE` compares a setting (from `settings.json`) or a summary metric's last value
+(from `summary.json`'s `metrics`: `ledger.compare.summarymetrics`). `=` and `!=` compare numbers
+as numbers (`lr=1e-6` matches `0.000001`) and anything else as text; `<`, `>`, `<=`, `>=` need a
+number on both sides (a run whose value is not a number does not match). A run without the key
+matches only `!=`. A key no run has is a usage error naming the nearest known keys.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import fnmatch
+import json
+import operator
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ledger.compare.summarymetrics import metric_value
+from ledger.errors import UsageError
+from ledger.timefmt import parse_iso, utc_now
+
+_WHERE_RE = re.compile(r"^\s*([^<>=!\s][^<>=!]*?)\s*(!=|<=|>=|==|=|<|>)\s*(.*?)\s*$")
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt,
+    ">": operator.gt,
+    "<=": operator.le,
+    ">=": operator.ge,
+}
+_RELATIVE_RE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+STATES = ("finished", "failed", "killed", "lost", "running", "orphaned")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Where:
+    """One `--where KEY OP VALUE`."""
+
+    key: str
+    op: str
+    value: str
+
+    @classmethod
+    def parse(cls, text: str) -> Where:
+        m = _WHERE_RE.match(text)
+        if not m:
+            raise UsageError(
+                f"--where {text!r} is not KEY=VALUE", "write KEY=VALUE, KEY!=VALUE or KEY<NUMBER (also >, <=, >=), e.g. --where lr=1e-6"
+            )
+        key, op, value = m.group(1), "=" if m.group(2) == "==" else m.group(2), m.group(3)
+        if op in _OPS and _number(value) is None:
+            raise UsageError(f"--where {text!r}: {op} needs a number, not {value!r}", f"e.g. --where '{key}{op}1.0'")
+        return cls(key, op, value)
+
+    def matches(self, present: bool, value: Any) -> bool:
+        if not present:
+            return self.op == "!="
+        if self.op in _OPS:
+            got = _number(value)
+            want = _number(self.value)
+            return got is not None and want is not None and _OPS[self.op](got, want)
+        got_n, want_n = _number(value), _number(self.value)
+        same = got_n == want_n if got_n is not None and want_n is not None else _text(value) == self.value
+        return same if self.op == "=" else not same
+
+
+def parse_since(text: str, now: dt.datetime | None = None) -> str:
+    """`--since`: a date (`2026-11-29`), a time (`2026-11-29T10:00`, UTC unless it says) or an age
+    (`3d`, `12h`, `30m`, `2w`): the ISO time runs must have started at or after."""
+    m = _RELATIVE_RE.match(text.strip())
+    if m:
+        when = (now or utc_now()) - dt.timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2)])
+        return when.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    seconds = parse_iso(text.strip())
+    if seconds is None:
+        raise UsageError(
+            f"--since {text!r} is not a date or an age", "give a date (2026-11-29), a UTC time (2026-11-29T10:00) or an age (3d, 12h, 30m)"
+        )
+    return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """All the conditions of one `ledger list` (every one must hold)."""
+
+    where: tuple[Where, ...] = ()
+    name: str | None = None  # a glob
+    states: tuple[str, ...] = ()  # any of them
+    tags: tuple[str, ...] = ()  # all of them
+    since: str | None = None  # ISO time
+    archived: bool = False  # show archived runs too
+
+    @property
+    def needs_settings(self) -> bool:
+        """Whether a `--where` key may be a setting: metric names have a `/` (`train/loss`), setting
+        names never do (flag names, `env.NAME`), so a metric filter reads no settings.json at all."""
+        return any("/" not in w.key for w in self.where)
+
+    def check_keys(self, runs: Iterable[dict[str, Any]]) -> None:
+        """Refuse a `--where` key that no run has, naming the nearest known keys."""
+        if not self.where:
+            return
+        known: set[str] = set()
+        for m in runs:
+            known.update(m.get("settings") or {})
+            known.update(m.get("metrics") or {})
+        for w in self.where:
+            if w.key not in known:
+                close = difflib.get_close_matches(w.key, sorted(known), n=3, cutoff=0.5)
+                hint = f"did you mean {' or '.join(close)}?" if close else "no run has it; `ledger show RUN` lists a run's settings"
+                raise UsageError(f"--where: no setting or metric named '{w.key}'", hint)
+
+    def keep(self, m: dict[str, Any]) -> bool:
+        """Whether a run (its listing fields, settings and summary metrics) passes every condition."""
+        if m.get("archived") and not self.archived:
+            return False
+        if self.name is not None and not fnmatch.fnmatchcase(m.get("name") or "", self.name):
+            return False
+        if self.states and ((m.get("status") or {}).get("state") or "") not in self.states:
+            return False
+        if self.tags and not set(self.tags) <= set(m.get("tags") or ()):
+            return False
+        if self.since is not None and (m.get("started") or "") < self.since:
+            return False
+        settings = m.get("settings") or {}
+        for w in self.where:
+            if w.key in settings:
+                if not w.matches(True, settings[w.key]):
+                    return False
+            else:
+                value = metric_value(m.get("metrics"), w.key)
+                if not w.matches(value is not None, value):
+                    return False
+        return True
+
+
+def check_states(states: Iterable[str]) -> tuple[str, ...]:
+    out = tuple(states)
+    for s in out:
+        if s not in STATES:
+            close = difflib.get_close_matches(s, STATES, n=1)
+            raise UsageError(
+                f"--state {s!r} is not a run state", (f"did you mean {close[0]}? " if close else "") + "states: " + ", ".join(STATES)
+            )
+    return out

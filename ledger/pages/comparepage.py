@@ -1,0 +1,115 @@
+"""The page of `ledger compare --html`: every logged metric of N runs overlaid on a common step
+axis, one chart per metric, in collapsible groups by prefix (`perf/`, `train/`, `rollout/`, `eval/`).
+
+With `--group-by SETTING` each group of runs (one value of that setting: replicas across seeds)
+is drawn as its mean with a min–max band instead of one line per run. Run names are the labels,
+ids are the hover text. Static SVG from `ledger.pages.svg`: one self-contained file, no script.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from ledger.compare.logparse import MetricsTable
+from ledger.pages.series import series_of
+from ledger.pages.svg import PALETTE, Chart, Series, page, render
+from ledger.textfmt import show_value
+
+
+@dataclass(frozen=True)
+class CompareRun:
+    """One run on the page: label (name or id), id, its settings and per-step metrics."""
+
+    label: str
+    id: str
+    settings: dict[str, Any]
+    table: MetricsTable | None
+    trackers: Any = None  # the manifest's `trackers` (W&B/MLflow links the job printed)
+
+
+def metric_names(runs: Sequence[CompareRun]) -> list[str]:
+    """Every metric any run logged (rollout rows and train steps)."""
+    names: set[str] = set()
+    for r in runs:
+        if r.table is not None:
+            for row in r.table.rows.values():
+                names.update(row.metrics)
+            for metrics in r.table.train_steps.values():
+                names.update(metrics)
+    return sorted(names)
+
+
+def metric_group(name: str) -> str:
+    """The group a metric's chart sits in: its prefix before the first `/` (`other` without one)."""
+    return name.split("/", 1)[0] if "/" in name else "other"
+
+
+def run_chart(metric: str, runs: Sequence[CompareRun]) -> Chart:
+    """One line per run; a line that coincides with an earlier run's says so in the legend."""
+    axis = "step"
+    series: list[Series] = []
+    for n, r in enumerate(runs):
+        axis, points = series_of(r.table, metric)
+        if points:
+            points = sorted(points)
+            same = next((s for s in series if s.points == points), None)
+            label = r.label if same is None else f"{r.label} (identical to {same.label})"
+            series.append(Series(label, points, PALETTE[n % len(PALETTE)], dashed=same is not None, hover=r.id))
+    return Chart(metric, axis, metric, series)
+
+
+def group_chart(metric: str, runs: Sequence[CompareRun], setting: str) -> Chart:
+    """Per value of `setting`: the mean over its runs at each step, with the min–max band."""
+    groups: dict[str, list[CompareRun]] = {}
+    for r in runs:
+        groups.setdefault(show_value(r.settings.get(setting)), []).append(r)
+    chart = Chart(metric, "step", metric)
+    for n, (value, members) in enumerate(sorted(groups.items())):
+        by_step: dict[float, list[float]] = {}
+        for r in members:
+            axis, points = series_of(r.table, metric)
+            chart.x_label = axis
+            for x, y in points:
+                by_step.setdefault(x, []).append(y)
+        if not by_step:
+            continue
+        color = PALETTE[n % len(PALETTE)]
+        steps = sorted(by_step)
+        label = f"{setting}={value} (n={len(members)})"
+        ids = ", ".join(f"{r.label}: {r.id}" for r in members)
+        chart.series.append(Series(label, [(x, sum(by_step[x]) / len(by_step[x])) for x in steps], color, hover=ids))
+        chart.bands.append((label, color, [(x, min(by_step[x]), max(by_step[x])) for x in steps]))
+    return chart
+
+
+def compare_page(
+    runs: Sequence[CompareRun], metrics: Sequence[str], settings_table: dict[str, list[Any]], group_by: str | None = None
+) -> str:
+    """The whole page: the differing settings, then one collapsible section per metric group."""
+    title = "ledger compare: " + ", ".join(r.label for r in runs)
+    head = "".join(f'<th title="{escape(r.id)}">{escape(r.label)}</th>' for r in runs)
+    body = [f"<h1>{escape(title)}</h1>", f'<table class="settings"><tr><th>setting</th>{head}</tr>']
+    for key, values in settings_table.items():
+        cells = "".join(f"<td>{escape(show_value(v, 60))}</td>" for v in values)
+        body.append(f"<tr><th>{escape(key)}</th>{cells}</tr>")
+    if not settings_table:
+        body.append(f'<tr><td colspan="{len(runs) + 1}">every setting is the same</td></tr>')
+    if any(r.trackers for r in runs):
+        from ledger.pages.answer import tracker_html
+
+        cells = "".join(f"<td>{tracker_html({'trackers': r.trackers}) or '-'}</td>" for r in runs)
+        body.append(f"<tr><th>trackers</th>{cells}</tr>")
+    body.append("</table>")
+    groups: dict[str, list[str]] = {}
+    for name in metrics:
+        groups.setdefault(metric_group(name), []).append(name)
+    for group, names in groups.items():
+        charts = [render(group_chart(m, runs, group_by) if group_by else run_chart(m, runs)) for m in names]
+        body.append(
+            f'<details open data-group="{escape(group)}"><summary><h2 style="display:inline">'
+            f"{escape(group)}/ ({len(names)})</h2></summary>{''.join(charts)}</details>"
+        )
+    return page(title, "\n".join(body))

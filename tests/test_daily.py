@@ -1,0 +1,437 @@
+"""The daily surface (issue 26): summary metrics in the record, `ledger list` filters, `--json`/`--csv`,
+`tag`/`note`/`archive` as metadata commits merged across clones. Real runs of a small job that
+logs Miles-shaped metric lines (the shape of `rollout.py`'s `perf N: {...}` lines, see
+shared/miles-facts.md)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import LEDGER, git, ledger, make_repo
+
+EMIT = """
+import argparse
+ap = argparse.ArgumentParser()
+ap.add_argument("--scale", type=float, default=1.0)
+ap.add_argument("--steps", type=int, default=4)
+a = ap.parse_args()
+for step in range(a.steps):
+    loss = a.scale * (4 - step) if step != 1 else a.scale * 9
+    print(f"[2026-11-29 10:00:{step:02d}.000 main] train.py:2 - perf {step}: "
+          f"{{'train/loss': {loss}, 'perf/step_time': {1.5 + step}}}")
+"""
+
+
+def _record(repo: Path, name: str, *args: str) -> str:
+    proc = ledger(repo, "run", "--name", name, "--no-debug-data", "--no-heat-guard", "--", sys.executable, "emit.py", *args)
+    assert proc.returncode == 0, proc.stderr
+    return ledger(repo, "path", "latest").stdout.strip().rsplit("/", 1)[-1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    """One repository with three runs: a (scale 1), b (scale 2), c (scale 0.1, 2 steps)."""
+    home = tmp_path_factory.mktemp("home-daily")
+    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@e.com\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HOME", str(home))
+        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+        repo = make_repo(tmp_path_factory.mktemp("daily") / "proj", {"README.md": "x\n", "emit.py": EMIT})
+        ids = {
+            "a": _record(repo, "a", "--scale", "1"),
+            "b": _record(repo, "b", "--scale", "2"),
+            "c": _record(repo, "c", "--scale", "0.1", "--steps", "2"),
+        }
+    return repo, ids
+
+
+def _listed(repo: Path, *args: str) -> list[str]:
+    proc = ledger(repo, "list", "--json", *args)
+    assert proc.returncode == 0, proc.stderr
+    return [r["name"] for r in json.loads(proc.stdout)]
+
+
+def test_summary_metrics_are_in_the_record(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, ids = runs
+    rid = ids["a"]
+    summary = json.loads(git(repo, "show", f"experiments:runs/{rid[-4:-2]}/{rid}/summary.json"))
+    loss = summary["metrics"]["train/loss"]  # losses 4, 9, 2, 1 at steps 0..3
+    assert loss == {"last": 1.0, "last_step": 3, "min": 1.0, "min_step": 3, "max": 9.0, "max_step": 1}
+    assert summary["metrics"]["perf/step_time"]["last"] == 4.5
+
+
+def test_list_filters_on_settings_metrics_name_state_and_since(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, _ = runs
+    assert _listed(repo, "--where", "scale=2") == ["b"]
+    assert _listed(repo, "--where", "scale=2.0") == ["b"]  # numbers compare as numbers
+    assert _listed(repo, "--where", "scale!=2") == ["c", "a"]
+    assert _listed(repo, "--where", "train/loss<1.5") == ["c", "a"]  # the last value: 0.1, 2, 1
+    assert _listed(repo, "--where", "train/loss>=1", "--where", "scale<=1") == ["a"]
+    assert _listed(repo, "--where", "steps=2") == ["c"]
+    assert _listed(repo, "--name", "[ab]") == ["b", "a"]
+    assert _listed(repo, "--state", "finished") == ["c", "b", "a"]
+    assert _listed(repo, "--state", "failed") == []
+    assert _listed(repo, "--since", "2000-01-01") == ["c", "b", "a"]
+    assert _listed(repo, "--since", "2999-01-01") == []
+    assert _listed(repo, "--since", "30d") == ["c", "b", "a"]
+
+
+def test_list_unknown_where_key_names_the_nearest(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, _ = runs
+    proc = ledger(repo, "list", "--where", "train/los<1")
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "no setting or metric named 'train/los'" in proc.stderr and "train/loss" in proc.stderr
+    bad = ledger(repo, "list", "--where", "scale<big")
+    assert bad.returncode == 2 and "needs a number" in bad.stderr
+    state = ledger(repo, "list", "--state", "finshed")
+    assert state.returncode == 2 and "did you mean finished" in state.stderr
+
+
+def test_list_metric_columns_json_and_csv(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, ids = runs
+    table = ledger(repo, "list", "--metric", "train/*").stdout
+    header, *rows = table.splitlines()
+    assert "train/loss" in header and "perf/step_time" not in header
+    assert any(r.startswith(ids["a"]) and r.rstrip().endswith(" 1") for r in rows), table
+    (a,) = [r for r in json.loads(ledger(repo, "list", "--json").stdout) if r["name"] == "a"]
+    assert a["settings"]["scale"] == 1.0 and a["metrics"]["train/loss"]["max"] == 9.0
+    assert a["tags"] == [] and a["note"] is None
+    rows_csv = list(csv.DictReader(io.StringIO(ledger(repo, "list", "--csv").stdout)))
+    (c,) = [r for r in rows_csv if r["name"] == "c"]
+    assert c["settings.steps"] == "2" and float(c["metrics.train/loss.last"]) == pytest.approx(0.9)
+
+
+def _changed_files(repo: Path, commit: str) -> list[str]:
+    return git(repo, "diff", "--name-only", f"{commit}^", commit).split()
+
+
+def test_tag_note_archive_are_metadata_commits(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    first = _record(repo, "lr", "--scale", "1")
+    second = _record(repo, "lr", "--scale", "3")
+    folder = f"runs/{first[-4:-2]}/{first}"
+    record_before = git(repo, "ls-tree", "-r", f"experiments:{folder}")
+
+    assert ledger(repo, "tag", first, "baseline", "bad-flag").returncode == 0
+    tip = git(repo, "rev-parse", "experiments").strip()
+    assert _changed_files(repo, tip) == [f"{folder}/meta.json"]
+    assert f"Ledger-Meta: {first}" in git(repo, "log", "-1", "--format=%B", tip)
+    assert ledger(repo, "note", first, "the flag was wrong").returncode == 0
+    assert ledger(repo, "tag", "--rm", first, "bad-flag").returncode == 0
+    (row,) = [r for r in json.loads(ledger(repo, "list", "--json").stdout) if r["id"] == first]
+    assert row["tags"] == ["baseline"] and row["note"] == "the flag was wrong"
+    assert _listed(repo, "--tag", "baseline") == ["lr"]
+    # the run's own record files are byte for byte what they were
+    after = dict(line.split("\t")[::-1] for line in git(repo, "ls-tree", "-r", f"experiments:{folder}").splitlines())
+    before = dict(line.split("\t")[::-1] for line in record_before.splitlines())
+    assert {k: v for k, v in after.items() if k != "meta.json"} == before
+
+    # archive the newer one: hidden from list, and `lr` now names the older run
+    assert ledger(repo, "archive", second).returncode == 0
+    assert [r["id"] for r in json.loads(ledger(repo, "list", "--json").stdout)] == [first]
+    assert second in ledger(repo, "list", "--archived").stdout
+    assert ledger(repo, "path", "lr").stdout.strip().endswith(first)
+    assert ledger(repo, "unarchive", second).returncode == 0
+    assert ledger(repo, "path", "lr").stdout.strip().endswith(second)
+    # a run recorded after metadata commits keeps them; `latest` still names runs only
+    third = _record(repo, "z")
+    assert ledger(repo, "path", "latest").stdout.strip().endswith(third)
+    assert ledger(repo, "path", "latest~1").stdout.strip().endswith(second)
+    assert _listed(repo, "--tag", "baseline") == ["lr"]
+    bad = ledger(repo, "tag", first, "two words")
+    assert bad.returncode == 2 and "not one short word" in bad.stderr
+
+
+def test_concurrent_tags_from_two_clones_are_both_kept(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    rid = _record(repo, "shared")
+    git(tmp_path, "init", "-q", "--bare", "shared.git")
+    git(repo, "remote", "add", "origin", str(tmp_path / "shared.git"))
+    assert ledger(repo, "push").returncode in (0, 5)  # 5: no DVC remote for data (the run has none)
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(tmp_path / "shared.git"), str(other))
+    git(other, "fetch", "-q", "origin", "experiments:experiments")
+    assert ledger(repo, "tag", rid, "from-a").returncode == 0
+    assert ledger(other, "tag", rid, "from-b").returncode == 0
+    assert ledger(other, "note", rid, "note from b").returncode == 0
+    assert ledger(repo, "push").returncode in (0, 5)
+    pushed = ledger(other, "push")
+    assert pushed.returncode in (0, 5), pushed.stderr
+    assert ledger(repo, "pull").returncode == 0
+    for clone in (repo, other):
+        (row,) = json.loads(ledger(clone, "list", "--json").stdout)
+        assert row["tags"] == ["from-a", "from-b"] and row["note"] == "note from b"
+
+
+def test_compare_shows_only_differing_settings_and_metrics_side_by_side(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, ids = runs
+    proc = ledger(repo, "compare", "a", "b", "c", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [r["name"] for r in data["runs"]] == ["a", "b", "c"] and data["runs"][0]["id"] == ids["a"]
+    assert set(data["settings"]) == {"scale", "steps"}  # the rest is the same in all three
+    assert data["settings"]["scale"] == [1.0, 2.0, 0.1] and data["settings"]["steps"][:2] == [None, None]
+    assert [m["last"] for m in data["metrics"]["train/loss"]] == [1.0, 2.0, pytest.approx(0.9)]
+    text = ledger(repo, "compare", "a", "b", "--metric", "train/*").stdout
+    assert "scale" in text and "steps" not in text and "perf/step_time" not in text and "train/loss" in text
+    one = ledger(repo, "compare", "a")
+    assert one.returncode == 2 and "at least two runs" in one.stderr
+
+
+def test_compare_page_overlays_every_metric_and_groups(runs: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    from browser import CHROMIUM, assert_self_contained, open_page, polylines
+
+    repo, ids = runs
+    out = tmp_path / "cmp.html"
+    assert ledger(repo, "compare", "a", "b", "c", "--html", str(out)).returncode == 0
+    html = out.read_text()
+    assert_self_contained(html)
+    assert 'data-group="perf"' in html and 'data-group="train"' in html
+    assert f"<title>{ids['a']}</title>" in html  # ids on hover, names in legends
+    grouped = tmp_path / "grouped.html"
+    proc = ledger(repo, "compare", "a", "b", "c", "--html", str(grouped), "--group-by", "steps", "--metric", "train/*")
+    assert proc.returncode == 0, proc.stderr
+    assert grouped.read_text().count('data-kind="band"') == 2  # steps absent (a, b) and steps=2 (c)
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH: the pages were checked as text only")
+    page = open_page(out, tmp_path)
+    lines = polylines(page.dom)
+    assert lines["a"] == [4, 4] and lines["c"] == [2, 2] and lines["b"] == [4]
+    assert lines["b (identical to a)"] == [4]  # perf/step_time is the same in a and b
+    # hovering a point shows run, step and value (an SVG <title>: no script)
+    assert "<title>a: rollout 1, 9</title>" in page.dom
+
+
+def test_a_ledger_option_typo_is_a_usage_error_never_passed_to_the_job(repo: Path) -> None:
+    proc = ledger(repo, "run", "--nmae", "x", "--", "touch", "ran")
+    assert proc.returncode == 2, proc.stderr  # was: `--nmae x -- touch ran` run as the job (exit 127)
+    assert "no option --nmae" in proc.stderr and "did you mean --name?" in proc.stderr
+    assert not (repo / "ran").exists() and "no runs recorded" in ledger(repo, "list").stdout
+
+
+def test_could_not_record_is_not_the_jobs_exit_1(repo: Path) -> None:
+    assert ledger(repo, "run", "--no-heat-guard", "--", "sh", "-c", "exit 1").returncode == 1  # the job's own 1
+    lock = repo / ".git" / "refs" / "heads" / "experiments.lock"
+    proc = ledger(repo, "run", "--no-heat-guard", "--", "sh", "-c", f"touch {lock}; exit 1")
+    assert proc.returncode == 75, proc.stderr  # EXIT_NOT_RECORDED (was 1, like the job)
+    assert "ledger recover" in proc.stderr
+
+
+def test_log_and_heat_speak_json(repo: Path) -> None:
+    (repo / "heat.timeline").write_text("0 0 60\n0.2 0 70\n")
+    (repo / ".ledger.yaml").write_text("heat_guard:\n  interval_s: 0.1\n  sensor: {timeline: heat.timeline}\n")
+    (repo / "nap.py").write_text("import time\ntime.sleep(0.5)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "heat config")
+    for lr in ("1", "2"):
+        proc = ledger(repo, "run", "--no-debug-data", "--", sys.executable, "nap.py", "--lr", lr)
+        assert proc.returncode == 0, proc.stderr
+    log = json.loads(ledger(repo, "log", "--json").stdout)
+    assert [e["first"] for e in log] == [False, True]
+    assert [c["name"] for c in log[0]["changed"]] == ["lr"]
+    heat = json.loads(ledger(repo, "heat", "latest", "--json").stdout)
+    assert heat["gpus"]["0"]["peak_c"] >= 60 and heat["gpus"]["0"]["samples"] >= 1
+
+
+def test_diff_page_leads_with_the_answer_and_charts_every_metric(runs: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    from browser import CHROMIUM, assert_self_contained, open_page, polylines
+
+    repo, ids = runs
+    out = tmp_path / "diff.html"
+    proc = ledger(repo, "diff", "a", "b", "--html", str(out))
+    assert proc.returncode == 0, proc.stderr
+    html = out.read_text()
+    assert_self_contained(html)
+    answer = html.index('data-kind="answer"')
+    assert answer < html.index("<svg")  # the answer comes before any chart (was: text report after them)
+    table = html[answer : html.index("</table>", answer)]
+    assert "median A" in table and 'data-metric="train/loss"' in table and "scale: 1 → 2" in html
+    assert 'data-group="perf"' in html and "perf/step_time" in html  # not among the six fixed charts
+    assert f"<title>{ids['a']}</title>" in html and "A a" in html  # names in legends, ids on hover
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH: the page was checked as text only")
+    page = open_page(out, tmp_path)
+    assert page.console == []
+    assert 'data-kind="answer"' in page.dom and polylines(page.dom)["a"] == [4]  # perf/step_time, in its group
+
+
+def test_a_single_point_is_a_visible_marker_and_hostile_names_stay_text(tmp_path: Path) -> None:
+    from ledger.pages.svg import Chart, Series, render
+
+    svg = render(Chart("one step", "rollout", "s", [Series("<img src=x onerror=alert(1)>", [(0.0, 1.5)], hover="<b>")]))
+    assert 'data-kind="point"' in svg and "<img" not in svg and "&lt;img src=x" in svg and "<b>" not in svg
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    hostile = "<script>alert(1)<\\script>"
+    for scale in ("1", "2"):
+        proc = ledger(
+            repo,
+            "run",
+            "--name",
+            hostile if scale == "1" else "ok",
+            "--no-debug-data",
+            "--",
+            sys.executable,
+            "emit.py",
+            "--scale",
+            scale,
+            "--steps",
+            "1",
+        )
+        assert proc.returncode == 0, proc.stderr
+    page = tmp_path / "one.html"
+    assert ledger(repo, "compare", hostile, "ok", "--html", str(page)).returncode == 0
+    html = page.read_text()
+    assert "<script" not in html and "&lt;script&gt;alert(1)" in html
+    assert html.count('data-kind="point"') == 4  # 2 metrics x 2 runs of one step each (was: empty charts)
+
+
+def test_installed_like_pipx_the_job_runs_in_the_users_python(repo: Path, tmp_path: Path) -> None:
+    """`pipx install .` / `uv tool install .` put only the `ledger` script on PATH (a link into the
+    tool's own venv, whose bin/ is not on PATH): the job's `python3` must be the user's, with the
+    user's packages, never the interpreter ledger runs in. Same layout here: ledger's venv script
+    linked from a bin folder, a "user" python3 (another interpreter) first on PATH."""
+    import os
+    import shutil
+
+    script = Path(sys.executable).parent / "ledger"
+    if not script.exists():
+        pytest.skip("ledger is not installed as a console script in this venv")
+    user_python = shutil.which("python3", path="/usr/bin:/usr/local/bin")
+    if user_python is None or Path(user_python).resolve() == Path(sys.executable).resolve():
+        pytest.skip("no second Python interpreter to stand for the user's")
+    tools = tmp_path / "local-bin"
+    tools.mkdir()
+    (tools / "ledger").symlink_to(script)
+    user_bin = tmp_path / "user-bin"
+    user_bin.mkdir()
+    (user_bin / "python3").symlink_to(user_python)
+    (repo / "where.py").write_text("import sys\nprint('PREFIX', sys.prefix)\n")
+    env = {**os.environ, "PATH": f"{user_bin}:{tools}:/usr/bin:/bin"}
+    proc = subprocess.run(
+        [str(tools / "ledger"), "run", "--no-heat-guard", "--no-debug-data", "--", "python3", "where.py"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (prefix,) = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("PREFIX ")]
+    assert Path(prefix).resolve() != Path(sys.prefix).resolve()  # not ledger's venv
+    assert prefix == subprocess.run([user_python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True).stdout.strip()
+
+
+def test_export_per_step_metrics(runs: tuple[Path, dict[str, str]]) -> None:
+    repo, _ = runs
+    rows = list(csv.DictReader(io.StringIO(ledger(repo, "export", "a").stdout)))
+    assert [r["step"] for r in rows] == ["0", "1", "2", "3"] and [float(r["train/loss"]) for r in rows] == [4, 9, 2, 1]
+    tsv = ledger(repo, "export", "a", "--format", "tsv").stdout.splitlines()
+    assert tsv[0].split("\t")[:3] == ["step", "t_start", "t_end"] and len(tsv) == 5
+    data = json.loads(ledger(repo, "export", "c", "--format", "json").stdout)
+    assert [d["perf/step_time"] for d in data] == [1.5, 2.5]
+    none = ledger(repo, "export", "a", "--axis", "train")
+    assert none.returncode == 1 and "try --axis rollout" in none.stderr
+
+
+TRACKED = """
+print("wandb: Tracking run with wandb version 0.19.1")
+print("wandb: Syncing run vivid-glade-86")
+print("wandb: \\U0001f680 View run at https://wandb.ai/team/grpo/runs/11cqdt05")
+print("\\U0001f3c3 View run bold-owl-3 at: http://127.0.0.1:5000/#/experiments/7/runs/0f3c2a9be1d84c55a1f2b3c4d5e6f708")
+"""
+
+
+def test_tracker_links_are_recorded_and_shown(tmp_path: Path) -> None:
+    """The shapes W&B and MLflow print as a run starts (as in public training logs)."""
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT, "tracked.py": TRACKED})
+    proc = ledger(repo, "run", "--name", "t", "--no-debug-data", "--", sys.executable, "tracked.py", "--tensorboard-dir", "/tb/run7")
+    assert proc.returncode == 0, proc.stderr
+    _record(repo, "u")
+    shown = json.loads(ledger(repo, "show", "t", "--json").stdout)["trackers"]
+    assert shown["wandb"] == {"url": "https://wandb.ai/team/grpo/runs/11cqdt05", "run_id": "11cqdt05"}
+    assert shown["mlflow"]["run_id"] == "0f3c2a9be1d84c55a1f2b3c4d5e6f708" and shown["mlflow"]["experiment_id"] == "7"
+    assert shown["tensorboard"] == {"logdir": "/tb/run7"}
+    (row,) = [r for r in json.loads(ledger(repo, "list", "--json").stdout) if r["name"] == "t"]
+    assert row["trackers"]["wandb"]["run_id"] == "11cqdt05"
+    page = tmp_path / "c.html"
+    assert ledger(repo, "compare", "t", "u", "--html", str(page)).returncode == 0
+    assert 'href="https://wandb.ai/team/grpo/runs/11cqdt05"' in page.read_text()
+
+
+def test_ctrl_c_says_what_happens(repo: Path) -> None:
+    (repo / "job.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "job.py"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert "ledger: forwarded SIGINT to the job; SIGKILL in 30 s; Ctrl-C again to kill now" in err, err
+
+
+def test_diff_of_a_running_run_says_it_is_running(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    _record(repo, "a")
+    (repo / "slow.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--name", "slow", "--no-heat-guard", "--", sys.executable, "slow.py"],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+        diff = ledger(repo, "diff", "a", "slow")
+        assert diff.returncode == 4 and "is still running" in diff.stderr, diff.stderr  # was: no run named 'slow'
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+
+
+def test_report_sparklines_share_a_y_scale_per_metric_and_say_units() -> None:
+    import re
+
+    from ledger.compare.logparse import MetricsTable, StepRow
+    from ledger.pages.html import ReportRow, report_page
+
+    def table(scale: float) -> MetricsTable:
+        return MetricsTable(rows={s: StepRow(s, None, None, {"train/loss": scale * s, "perf/rollout_time": 1.0 + s}) for s in range(5)})
+
+    rows = [ReportRow({"id": f"r{i}"}, "-", table(scale)) for i, scale in enumerate((1.0, 10.0))]
+    html = report_page(rows, "two runs")
+    losses = re.findall(r'aria-label="loss">(.*?)</svg>', html)
+    ticks = [re.findall(r'text-anchor="end">([^<]*)<', svg) for svg in losses]
+    assert len(ticks) == 2 and ticks[0] == ticks[1]  # was: each sparkline fitted to its own run
+    assert 'aria-label="rollout time (s)"' in html
+
+
+def test_a_pulled_metadata_commit_that_changes_more_is_refused(tmp_path: Path) -> None:
+    """A crafted clone: a commit with a `Ledger-Meta:` trailer that also changes code is not data."""
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
+    rid = _record(repo, "r")
+    git(tmp_path, "init", "-q", "--bare", "shared.git")
+    git(repo, "remote", "add", "origin", str(tmp_path / "shared.git"))
+    ledger(repo, "push")
+    evil = tmp_path / "evil"
+    git(tmp_path, "clone", "-q", "-b", "experiments", str(tmp_path / "shared.git"), str(evil))
+    (evil / "emit.py").write_text("print('pwned')\n")
+    (evil / "runs" / rid[-4:-2] / rid / "meta.json").write_text('{"tags": ["x"]}\n')
+    git(evil, "add", "-A")
+    git(evil, "commit", "-q", "-m", f"meta {rid} (r): tag\n\nLedger-Meta: {rid}\n")
+    git(evil, "push", "-q", "origin", "experiments")
+    proc = ledger(repo, "pull")
+    assert proc.returncode == 5 and "changes more than" in proc.stderr, proc.stderr
