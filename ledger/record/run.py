@@ -34,7 +34,7 @@ from ledger.redact.scanner import Redactor
 from ledger.redact.values import known_secrets
 from ledger.runref import check_run_name
 from ledger.storage import staging
-from ledger.storage.git import CodeSnapshot, Repo, preload_gitpython
+from ledger.storage.git import CodeSnapshot, Repo
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 from ledger.understand import launcher
@@ -381,10 +381,6 @@ def _import_end_modules() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the import is retried, and reported, where the module is used
             pass
-    try:
-        preload_gitpython()
-    except Exception:  # noqa: BLE001 - as above: `run_git` reports a missing GitPython itself
-        pass
 
 
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
