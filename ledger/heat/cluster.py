@@ -53,14 +53,11 @@ def require_ray() -> None:
 
 def _local_dashboards() -> dict[int, str]:
     """dashboard port -> GCS address, for every Ray dashboard process on this machine."""
+    import psutil
+
     found: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            args = Path(f"/proc/{entry}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
-        except OSError:
-            continue
+    for proc in psutil.process_iter(["cmdline"]):
+        args = proc.info.get("cmdline") or []  # None: another user's process, or gone meanwhile
         if not any(a.endswith("dashboard/dashboard.py") for a in args):
             continue
         opts = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
@@ -443,11 +440,6 @@ class ClusterSensor:
             self.resume()
         except Exception:  # noqa: BLE001
             pass
-
-    @property
-    def signal_log(self) -> list[dict[str, Any]]:
-        """Every stop/resume sent: when, and how many processes on each node (for tests and the bench)."""
-        return list(self._pause_log)
 
     def cluster_manifest(self) -> dict[str, Any]:
         """The cluster's part of the manifest's `gpu` section."""
