@@ -26,3 +26,22 @@ def test_the_version_follows_the_source_without_importing_it(tmp_path: Path, mon
     module.write_text("raise SystemExit('imported, changed')\n")
     assert code_version.__wrapped__("producer_of_entries") != before
     assert "producer_of_entries" not in sys.modules
+
+
+def test_the_manifest_cache_keeps_one_table_for_this_parsing_code(tmp_path: Path) -> None:
+    import sqlite3
+
+    from ledger.storage.listing import ManifestCache
+
+    (tmp_path / "ledger").mkdir()
+    old = sqlite3.connect(tmp_path / "ledger" / "manifests.sqlite")
+    old.execute("CREATE TABLE m (blob TEXT PRIMARY KEY, json TEXT)")  # what an older ledger wrote
+    old.execute("INSERT INTO m VALUES ('a', '{\"parsed\": \"by old code\"}')")
+    old.commit()
+    old.close()
+    cache = ManifestCache(tmp_path)
+    assert cache.get_many(["a"]) == {}  # was: the old parse
+    cache.put_many({"a": {"parsed": "now"}})
+    assert ManifestCache(tmp_path).get_many(["a"]) == {"a": {"parsed": "now"}}
+    tables = sqlite3.connect(tmp_path / "ledger" / "manifests.sqlite").execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    assert [name for (name,) in tables] == [f"m_{code_version('ledger.storage.listing', 'ledger.yamlio')}"]
