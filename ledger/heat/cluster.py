@@ -155,7 +155,8 @@ class ClusterSensor:
         self._lock = threading.RLock()
         self._connected = False
         self._gcs: str | None = None
-        self._unreachable: str | None = "not connected yet"
+        # what the record says until a connection succeeds: names the address however early the run ends
+        self._unreachable: str | None = f"not connected yet to the Ray cluster at {target.address}"
         self._last_try = float("-inf")
         self._last_refresh = float("-inf")
         self._nodes: dict[str, NodeWatch] = {}
@@ -315,6 +316,7 @@ class ClusterSensor:
                 return
             self._closed = True
             if not self._connected:
+                self._warn(f"the Ray cluster's nodes were not watched: {self._unreachable}")
                 return
             if self._paused_nodes:
                 try:
