@@ -383,6 +383,7 @@ def test_parse_dvc_text_rejects_what_it_cannot_use() -> None:
 # S3 (moto on loopback)
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_s3_remote_push_fetch_and_dvc_pull(project: Project, tmp_path: Path, s3_server: S3Server) -> None:
     prefix = f"store-{tmp_path.name}"
