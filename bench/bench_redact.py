@@ -51,6 +51,56 @@ GREP_PATTERNS = [
     "\\bhttps?://[[:alnum:]_.~-]{16,256}@",
     "-----(BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY",
 ]
+
+
+def ere(pattern: bytes) -> str:
+    """A trigger regex (Python/Hyperscan syntax) as a POSIX ERE for `grep -E` (`-i` covers case)."""
+    import re
+
+    p = pattern.decode()
+    p = re.sub(r"\(\?P<\w+>", "(", p)
+    p = re.sub(r"\(\?[imx]*:", "(", p).replace("(?:", "(")
+    p = re.sub(r"([*+?}])\?", r"\1", p)  # lazy quantifiers: same lines match
+    classes = {r"\d": "0-9", r"\s": "[:space:]", r"\w": "[:alnum:]_", r"\-": "-", r"\/": "/", r"\\": "\\\\"}
+    out, i, in_class = [], 0, False
+    while i < len(p):
+        two = p[i : i + 2]
+        if in_class and two in classes:
+            out.append(classes[two])
+            i += 2
+            continue
+        if not in_class and two in (r"\d", r"\s", r"\w"):
+            out.append("[" + classes[two] + "]")
+            i += 2
+            continue
+        if p[i] == "[" and not in_class:
+            in_class = True
+        elif p[i] == "]" and in_class and out[-1] not in ("[", "[^"):
+            in_class = False
+        out.append(two if p[i] == "\\" else p[i])
+        i += 2 if p[i] == "\\" else 1
+    text = "".join(out)
+    # a "-" inside a class must come last for ERE
+    return re.sub(r"\[(\^?)([^\]]*?)-\]", r"[\1\2-]", text)
+
+
+def catalogue_patterns() -> list[str]:
+    """ERE equivalents of the triggers added in round two (own shapes, catalogue, syntaxes)."""
+    import re
+
+    from ledger.redact.scanner import trigger_patterns
+
+    base = len(scanner._TRIGGERS)
+    out = []
+    for p, _ in trigger_patterns()[base - 8 :]:
+        e = ere(p)
+        probe = subprocess.run(["grep", "-cE", e, "/dev/null"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if probe.returncode > 1:  # a class ERE cannot say as written: its literal start (a superset)
+            e = re.escape(re.match(r"[A-Za-z0-9:/_.-]*", p.decode()).group()).replace("\\-", "-")  # type: ignore[union-attr]
+        out.append(e)
+    return out
+
+
 PLANTED = [
     b"[2026-11-29 10:00:00] wandb: WANDB_API_KEY=0123456789abcdef0123456789abcdef\n",
     b"(MegatronTrainRayActor pid=2)   wandb_key ......................... abcdef0123456789\n",
@@ -116,7 +166,7 @@ def main() -> None:
         make_log(log, args.mib)
         size = log.stat().st_size
         pats = Path(tmp) / "patterns"
-        pats.write_text("\n".join(GREP_PATTERNS) + "\n")
+        pats.write_text("\n".join(GREP_PATTERNS + catalogue_patterns()) + "\n")
         env = {**os.environ, "LC_ALL": "C"}
         hits = subprocess.run(["grep", "-ciE", "-f", str(pats), str(log)], env=env, stdout=subprocess.PIPE, text=True).stdout.strip()
         grep = ["grep", "-ciE", "-f", str(pats), str(log)]

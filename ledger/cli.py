@@ -193,6 +193,9 @@ def show(run_name: str, as_json: bool) -> None:
     help="Per-step table for a metric (default perf/step_time).",
 )
 @click.option("--no-git-diff", is_flag=True, help="Leave out the git diff of the two records.")
+@click.option(
+    "--code-diff", is_flag=True, help="Show the diff of every code file that differs, launcher inputs and ignored files included."
+)
 @click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
 @click.option(
     "--html",
@@ -200,6 +203,7 @@ def show(run_name: str, as_json: bool) -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
 )
+@click.option("--any-age", is_flag=True, help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours.")
 def diff(
     a: str,
     b: str,
@@ -210,8 +214,13 @@ def diff(
     no_git_diff: bool,
     ignore: tuple[str, ...],
     html: Path | None,
+    any_age: bool,
+    code_diff: bool = False,
 ) -> int:
-    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs."""
+    """Compare runs A and B; refuses (exit 3) unless exactly one setting differs (or they are repeats).
+
+    Every metric is judged against the noise between replicas: beyond noise, within noise, or no replicas.
+    """
     from ledger.commands.diff import diff_runs
 
     out = diff_runs(
@@ -224,6 +233,8 @@ def diff(
         git_diff=not no_git_diff and not as_json,
         ignore=list(ignore),
         html=html,
+        any_age=any_age,
+        code_diff=code_diff and not as_json,
     )
     if out.forced_banner:
         _say(out.forced_banner)
@@ -248,6 +259,9 @@ def diff(
 @click.option("--in-image", is_flag=True, help="Run the replay inside the recorded image (by digest).")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask before running the command (asked only on a terminal).")
 @click.option("--force", is_flag=True, help="Let --set add a setting the run never had.")
+@click.option(
+    "--seeds", "seeds", default=None, help="S1,S2,...: one replay per seed (--set seed=S), named NAME-sS: replicas of one another."
+)
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(
     run_name: str,
@@ -261,6 +275,7 @@ def replay(
     in_image: bool,
     yes: bool,
     force: bool,
+    seeds: str | None,
     extra: tuple[str, ...],
 ) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
@@ -284,6 +299,7 @@ def replay(
         terminal_fd=_terminal_fd(),
         stdout=click.echo,
         confirm=ask,
+        seeds=seeds,
     )
 
 

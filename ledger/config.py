@@ -71,6 +71,8 @@ DEFAULT_TEXT = f"""\
 branch: {DEFAULT_BRANCH}          # where run commits go
 # image: radixark/miles:latest   # default image when the command names none
 ignore: []                   # extra settings (fnmatch globs) that `ledger diff` ignores
+code:
+  ignore: []                 # globs of tracked files that are not code (docs, *.md, .dvc/ never are)
 logs:
   engine_patterns: []        # extra regexes (at line start) for engine lines
   extra: []                  # globs of extra log files copied into the run at the end
@@ -93,6 +95,7 @@ job:
   stop_grace_s: {DEFAULT_STOP_GRACE_S:g}           # after a forwarded stop signal, SIGKILL the job this much later
 diff:
   max_age_hours: {DEFAULT_MAX_AGE_HOURS:g}
+  # replica_keys: [data-seed]   # settings (globs) replicas may differ in, beside seed and rollout-seed
 # dvc_remote: myremote
 # secrets: {{names: [SIGNATURE]}}   # extra words that make a variable/flag/key name secret
 """
@@ -119,3 +122,5 @@ class Config:
     dvc_remote: str | None = None
     stop_grace_s: float = DEFAULT_STOP_GRACE_S
     secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
+    replica_keys: tuple[str, ...] = ()  # `diff: replica_keys:` settings (globs) replicas may differ in, beside the seeds
+    code_ignore: tuple[str, ...] = ()  # `code: ignore:` globs of files that are not code (docs/diff.md)

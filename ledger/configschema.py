@@ -98,6 +98,12 @@ class SecretsSection(_Section):
 
 class DiffSection(_Section):
     max_age_hours: Annotated[float, Field(ge=0)] = DEFAULT_MAX_AGE_HOURS
+    # settings (fnmatch globs) that replicas may differ in, beside `seed` and `rollout-seed`
+    replica_keys: list[str] = Field(default_factory=list)
+
+
+class CodeSection(_Section):
+    ignore: list[str] = Field(default_factory=list)  # globs of tracked files that are not code
 
 
 class ConfigFile(_Section):
@@ -115,6 +121,7 @@ class ConfigFile(_Section):
     dvc_remote: str | None = None
     image_probes: dict[str, Any] = Field(default_factory=dict)
     secrets: SecretsSection = Field(default_factory=SecretsSection)
+    code: CodeSection = Field(default_factory=CodeSection)
 
 
 def _from_file(f: ConfigFile) -> Config:
@@ -137,6 +144,8 @@ def _from_file(f: ConfigFile) -> Config:
         dvc_remote=f.dvc_remote,
         stop_grace_s=f.job.stop_grace_s,
         secret_names=tuple(f.secrets.names),
+        replica_keys=tuple(f.diff.replica_keys),
+        code_ignore=tuple(f.code.ignore),
     )
 
 

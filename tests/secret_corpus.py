@@ -168,3 +168,120 @@ ORDINARY = [
     "wandb: Currently logged in as: team-bot (use `wandb login --relogin` to force relogin)",
     "INFO: Authorization: granted for user trainer; token usage: 0.05",
 ]
+
+
+BECH32 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
+HEX = "0123456789abcdef"
+
+
+def provider_tokens() -> dict[str, str]:
+    """The provider shapes of round two, from each issuer's public description of its format
+    (Stripe secret/restricted keys, npm granular tokens, PyPI macaroons, Azure SAS signatures,
+    SendGrid keys, Google OAuth access tokens, AWS STS session tokens, Vault service tokens,
+    Databricks PATs, age identities, Slack webhooks and app tokens, Docker Hub PATs, Shopify and
+    DigitalOcean tokens, Telegram bot tokens, Grafana service-account tokens, W&B keys)."""
+    b64 = ALNUM + "+/"
+    return {
+        "stripe-live": "sk" + "_live_" + rand(24),
+        "stripe-live-long": "sk" + "_live_" + rand(99),
+        "stripe-restricted": "rk" + "_live_" + rand(24),
+        "npm": "np" + "m_" + rand(36),
+        "pypi": "pypi-" + "AgEIcHlwaS5vcmc" + rand(120, ALNUM + "-_"),
+        "azure-sas": "https://acct.blob.core.windows.net/c/f?sv=2022-11-02&ss=b&sp=r&se=2026-12-01&sig="
+        + urllib.parse.quote(base64.b64encode(bytes(_RNG.randrange(256) for _ in range(32))).decode(), safe=""),
+        "sendgrid": "SG" + "." + rand(22, ALNUM + "_-") + "." + rand(43, ALNUM + "_-"),
+        "google-oauth": "ya" + "29." + rand(150, ALNUM + "_-"),
+        "aws-session": "IQoJb3JpZ2lu" + "X2Vj" + rand(300, b64),
+        "aws-session-old": "FwoGZXIvYXdz" + "E" + rand(250, b64),
+        "vault": "hv" + "s." + rand(90, ALNUM + "_-"),
+        "databricks": "da" + "pi" + rand(32, HEX),
+        "age": "AGE-SECRET-KEY-" + "1" + rand(58, BECH32),
+        "slack-webhook": "https://hooks.slack.com/services/T"
+        + rand(10, string.ascii_uppercase + string.digits)
+        + "/B"
+        + rand(10, string.ascii_uppercase + string.digits)
+        + "/"
+        + rand(24),
+        "dockerhub": "dckr" + "_pat_" + rand(27, ALNUM + "_-"),
+        "shopify": "sh" + "pat_" + rand(32, HEX),
+        "digitalocean": "do" + "p_v1_" + rand(64, HEX),
+        "slack-app": "xa"
+        + "pp-1-A"
+        + rand(10, string.ascii_uppercase + string.digits)
+        + "-"
+        + rand(13, string.digits)
+        + "-"
+        + rand(64, HEX),
+        "telegram": rand(10, string.digits) + ":AA" + rand(33, ALNUM + "_-"),
+        "grafana": "gl" + "sa_" + rand(32) + "_" + rand(8, HEX),
+    }
+
+
+def provider_lines(tok: dict[str, str]) -> list[tuple[str, str]]:
+    """Provider shapes in ordinary sentences, and a W&B key as `wandb login` is traced."""
+    wandb_key = rand(40, HEX)
+    out = [(f"[2026-11-29 10:00:00] using {v} for upload", v) for v in tok.values()]
+    out += [(f"+ wandb login --relogin {wandb_key}", wandb_key)]
+    sas_sig = tok["azure-sas"].split("sig=", 1)[1]
+    return [(line, sas_sig if "sig=" in line else s) for line, s in out]
+
+
+def syntax_lines() -> list[tuple[str, str]]:
+    """Round two's syntaxes (values with no token shape)."""
+    v = [rand(20, string.ascii_lowercase + string.digits) for _ in range(20)]
+    return [
+        (f"<password>{v[0]}</password>", v[0]),
+        (f'"api_key" => "{v[1]}"', v[1]),
+        (f'dbPassword := "{v[2]}"', v[2]),
+        (f"secret -> {v[3]}", v[3]),
+        (f"machine api.wandb.invalid login user password {v[4]}", v[4]),
+        (f"+ docker login -u bot -p {v[5]} registry.invalid", v[5]),
+        (f"+ mysql -h db -uroot -p{v[6]} miles", v[6]),
+        (f"+ curl -s -u trainer:{v[7]} https://127.0.0.1/api", v[7]),
+        (f"+ sshpass -p {v[8]} ssh node1", v[8]),
+        (f"> Cookie: session={v[9]}; csrftoken={v[10]}", v[9] + " " + v[10]),
+        (f"GET /cb?next=%2Fhome%3Fpassword%3D{v[11]}%26x%3D1", v[11]),
+        (f"redirect=https%3A%2F%2Fbot%3A{v[12]}%40git.invalid%2Fr", v[12]),
+        (f"OPENAI_API_KEY_2={v[13]}", v[13]),
+        (f"STRIPE_KEY_LIVE={v[14]}", v[14]),
+        (f'{{"API Key": "{v[15]}"}}', v[15]),
+        (f"+ python3 train.py --password 'ab'\\''{v[16]}'", v[16]),
+        (f"\x1b[36mapi_key\x1b[0m={v[17]}", v[17]),
+        (f"Authorization: \x1b[33mBearer {v[18]}x1\x1b[0m", v[18] + "x1"),
+        (f"  password = {v[19]}", v[19]),
+    ]
+
+
+def ansi_lines(tok: dict[str, str]) -> list[tuple[str, str]]:
+    """Token shapes behind colour codes (the rules anchor on word boundaries; SGR ends in `m`)."""
+    hf = tok["hf"]
+    return [(f"\x1b[33m{hf}\x1b[0m loaded", hf), (f"\x1b[1;31mERROR\x1b[0m key \x1b[33m{tok['ghp']}\x1b[0m", tok["ghp"])]
+
+
+def yaml_block(name: str = "password", style: str = "|") -> tuple[str, list[str]]:
+    """A YAML block scalar under a secret name, and its value's lines."""
+    lines = [rand(24) for _ in range(2)]
+    return f"db:\n  {name}: {style}\n" + "".join(f"    {ln}\n" for ln in lines) + "  host: db.invalid\n", lines
+
+
+# Ordinary lines close to the new rule families, which must pass untouched.
+ORDINARY_ROUND_TWO = [
+    "\x1b[36m(SGLangEngine pid=4242)\x1b[0m [2026-11-29 00:00:00 TP0] Decode batch. #running-req: 32, #token: 01234",
+    "\x1b[32mINFO\x1b[0m rollout 3 done; \x1b[1mreward\x1b[0m 0.41",
+    "+ docker login registry.invalid",
+    "+ mysql -h db -P 3306 --protocol tcp miles < schema.sql",
+    "+ curl -s http://127.0.0.1:8265/api/jobs/",
+    "<reward>0.5</reward> <token_count>1024</token_count>",
+    "rollout -> train -> eval; step := 3",
+    "commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39 0123456789abcdef0123456789abcdef01234567",
+    "loss_mask: |",
+    "  uses the response tokens only",
+    "sample 7c9e6679-7425-40de-944b-e07fc1f90ae7 reward_key=score num_keys_2: 3",
+    "wandb: Appending key for api.wandb.invalid to your netrc file: /root/.netrc",
+    # code shapes seen in Miles' own sources (written here): walrus reads, counts, mapping comments
+    'if (hub_token := os.environ.get("HF_TOKEN")) is not None:',
+    "kl_token_value = masked_mean(ratio, mask) - 1.0",
+    "cache = {}  # key -> stacked tensor, token -> start row",
+    "token_1 = (ids[0] + 1, ids[1] + 1)",
+    "saved /root/ckpt/iter_0000100/mp_rank_00/model_optim_rng.pt (sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08)",
+]

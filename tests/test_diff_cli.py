@@ -92,9 +92,9 @@ def test_two_settings_refused_with_both_named(toy_runs: Path) -> None:
     assert by_id[sugg] == "lr"  # "lr" differs from "two" only in offload-rollout
 
 
-def test_zero_settings_refused_and_force(toy_runs: Path) -> None:
-    code, data = _json(toy_runs, "base", "same")
-    assert code == 3 and data["changed"] == []
+def test_zero_settings_compare_as_repeats_and_force(toy_runs: Path) -> None:
+    code, data = _json(toy_runs, "base", "same")  # issue 25: the difference of two repeats is the noise
+    assert code == 0 and data["changed"] == [] and data["repeat"] is True and data["timing"]
     r = ledger(toy_runs, "diff", "base", "two", "--force", "--no-git-diff")
     assert r.returncode == 0
     assert "FORCED" in r.stderr and "FORCED" in r.stdout.upper()
@@ -184,6 +184,9 @@ def test_paths_holding_the_run_id_are_not_settings(repo: Path) -> None:
     for lr in ("1", "1", "2"):
         assert ledger(repo, "run", "--no-debug-data", "--", "bash", "run.sh", lr).returncode == 0
     r = ledger(repo, "diff", "latest~2", "latest~1", "--json")
-    assert r.returncode == 3 and json.loads(r.stdout)["changed"] == []  # only the run-id paths differ
+    data = json.loads(r.stdout)  # only the run-id paths differ: two repeats (issue 25: compared, not refused)
+    assert r.returncode == 0 and data["changed"] == [] and data["repeat"] is True
+    r = ledger(repo, "diff", "latest~1", "latest", "--json")  # and a repeat of A is its replica
+    assert len(json.loads(r.stdout)["noise"]["replicas_a"]) == 2
     r = ledger(repo, "diff", "latest~1", "latest", "--json")
     assert r.returncode == 0 and [c["name"] for c in json.loads(r.stdout)["changed"]] == ["lr"]

@@ -209,10 +209,26 @@ def test_two_changes_refuse_with_every_difference_and_a_baseline() -> None:
     assert "timing" not in text
 
 
-def test_no_change_refuses_too() -> None:
-    report = build_report(manifest("a"), manifest("b"), None, None, ignore=["save"])
-    assert report.refused and report.changed == []
-    assert "refused: no setting differs" in render_text(report)
+def test_no_change_compares_two_repeats() -> None:
+    # issue 25: two runs with identical settings are repeats: compared (their difference is the noise)
+    report = build_report(
+        manifest("a"), manifest("b"), table(dict.fromkeys(range(6), 2.0)), table(dict.fromkeys(range(6), 2.2)), ignore=["save"]
+    )
+    assert not report.refused and not report.forced and report.repeat and report.changed == []
+    text = render_text(report)
+    assert text.splitlines()[3] == "no setting differs: this compares two repeats"
+    assert report.timing[0].median_ratio == pytest.approx(1.1)
+    assert report.to_json_dict()["repeat"] is True
+
+
+def test_only_seeds_differing_is_a_repeat_and_other_settings_are_not() -> None:
+    ma, mb = manifest("a"), manifest("b", seed=5)
+    keys = ("seed", "rollout-seed")
+    report = build_report(ma, mb, table({0: 1.0}), table({0: 1.0}), ignore=["save"], replica_keys=keys)
+    assert report.repeat and not report.refused
+    assert "only seed settings differ (seed: 1234 -> 5)" in render_text(report)
+    two = build_report(ma, manifest("b", seed=5, lr=3e-06), None, None, ignore=["save"], replica_keys=keys)
+    assert two.refused and not two.repeat
 
 
 def test_force_compares_anyway_under_a_banner() -> None:

@@ -369,7 +369,7 @@ def test_the_files_a_launcher_takes_flags_from(tmp_path: Path) -> None:
     """Shapes of radixark/miles launchers (issue 9, item 6): a sourced model file named through a
     variable set in the script (`examples/**/run-*-profile.sh` before August 2026), and the
     model-args helper with an environment prefix and a variable name (since August 2026)."""
-    from ledger.record.jobsetup import _flag_files
+    from ledger.understand.launcher_inputs import bash_inputs
 
     root = tmp_path / "repo"
     for rel in (
@@ -392,5 +392,9 @@ def test_the_files_a_launcher_takes_flags_from(tmp_path: Path) -> None:
         '# source "${MILES_ROOT}/scripts/models/commented-out.sh"\n'
         '# was: python3 "${MILES_ROOT}/miles/utils/external_utils/model_args_utils.py" "old-model"\n'
     )
-    found = _flag_files(launcher, text, root / "examples", root)
-    assert found == [(root / "scripts/models/glm-air.sh").resolve(), (root / "scripts/models/qwen-big.py").resolve()]
+    found = bash_inputs(launcher, text, root / "examples", root)
+    assert found == [
+        (root / "scripts/models/glm-air.sh").resolve(),
+        (root / "miles/utils/external_utils/model_args_utils.py").resolve(),
+        (root / "scripts/models/qwen-big.py").resolve(),
+    ]

@@ -6,14 +6,29 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from secret_corpus import ORDINARY, escaped_forms, named_lines, pem_block, prefixed_lines, rand, shape_lines, tokens
+from secret_corpus import (
+    ORDINARY,
+    ORDINARY_ROUND_TWO,
+    ansi_lines,
+    escaped_forms,
+    named_lines,
+    pem_block,
+    prefixed_lines,
+    provider_lines,
+    provider_tokens,
+    rand,
+    shape_lines,
+    syntax_lines,
+    tokens,
+    yaml_block,
+)
 
 from ledger.redact import scanner
 from ledger.redact.names import Redactions
 from ledger.redact.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
 
 TOK = tokens()
-CORPUS = shape_lines(TOK) + named_lines() + prefixed_lines()
+CORPUS = shape_lines(TOK) + named_lines() + prefixed_lines() + provider_lines(provider_tokens()) + syntax_lines() + ansi_lines(TOK)
 
 
 @pytest.mark.parametrize(("line", "secret"), CORPUS)
@@ -48,7 +63,7 @@ def _forced_re(patterns: list[tuple[bytes, bool]]) -> _Engine:
 
 
 def test_ordinary_miles_lines_lose_no_character(tmp_path: Path) -> None:
-    text = ("\n".join(ORDINARY) + "\n").encode() * 50
+    text = ("\n".join(ORDINARY + ORDINARY_ROUND_TWO) + "\n").encode() * 50
     r = Redactor(known=["not-in-the-log-value"])
     acc = Redactions()
     assert r.redact_lines(text, acc) == text
@@ -138,3 +153,130 @@ def test_ledgers_own_default_config_is_not_redacted() -> None:
     acc = Redactions()
     assert Redactor().redact_text(text, acc) == text and not acc
     assert Redactor().redact_text("secrets: {api_key: abcdef123456}\n") == "secrets: {api_key: ***}\n"
+
+
+def test_catalogue_is_loaded_and_compiled_for_the_one_pass_scan() -> None:
+    """detect-secrets' provider plugins are the catalogue; each regex is a Hyperscan trigger (as it
+    is, or with its lookarounds dropped) and no plugin runs in the slow per-block fallback."""
+    from ledger.redact.scanner import catalogue_triggers
+
+    rules = catalogue_triggers()
+    providers = {r.provider for r, _, _ in rules}
+    assert {"Stripe Access Key", "SendGrid API Key", "PyPI Token", "Telegram Bot Token", "Slack Token"} <= providers
+    assert "Public IP (ipv4)" not in providers  # an IP address is not a credential
+    assert {path for _, _, path in rules} <= {"as-is", "translated"}
+    assert any(path == "translated" for _, _, path in rules)
+    assert Redactor().engine == "hyperscan"
+
+
+def test_ansi_codes_are_seen_through_and_kept_where_nothing_is_secret() -> None:
+    r = Redactor()
+    line = f"\x1b[36m(RolloutManager pid=1)\x1b[0m \x1b[33m{TOK['hf']}\x1b[0m ok".encode()
+    out = r.redact_line(line)
+    assert TOK["hf"].encode() not in out and out.startswith(b"\x1b[36m(RolloutManager pid=1)\x1b[0m ")
+    assert out.endswith(b"\x1b[0m ok")
+
+
+def test_utf16_output_is_scanned_and_stays_utf16() -> None:
+    for codec in ("utf-16-le", "utf-16-be"):
+        data = f"loaded {TOK['hf']} and api_key=plainvalue12345\n".encode(codec)
+        r = Redactor()
+        assert r.flagged(data) != []
+        out = r.redact_lines(data)
+        text = out.decode(codec)
+        assert TOK["hf"] not in text and "plainvalue12345" not in text and text == "loaded *** and api_key=***\n"
+
+
+@pytest.mark.parametrize("style", ["|", ">-", "|+"])
+def test_yaml_block_scalar_in_a_text_and_in_a_log(style: str) -> None:
+    text, lines = yaml_block("api_key", style)
+    out = Redactor().redact_text(text)
+    assert all(v not in out for v in lines) and out.endswith("  host: db.invalid\n")
+    r = Redactor()
+    logged = r.redact_lines(("step 1\n" + text + "step 2\n").encode())
+    assert all(v.encode() not in logged for v in lines) and logged.endswith(b"  host: db.invalid\nstep 2\n")
+    ordinary = "loss_mask: |\n  uses the response tokens only\n"
+    assert Redactor().redact_text(ordinary) == ordinary
+
+
+def test_aws_secret_key_only_next_to_its_key_id() -> None:
+    """A key id anywhere in a text masked every 40-character token of it, git SHAs included."""
+    sha = "3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39"
+    secret = rand(40, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/+")
+    text = f"# pinned miles at {sha}\nexport AWS_ACCESS_KEY_ID={TOK['aws-id']}\nexport AWS_SECRET={secret}\n\n\necho built {sha}\n"
+    out = Redactor().redact_text(text)
+    assert secret not in out and TOK["aws-id"] not in out
+    assert out.count(sha) == 2
+
+
+def test_known_values_in_other_encodings_and_wrapped() -> None:
+    import base64
+    import json
+
+    value = "kv-" + rand(29)
+    r = Redactor(known=[value])
+    forms = [value.encode().hex(), value.encode().hex().upper()]
+    forms += [base64.b64encode((pad + json.dumps({"token": value})).encode()).decode() for pad in ("", "a", "ab")]
+    out = r.redact_lines(("\n".join(f"printed {f} here" for f in forms) + "\n").encode())
+    assert out.count(b"***") >= len(forms) and value.encode().hex().encode() not in out
+    for pad in ("", "a", "ab"):  # the middle of each base64 form is gone
+        b64 = base64.b64encode((pad + json.dumps({"token": value})).encode())
+        assert b64[8:-8] not in out
+    utf16 = f"echo {value}\n".encode("utf-16-le")
+    assert value.encode("utf-16-le") not in r.redact_lines(utf16)
+    wrapped = f"key begins {value[:15]}\n{value[15:]} and ends\n"
+    clean = r.redact_text(wrapped)
+    assert value[:15] not in clean and value[15:] not in clean and clean.count("\n") == 2
+
+
+def test_suffixed_names_are_secret_names() -> None:
+    from ledger.redact.names import is_secret_name
+
+    for name in ("OPENAI_API_KEY_2", "STRIPE_KEY_LIVE", "API Key", "db_password_old", "HF_TOKEN_1"):
+        assert is_secret_name(name), name
+    for name in ("max_tokens_2", "reward_key_2", "PWD_1"):
+        assert not is_secret_name(name), name
+
+
+def test_dirty_file_encodings_and_binaries() -> None:
+    from ledger.redact.runscrub import scrub_code_file, text_encoding
+
+    r = Redactor()
+    for codec in ("utf-16", "utf-16-le", "utf-32", "utf-32-be"):
+        data = f"key: {TOK['hf']}\nlr: 1\n".encode(codec)
+        acc = Redactions()
+        clean = scrub_code_file(r, data, acc)
+        assert clean is not None and text_encoding(data) is not None, codec
+        assert TOK["hf"] not in clean.decode(text_encoding(data)[0]) and "lr: 1" in clean.decode(text_encoding(data)[0])
+    binary = bytes(range(256)) * 8
+    assert scrub_code_file(r, binary, Redactions()) == binary  # no secret shape: stored as it is
+    assert scrub_code_file(r, binary + TOK["ghp"].encode() + b"\0", Redactions()) is None
+    assert scrub_code_file(r, binary + TOK["ghp"].encode("utf-16-le"), Redactions()) is None
+
+
+def test_secrets_doc_is_generated_from_what_the_code_covers() -> None:
+    """docs/secrets.md is `ledger.redact.doc.render()`: regenerate with `make docs`."""
+    from ledger.redact import doc as secretdoc
+
+    assert secretdoc.syntax_examples_hidden() == []  # every syntax listed is really hidden
+    page = secretdoc.render()
+    assert "Stripe Access Key" in page and "`vault-token` (not in the catalogue)" in page
+    assert secretdoc.PATH.read_text(encoding="utf-8") == page
+
+
+def test_ray_runtime_env_values_with_round_two_shapes() -> None:
+    """The runtime-env JSON's env_vars go through `redact_env`: provider shapes under any name."""
+    from ledger.redact.apply import redact_env
+
+    prov = provider_tokens()
+    env = {
+        "DATABRICKS_HOST": "https://dbc.invalid",
+        "DB_CONN": f"token={prov['databricks']}",
+        "HOOK": prov["slack-webhook"],
+        "OPENAI_API_KEY_2": "plainvalue12345",
+        "NCCL_ALGO": "Ring",
+    }
+    out, names = redact_env(env)
+    assert out["DATABRICKS_HOST"] == "https://dbc.invalid" and out["NCCL_ALGO"] == "Ring"
+    assert prov["databricks"] not in out["DB_CONN"] and prov["slack-webhook"] not in out["HOOK"]
+    assert out["OPENAI_API_KEY_2"] == "***" and "OPENAI_API_KEY_2" in names

@@ -5,6 +5,7 @@ pulled the experiments branch is told `ledger pull` would show its runs."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import pty
 import select
@@ -133,12 +134,13 @@ def test_report_page_writes_change_sets_as_list_does(repo: Path, tmp_path: Path)
     second = head(repo)
     assert ledger(repo, "run", "--no-debug-data", "--name", "two", "--", "python3", "train.py").returncode == 0
     listed = ledger(repo, "list", "--changed").stdout
-    assert f"code.commit: {first[:10]} -> {second[:10]}" in listed
+    trees = [json.loads(ledger(repo, "show", name, "--json").stdout)["settings"]["code"] for name in ("one", "two")]
+    assert first != second and f"code: {trees[0][:10]} -> {trees[1][:10]}" in listed
     page = tmp_path / "runs.html"
     r = ledger(repo, "report", "--html", str(page))
     assert r.returncode == 0 and "(2 runs)" in r.stderr
     html = page.read_text()
-    assert f"code.commit: {first[:10]} -&gt; {second[:10]}" in html and second not in html  # was: full SHAs
+    assert f"code: {trees[0][:10]} -&gt; {trees[1][:10]}" in html and trees[1] not in html  # was: full SHAs
 
 
 def test_list_says_pull_would_show_the_remotes_runs(repo: Path, tmp_path: Path) -> None:
@@ -161,5 +163,5 @@ def test_the_manifest_and_the_code_diff_each_under_its_own_heading(repo: Path) -
     assert r.returncode == 0, r.stderr
     manifest, code = r.stdout.split("\nmanifest diff:\n")[1].split("\ncode diff:\n")
     assert manifest.startswith("diff --git a/runs/") and "/manifest.yaml b/runs/" in manifest
-    assert "-  code.commit: " in manifest and "+  code.commit: " in manifest
+    assert "-  code: " in manifest and "+  code: " in manifest
     assert " train.py | 2 +-" in code and "+print('changed')" in code and "runs/" not in code

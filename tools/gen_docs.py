@@ -119,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that the files are current")
     args = parser.parse_args(argv)
     stale = []
-    for name, text in (("cli.md", cli_reference()), ("config.md", config_reference())):
+    from ledger.redact.doc import render as secrets_reference  # what the redaction covers
+
+    for name, text in (("cli.md", cli_reference()), ("config.md", config_reference()), ("secrets.md", secrets_reference())):
         path = DOCS / name
         if args.check:
             if not path.is_file() or path.read_text(encoding="utf-8") != text:

@@ -17,12 +17,13 @@ overlapping windows (`Redactor.redact_part`), so memory stays bounded. `bench/be
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, repeat
 from pathlib import Path
 
@@ -84,24 +85,44 @@ class _Sink:
         self.fd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         self.error: OSError | None = None
         self.written = 0
+        # called when the disk is full: True when it freed room, and the write is tried again
+        self.on_full: Callable[[], bool] | None = None
+        # how many more bytes this file may take (None: no bound); set once the disk was full,
+        # so that the logs leave room for the record
+        self.room: Callable[[], int | None] | None = None
 
     def write(self, buffers: Buffers) -> None:
         """Write the buffers in order with ``writev`` (no copy into one block)."""
         if self.fd is None:
             return
+        fd = self.fd
+        room = self.room() if self.room is not None else None
+        if room is not None and sum(map(len, buffers)) > room:
+            whole = b"".join(buffers)
+            buffers = [whole[: max(room, 0)]]
+            self.error = OSError(errno.ENOSPC, "No space left on device (the rest of the disk is left for the record)")
         try:
             for i in range(0, len(buffers), _IOV_MAX):
                 batch = buffers[i : i + _IOV_MAX]
-                done = os.writev(self.fd, batch)
+                done = self._retrying(functools.partial(os.writev, fd, batch))
                 self.written += done
                 view = memoryview(b"".join(batch))[done:] if done < sum(map(len, batch)) else None
                 while view:  # after a short write (a signal, a full disk)
-                    done = os.write(self.fd, view)
+                    done = self._retrying(functools.partial(os.write, fd, view))
                     self.written += done
                     view = view[done:]
         except OSError as exc:
             self.error = exc
+        if self.error is not None:
             self.close()
+
+    def _retrying(self, write: Callable[[], int]) -> int:
+        while True:
+            try:
+                return write()
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or self.on_full is None or not self.on_full():
+                    raise
 
     def close(self) -> None:
         """Close the file (no fsync: the page cache writes it back, as for git's own objects)."""

@@ -14,6 +14,8 @@ from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
+from ledger.compare.replicas import replica_globs
+from ledger.compare.sides import Sides, attach_noise, baseline_session, find_sides, replica_tables
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, UsageError
 from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
@@ -36,21 +38,48 @@ class DiffOutput:
     html_path: Path | None = None
 
 
-CODE_SETTINGS = ("code.commit", "code.patch", "code.tree")
+CODE_SETTINGS = ("code", "code.commit", "code.patch", "code.tree")
 
 
-def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_changed: bool) -> str:
-    """The manifests' diff, plus the code diff (outside runs/) when the code is what changed."""
+def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_files: list[str] | None) -> str:
+    """The manifests' diff, plus the code diff of `code_files` (None: every file outside runs/)."""
     out = "manifest diff:\n" + repo.git(
         "diff", "--no-color", f"{tip}:{ea.path}/manifest.yaml", f"{tip}:{eb.path}/manifest.yaml", check=False
     ).stdout.decode("utf-8", "replace")
-    if code_changed:
+    if code_files is None or code_files:
         ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
+        paths = [f":(literal){p}" for p in code_files] if code_files else [".", ":(exclude)runs"]
         if ca and cb:
-            out += "\ncode diff:\n" + repo.git(
-                "diff", "--no-color", "--stat", "-p", ca, cb, "--", ".", ":(exclude)runs", check=False
-            ).stdout.decode("utf-8", "replace")
+            out += "\ncode diff:\n" + repo.git("diff", "--no-color", "--stat", "-p", ca, cb, "--", *paths, check=False).stdout.decode(
+                "utf-8", "replace"
+            )
     return out
+
+
+def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ma: dict[str, Any], mb: dict[str, Any], report: DiffReport) -> None:
+    """Name the files behind a `code` change; say in one line when only files that are not code
+    (documentation, bookkeeping, `code: ignore:`, launcher inputs) differ (issue 22, item 1)."""
+    from ledger.record.codeset import changed_code_files
+
+    ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
+    if not ca or not cb:
+        return
+    files = changed_code_files(repo, ca, cb, ma, mb)
+    if any(c.name == "code" for c in report.changed):
+        report.code_files = files.counted
+        return
+    notes = []
+    if files.ignored:
+        notes.append(f"only files that are not code differ ({_names(files.ignored)}): not a difference")
+    if files.launcher_inputs:
+        notes.append(
+            f"launcher inputs differ ({_names(files.launcher_inputs)}): their effect is in the settings; --code-diff shows their diff"
+        )
+    report.code_note = "; ".join(notes) or None
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:5]) + (f", +{len(paths) - 5} more" if len(paths) > 5 else "")
 
 
 class _EarlierRuns:
@@ -101,10 +130,16 @@ def diff_runs(
     git_diff: bool,
     ignore: list[str] | None = None,
     html: Path | None = None,
+    any_age: bool = False,
+    code_diff: bool = False,
 ) -> DiffOutput:
-    """Compare two runs; refused (exit 3) unless exactly one setting differs or `force`.
+    """Compare two runs; refused (exit 3) unless exactly one setting differs, they are repeats, or `force`.
 
-    With `html`, also write the comparison as one self-contained page to that file.
+    Each metric is judged against the noise between the runs' replicas (`ledger.compare.sides`),
+    found within `diff: max_age_hours` of A or B unless `any_age`. With `html`, also write the
+    comparison as one self-contained page to that file; with
+    `code_diff`, the git diff shows every code file that differs, launcher inputs and ignored
+    files included.
     """
     repo, cfg, tip = open_branch(start)
     listing: Listing | None = None
@@ -117,25 +152,66 @@ def diff_runs(
     if ea.id == eb.id:
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")
     assert tip is not None
-    key = _report_key(ea, eb, cfg.ignore, ignore, metrics, force, steps_metric, cfg.max_age_hours, "learning-2")
+    manifests = _Manifests(repo)
+    sides = find_sides(
+        repo,
+        tip,
+        listing,
+        ea,
+        eb,
+        manifests,
+        [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])],
+        replica_globs(cfg.replica_keys),
+        cfg.max_age_hours,
+        any_age,
+        ignored_settings,
+    )
+    key = _report_key(
+        ea,
+        eb,
+        cfg.ignore,
+        ignore,
+        metrics,
+        force,
+        steps_metric,
+        cfg.max_age_hours,
+        "learning-2",
+        "code-1",
+        sides.key(),
+        list(cfg.replica_keys),
+    )
     report = _cached_report(repo, key)  # the same comparison again: nothing to parse or compute
     if report is None:
-        report = _compare(repo, cfg, tip, ea, eb, metrics, force, steps_metric, ignore)
+        report = _compare(repo, cfg, tip, ea, eb, metrics, force, steps_metric, ignore, sides, listing, manifests)
         if not report.refused:  # a refusal's baseline hint depends on the other runs: not cached
             _store_report(repo, key, report)
-    out = _output(repo, tip, ea, eb, report, git_diff, steps_metric)
+    out = _output(repo, tip, ea, eb, report, git_diff, steps_metric, code_diff)
     if html is not None:
         data = DiffPageInput(
             report,
             render_text(report, None, show_steps=False),
-            _full_manifest(repo, ea),
-            _full_manifest(repo, eb),
+            manifests(ea),
+            manifests(eb),
             load_metrics(repo, ea),
             load_metrics(repo, eb),
+            replica_tables(repo, report, listing or load_listing(repo, tip)),
         )
         write_atomic(html, diff_page(data).encode())
         out.html_path = html
     return out
+
+
+class _Manifests:
+    """Full manifests parsed once per command (the replica search and the comparison share them)."""
+
+    def __init__(self, repo: Repo):
+        self.repo = repo
+        self.parsed: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, entry: RunEntry) -> dict[str, Any]:
+        if entry.id not in self.parsed:
+            self.parsed[entry.id] = _full_manifest(self.repo, entry)
+        return self.parsed[entry.id]
 
 
 def _compare(
@@ -148,8 +224,11 @@ def _compare(
     force: bool,
     steps_metric: str | None,
     ignore: list[str] | None,
+    sides: Sides,
+    listing: Listing | None,
+    manifests: _Manifests,
 ) -> DiffReport:
-    ma, mb = _full_manifest(repo, ea), _full_manifest(repo, eb)
+    ma, mb = manifests(ea), manifests(eb)
     code_a, code_b = ma["code"].get("commit"), mb["code"].get("commit")
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) and merge_base(repo, code_a, code_b) is None:
         raise LedgerError(
@@ -160,7 +239,7 @@ def _compare(
     # a path that holds the run's own id differs in every run by construction: not a setting
     all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ea.id) | ignored_settings(mb.get("settings") or {}, eb.id))
     earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), mb.get("started") or "")
-    return build_report(
+    report = build_report(
         ma,
         mb,
         load_metrics(repo, ea),
@@ -171,14 +250,21 @@ def _compare(
         earlier_runs=earlier,
         max_age_hours=cfg.max_age_hours,
         steps_metric=steps_metric,
+        replica_keys=replica_globs(cfg.replica_keys),
     )
+    attach_noise(report, repo, sides, ea, eb, ma, mb)
+    baseline_session(repo, listing, tip, report, mb)
+    _code_facts(repo, tip, ea, eb, ma, mb, report)
+    return report
 
 
-def _output(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport, git_diff: bool, steps_metric: str | None) -> DiffOutput:
+def _output(
+    repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, report: DiffReport, git_diff: bool, steps_metric: str | None, code_diff: bool = False
+) -> DiffOutput:
     text_diff = None
-    if git_diff and not report.refused:
+    if (git_diff or code_diff) and not report.refused:
         code_changed = any(c.name in CODE_SETTINGS for c in report.changed)
-        text_diff = _git_diff(repo, tip, ea, eb, code_changed)
+        text_diff = _git_diff(repo, tip, ea, eb, None if code_diff else report.code_files if code_changed else [])
     banner = None
     if report.forced:
         names = ", ".join(c.name for c in report.changed) or "no setting"

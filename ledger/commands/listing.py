@@ -70,7 +70,7 @@ def list_runs(start: Path, changed: bool = False, limit: int | None = None, reve
     from ledger.record.live import running_runs
 
     recorded = {m["id"] for m in rows}
-    running = [r.summary() for r in running_runs(repo.root) if r.id not in recorded]
+    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if r.id not in recorded]
     result = ListResult(
         shown if reverse else shown[::-1],
         listing.broken,
@@ -121,6 +121,8 @@ def render_list(result: ListResult) -> str:
         state = "running" if live["step"] is None else f"running: step {live['step']}"
         if live["last_step_at"]:
             state += f" ({live['last_step_at']})"
+        if live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
+            state = f"orphaned: {live['hint']}"
         row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
         if result.changes:
             row.append("(running)")
@@ -147,8 +149,12 @@ def render_change_log(result: ListResult) -> str:
             text = "(first run)"
         else:
             text = change_text(changes)
-            if len(changes) == 1:
-                text += "   <- comparable with the run before it"
+            if len(changes) == 1:  # a replay is compared with its source (issue 22, item 5)
+                text += (
+                    f"   <- comparable with its source {m['replay_of']}"
+                    if m.get("replay_of")
+                    else "   <- comparable with the run before it"
+                )
         out.append(f"{label}: {text}")
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 

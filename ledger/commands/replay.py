@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ledger.record.run import Say
 from ledger.replay.replay import ReplayOptions, replay_run
+from ledger.replay.seeds import parse_seeds, replay_seeds
 
 
 def replay(
@@ -27,8 +28,12 @@ def replay(
     terminal_fd: int | None,
     stdout: Callable[[str], None],
     confirm: Callable[[str], bool] | None,
+    seeds: str | None = None,
 ) -> int:
-    """Plan and record the replay (``--`` separators in `extra` dropped); returns its exit code."""
+    """Plan and record the replay (``--`` separators in `extra` dropped); returns its exit code.
+
+    With `seeds` (`1,2,3`): one replay per seed, named NAME-s1, ... (`ledger.replay.seeds`).
+    """
     opts = ReplayOptions(
         run=run,
         rollout_only=rollout_only,
@@ -42,4 +47,6 @@ def replay(
         in_image=in_image,
         force=force,
     )
+    if seeds is not None:
+        return replay_seeds(start, opts, parse_seeds(seeds), say, terminal_fd, stdout=stdout, confirm=confirm)
     return replay_run(start, opts, say, terminal_fd, stdout=stdout, confirm=confirm)

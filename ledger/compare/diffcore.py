@@ -15,7 +15,8 @@ model started writing longer answers".
 
     {"version": 1, "a": id, "b": id, "refused": bool, "forced": bool,
      "changed": [{"name": str, "a": value|"<absent>", "b": value|"<absent>"}],
-     "warnings": [str], "suggested_baseline": id|null, "timing_unavailable": str|null,
+     "warnings": [str], "suggested_baseline": id|null, "suggested_baselines": [id],
+     "code_files": [path], "code_note": str|null, "timing_unavailable": str|null,
      "malformed": {"a": int, "b": int},
      "timing": [{"metric": str, "common_steps": int, "only_a": [int], "only_b": [int],
                  "excluded_paused": int, "median_a": float|null, "median_b": float|null,
@@ -32,7 +33,19 @@ model started writing longer answers".
                    "diff_ci": [low, high]|null, "confidence": float,
                    "first_divergence": int|null, "identical_before": bool,
                    "first_bitwise_difference": int|null,
-                   "first_diffs": [{"step": int, "a": float, "b": float, "diff": float}]}]}
+                   "first_diffs": [{"step": int, "a": float, "b": float, "diff": float}]}],
+     "repeat": bool,
+     "noise": null | {"replicas_a": [id], "replicas_b": [id], "method": str, "method_text": str,
+               "any_age": bool, "max_age_hours": float, "session": [str],
+               "metrics": [{"metric": str, "axis": "train step"|"rollout", "steps": int,
+                            "replicas": [int, int], "mean_a": float, "mean_b": float,
+                            "diff": float, "diff_ci": [low, high]|null, "noise_floor": float|null,
+                            "verdict": "beyond noise"|"within noise"|"no replicas"|"repeat",
+                            "method": "welch"|"pooled-t"|"exact"|"per-step"|"repeat",
+                            "df": float|null, "permutation_p": float|null, "confidence": float}]},
+     "flags": [{"run": id, "flag": "zero-std"|"truncated", "value": float, "steps": [int],
+                "threshold": float, "context": {name: float}}],
+     "baseline_session": [str]}
 
 `steps` holds B−A in `diff` for a learning metric (`--steps train/loss`), the ratio for timing.
 `learning` compares training metrics (`ledger.compare.learning`): `median_diff` is the median of
@@ -40,6 +53,12 @@ per-step B−A; `first_divergence` the first common step where the runs differ b
 `identical_before` whether every common step before it is bitwise equal (expected for replays on
 identical samples, which `same_samples` says the two runs are); `first_bitwise_difference` the first
 common step that is not bitwise equal (null: every one is).
+
+`repeat`: no setting differs, or only seed settings (`seed`, `rollout-seed`, `diff: replica_keys`):
+compared, not refused. `noise` (`ledger.compare.noise`, null when refused) judges every timing and
+learning metric against the spread between each side's replicas (`replicas_a[0]` is A,
+`replicas_b[0]` is B); `flags` names degenerate runs (`ledger.compare.flags`); `baseline_session`
+says when a refusal's suggested baseline ran on another day, host, GPU or driver than B.
 
 Ratios are B/A per step; `median_ratio` is the median of those ratios, not median_b / median_a.
 Non-finite numbers are written as null.
@@ -54,6 +73,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ledger.compare.flags import RunFlag, flags_json
 from ledger.compare.learning import (
     LearningResult,
     compare_learning,
@@ -63,6 +83,8 @@ from ledger.compare.learning import (
     unmatched_patterns,
 )
 from ledger.compare.logparse import MetricsTable
+from ledger.compare.noise import NoiseReport, noise_json
+from ledger.compare.settingsview import comparable
 from ledger.compare.stats import (
     CONFIDENCE,
     DEFAULT_METRICS,
@@ -142,6 +164,10 @@ def _ignored(name: str, ignore: Iterable[str]) -> bool:
     return any(fnmatchcase(name, pattern) for pattern in ignore)
 
 
+# settings that manifests recorded before they existed lack: absent on one side is unknown, not a change
+_ADDED_LATER = ("command.entry",)
+
+
 def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str] = ()) -> list[Change]:
     """Settings that differ between two runs, sorted by name; `ignore` holds fnmatch globs."""
     changes = []
@@ -149,32 +175,58 @@ def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequenc
         if _ignored(name, ignore):
             continue
         va, vb = a.get(name, ABSENT), b.get(name, ABSENT)
+        if name in _ADDED_LATER and (va is ABSENT or vb is ABSENT):
+            continue
         if not same_value(va, vb):
             changes.append(Change(name, va, vb))
     return changes
 
 
 def _settings(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    return manifest.get("settings") or {}
+    return comparable(manifest)  # one view of the settings for diff, log, list and report (issue 22)
+
+
+MAX_BASELINES = 5
 
 
 def suggest_baseline(b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()) -> str | None:
     """The id of the most recent run started before B that differs from B in exactly one setting."""
+    found = suggest_baselines(b_manifest, earlier, ignore)
+    return found[0] if found else None
+
+
+def suggest_baselines(
+    b_manifest: Mapping[str, Any],
+    earlier: Iterable[Mapping[str, Any]],
+    ignore: Sequence[str] = (),
+    limit: int = MAX_BASELINES,
+) -> list[str]:
+    """The ids of the runs started before B that differ from B in exactly one setting, newest
+    first, at most `limit` (issue 22, item 5)."""
     b_started = b_manifest.get("started") or ""
     candidates = [m for m in earlier if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)]
     candidates.sort(key=lambda m: m.get("started") or "", reverse=True)
+    found: list[str] = []
     for manifest in candidates:
         if len(changed_settings(_settings(manifest), _settings(b_manifest), ignore)) == 1:
-            return str(manifest.get("id"))
-    return None
+            found.append(str(manifest.get("id")))
+            if len(found) >= limit:
+                break
+    return found
 
 
 def change_log(manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()) -> list[tuple[str, list[Change]]]:
-    """For `ledger log`: each run's setting changes against the run before it (none for the first)."""
+    """For `ledger log`: each run's setting changes against the run before it (none for the first).
+
+    A replay is compared with its source run instead (its `--set`s are what changed, issue 22,
+    item 5), when the source is among the runs."""
     out: list[tuple[str, list[Change]]] = []
     previous: Mapping[str, Any] | None = None
+    by_id = {str(m.get("id")): m for m in manifests_in_order}
     for manifest in manifests_in_order:
-        changes = [] if previous is None else changed_settings(_settings(previous), _settings(manifest), ignore)
+        base = by_id.get(str(manifest.get("replay_of"))) if manifest.get("replay_of") else None
+        base = previous if base is None else base
+        changes = [] if base is None else changed_settings(_settings(base), _settings(manifest), ignore)
         out.append((str(manifest.get("id")), changes))
         previous = manifest
     return out
@@ -266,6 +318,9 @@ class DiffReport:
     steps_metric: str | None = None
     steps: list[StepLine] = field(default_factory=list)
     suggested_baseline: str | None = None
+    suggested_baselines: list[str] = field(default_factory=list)  # newest first, up to MAX_BASELINES
+    code_files: list[str] = field(default_factory=list)  # files behind a `code` change (codeset rule)
+    code_note: str | None = None  # "only files that are not code differ: ..." (not a difference)
     malformed_a: int = 0
     malformed_b: int = 0
     learning: list[LearningResult] = field(default_factory=list)
@@ -273,6 +328,12 @@ class DiffReport:
     same_samples: bool = False
     metric_unmatched: list[str] = field(default_factory=list)
     metrics_logged: list[str] = field(default_factory=list)
+    # issue 25: A and B are repeats (no setting, or only seeds, differ); each metric judged against
+    # the replicas' noise (`ledger.compare.noise`); degenerate runs (`ledger.compare.flags`)
+    repeat: bool = False
+    noise: NoiseReport | None = None
+    flags: list[RunFlag] = field(default_factory=list)
+    baseline_session: list[str] = field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The report as plain JSON data (schema in the module docstring)."""
@@ -285,6 +346,9 @@ class DiffReport:
             "changed": [{"name": c.name, "a": _json_value(c.a), "b": _json_value(c.b)} for c in self.changed],
             "warnings": list(self.warnings),
             "suggested_baseline": self.suggested_baseline,
+            "suggested_baselines": list(self.suggested_baselines),
+            "code_files": list(self.code_files),
+            "code_note": self.code_note,
             "timing_unavailable": self.timing_unavailable,
             "malformed": {"a": self.malformed_a, "b": self.malformed_b},
             "timing": [
@@ -318,6 +382,10 @@ class DiffReport:
             "metric_unmatched": list(self.metric_unmatched),
             "metrics_logged": list(self.metrics_logged),
             "learning": [learning_json(r) for r in self.learning],
+            "repeat": self.repeat,
+            "noise": noise_json(self.noise),
+            "flags": flags_json(self.flags),
+            "baseline_session": list(self.baseline_session),
         }
 
 
@@ -344,6 +412,7 @@ def build_report(
     earlier_runs: Iterable[Mapping[str, Any]] = (),
     max_age_hours: float = 24,
     steps_metric: str | None = None,
+    replica_keys: Sequence[str] = (),
 ) -> DiffReport:
     """Compare run A (`ma`, `table_a`) with run B: settings, context, timing on common steps.
 
@@ -352,12 +421,14 @@ def build_report(
     when that run has no metrics at all. `steps_metric` fills the per-step table for `--steps`.
     """
     changed = changed_settings(_settings(ma), _settings(mb), ignore)
+    repeat = is_repeat(changed, replica_keys)
     report = DiffReport(
         a=str(ma.get("id")),
         b=str(mb.get("id")),
-        refused=len(changed) != 1 and not force,
-        forced=force and len(changed) != 1,
+        refused=len(changed) != 1 and not repeat and not force,
+        forced=force and len(changed) != 1 and not repeat,
         changed=changed,
+        repeat=repeat,
         warnings=context_warnings(ma, mb, max_age_hours),
         malformed_a=table_a.malformed if table_a else 0,
         malformed_b=table_b.malformed if table_b else 0,
@@ -367,7 +438,8 @@ def build_report(
             examples = "; ".join(table.malformed_examples[:3])
             report.warnings.append(f"{table.malformed} malformed metric line(s) in run {label}: {examples}")
     if report.refused:
-        report.suggested_baseline = suggest_baseline(mb, earlier_runs, ignore)
+        report.suggested_baselines = suggest_baselines(mb, earlier_runs, ignore)
+        report.suggested_baseline = report.suggested_baselines[0] if report.suggested_baselines else None
         return report
     report.metrics_logged = logged_metrics(table_a, table_b)
     report.metric_unmatched = unmatched_patterns([*metrics, *([steps_metric] if steps_metric else [])], report.metrics_logged)
@@ -387,6 +459,14 @@ def build_report(
         elif table_a is not None and table_b is not None:
             report.steps = step_table(table_a.rows, table_b.rows, steps_metric)
     return report
+
+
+def is_repeat(changed: Sequence[Change], replica_keys: Sequence[str] = ()) -> bool:
+    """A and B are repeats: no setting differs, or only seed settings (`replica_keys` globs) do.
+
+    Such a diff is not refused: the size of the difference between two repeats is the noise.
+    """
+    return all(any(fnmatchcase(c.name, k) for k in replica_keys) for c in changed)
 
 
 def _learning_gap(table_a: MetricsTable | None, table_b: MetricsTable | None) -> str:

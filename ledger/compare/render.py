@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ledger.compare.diffcore import Change, DiffReport, TimingResult
 from ledger.compare.learning import LearningResult
+from ledger.compare.noisetext import baseline_session_lines, flag_lines, noise_lines, repeat_lines
 from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME_PER_1K
 from ledger.textfmt import MISSING, show_value
 
@@ -186,6 +187,30 @@ def _unmatched_lines(report: DiffReport) -> list[str]:
     return [f"metric {', '.join(repr(p) for p in report.metric_unmatched)} matched nothing; the runs logged: {logged}"]
 
 
+def _code_lines(report: DiffReport) -> list[str]:
+    """The files behind a `code` change, and the one line saying only non-code files differ."""
+    lines = []
+    if report.code_files and any(c.name == "code" for c in report.changed):
+        shown = ", ".join(report.code_files[:20]) + (f" (+{len(report.code_files) - 20} more)" if len(report.code_files) > 20 else "")
+        lines.append(f"  code files changed: {shown}")
+    if report.code_note:
+        lines.append(report.code_note)
+    return lines
+
+
+def _baseline_lines(report: DiffReport) -> list[str]:
+    """The earlier runs one setting away from B (newest first), or that there is none."""
+    found = report.suggested_baselines or ([report.suggested_baseline] if report.suggested_baseline else [])
+    if not found:
+        return ["hint: no earlier run differs from B in exactly one setting"]
+    if len(found) == 1:
+        return [f"hint: {found[0]} differs from B in one setting: ledger diff {found[0]} {report.b}"]
+    return [
+        f"hint: {len(found)} earlier runs differ from B in one setting (newest first):",
+        *(f"  ledger diff {run} {report.b}" for run in found),
+    ]
+
+
 def render_text(report: DiffReport, git_diff: str | None = None, show_steps: bool = True) -> str:
     """The human output of `ledger diff` for `report`, ending in a newline.
 
@@ -198,16 +223,21 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
         why = "no setting differs" if count == 0 else f"{count} settings differ"
         lines.append(f"refused: {why}; `ledger diff` compares runs that differ in exactly one setting")
         lines += [f"  {_change_line(c)}" for c in report.changed]
-        if report.suggested_baseline:
-            lines.append(
-                f"hint: {report.suggested_baseline} differs from B in one setting: ledger diff {report.suggested_baseline} {report.b}"
-            )
+        lines += _code_lines(report)
+        lines += _baseline_lines(report)
+        lines += baseline_session_lines(report)
         lines.append("hint: --ignore GLOB leaves settings out; --force compares anyway")
+    elif report.repeat:
+        lines += repeat_lines(report)
+        lines += _code_lines(report)
     elif report.forced:
         lines.append(f"FORCED: {len(report.changed)} settings differ; timing cannot be pinned on one of them")
         lines += [f"  {_change_line(c)}" for c in report.changed]
+        lines += _code_lines(report)
     else:
         lines.append(_change_line(report.changed[0]))
+        lines += _code_lines(report)
+    lines += flag_lines(report)
     if report.warnings:
         lines.append("")
         lines += [f"warning: {w}" for w in report.warnings]
@@ -217,6 +247,8 @@ def render_text(report: DiffReport, git_diff: str | None = None, show_steps: boo
         lines += _timing_lines(report)
         lines.append("")
         lines += _learning_lines(report)
+        if report.noise is not None:
+            lines += ["", *noise_lines(report)]
         if show_steps and report.steps_metric:
             lines.append("")
             lines += _steps_lines(report)

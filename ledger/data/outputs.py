@@ -8,10 +8,10 @@ feeds back in.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ledger.understand.launcher import without_comments
 from ledger.understand.settings import flag_groups, locate_training_command, split_training_command
 
 ROLLOUT_FLAG = "--save-debug-rollout-data"
@@ -104,17 +104,6 @@ def find_outputs(argv: Sequence[str]) -> list[Output]:
         path = template_folder(value) if is_template else value.rstrip("/") or "/"
         outputs.append(Output(role=role, flag=source_flag, template=value, path=path))
     return outputs
-
-
-def without_comments(text: str) -> str:
-    """Launcher text without `#` comments (bash and Python), so a flag only mentioned in a comment
-    does not count as set (the bundled examples/run.sh names --save-debug-event-data in one)."""
-    kept = []
-    for line in text.splitlines():
-        if line.lstrip().startswith("#"):
-            continue
-        kept.append(re.sub(r"(^|\s)#(?![{!]).*$", "", line))
-    return "\n".join(kept)
 
 
 def _mentions(flag: str, argv: Sequence[str], launcher_text: str | None) -> bool:

@@ -23,6 +23,7 @@ from ledger.compare.stats import (
     Pause,
     metric_value,
 )
+from ledger.pages.noisehtml import degenerate_text, noise_section
 from ledger.pages.svg import Chart, Series, page, render
 from ledger.textfmt import show_value
 
@@ -73,6 +74,8 @@ class DiffPageInput:
     manifest_b: Mapping[str, Any]
     table_a: MetricsTable | None
     table_b: MetricsTable | None
+    # every run of each side (A or B first, then its replicas), for the noise section's bands
+    replicas: tuple[Sequence[MetricsTable | None], Sequence[MetricsTable | None]] = ((), ())
 
 
 def diff_title(report: DiffReport) -> str:
@@ -82,7 +85,7 @@ def diff_title(report: DiffReport) -> str:
         return f"refused: {len(report.changed)} settings differ" + (f" ({changes})" if changes else "")
     if report.forced:
         return f"FORCED: {changes or 'no setting differs'}"
-    return changes
+    return changes or "no setting differs: two repeats"
 
 
 def diff_charts(data: DiffPageInput) -> list[Chart]:
@@ -126,6 +129,7 @@ def diff_page(data: DiffPageInput) -> str:
         f'<h1 class="{css}">{escape(title)}</h1>\n<p>A: {escape(report.a)} &nbsp; B: {escape(report.b)}</p>\n'
         f'<div class="side"><div class="charts">{svgs}</div>\n<pre>{escape(data.text)}</pre></div>'
     )
+    body += "\n" + noise_section(report, *data.replicas)
     return page(f"ledger diff: {title}", body)
 
 
@@ -157,10 +161,12 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
         s = row.summary
         paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
         duration = s.get("duration_s")
+        state = (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else "")
+        state += f" {flagged}" if (flagged := degenerate_text(str(s.get("id")), row.table)) else ""
         cells = [
             s.get("id"),
             s.get("name") or "-",
-            (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else ""),
+            state,
             "-" if s.get("exit_code") is None else s.get("exit_code"),
             "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s",
             paused,

@@ -123,13 +123,45 @@ def settings_section(
     settings["image.digest"] = image.get("digest")
     settings["image.miles_commit"] = image.get("miles_commit")
     settings["image.sglang_version"] = image.get("sglang_version")
-    code_tree = m["code"].get("tree_without_launcher")
-    if code_tree and training_argv is not None:  # the launcher's effect is in the settings above: only other code counts as code
-        settings["code.tree"] = code_tree
-    else:
-        settings["code.commit"] = m["code"]["commit"]
-        settings["code.patch"] = m["code"]["patch"]
+    settings.update(code_settings(m, training_argv is not None))
+    for name in ledger_set(m, cfg, settings, records):
+        settings.pop(name, None)
+    for path, sub in (m["code"].get("submodules") or {}).items():  # its gitlink is in the tree; its edits are not
+        if sub.get("dirty"):
+            settings[f"code.submodule.{path}"] = sub.get("patch")
     m["settings"] = dict(sorted(settings.items()))
+
+
+def code_settings(m: dict[str, Any], command_found: bool) -> dict[str, Any]:
+    """`code` (the content of the files that count, `ledger.record.codeset`) and `command.entry`.
+
+    With the training command found, the launcher and its inputs are left out of `code`: their
+    effect is in the settings. A staged run from before `code.content` existed keeps the old keys."""
+    out: dict[str, Any] = {settings_mod.ENTRY_SETTING: settings_mod.entry_point(m["command"])}
+    code = m["code"]
+    without = code.get("content_without_launcher")
+    if without and command_found:
+        out["code"] = without
+    elif code.get("content"):
+        out["code"] = code["content"]
+    else:
+        out["code.commit"], out["code.patch"] = code["commit"], code["patch"]
+    return out
+
+
+def ledger_set(m: dict[str, Any], cfg: Config, settings: Mapping[str, Any], records: list[ShimRecord] | None = None) -> list[str]:
+    """The `env.` settings that are variables ledger itself set for the job (issue 22, item 4):
+    never settings, on any path (the trainer's env, the launcher's exports, the runtime env the
+    ray wrapper extended). A run staged before `command.ledger_env` was written (`ledger
+    recover`) falls back to the configured job variables, where the value is ledger's."""
+    recorded = m["command"].get("ledger_env")
+    ours: dict[str, Any] = dict(recorded) if recorded else {"LEDGER_RUN_ID": m.get("id"), **cfg.job_env}
+    ours.pop("PATH", None)
+    names = [f"{envvars.ENV_PREFIX}{name}" for name in ours]
+    found = [n for n in names if n in settings and (recorded or str(settings[n]) == str(ours[n[len(envvars.ENV_PREFIX) :]]))]
+    # what the ray wrapper itself put in a runtime env
+    found += [f"{envvars.ENV_PREFIX}{name}" for r in records or [] for name in r.job_env_added]
+    return found
 
 
 def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_argv: list[str] | None) -> None:

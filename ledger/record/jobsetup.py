@@ -1,18 +1,18 @@
 """What `ledger run` sets up around the job: how the debug-data flags reach the trainer, the
-variables and PATH wrappers ledger gives the job, the code tree that leaves the launcher out, and
-following a job submitted with `ray job submit --no-wait` (issue 9)."""
+variables and PATH wrappers ledger gives the job, and following a job submitted with `ray job submit --no-wait` (issue 9)."""
 
 from __future__ import annotations
 
 import os
-import re
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ledger.config import Config
+from ledger.errors import LedgerError
 from ledger.storage import staging
-from ledger.storage.git import CodeSnapshot, Repo
+from ledger.storage.git import Repo
 from ledger.understand import launcher
 
 Say = Callable[[str], None]
@@ -28,7 +28,7 @@ def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bo
     if launcher.training_command_from_argv(argv, list(cfg.training_patterns)) is not None:
         return True
     if launcher_text is not None:
-        from ledger.data.outputs import without_comments
+        from ledger.understand.launcher import without_comments
 
         code = without_comments(launcher_text)  # a "$@" in a comment forwards nothing
         return '"$@"' in code or "${@}" in code or "sys.argv" in code
@@ -42,7 +42,8 @@ def debug_data_route(
     command or a launcher that forwards "$@"; else added by the PATH wrappers (`shim`); said on
     one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
     from ledger.capture.image import detect_image_in_argv
-    from ledger.data.outputs import debug_flag_values, inject_debug_flags, without_comments
+    from ledger.data.outputs import debug_flag_values, inject_debug_flags
+    from ledger.understand.launcher import without_comments
 
     if forwards_args(argv, launcher_text, cfg):
         job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text)
@@ -84,56 +85,6 @@ def job_env(
     return {**ledger_env, **wrappers}
 
 
-_SOURCE_RE = re.compile(r"^\s*(?:source|\.)\s+(\S+)", re.M)
-# Miles' bash launchers since August 2026 (radixark/miles fe30593dd) take their model flags from
-# scripts/models/<NAME>.py through `python3 .../model_args_utils.py NAME` and `read -ra`
-_MODEL_ARGS_RE = re.compile(r"""(\S*model_args_utils\.py)["']?\s+["']?([^\s"')]+)""")
-# `NAME=literal` lines, so `source "${ROOT}/scripts/models/${MODEL_TYPE}.sh"` can be resolved
-_ASSIGN_RE = re.compile(r"""^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(["']?)([^"'$`\s;|&()]+)\2\s*$""", re.M)
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)")
-_LEADING_VAR_RE = re.compile(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$\([^)]*\))/")
-
-
-def _launcher_path_word(word: str, values: dict[str, str]) -> str:
-    """A path as the launcher wrote it, literal variables expanded, a leading unknown one
-    (`${SCRIPT_DIR}/`, `$(dirname ...)/`) dropped so the rest resolves against a base folder."""
-    word = _VAR_RE.sub(lambda m: values.get(m.group(1) or m.group(2), m.group(0)), word.strip("\"'"))
-    return _LEADING_VAR_RE.sub("", word)
-
-
-def _flag_files(launcher_path: Path, launcher_text: str, cwd: Path, root: Path) -> list[Path]:
-    """The files a bash launcher takes training flags from: what it `source`s, and the model file
-    a `model_args_utils.py NAME` call reads (`scripts/models/NAME.py` above the helper)."""
-    bases = (cwd, launcher_path.parent, root)
-    values = {m.group(1): m.group(3) for m in _ASSIGN_RE.finditer(launcher_text)}
-
-    def first_file(candidates: list[Path]) -> Path | None:
-        return next((c.resolve() for c in candidates if c.is_file()), None)
-
-    found = [first_file([b / _launcher_path_word(m.group(1), values) for b in bases]) for m in _SOURCE_RE.finditer(launcher_text)]
-    from ledger.data.outputs import without_comments
-
-    for m in _MODEL_ARGS_RE.finditer(without_comments(launcher_text)):
-        helper = first_file([b / _launcher_path_word(m.group(1), values) for b in bases])
-        name = _launcher_path_word(m.group(2), values)
-        above = [*(helper.parents if helper is not None else ()), cwd, root]
-        found.append(first_file([folder / "scripts" / "models" / f"{name}.py" for folder in above]))
-    return [f for f in found if f is not None]
-
-
-def tree_without_launcher(repo: Repo, code: CodeSnapshot, launcher_path: Path, launcher_text: str | None, cwd: Path) -> str | None:
-    """The code tree with the launcher and the files it takes flags from left out (issue 9, item 6):
-    their effect is in the recorded training command."""
-    files = [launcher_path.resolve(), *_flag_files(launcher_path, launcher_text or "", cwd, repo.root)]
-    edits: dict[str, tuple[str, int] | None] = {}
-    for path in files:
-        try:
-            edits[str(path.relative_to(repo.root))] = None
-        except ValueError:
-            continue  # outside the repository: not part of the code snapshot
-    return repo.tree_with_edits(code.tree, edits) if edits else None
-
-
 def follow_submitted(staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say) -> Any:
     """After the launcher ended: follow the last job it submitted with `--no-wait` (issue 9, item 8),
     its logs appended to the run's raw output. None when nothing was submitted that way."""
@@ -172,3 +123,36 @@ def ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
     m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
     if end.stopped_by_ledger:
         m["status"]["signal"] = "SIGINT"
+
+
+def check_writable(repo: Repo, branch: str) -> None:
+    """Every place the record is written, tried before the job starts (issue 24): the object
+    store, the folder of the branch's ref (where git takes its lock) and `.ledger/`. A read-only
+    mount, an immutable folder or missing permissions is one line and exit 125, not an error after
+    the job ran. Each is tried by creating and removing a file: `os.access` says yes to root."""
+    ref_dir = (repo.common_dir / "refs" / "heads" / branch).parent
+    while not ref_dir.exists() and ref_dir != repo.common_dir:
+        ref_dir = ref_dir.parent  # created by git on the first run: its parent must take it
+    try:
+        state = staging.ledger_dir(repo.root)
+    except OSError as exc:
+        state = repo.root / staging.LEDGER_DIR
+        _unwritable(".ledger/ (ledger's staging area)", state, exc)
+    for what, folder in (
+        ("the object store", repo.common_dir / "objects"),
+        (f"the folder of branch '{branch}'s ref", ref_dir),
+        (".ledger/ (ledger's staging area)", state),
+    ):
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".ledger-probe-", dir=folder)
+        except OSError as exc:
+            _unwritable(what, folder, exc)
+        os.close(fd)
+        os.unlink(probe)
+
+
+def _unwritable(what: str, folder: Path, exc: OSError) -> NoReturn:
+    raise LedgerError(
+        f"{what} {folder} is not writable ({exc.strerror or exc}): the run could not be recorded",
+        "make it writable (a read-only mount, `chattr +i` or permissions); nothing ran",
+    )

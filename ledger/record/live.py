@@ -16,6 +16,7 @@ from typing import Any
 from ledger.compare.logparse import last_step
 from ledger.storage import staging
 
+ORPHANED_HINT = "`ledger recover` commits it"
 TAIL_BYTES = 1 << 20  # how much of the end of the output is searched for the current step
 
 
@@ -28,6 +29,7 @@ class LiveRun:
     step: int | None
     last_step_at: str | None
     output_bytes: int
+    orphaned: bool = False  # its `ledger run` is gone (SIGKILL, OOM, reboot): `ledger recover` commits it
 
     @property
     def id(self) -> str:
@@ -38,6 +40,8 @@ class LiveRun:
         from ledger.storage.listing import list_fields
 
         fields = list_fields({**self.manifest, "id": self.id, "status": None, "gpu": None})
+        if self.orphaned:
+            return {**fields, "state": "orphaned", "step": self.step, "last_step_at": self.last_step_at, "hint": ORPHANED_HINT}
         return {**fields, "state": "running", "step": self.step, "last_step_at": self.last_step_at}
 
 
@@ -51,11 +55,13 @@ def _tail(path: Path, size: int) -> tuple[bytes, int]:
         return b"", 0
 
 
-def running_runs(root: Path) -> list[LiveRun]:
-    """Staged runs whose ledger process is alive, oldest first."""
+def running_runs(root: Path, orphaned: bool = False) -> list[LiveRun]:
+    """Staged runs whose ledger process is alive, oldest first; with `orphaned`, also those whose
+    ledger is gone (state `orphaned`: `ledger recover` commits them)."""
     out = []
     for staged in staging.list_staged(root):
-        if not staged.owner_alive():
+        dead = not staged.owner_alive()
+        if dead and not orphaned:
             continue  # finished a moment ago, or lost (`ledger recover` commits those)
         manifest = staged.read_json("manifest.json")
         if manifest is None:
@@ -63,7 +69,7 @@ def running_runs(root: Path) -> list[LiveRun]:
         data, size = _tail(staged.raw_output, TAIL_BYTES)
         found = last_step(data)
         step, when = found if found else (None, None)
-        out.append(LiveRun(staged, manifest, step, when, size))
+        out.append(LiveRun(staged, manifest, step, when, size, orphaned=dead))
     return out
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,12 +30,12 @@ from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, s
 from ledger.record import jobsetup
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
-from ledger.redact.runscrub import add_redacted, as_texts, save_secrets, scrub_logs, scrub_manifest
-from ledger.redact.scanner import Redactor
+from ledger.redact.runscrub import LEFT_OUT, add_redacted, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
+from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
 from ledger.runref import check_run_name
 from ledger.storage import staging
-from ledger.storage.git import CodeSnapshot, Repo
+from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 from ledger.understand import launcher
@@ -115,15 +116,13 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
     return {}, thread, holder
 
 
-def _code_scrubber(redactor: Redactor, places: list[list[str]]) -> Callable[[bytes], bytes]:
+def _code_scrubber(redactor: Redactor, places: list[list[str]]) -> Callable[[bytes], bytes | None]:
     """Secrets pasted into uncommitted tracked text files never reach the run commit; what was
     hidden is listed per file (by kind, never the value)."""
 
-    def scrub(data: bytes) -> bytes:
-        if b"\0" in data[:8192]:
-            return data  # binary
+    def scrub(data: bytes) -> bytes | None:
         acc = Redactions()
-        clean = redactor.redact_text(data.decode("utf-8", "surrogateescape"), acc).encode("utf-8", "surrogateescape")
+        clean = scrub_code_file(redactor, data, acc)  # None: binary with secret-shaped bytes, left out
         if clean != data:
             places.append(acc.as_list())  # in the order of `CodeSnapshot.scrubbed`
         return clean
@@ -161,7 +160,12 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         repo = Repo(req.cwd)
         repo.head_commit()
         cfg = load_config(repo.root, repo.common_dir)
+        if req.name is not None and (kinds := secret_kinds_in_name(req.name, cfg.secret_names)):
+            raise StartError(
+                f"--name holds what looks like a secret ({', '.join(kinds)})", "name the run without credentials, e.g. --name lr-3e-6"
+            )
         check_branch_writable(repo, cfg.branch)
+        jobsetup.check_writable(repo, cfg.branch)
     except LedgerError as exc:
         raise StartError(exc.message, exc.hint) from exc
     started = utc_now()
@@ -200,15 +204,21 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         m["code"].update(
             commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked
         )
+        if code.submodules:
+            m["code"]["submodules"] = code.submodules
         m["replay_of"], m["replay"] = req.replay_of, req.replay
         redacted.update(f"argv: {n}" for n in argv_names)
         redacted.update(f"code/{p}: {kind}" for p, kinds in zip(code.scrubbed, code_places) for kind in kinds)
+        for p, kinds in zip(code.scrubbed, code_places):
+            if "pattern:" + LEFT_OUT in kinds:
+                say(f"ledger: warning: {p} is a changed binary file holding secret-shaped bytes; it is left out of the run's code tree")
         if launcher_path is not None:
             name, digest, names = _copy_launcher(launcher_path, staged.run_dir, redactor)
             m["command"].update(launcher=name, launcher_sha256=digest)
             redacted.update(names)
-        if launcher_path is not None:
-            m["code"]["tree_without_launcher"] = jobsetup.tree_without_launcher(repo, code, launcher_path, launcher_text, req.cwd)
+        from ledger.record.codeset import record_code
+
+        record_code(repo, code, m, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
         job_argv = req_argv
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
         wrapper_flags: list[tuple[str, str]] = []
@@ -245,11 +255,13 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         ctx["terminal_fd"] = terminal_fd
         env = dict(req.env if req.env is not None else os.environ)
         env.update(jobsetup.job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
+        job_start = time.time()
         try:
             job = Job(job_argv, req.cwd, env, cfg.stop_grace_s)
         except BaseException:
             staged.remove()
             raise
+        ctx["untracked"] = UntrackedCount(repo.root, job_start)  # while the job runs, not before it
         guard.attach(job, lambda: None)
         threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
         staged.set_owner(job.pgid)
@@ -351,6 +363,7 @@ def _after_job(
         m["warnings"].append(result.escalated)
     if ray_end is not None:
         jobsetup.ray_status(m, ray_end, say)
+    m["code"]["untracked_left_out"] = ctx["untracked"].result()
     staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
     commit = finish(repo, cfg, staged, m, code, logs, say, secrets=ctx["secrets"], environ=ctx.get("environ"))
     st = m["status"]

@@ -54,6 +54,11 @@ WORKER_AFTER = 4 << 20  # bytes of output before a worker process is worth its s
 WORKER_NICE = 19  # the lowest priority: the job (and the copy) come first when the cores are busy;
 # a job that leaves cores idle, as trainers do, leaves them to the worker
 POLL_S = 0.1
+PUNCHED = "output.punched"  # the raw file's start was freed on a full disk (`_make_room`)
+_KEEP_SIZE, _PUNCH_HOLE = 0x01, 0x02  # linux/falloc.h
+# on a full disk the logs keep the captured output less a quarter of it (at least this much), so
+# that the record itself can still be written on that disk: its git objects, manifest and status
+RECORD_ROOM = 1 << 20
 FLOOD_RATE = 64 << 20  # bytes/s of output above which the worker waits (trainers write KB/s to MB/s)
 
 
@@ -145,8 +150,13 @@ class StreamedLogs:
     def __init__(self, raw: Path, trainer: Path, engine: Path, engine_patterns: Sequence[str], redactor: Redactor):
         self.raw = raw
         self.splitter = LineSplitter(trainer, engine, engine_patterns, redactor=redactor)
+        self.splitter.trainer.on_full = self.splitter.engine.on_full = self._make_room
+        self.splitter.trainer.room = self.splitter.engine.room = self._room
+        self._budget: int | None = None  # bytes the two logs may hold, once the disk was full
         self.tails = (_Tail(trainer), _Tail(engine))
         self.offset = 0
+        self._read_to = 0  # how far the raw file has been read (what is past it is not split yet)
+        self._punched = 0  # the raw file's start given back to the disk (see `_make_room`)
 
     def step(self, limit: int = 4 * BLOCK) -> int:
         """Split up to `limit` new bytes of the raw file; returns how many were read."""
@@ -155,6 +165,7 @@ class StreamedLogs:
             with open(self.raw, "rb") as f:
                 f.seek(self.offset)
                 while read < limit and (data := f.read(min(BLOCK, limit - read))):
+                    self._read_to = self.offset + read + len(data)
                     self.splitter.feed(data)
                     read += len(data)
         except FileNotFoundError:
@@ -164,6 +175,35 @@ class StreamedLogs:
             for tail in self.tails:
                 tail.poll()
         return read
+
+    def _make_room(self) -> bool:
+        """The disk is full while a log is written: give the raw file's blocks that are already
+        read (split, or held in memory) back to the file system, so that the logs can hold what
+        was captured (issue 24: a disk filled by the raw copy left a 0-byte trainer.log). Marked
+        by an empty `output.punched` (an empty file needs no block of a full disk), so that `ledger
+        recover` never splits the emptied start again."""
+        start, end = self._punched, self._read_to - self._read_to % 4096
+        if end - start < 4096:
+            return False
+        if self._budget is None:  # the record (git objects, manifest) needs room on this disk too
+            try:
+                size = self.raw.stat().st_size
+            except OSError:
+                return False
+            self._budget = size - max(size // 4, RECORD_ROOM)
+        try:
+            os.close(os.open(self.raw.parent / PUNCHED, os.O_WRONLY | os.O_CREAT, 0o600))
+        except OSError:
+            return False  # no room for even that: the logs stop here, and say so
+        if not punch_hole(self.raw, start, end - start):
+            return False
+        self._punched = end
+        return True
+
+    def _room(self) -> int | None:
+        if self._budget is None:
+            return None
+        return self._budget - self.splitter.trainer.written - self.splitter.engine.written
 
     def finish(self) -> StreamResult:
         """The raw file is complete: split the rest, close the logs, read their last lines."""
@@ -192,6 +232,27 @@ class StreamedLogs:
         )
 
 
+def punch_hole(path: Path, offset: int, length: int) -> bool:
+    """Free a range of a file's blocks, its size unchanged (Linux `fallocate` with
+    FALLOC_FL_PUNCH_HOLE: ext4, xfs, btrfs, tmpfs). False where the system cannot."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fallocate = libc.fallocate
+    except (OSError, AttributeError):
+        return False
+    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return False
+    try:
+        return int(fallocate(fd, _PUNCH_HOLE | _KEEP_SIZE, offset, length)) == 0
+    finally:
+        os.close(fd)
+
+
 def process_raw(raw: Path, run_dir: Path, engine_patterns: Sequence[str], redactor: Redactor) -> StreamResult:
     """All of the log work on a complete raw file, in this process (small output, `recover`)."""
     return StreamedLogs(raw, run_dir / "trainer.log", run_dir / "engine.log", engine_patterns, redactor).finish()
@@ -204,6 +265,24 @@ def logs_result(run_dir: Path) -> StreamResult:
 
     paths = [run_dir / "trainer.log", run_dir / "engine.log"]
     return StreamResult(tracescan.command_lines(paths), [], set(), parse_logs(paths), where="after the job, from the split logs")
+
+
+def was_punched(staging_dir: Path) -> bool:
+    """Whether the raw output's start was given back to a full disk (`StreamedLogs._make_room`)."""
+    return (staging_dir / PUNCHED).exists()
+
+
+def from_split_logs(run_dir: Path, where: str) -> StreamResult:
+    """The result of a split that stopped part way on a full disk whose raw output can no longer be
+    split again: the logs as far as they were written, and a note of where they stop."""
+    result = logs_result(run_dir)
+    result.where = where
+    sizes = ", ".join(f"{p.name} at byte {p.stat().st_size}" for p in (run_dir / "trainer.log", run_dir / "engine.log") if p.exists())
+    result.truncated = [
+        f"logs cut where their split stopped on a full disk ({sizes or 'nothing split'}): the raw "
+        "output's start had been given back to the disk, so it could not be split again"
+    ]
+    return result
 
 
 class Follower:
@@ -286,6 +365,8 @@ class Follower:
                 result.where = "while the job ran"
                 return result
             why = f"after the job (the worker failed: {rc if isinstance(rc, str) else f'exit {rc}'})"
+        if was_punched(self.staged.dir):  # the raw file's start is gone: keep what the worker split
+            return from_split_logs(self.staged.run_dir, why or "after the job")
         result = process_raw(raw, self.staged.run_dir, self.patterns, redactor)
         if why:
             result.where = why

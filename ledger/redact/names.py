@@ -14,7 +14,9 @@ parts at ``-``, ``_``, ``.`` and camelCase boundaries, upper-cased. It is secret
 except the known non-secret names in `_NOT_SECRET` (Miles' dataset-column flags such as
 ``--input-key``, tokenizer special tokens such as ``--pad-token``, the shell's ``PWD``). Plurals
 (``--max-tokens``), longer words (``--tokenizer-path``) and non-final parts (``--kl-key-x``) are
-not secret. Values that are never secrets are kept: empty, None/null, true/false, and for
+not secret. A qualifier after the secret word does not hide it: trailing digits and the words in
+`_QUALIFIERS` are dropped first, from a name of three parts or more (``OPENAI_API_KEY_2``, ``STRIPE_KEY_LIVE``, ``"API Key"``).
+Values that are never secrets are kept: empty, None/null, true/false, and for
 KEY/TOKEN names a number of up to 9 digits (a token COUNT, not a credential).
 """
 
@@ -43,6 +45,10 @@ _NOT_SECRET = frozenset(
         "PWD", "OLDPWD",
     }
 )  # fmt: skip
+# words that only qualify a secret name (which one, where it is used): dropped from its end
+_QUALIFIERS = frozenset(
+    {"LIVE", "TEST", "PROD", "PRODUCTION", "DEV", "STAGING", "OLD", "NEW", "BACKUP", "PRIMARY"} | {"SECONDARY", "ALT", "B64", "BASE64"}
+)
 _TRIVIAL = frozenset({"", "none", "null", "nil", "true", "false", MASK, f"'{MASK}'", f'"{MASK}"'})
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -61,6 +67,11 @@ def is_secret_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
     """
     parts = _parts(name)
     if not parts or "_".join(parts) in _NOT_SECRET:
+        return False
+    # a qualifier is dropped only from a name of two parts or more (`token_0` in code is no secret)
+    while len(parts) > 2 and (parts[-1].isdigit() or parts[-1] in _QUALIFIERS):
+        parts.pop()
+    if "_".join(parts) in _NOT_SECRET:
         return False
     last = parts[-1]
     return last in _TAIL or last.endswith(_TAIL_ENDS) or any(p in _STRONG or p in extra for p in parts)

@@ -29,6 +29,7 @@ import binascii
 import re
 from collections.abc import Callable, Iterable
 
+from ledger.redact.catalogue import catalogue, required_literal
 from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
@@ -38,18 +39,22 @@ _NAME = rb"[A-Za-z_][A-Za-z0-9_.-]*"
 _DQ = rb'"(?:[^"\\\n]|\\.)*"'
 _SQ = rb"'[^'\n]*'"
 _BARE = rb"""[^\s'";|&,}\])]+"""
+# a shell word glued from quoted parts: `set -x` prints --password "ab'cd" as 'ab'\''cd'
+_SHWORD = rb"(?:" + _SQ + rb"(?:\\'" + _SQ + rb")+|" + _SQ + rb"\\'|\\'" + _SQ + rb")"
 # a Python string prefix before a quoted value: b'...' (bytes reprs), u'...', r'...'
 _PFX = rb"""(?:[bBuUrR]{1,2}(?=["']))?"""
 
 # "NAME": "value" (JSON, Python reprs; also with escaped quotes inside JSON strings)
 _PAIR = re.compile(
-    rb"""(?P<q>\\?["'])(?P<name>""" + _NAME + rb""")(?P=q)\s*:\s*"""
+    rb"""(?P<q>\\?["'])(?P<name>""" + _NAME + rb"""(?: [A-Za-z0-9_.-]+){0,3})(?P=q)\s*:\s*"""
     rb"""(?:""" + _PFX + rb"""(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<bare>[^\s,}\]"'\\]+))"""
 )
 # ['--wandb-key', 'value'] (printed argv lists)
 _LISTED = re.compile(rb"""(?P<q>["'])(?P<name>--?""" + _NAME + rb""")(?P=q)\s*,\s*(?P<v>""" + _DQ + rb"|" + _SQ + rb")")
 # NAME=value, --name=value, export NAME="value", ?token=value, Namespace(name='value')
-_ASSIGN = re.compile(rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")")
+_ASSIGN = re.compile(
+    rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")"
+)
 # name: value (YAML, logs), key = value (INI), name= value (`print("token=", v)`); a separate
 # pattern so neither hides the other's match
 # A value that opens a YAML flow mapping or list (`secrets: {names: [X]}`) is structure, not a
@@ -69,7 +74,17 @@ _COLON = re.compile(
 )
 # --name value (also across a shell line continuation)
 _SPACED = re.compile(
-    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+" + _PFX + rb"(?P<v>" + _DQ + rb"|" + _SQ + rb"|(?!-)" + _BARE + rb")"
+    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+"
+    + _PFX
+    + rb"(?P<v>"
+    + _SHWORD
+    + rb"|"
+    + _DQ
+    + rb"|"
+    + _SQ
+    + rb"|(?!-)"
+    + _BARE
+    + rb")"
 )
 # Megatron's argument dump: "  wandb_key ........................ value"
 _DOTTED = re.compile(rb"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
@@ -89,6 +104,7 @@ _AUTHZ = re.compile(
 _BASIC = re.compile(rb"(?i)(?P<auth>authorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})")
 _AWS_ID = re.compile(rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
 _AWS_SECRET = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_ASSIGNED = re.compile(rb"[=:][ \t]*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 SHAPES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
     ("hf-token", re.compile(rb"\bhf_[A-Za-z0-9]{30,}")),
     ("github-token", re.compile(rb"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
@@ -99,6 +115,81 @@ SHAPES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
     ("google-api-key", re.compile(rb"\bAIza[A-Za-z0-9_-]{35}")),
     ("jwt", re.compile(rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?")),
 )
+
+# Provider shapes the catalogue (`ledger.redact.catalogue`) lacks, from each issuer's public
+# description of its token format. Each pattern is also its own trigger (`scanner`); a group `v`
+# is the part hidden.
+OWN_SHAPES: tuple[tuple[str, bytes], ...] = (
+    ("stripe-key", rb"\b[rs]k_(?:live|test)_[0-9A-Za-z]{16,}"),
+    ("npm-token", rb"\bnpm_[A-Za-z0-9]{36}"),
+    ("azure-sas-signature", rb"[?&;]sig=(?P<v>[A-Za-z0-9%+/]{16,}(?:%3[Dd]|=){0,2})"),
+    ("google-oauth-token", rb"\bya29\.[A-Za-z0-9_-]{20,}"),
+    ("aws-session-token", rb"\b(?:F[wQ]oGZXIvYXdz|IQoJb3JpZ2lu)[A-Za-z0-9+/=]{40,}"),
+    ("vault-token", rb"\bhv[sbr]\.[A-Za-z0-9_-]{20,}"),
+    ("databricks-token", rb"\bdapi[a-f0-9]{32}(?:-[0-9]+)?"),
+    ("age-secret-key", rb"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    ("slack-webhook", rb"\bhttps://hooks\.slack\.com/(?:workflows|triggers)/[A-Za-z0-9_/-]{20,}"),
+    ("dockerhub-token", rb"\bdckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}"),
+    ("shopify-token", rb"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    ("digitalocean-token", rb"\bdo[por]_v1_[a-f0-9]{64}"),
+    ("slack-app-token", rb"\bxapp-[0-9]+-[A-Za-z0-9-]{20,}"),
+    ("grafana-token", rb"\b(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/=_-]{32,})"),
+    ("wandb-key", rb"(?i:\bwandb)[ \t]+login[ \t]+(?:-[\w-]+(?:[ \t]+|=)(?:https?://\S+[ \t]+)?)*(?P<v>(?:local-)?[A-Za-z0-9_-]{40,})"),
+)
+OWN = tuple((kind, re.compile(p)) for kind, p in OWN_SHAPES)
+# a literal each match holds: a shape is only looked for where it is (cheap on long lines)
+_OWN_NEEDS = tuple(required_literal(p, False) for _, p in OWN_SHAPES)
+
+# XML elements: <password>value</password>, <api_key attr="x">value</api_key>
+_XML = re.compile(rb"<(?P<name>[A-Za-z_][\w.-]*)(?:\s[^<>\n]*)?>(?P<v>[^<\n]+)</(?P=name)>")
+# name => value, name := value, name -> value (Ruby/PHP/Perl hashes, Go, Make, printed maps)
+# a bare value that is not an expression: not followed by a call or an index (`x := f(y)`)
+_WORD_VALUE = rb"(?=(?P<w>[^\s'\";|&,}\])(\[{]+))(?P=w)(?![(\[])"
+_ARROW = re.compile(
+    rb"(?<![\w.-])\\?[\"']?(?P<name>"
+    + _NAME
+    + rb")\\?[\"']?[ \t]*(?:=>|:=|(?P<then>->))[ \t]*"
+    + _PFX
+    + rb"(?P<v>"
+    + _SHWORD
+    + rb"|"
+    + _DQ
+    + rb"|"
+    + _SQ
+    # after `->` (prose: "key -> value") a bare value only when it looks like a token: 8+ chars, a digit
+    + rb"|(?(then)(?=[^\s'\";|&,}\])(\[{]*\d)[^\s'\";|&,}\])(\[{]{8,}(?![(\[])|"
+    + _WORD_VALUE
+    + rb"))"
+)
+# netrc: "machine h login u password p" (one line, or one entry a line)
+_NETRC = re.compile(rb"(?m)(?:^[ \t]*|\b(?:login|account)[ \t]+\S+[ \t]+)password[ \t]+(?P<v>[^\s:=>-][^\s]*)")
+_SHELL_VALUE = rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|[^\s'\";|&]+)"
+# commands that take a password as a short option: docker login -p X, sshpass -p X, mysql -pX
+_CMD_PASSWORD = (
+    re.compile(rb"\b(?:docker|podman|nerdctl)[ \t]+login\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE),
+    re.compile(rb"\bsshpass\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE),
+    re.compile(
+        rb"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n;|&]*?[ \t]-p(?P<v>"
+        + _SHWORD
+        + rb"|"
+        + _DQ
+        + rb"|"
+        + _SQ
+        + rb"|[^\s'\";|&-][^\s'\";|&]*)"
+    ),
+    re.compile(rb"\b(?:curl|wget)\b[^\n;|&]*?[ \t](?:-u|--user|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:'\"]*:(?P<v>[^\s'\"]+)"),
+)
+# Cookie / Set-Cookie header values: every cookie is a credential
+_COOKIE = re.compile(rb"(?i)\b(?:set-)?cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?P<v>[^\r\n\"'\\]{6,})")
+# URL-encoded: password%3Dvalue (up to %26 = &), and https%3A%2F%2Fuser%3Apw%40host
+_ENC_ASSIGN = re.compile(
+    rb"(?i)(?:(?<=%3F)|(?<=%26)|(?<=%2C)|(?<![\w.-]))(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
+    rb"%3D(?P<v>(?:(?!%26)[^&\s\"'])+)"
+)
+_ENC_URL = re.compile(rb"(?i)%3A%2F%2F[^%\s/@]*%3A(?P<v>(?:(?!%40)[^\s/@\"'])+)%40")
+# YAML block scalar after a secret name: "password: |" / "api_key: >-", the value on the next lines
+BLOCK_HEAD = re.compile(rb"^(?P<ind>[ \t]*)(?:- )?(?P<name>" + _NAME + rb")[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?:#.*)?$")
+BLOCK_MAX_LINES = 400
 
 # PEM / OpenSSH private keys ("-----BEGIN OPENSSH PRIVATE KEY-----", "BEGIN RSA PRIVATE KEY", ...)
 PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
@@ -198,11 +289,91 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, 
     _kind(_BEARER, "bearer-token", data, acc, out, found)
     _authorization(data, acc, out, found)
     _basic(data, acc, out, found)
+    # round two's syntaxes, each behind a cheap test for the bytes it needs (long lines)
+    if b"</" in data:
+        _named(_XML, data, acc, out, secret, found)
+    if b"=>" in data or b":=" in data or b"->" in data:
+        _named(_ARROW, data, acc, out, secret, found)
+    if b"%3" in data:
+        _named(_ENC_ASSIGN, data, acc, out, secret, found)
+        _kind(_ENC_URL, "url-credentials", data, acc, out, found)
+    if b"password" in data:
+        _kind(_NETRC, "netrc-password", data, acc, out, found)
+    if b" -p" in data or b"\t-p" in data or b"-u" in data:
+        for pattern in _CMD_PASSWORD:
+            _kind(pattern, "command-password", data, acc, out, found)
+    if b"ookie" in data or b"OOKIE" in data:
+        _kind(_COOKIE, "cookie", data, acc, out, found)
     for kind, pattern in SHAPES:
         _kind(pattern, kind, data, acc, out, found, 0)
-    if _AWS_ID.search(data):  # a secret access key printed next to its key id
-        _kind(_AWS_SECRET, "aws-secret-access-key", data, acc, out, found, 0)
+    for (kind, pattern), needs in zip(OWN, _OWN_NEEDS):
+        if needs in data:
+            _kind(pattern, kind, data, acc, out, found, "v" if "v" in pattern.groupindex else 0)
+    lower = data.lower() if any(r.caseless and r.needs for r in catalogue()) else None
+    for rule in catalogue():  # what our own rules hid already keeps their kind
+        spans = [sp for sp in rule.spans(data, lower) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
+        if spans:
+            acc.add_kind(rule.kind)
+            out.extend(spans)
+            if found is not None:
+                found.update(data[a:b] for a, b in spans)
+    _aws_secrets(data, acc, out, found)
     return out
+
+
+def _aws_secrets(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
+    """A 40-character secret access key next to its key id: anywhere on the id's line, or as the
+    value assigned on the line before or after it; never anywhere in a text (a git SHA is 40
+    characters too)."""
+    for m in _AWS_ID.finditer(data):
+        start, end = _line_of(data, m.start())
+        spans = [s.span() for s in _AWS_SECRET.finditer(data, start, end)]
+        for at in (start - 1, end + 1):
+            if 0 <= at <= len(data) and (at < start or end < len(data)):
+                a, b = _line_of(data, at)
+                spans += [s.span("v") for s in _AWS_ASSIGNED.finditer(data, a, b)]
+        for span in spans:
+            acc.add_kind("aws-secret-access-key")
+            out.append(span)
+            if found is not None:
+                found.add(data[span[0] : span[1]])
+
+
+def _line_of(data: bytes, i: int) -> Span:
+    start = data.rfind(b"\n", 0, i) + 1
+    end = data.find(b"\n", i)
+    return start, len(data) if end < 0 else end
+
+
+def block_scalar_spans(text: bytes, acc: Redactions, secret: NameTest = is_secret_name) -> list[Span]:
+    """The lines of a YAML block scalar under a secret name (``password: |`` and the lines more
+    indented than it), one span per line."""
+    spans: list[Span] = []
+    lines = text.split(b"\n")
+    pos = 0
+    i = 0
+    offsets = []
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    while i < len(lines):
+        m = BLOCK_HEAD.match(lines[i].rstrip(b"\r"))
+        i += 1
+        if m is None or not secret(m.group("name").decode("ascii")):
+            continue
+        indent = len(m.group("ind"))
+        taken = 0
+        while i < len(lines) and taken < BLOCK_MAX_LINES:
+            line = lines[i].rstrip(b"\r")
+            body = line.lstrip(b" \t")
+            if body and len(line) - len(body) <= indent:
+                break
+            if body:
+                spans.append((offsets[i] + len(line) - len(body), offsets[i] + len(line)))
+                acc.add_name(m.group("name").decode("ascii"))
+            i += 1
+            taken += 1
+    return spans
 
 
 def pem_step(data: bytes, is_open: bool, acc: Redactions) -> tuple[list[Span], bool]:
@@ -268,12 +439,32 @@ def mask_spans(data: bytes, spans: list[Span]) -> bytes:
     parts: list[bytes] = []
     pos = 0
     for start, end in merge(spans):
+        if start < pos:
+            start = pos
+        if b"\0" in data[start:end] or b"\0" in (data[end : end + 1], data[start - 1 : start]):
+            start, end, mask = _wide(data, start, end)
+        else:
+            mask = MASK
         parts.append(data[pos:start])
         # a span never swallows a line break: each line keeps its own mask
-        parts.append(b"\n".join(MASK if seg else b"" for seg in data[start:end].split(b"\n")))
+        parts.append(b"\n".join(mask if seg.strip(b"\0") else seg for seg in data[start:end].split(b"\n")))
         pos = end
     parts.append(data[pos:])
     return b"".join(parts)
+
+
+def _wide(data: bytes, start: int, end: int) -> tuple[int, int, bytes]:
+    """A span in UTF-16/32 text (ASCII characters and NUL bytes) widened to whole characters, and
+    the mask in the same encoding, so that the text stays decodable."""
+    if data[end : end + 1] == b"\0":  # little-endian: each character's NULs follow it
+        width = 1 + len(data[start + 1 : start + 4]) - len(data[start + 1 : start + 4].lstrip(b"\0"))
+        while end < len(data) and data[end : end + 1] == b"\0":
+            end += 1
+        return start, end, (b"*" + b"\0" * (width - 1)) * 3
+    while start > 0 and data[start - 1 : start] == b"\0":  # big-endian: they come first
+        start -= 1
+    width = 1 + len(data[start : start + 3]) - len(data[start : start + 3].lstrip(b"\0"))
+    return start, end, (b"\0" * (width - 1) + b"*") * 3
 
 
 def merge(spans: list[Span]) -> list[Span]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,55 @@ def load_secrets(staging_dir: Path) -> set[str]:
     except (OSError, ValueError):
         return set()
     return {v for v in data if isinstance(v, str)} if isinstance(data, list) else set()
+
+
+LEFT_OUT = "left-out:binary-with-secret-shaped-bytes"
+_BOMS = ((b"\xff\xfe\x00\x00", "utf-32-le"), (b"\x00\x00\xfe\xff", "utf-32-be"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
+_PRINTABLE = re.compile(rb"[\t\x20-\x7e]{6,}")
+
+
+def text_encoding(data: bytes) -> tuple[str, int] | None:
+    """(codec, BOM length) of a UTF-16/32 text, by its BOM or its pattern of NUL bytes; None for
+    anything else (UTF-8 text, or binary)."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return codec, len(bom)
+    head = data[:8192]
+    if len(head) < 4 or b"\0" not in head:
+        return None
+    n = len(head) // 4 * 4
+    for width, codec in ((4, "utf-32-le"), (4, "utf-32-be"), (2, "utf-16-le"), (2, "utf-16-be")):
+        zero_at = [i for i in range(width) if head[i:n:width].count(0) == n // width]
+        want = list(range(1, width)) if codec.endswith("le") else list(range(width - 1))
+        if zero_at == want:
+            return codec, 0
+    return None
+
+
+def scrub_code_file(redactor: Redactor, data: bytes, acc: Redactions) -> bytes | None:
+    """A dirty tracked file as it may be stored: text (UTF-8, or UTF-16/32 decoded and encoded back)
+    with secrets hidden; a binary file as it is when no printable run of its bytes (read as
+    ASCII, or with its NUL bytes removed) holds a secret shape or a known value; else None: the
+    file is left out of the run's tree."""
+    if b"\0" not in data:
+        return redactor.redact_text(data.decode("utf-8", "surrogateescape"), acc).encode("utf-8", "surrogateescape")
+    enc = text_encoding(data)
+    if enc is not None:
+        codec, bom = enc
+        try:
+            text = data[bom:].decode(codec)
+        except UnicodeDecodeError:
+            enc = None
+        else:
+            clean = redactor.redact_text(text, acc)
+            return data if clean == text else data[:bom] + clean.encode(codec)
+    for view in (data, data.replace(b"\0", b"")):
+        strings = "\n".join(m.group().decode("ascii") for m in _PRINTABLE.finditer(view))
+        probe = Redactions()
+        if redactor.redact_text(strings, probe) != strings:
+            acc.add_kind(LEFT_OUT)
+            return None
+    return data
 
 
 def add_redacted(m: dict[str, Any], entries: Iterable[str]) -> None:

@@ -14,7 +14,12 @@ Speed: almost no line of a training log holds a secret, so a block of lines is f
 TRIGGERS, patterns that every secret the rules would hide also matches (tested on the corpus in
 tests/test_secret_corpus.py), and only the lines they hit run the Python rules. Triggers run in
 Hyperscan (one pass for all patterns, several GB/s, `bench/bench_redact.py`), or, where the
-hyperscan wheel cannot be installed, in one combined Python regex (same result, slower).
+hyperscan wheel cannot be installed, in one combined Python regex (same result, slower). The
+rules' triggers (ours, and the provider catalogue's, `ledger.redact.catalogue`) are one
+database compiled once per process and kept; a run's known values are a second, literal-only
+database (quick to compile, so each Redactor with its own values does not recompile the rules).
+Rules run on the text without ANSI colour/cursor sequences and NUL bytes (`View`), and masks are
+applied to the original bytes.
 
 Bounded memory on long lines: a line longer than `WINDOW` + `OVERLAP` bytes is redacted in
 windows. Each window is `WINDOW` + `OVERLAP` bytes; the rules run on the whole window, the output
@@ -25,6 +30,8 @@ boundary it straddles. A line fed in pieces (`redact_part`) keeps at most one wi
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -32,6 +39,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ledger.redact import rules
+from ledger.redact.catalogue import CatalogueRule, catalogue
 from ledger.redact.names import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
 from ledger.redact.variants import MIN_LENGTH, variants
 
@@ -65,14 +73,113 @@ _TRIGGERS: tuple[tuple[bytes, bool], ...] = (
     (rb"://[^/\s:@'\"]{0,256}:[^/\s@'\"]{1,256}@", False),
     (rb"\bhttps?://[A-Za-z0-9_.~-]{16,256}@", False),
     (rb"-----(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY", False),
+    # name => v, name := v, name -> v; <password>v</password>; password%3Dv; netrc; commands
+    (_W + b"%s)" + _N + rb"\\?[\"']?[ \t]*(?:=>|:=|->)", True),
+    (_W + b"%s)" + rb"[\w.-]*(?:\s[^<>\n]*)?>[^<\n]", True),
+    (_W + b"%s)" + _N + rb"%3D[^&\s]", True),
+    (rb"%3A%2F%2F[^%\s/@]{0,256}%3A", True),
+    (rb"password[ \t]+[^\s]", False),
+    (rb"\b(?:docker|podman|nerdctl|sshpass|mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*[ \t]-p", False),
+    (rb"\b(?:curl|wget)\b[^\n]*[ \t](?:-u|--user|--proxy-user)", False),
+    (rb"cookie\\?[\"']?[ \t]*[:=]", True),
 )
 
 
-def trigger_patterns(extra_names: Iterable[str] = (), literals: Iterable[bytes] = (), rules_on: bool = True) -> list[tuple[bytes, bool]]:
-    """The trigger set: the built-in patterns with the configured name words, plus literals."""
+def wrap_pieces(value: bytes) -> list[tuple[bytes, bytes]]:
+    """The (head, tail) pairs a known value splits into when wrapped over two lines (each piece at
+    least `MIN_LENGTH` long: a shorter piece is no secret by itself)."""
+    return [(value[:k], value[k:]) for k in range(MIN_LENGTH, len(value) - MIN_LENGTH + 1)]
+
+
+def trigger_patterns(
+    extra_names: Iterable[str] = (), literals: Iterable[bytes] = (), rules_on: bool = True, wrapped: Iterable[bytes] = ()
+) -> list[tuple[bytes, bool]]:
+    """The trigger set: the built-in patterns with the configured name words, plus literals, plus
+    the pieces of the `wrapped` values at a line end or a line start."""
     words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
     out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
-    return out + [(re.escape(lit), False) for lit in sorted(set(literals))]
+    if rules_on:
+        out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
+        out += [(trigger, r.caseless) for r, trigger, _ in catalogue_triggers() if trigger is not None]
+    out += [(re.escape(lit), False) for lit in sorted(set(literals))]
+    # a superset: a head holds the value's first characters, a tail its last ones
+    ends = {piece for value in wrapped for piece in (value[:MIN_LENGTH], value[-MIN_LENGTH:])}
+    return out + [(re.escape(piece), False) for piece in sorted(ends - set(literals))]
+
+
+# What a terminal draws but a rule must not see: colour/cursor sequences (CSI, OSC, two-byte
+# escapes) and NUL bytes (UTF-16/32 text of ASCII characters). The rules scan the text without
+# them (`visible`) and the mask is applied to the original bytes.
+_HIDDEN = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x00+")
+
+
+class View:
+    """`data` without `_HIDDEN` sequences, and the map of its offsets back to `data`."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+        self.segments: list[tuple[int, int]] = []  # (offset in the view, offset in data)
+        if b"\x1b" not in data and b"\x00" not in data:
+            self.text = data
+            return
+        parts: list[bytes] = []
+        pos = at = 0
+        for m in _HIDDEN.finditer(data):
+            if m.start() > pos:
+                self.segments.append((at, pos))
+                parts.append(data[pos : m.start()])
+                at += m.start() - pos
+            pos = m.end()
+        if pos < len(data):
+            self.segments.append((at, pos))
+            parts.append(data[pos:])
+        self.text = b"".join(parts)
+
+    @property
+    def same(self) -> bool:
+        """True when nothing was hidden (offsets are the same)."""
+        return self.text is self.data
+
+    def at(self, i: int) -> int:
+        """The offset in `data` of the view's byte `i`."""
+        if self.same or not self.segments:
+            return i
+        k = bisect.bisect_right(self.segments, (i, len(self.data) + 1)) - 1
+        view_at, data_at = self.segments[max(k, 0)]
+        return data_at + i - view_at
+
+    def span(self, start: int, end: int) -> Span:
+        """A span of the view as a span of `data`."""
+        if self.same:
+            return start, end
+        if end <= start:
+            return self.at(start), self.at(start)
+        return self.at(start), self.at(end - 1) + 1
+
+
+def hyperscan_compiles(pattern: bytes, caseless: bool) -> bool:
+    """Whether Hyperscan takes `pattern` (True where no Hyperscan is installed: `re` takes any)."""
+    try:
+        import hyperscan
+    except ImportError:
+        return True
+    try:
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(expressions=[pattern], flags=[hyperscan.HS_FLAG_CASELESS if caseless else 0])
+    except Exception:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue_triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
+    """Each catalogue rule with its Hyperscan trigger and how it got it: ``as-is``, ``translated``
+    (lookarounds dropped), or ``fallback`` (no trigger: its regex scans each block in `re`)."""
+    out = []
+    for rule in catalogue():
+        pick = next(((path, p) for path, p in rule.candidates if hyperscan_compiles(p, rule.caseless)), None)
+        out.append((rule, pick[1], pick[0]) if pick else (rule, None, "fallback"))
+    return tuple(out)
 
 
 _COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
@@ -99,9 +206,10 @@ class _Engine:
                     elements=len(patterns),
                     flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
                 )
-                if len(_COMPILED) >= 4:  # a run uses a few sets (triggers + its values, values alone)
-                    _COMPILED.clear()
+                if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
+                    del _COMPILED[next(iter(_COMPILED))]  # the least recently used
                 _COMPILED[key] = hyperscan.dumpb(db)
+            _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
             # each engine its own database and scratch: one per stream, so one per thread
             db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
             db.scratch = hyperscan.Scratch(db)
@@ -123,6 +231,37 @@ class _Engine:
         if self._re is not None:
             return [m.end() for m in self._re.finditer(data)]
         return []
+
+
+def secret_kinds_in_name(name: str, extra_names: Iterable[str] = ()) -> list[str]:
+    """What a run name holds that the rules would hide (empty: the name is clean). A secret has
+    no business in a name: the name goes raw into the commit message and the reflog."""
+    acc = Redactions()
+    Redactor(extra_names=extra_names).redact_text(name, acc)
+    return acc.as_list()
+
+
+def _block_head(line: bytes) -> re.Match[bytes] | None:
+    """A YAML block-scalar header line (``password: |``), cheaply refused for most lines."""
+    if b"|" not in line and b">" not in line:
+        return None
+    return rules.BLOCK_HEAD.match(View(line).text.rstrip(b"\r"))
+
+
+class _Engines:
+    """The rules' triggers (the same for every run: compiled once per process and kept) and the
+    run's own literals (its known values: quick to compile) as two databases; a block is scanned
+    by each (the literal one is a pure literal matcher, many GB/s)."""
+
+    def __init__(self, static: list[tuple[bytes, bool]], literals: list[tuple[bytes, bool]]):
+        self.parts = [e for e in (_Engine(static), _Engine(literals)) if e.kind != "none"]
+        self.kind = self.parts[0].kind if self.parts else "none"
+
+    def ends(self, data: bytes) -> list[int]:
+        """End offsets of the matches of both databases."""
+        if len(self.parts) == 1:
+            return self.parts[0].ends(data)
+        return [end for part in self.parts for end in part.ends(data)]
 
 
 def line_span(body: bytes, i: int) -> Span:
@@ -155,11 +294,15 @@ class Redactor:
         for value in known:
             needles.update(variants(value))
         self.needles = sorted(needles, key=len, reverse=True)
+        # values long enough to be found in two pieces, one at a line's end and one at the next's start
+        self.wrapped = sorted({v if isinstance(v, bytes) else v.encode("utf-8", "surrogateescape") for v in known} - {b""})
+        self.wrapped = [v for v in self.wrapped if len(v) >= 2 * MIN_LENGTH and b"\n" not in v and len(v) <= 256]
         self.found: set[bytes] = set()  # values the rules removed (memory only, never written)
-        self._engine: _Engine | None = None
+        self._engine: _Engines | None = None
         self._pem_left = 0
         self._carry = b""  # a long line fed in pieces: the part not yet committed
         self._pem_open_in_line = False
+        self._block: tuple[int, int] | None = None  # an open YAML block scalar (see `_block_after`)
 
     # --- the scan --------------------------------------------------------------------------
     def _secret(self, name: str) -> bool:
@@ -170,9 +313,12 @@ class Redactor:
         """``hyperscan`` or ``re``: what finds the trigger matches."""
         return self._get_engine().kind
 
-    def _get_engine(self) -> _Engine:
+    def _get_engine(self) -> _Engines:
         if self._engine is None:  # compiled on first use: a one-line redaction never pays for it
-            self._engine = _Engine(trigger_patterns(self.extra, self.needles, self.rules_on))
+            self._engine = _Engines(
+                trigger_patterns(self.extra, rules_on=self.rules_on),
+                trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped),
+            )
         return self._engine
 
     def flagged(self, body: bytes, start: int = 0) -> list[Span]:
@@ -181,14 +327,19 @@ class Redactor:
         Lines are separated by ``\\n``. Includes every line inside a PEM block (open at the start,
         or opened here). Does not change the state: call `redact_line` on each span in order.
         """
-        hits = sorted({line_span(body, max(end - 1, start)) for end in self._get_engine().ends(body) if end > start})
-        if self._pem_left == 0 and not any(b"PRIVATE KEY" in body[s:e] for s, e in hits):
+        view = View(body)
+        ends = self._get_engine().ends(view.text)
+        if self.rules_on:
+            ends += [m.end() for r, trigger, _ in catalogue_triggers() if trigger is None for m in r.pattern.finditer(view.text)]
+        hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends if view.at(max(end - 1, 0)) >= start})
+        if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
             return hits
         out: list[Span] = []
         left, pos, k = self._pem_left, start, 0
+        block = self._block
         scratch = Redactions()
         while pos < len(body):
-            if left == 0:
+            if left == 0 and block is None:
                 while k < len(hits) and hits[k][0] < pos:
                     k += 1
                 if k == len(hits):
@@ -200,22 +351,56 @@ class Redactor:
                 e = len(body) if e < 0 else e
             out.append((s, e))
             line = body[s:e]
-            _, open_after = rules.pem_step(line[: _content_end(line)], left > 0, scratch)
+            content = View(line[: _content_end(line)]).text
+            _, open_after = rules.pem_step(content, left > 0, scratch)
             left = _pem_after(left, left > 0, open_after)
+            block = self._block_after(content, block)[0]
             pos = e + 1
         return out
 
+    def _block_after(self, content: bytes, block: tuple[int, int] | None) -> tuple[tuple[int, int] | None, bool]:
+        """The YAML block-scalar state after one line's visible content, and whether the line is
+        inside the block (its value is masked whole). A block is (indent of its key, lines left)."""
+        if block is not None:
+            body = content.lstrip(b" \t")
+            if not body:
+                return block, False
+            if len(content) - len(body) > block[0] and block[1] > 0:
+                return (block[0], block[1] - 1), True
+        m = _block_head(content) if self.rules_on else None
+        if m is not None and self._secret(m.group("name").decode("ascii")):
+            return (len(m.group("ind")), rules.BLOCK_MAX_LINES), False
+        return None, False
+
     # --- lines ---------------------------------------------------------------------------------
     def _spans(self, data: bytes, acc: Redactions, pem_open: bool) -> tuple[list[Span], bool]:
-        spans, pem_open = rules.pem_step(data, pem_open, acc)
+        """Spans of `data` to mask: the rules run on its visible text (`View`), mapped back."""
+        view = View(data)
+        text = view.text
+        spans, pem_open = rules.pem_step(text, pem_open, acc)
         if self.rules_on:
-            spans += rules.rule_spans(data, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
+            spans += rules.rule_spans(text, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
         if self.needles:
-            hits = rules.literal_spans(data, self.needles)
+            hits = rules.literal_spans(text, self.needles) + self._pieces(text)
             if hits:
                 acc.add_kind(KNOWN_VALUE)
                 spans += hits
-        return spans, pem_open
+        return [view.span(s, e) for s, e in spans], pem_open
+
+    def _pieces(self, line: bytes) -> list[Span]:
+        """A known value's head at the end of this line or its tail at the start (wrapped)."""
+        out: list[Span] = []
+        if not self.wrapped or len(line) < MIN_LENGTH:
+            return out
+        stripped = line.lstrip(b" \t")
+        lead = len(line) - len(stripped)
+        for value in self.wrapped:
+            for head, tail in wrap_pieces(value):
+                if line.endswith(head):
+                    out.append((len(line) - len(head), len(line)))
+                if stripped.startswith(tail):
+                    out.append((lead, lead + len(tail)))
+        return out
 
     def redact_line(self, line: bytes, acc: Redactions | None = None) -> bytes:
         """One line (with or without its line end); returns it unchanged when nothing is secret."""
@@ -228,6 +413,12 @@ class Redactor:
         open_before = self._pem_left > 0
         spans, open_after = self._spans(content, acc, open_before)
         self._pem_left = _pem_after(self._pem_left, open_before, open_after)
+        if self.rules_on and (self._block is not None or b"|" in content or b">" in content):
+            self._block, inside = self._block_after(View(content).text, self._block)
+            if inside:
+                acc.add_kind("yaml-block-scalar")
+                body = len(content) - len(content.lstrip(b" \t\x00"))
+                spans.append((body, len(content)))
         if not spans:
             return line
         return rules.mask_spans(content, spans) + line[end:]
@@ -305,15 +496,34 @@ class Redactor:
         """A whole text (launcher script, a dirty tracked file, a note): rules may span lines."""
         acc = acc if acc is not None else Redactions()
         data = text.encode("utf-8", "surrogateescape")
-        spans = rules.pem_text_spans(data, acc)
+        view = View(data)
+        vis = view.text
+        spans = rules.pem_text_spans(vis, acc)
         if self.rules_on:
-            spans += rules.rule_spans(data, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
-        if self.needles and (hits := rules.literal_spans(data, self.needles)):
+            spans += rules.rule_spans(vis, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
+            spans += rules.block_scalar_spans(vis, acc, self._secret)
+        if self.needles and (hits := rules.literal_spans(vis, self.needles) + self._wrapped(vis)):
             acc.add_kind(KNOWN_VALUE)
             spans += hits
         if not spans:
             return text
-        return rules.mask_spans(data, spans).decode("utf-8", "surrogateescape")
+        return rules.mask_spans(data, [view.span(s, e) for s, e in spans]).decode("utf-8", "surrogateescape")
+
+    def _wrapped(self, text: bytes) -> list[Span]:
+        """Known values wrapped over lines (a line break, and the next line's indent, inside
+        them): one span per piece (`mask_spans` masks each line's part)."""
+        if b"\n" not in text:
+            return []
+        joined = View(text.replace(b"\r\n", b"\x00\x00").replace(b"\n", b"\x00"))  # breaks: hidden bytes
+        out: list[Span] = []
+        for needle in self.needles:
+            if len(needle) < 2 * MIN_LENGTH:
+                continue
+            i = joined.text.find(needle)
+            while i >= 0:
+                out.append(joined.span(i, i + len(needle)))
+                i = joined.text.find(needle, i + 1)
+        return out
 
     def redact_obj(self, obj: Any, acc: Redactions, skip: frozenset[str] = frozenset()) -> Any:
         """A JSON-like object (the manifest): values under secret-named keys, and every string."""

@@ -40,6 +40,7 @@ class ReplayOptions:
     strict: bool = False
     in_image: bool = False
     force: bool = False  # --set may add a setting the run never had
+    new_settings: tuple[str, ...] = ()  # settings --set may add without --force (`--seeds` sets `seed`)
 
 
 @dataclass
@@ -207,7 +208,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
     from ledger.understand.settings import parse_settings, split_training_command
 
     recorded = parse_settings(split_training_command(training)[2])
-    warnings += _unknown_sets(entry.id, sets, recorded, opts.force)
+    warnings += _unknown_sets(entry.id, [s for s in sets if s[0].lstrip("-") not in opts.new_settings], recorded, opts.force)
     own = [k for k, _ in sets]
     if "save-debug-event-data" in recorded and "save-debug-event-data" not in own:
         sets.append(("save-debug-event-data", f"{PLACEHOLDER}/events"))

@@ -14,6 +14,7 @@ import hashlib
 import os
 import stat
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ MODE_TREE = pygit2.enums.FileMode.TREE
 MODE_BLOB = pygit2.enums.FileMode.BLOB
 MODE_EXEC = pygit2.enums.FileMode.BLOB_EXECUTABLE
 MODE_LINK = pygit2.enums.FileMode.LINK
+MODE_COMMIT = pygit2.enums.FileMode.COMMIT  # a submodule's gitlink
 # a path whose content differs from HEAD in the index or the working tree (untracked alone is not)
 _CHANGED = (
     pygit2.enums.FileStatus.INDEX_NEW
@@ -48,6 +50,15 @@ class GitError(LedgerError):
 
 class RefMoved(Exception):
     """The compare-and-swap on a ref failed: somebody else moved it first."""
+
+
+class RefLocked(RefMoved):
+    """The ref's lock was held by another git process for longer than `REF_LOCK_WAIT_S`."""
+
+
+# how long a ref lock held by another git process is waited for before it counts as stuck: a
+# concurrent `ledger run` or `git update-ref` holds it for milliseconds
+REF_LOCK_WAIT_S = 3.0
 
 
 # git runs with GIT_OPTIONAL_LOCKS=0 so that reads never refresh the user's index stat cache
@@ -112,8 +123,62 @@ class CodeSnapshot:
     tree: str
     dirty: bool
     patch_sha256: str | None
-    untracked: int
+    untracked: int | None  # untracked files left out (None: not counted here, see UntrackedCount)
     scrubbed: list[str] = field(default_factory=list)
+    # changed submodules: path -> {"commit": checked-out commit (the tree's gitlink), "dirty":
+    # uncommitted changes to its tracked files, "patch": sha256 of those changes or None}
+    submodules: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class UntrackedCount:
+    """How many untracked files the code snapshot left out, counted by git itself (`git status
+    --porcelain -z -uall`, never writing the index) on a thread while the job runs, so that the time
+    until the job starts does not grow with their number (issue 24). Files changed after `since`
+    (the job's own outputs) are not counted."""
+
+    def __init__(self, root: Path, since: float):
+        self._since = since
+        self.count: int | None = None
+        try:
+            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all"],
+                cwd=root,
+                env={**os.environ, **_GIT_ENV},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+            os.setpriority(os.PRIO_PROCESS, self._proc.pid, 19)  # the job starting comes first
+        except OSError:
+            self._proc = None
+        self._root = root
+        self._thread = threading.Thread(target=self._read, name="ledger-untracked", daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        if self._proc is None or self._proc.stdout is None:
+            return
+        out = self._proc.stdout.read()
+        if self._proc.wait() != 0:
+            return
+        count, entries = 0, iter(out.split(b"\0"))
+        for entry in entries:
+            if entry[:1] in (b"R", b"C"):
+                next(entries, None)  # a rename's second path
+            elif entry.startswith(b"?? "):
+                try:
+                    changed = (self._root / os.fsdecode(entry[3:])).lstat().st_ctime
+                except OSError:
+                    continue  # gone already: the job removed it
+                count += changed < self._since
+        self.count = count
+
+    def result(self, timeout: float = 60) -> int | None:
+        """The count (None: git failed, or took longer than `timeout`)."""
+        self._thread.join(timeout)
+        if self._thread.is_alive() and self._proc is not None:
+            self._proc.kill()
+        return self.count
 
 
 class Repo:
@@ -223,43 +288,86 @@ class Repo:
         return bool(self._repo.descendant_of(descendant, ancestor))
 
     # ---- the code a run sees ------------------------------------------------------
-    def code_snapshot(self, scrub: Callable[[bytes], bytes] | None = None) -> CodeSnapshot:
+    def code_snapshot(self, scrub: Callable[[bytes], bytes | None] | None = None) -> CodeSnapshot:
         """HEAD's tree plus uncommitted changes to tracked files, without touching the index.
 
         `scrub` may rewrite the bytes of changed files before they are stored (ledger uses it to
         redact secrets pasted into an uncommitted launcher); files it changes are listed in
-        `CodeSnapshot.scrubbed`.
+        `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree.
         """
         head = self.head_commit()
         # libgit2's status compares HEAD, index and working tree like `git status`, in-process and
         # without writing the index (no stat-cache refresh: the user's index stays byte-for-byte)
-        status = self._repo.status(untracked_files="all")
+        # untracked files are not looked at here: 100,000 of them cost ~0.6 s before the job; they
+        # are counted by `UntrackedCount` while the job runs
+        status = self._repo.status(untracked_files="no")
         changed = sorted(p for p, flags in status.items() if flags & _CHANGED)
-        untracked = sum(1 for flags in status.values() if flags & pygit2.enums.FileStatus.WT_NEW)
         head_tree = str(self._obj(head).tree_id)
         scrubbed: list[str] = []
         patch_sha = None
         tree = head_tree
+        submodules: dict[str, dict[str, Any]] = {}
         if changed:
             edits: dict[str, tuple[str, int] | None] = {}
             for rel in changed:
+                sub = self._submodule_state(rel, head_tree)
+                if sub is not None:  # a gitlink to the commit it has checked out, never dropped
+                    submodules[rel] = sub
+                    edits[rel] = (sub["commit"], int(MODE_COMMIT))
+                    continue
+                if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
+                    continue  # a submodule not checked out, or a file replaced by a folder: HEAD's entry stays
                 edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
             tree = self.tree_with_edits(head_tree, edits)
             # one id for the uncommitted state: the changed paths and what each now holds
             text = "".join(f"{rel}\0{edit[1] if edit else 0:o}\0{edit[0] if edit else '-'}\n" for rel, edit in edits.items())
             patch_sha = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
+        dirty = (bool(changed) and tree != head_tree) or any(sub["dirty"] for sub in submodules.values())
         return CodeSnapshot(
             commit=head,
             branch=self.current_branch(),
             tree=tree,
-            dirty=bool(changed) and tree != head_tree,
+            dirty=dirty,
             patch_sha256=patch_sha if tree != head_tree else None,
-            untracked=untracked,
+            untracked=None,
             scrubbed=scrubbed,
+            submodules=submodules,
         )
 
+    def _submodule_state(self, rel: str, head_tree: str) -> dict[str, Any] | None:
+        """What a submodule at `rel` has checked out (None: `rel` is no submodule, or one that is
+        not checked out, whose gitlink then stays as HEAD has it). Its uncommitted changes are
+        hashed (never written: the submodule's objects are its own), not stored."""
+        path = self.root / rel
+        entry = self.tree_entry(head_tree, rel)
+        try:
+            in_index = self._repo.index[rel].mode == MODE_COMMIT
+        except (KeyError, pygit2.GitError, ValueError):
+            in_index = False
+        if not ((entry is not None and entry[1] == MODE_COMMIT) or in_index) or not (path / ".git").exists():
+            return None
+        try:
+            sub = pygit2.Repository(str(path))
+            commit = str(sub.head.target)
+            status = sub.status(untracked_files="no")
+        except pygit2.GitError:
+            return None
+        changed = sorted(p for p, flags in status.items() if flags & _CHANGED)
+        lines = []
+        for name in changed:
+            file = path / name
+            if file.is_symlink():
+                oid = str(pygit2.hash(os.readlink(file).encode()))
+            elif file.is_file():
+                oid = str(pygit2.hashfile(str(file)))
+            else:
+                oid = "-"
+            lines.append(f"{name}\0{oid}\n")
+        patch = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest() if changed else None
+        return {"commit": commit, "dirty": bool(changed), "patch": patch}
+
     def _blob_from_worktree(
-        self, path: Path, scrub: Callable[[bytes], bytes] | None = None, scrubbed: list[str] | None = None, rel: str = ""
+        self, path: Path, scrub: Callable[[bytes], bytes | None] | None = None, scrubbed: list[str] | None = None, rel: str = ""
     ) -> tuple[str, int] | None:
         try:
             st = path.lstat()
@@ -267,14 +375,14 @@ class Repo:
             return None
         if stat.S_ISLNK(st.st_mode):
             return str(self._repo.create_blob(os.readlink(path).encode())), int(MODE_LINK)
-        if stat.S_ISDIR(st.st_mode):  # a submodule or a file replaced by a folder: keep HEAD's
-            return None
         mode = MODE_EXEC if st.st_mode & 0o111 else MODE_BLOB
         if scrub is not None:  # any size: a big dirty file must not bypass redaction
             data = path.read_bytes()
             clean = scrub(data)
             if clean != data and scrubbed is not None:
                 scrubbed.append(rel)
+            if clean is None:  # the scrub refused the file: it is left out of the tree
+                return None
             return str(self._repo.create_blob(clean)), int(mode)
         return str(self._repo.create_blob_fromdisk(str(path))), int(mode)
 
@@ -306,6 +414,19 @@ class Repo:
             else:
                 here[head] = value
         base = self._obj(base_tree) if base_tree else None
+        for name, sub in below.items():
+            # edits below a path set in the same call go on top of that new value (a run folder
+            # into the tip's shard folder), else on top of the base tree's entry
+            if name in here:
+                value = here[name]
+                sub_base = value[0] if value is not None and value[1] == MODE_TREE else None
+            else:
+                existing = base[name] if base is not None and name in base else None
+                sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
+            new_sub = self.tree_with_edits(sub_base, sub)
+            here[name] = None if len(self._obj(new_sub)) == 0 else (new_sub, int(MODE_TREE))
+        if not all(_utf8(name) for name in here):
+            return self._raw_tree(base, here)
         tb = self._repo.TreeBuilder(base) if base is not None else self._repo.TreeBuilder()
         for name, value in here.items():
             if value is None:
@@ -313,16 +434,25 @@ class Repo:
                     tb.remove(name)
             else:
                 tb.insert(name, pygit2.Oid(hex=value[0]), value[1])
-        for name, sub in below.items():
-            existing = tb.get(name)
-            sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
-            new_sub = self.tree_with_edits(sub_base, sub)
-            if len(self._obj(new_sub)) == 0:
-                if tb.get(name) is not None:
-                    tb.remove(name)
-            else:
-                tb.insert(name, pygit2.Oid(hex=new_sub), MODE_TREE)
         return str(tb.write())
+
+    def _raw_tree(self, base: Any, edits: dict[str, tuple[str, int] | None]) -> str:
+        """A tree written byte for byte, for names that are not UTF-8 (pygit2's TreeBuilder only
+        takes UTF-8 names; git's names are bytes, and a path read from the file system arrives
+        here with its undecodable bytes as surrogates)."""
+        entries: dict[bytes, tuple[bytes, int]] = {}
+        for e in base if base is not None else ():
+            entries[e.raw_name] = (e.id.raw, int(e.filemode))
+        for name, value in edits.items():
+            raw = name.encode("utf-8", "surrogateescape")
+            if value is None:
+                entries.pop(raw, None)
+            else:
+                entries[raw] = (pygit2.Oid(hex=value[0]).raw, value[1])
+        # git's order: names as bytes, a tree's name as if it ended in "/"
+        order = sorted(entries, key=lambda n: n + b"/" if entries[n][1] == MODE_TREE else n)
+        data = b"".join(b"%o %s\0%s" % (entries[n][1], n, entries[n][0]) for n in order)
+        return str(self._repo.odb.write(pygit2.enums.ObjectType.TREE, data))
 
     def commit(self, tree: str, parents: list[str], message: str) -> str:
         """Write a commit object (no ref moves). Identity from git config, else a ledger default."""
@@ -336,10 +466,18 @@ class Repo:
             return pygit2.Signature("ledger", "ledger@localhost")
 
     def update_ref(self, ref: str, new: str, old: str | None, message: str) -> None:
-        """Move `ref` to `new` only if it is still at `old` (None: must not exist). Raises RefMoved."""
-        proc = run_git(self.root, "update-ref", "-m", message, ref, new, old or ZERO_OID, check=False)
+        """Move `ref` to `new` only if it is still at `old` (None: must not exist). Raises RefMoved
+        (RefLocked when the ref's lock outlived `REF_LOCK_WAIT_S`).
+
+        Another writer's `update-ref` holds the ref's lock for milliseconds: git itself waits for
+        it (`core.filesRefLockTimeout`, retried with growing, randomised pauses) instead of
+        failing at once, so only a lock that outlives the bound is reported."""
+        wait = f"core.filesRefLockTimeout={int(REF_LOCK_WAIT_S * 1000)}"
+        proc = run_git(self.root, "-c", wait, "update-ref", "-m", message, ref, new, old or ZERO_OID, check=False)
         if proc.returncode != 0:
-            raise RefMoved(proc.stderr.strip())
+            text = proc.stderr.strip()
+            first = next((line.removeprefix("fatal: ") for line in text.splitlines() if line.strip()), text)
+            raise (RefLocked if ".lock': File exists" in text else RefMoved)(first)
 
     def gc_auto(self) -> None:
         """Let git pack loose objects when it thinks it is time (`git gc --auto` detaches itself).
@@ -386,6 +524,14 @@ class Repo:
             if text.startswith("ref: refs/heads/"):
                 found.setdefault(text[len("ref: refs/heads/") :], where)
         return found
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def merge_base(repo: Repo, a: str, b: str) -> str | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, run_path, shard_of
-from ledger.storage.git import MODE_TREE, CodeSnapshot, RefMoved, Repo
+from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, RefLocked, RefMoved, Repo
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
 TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)
@@ -81,12 +81,32 @@ def check_branch_writable(repo: Repo, branch: str) -> str | None:
             f"switch that worktree to another branch (`git -C {where} switch -`)",
         )
     lock = _ref_lock(repo, branch)
-    if lock.exists():
+    if not wait_for_lock(lock, REF_LOCK_WAIT_S):
         raise LedgerError(
             f"branch '{branch}' is locked by another git process ({lock} exists)",
             f"wait for that git command to end; if none is running, remove {lock}",
         )
     return tip
+
+
+def wait_for_lock(lock: Path, bound_s: float) -> bool:
+    """Whether `lock` is gone, or goes within `bound_s` of staying the same file (polled with
+    growing, randomised pauses). A lock that another writer takes and drops again and again is
+    contention, not a stuck lock: the bound restarts for each new lock file."""
+    seen: tuple[int, int] | None = None
+    since = time.monotonic()
+    pause = 0.002
+    while True:
+        try:
+            st = lock.stat()
+        except FileNotFoundError:
+            return True
+        if (st.st_ino, st.st_mtime_ns) != seen:
+            seen, since = (st.st_ino, st.st_mtime_ns), time.monotonic()
+        elif time.monotonic() - since >= bound_s:
+            return False
+        time.sleep(random.uniform(pause / 2, pause))
+        pause = min(pause * 2, 0.2)
 
 
 def _runs_tree(repo: Repo, commit_or_tree: str) -> str | None:
@@ -131,13 +151,13 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
         try:
             repo.update_ref(ref, commit, tip, f"ledger: record run {run_id}")
             return commit
-        except RefMoved as exc:
-            if _ref_lock(repo, branch).exists():  # a lock, not a race: retrying cannot win
-                raise LedgerError(
-                    f"could not record run {run_id}: branch '{branch}' is locked ({exc})",
-                    "the run is still staged; when the other git command ended (or the stale "
-                    f"{_ref_lock(repo, branch).name} is removed), `ledger recover` commits it",
-                ) from exc
+        except RefLocked as exc:  # git waited REF_LOCK_WAIT_S for the lock: not a passing writer
+            raise LedgerError(
+                f"could not record run {run_id}: branch '{branch}' is locked ({exc})",
+                "the run is still staged; when the other git command ended (or the stale "
+                f"{_ref_lock(repo, branch).name} is removed), `ledger recover` commits it",
+            ) from exc
+        except RefMoved:  # another run landed first: rebuild on its tip
             time.sleep(random.uniform(0.001, 0.02) * min(attempt + 1, 10))
     raise LedgerError(
         f"could not record run {run_id}: branch '{branch}' kept moving",

@@ -216,6 +216,17 @@ def simple_commands(words: Sequence[str | Operator]) -> list[list[str]]:
     return [command for command in commands if command]
 
 
+def without_comments(text: str) -> str:
+    """Launcher text without `#` comments (bash and Python), so a flag only mentioned in a comment
+    does not count as set (the bundled examples/run.sh names --save-debug-event-data in one)."""
+    kept = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        kept.append(re.sub(r"(^|\s)#(?![{!]).*$", "", line))
+    return "\n".join(kept)
+
+
 def _matches(script: str, patterns: Sequence[str]) -> bool:
     return any(re.search(pattern, script) for pattern in patterns)
 

@@ -26,21 +26,57 @@ from dataclasses import dataclass, field
 
 POSITIONAL_KEY = "_positional"
 
-# Settings that name where a run writes or reads things, or how it reports, rather than what
-# the experiment is. They change from run to run and must not count as a difference.
+# Settings that are not experiment settings (issue 22, item 6; docs/diff.md): where a run writes,
+# how it reports, which machine and port it used, how it is labelled. They are recorded with the
+# run but never compared; `ignore:` in .ledger.yaml extends the list, and a setting whose value
+# holds the run's own id is left out too (`ignored_settings`). Checked against the flags of
+# radixark/miles' launchers (tests/test_settings_scope.py holds their shapes).
 DEFAULT_IGNORE: tuple[str, ...] = (
+    # run-output directories
     "save",
+    "save-dir",
+    "output-dir",
+    "out-dir",
+    "*-output-dir",
+    "save-traces-dir",
+    "log-dir",
     "load",
     "ref-load",
     "hf-checkpoint",  # listed as output-ish in miles-facts.md; model identity is image/code side
+    "save-debug-*",
+    "load-debug-rollout-data",
+    "dump-details",
+    # reporting and labels
     "wandb-*",
     "use-wandb",
     "tb-*",
     "tensorboard-*",
     "use-tensorboard",
-    "save-debug-*",
-    "load-debug-rollout-data",
-    "dump-details",
+    "run-name",
+    "*-run-name",
+    "run-id",
+    "*-run-id",
+    # ports, node IPs, host names
+    "port",
+    "*-port",
+    "*-ip",
+    "*-ip-address",
+    "host",
+    "*-host",
+    "hostname",
+    "master-addr",
+    "*-addr",
+    "env.MASTER_ADDR",
+    "env.MASTER_PORT",
+    "env.*_PORT",
+    "env.*_HOST",
+    "env.HOSTNAME",
+    "env.*_IP",
+    "env.*_ADDR",
+    "env.RAY_ADDRESS",
+    "env.no_proxy",  # Miles' execute_train puts the master's address in it
+    "env.NO_PROXY",
+    "env.LEDGER_*",
 )
 
 _INT_RE = re.compile(r"[+-]?(0|[1-9][0-9]*)")
@@ -258,3 +294,35 @@ def split_training_command(argv: Sequence[str]) -> tuple[list[str], str | None, 
     if token.startswith("-m") and len(token) > 2 and argv[script_index - 1] != "-m":
         return [*argv[:script_index], "-m"], token[2:], list(argv[script_index + 1 :])
     return list(argv[:script_index]), token, list(argv[script_index + 1 :])
+
+
+ENTRY_SETTING = "command.entry"
+
+
+def _script_in_repo(script: str, command: Mapping[str, Value]) -> str:
+    """A script path as the repository sees it: relative to its root, `.`/`..` folded."""
+    root = str(command.get("repo_root") or "")
+    if os.path.isabs(script):
+        if root and (script == root or script.startswith(root.rstrip("/") + "/")):
+            return os.path.relpath(script, root)
+        return os.path.normpath(script)
+    return os.path.normpath(os.path.join(str(command.get("cwd_in_repo") or "."), script))
+
+
+def entry_point(command: Mapping[str, Value]) -> str | None:
+    """The `command.entry` setting of a manifest's `command` section (issue 22, item 3).
+
+    The training script relative to the repository (`train.py`), or `-m MODULE`; behind a
+    launcher, `LAUNCHER -> SCRIPT` (the launcher's path relative to the repository). None when
+    neither is known. Pure (from the manifest alone).
+    """
+    training = command.get("training_argv")
+    script = None
+    if isinstance(training, list) and training:
+        prefix, found, _ = split_training_command([str(t) for t in training])
+        if found is not None:
+            script = f"-m {found}" if prefix and prefix[-1] == "-m" else _script_in_repo(found, command)
+    launcher = command.get("launcher_path") or command.get("launcher")
+    if launcher:
+        return f"{launcher} -> {script}" if script else str(launcher)
+    return script

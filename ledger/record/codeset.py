@@ -1,0 +1,180 @@
+"""The `code` setting: the content of the files that count as code (issue 22, item 1).
+
+Two runs compare by what their code *is*, never by commit id: a commit that only touches a README,
+`.dvc/config` or `.ledger.yaml` changes no experiment. The value of the `code` setting is the git
+tree id of the run's code snapshot (HEAD plus uncommitted changes to tracked files) with every
+file that does not count left out:
+
+- documentation and ledger's/DVC's bookkeeping (`LEFT_OUT`): `*.md`, `*.rst`, `LICENSE*`,
+  `.gitignore`, `.dvcignore` at any depth; `.ledger.yaml`, `docs/`, `.dvc/`, `.github/`, `runs/`
+  at the top of the repository;
+- the globs of `code: ignore:` in `.ledger.yaml` (a glob without `/` matches a file name at any
+  depth, one ending in `/` a folder, any other the path from the repository root);
+- when the training command was found: the launcher and its launcher inputs
+  (`ledger.understand.launcher_inputs`), whose effect is in the recorded command.
+
+The same rule decides, at comparison time, which changed files name a code change and which are
+only "ignored files" (`changed_code_files`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+from ledger.storage.git import CodeSnapshot, Repo
+
+# never code, whatever `.ledger.yaml` says (docs/diff.md lists them)
+LEFT_OUT: tuple[str, ...] = (
+    "*.md",
+    "*.rst",
+    "LICENSE*",
+    ".gitignore",
+    ".dvcignore",
+    "/.ledger.yaml",
+    "/docs/",
+    "/.dvc/",
+    "/.github/",
+    "/runs/",
+)
+
+
+def _matches(path: str, pattern: str) -> bool:
+    """Whether repository path `path` matches one left-out pattern (rules in the module doc)."""
+    anchored = pattern.startswith("/")
+    pattern = pattern.lstrip("/")
+    if pattern.endswith("/"):
+        folder = pattern.rstrip("/")
+        parts = path.split("/")[:-1]
+        if anchored or "/" in folder:
+            return path.startswith(folder + "/") or fnmatchcase("/".join(parts[: folder.count("/") + 1]), folder)
+        return any(fnmatchcase(part, folder) for part in parts)
+    if "/" in pattern or anchored:
+        return fnmatchcase(path, pattern)
+    return fnmatchcase(path.rsplit("/", 1)[-1], pattern)
+
+
+def counts(path: str, ignore: Sequence[str] = ()) -> bool:
+    """True when the file at repository path `path` counts as code (not left out, not ignored)."""
+    return not any(_matches(path, p) for p in (*LEFT_OUT, *ignore))
+
+
+@dataclass(frozen=True)
+class CodeContent:
+    """What `record_code` found: the counted tree with and without the launcher's files."""
+
+    tree: str  # every counted file
+    without_launcher: str | None  # the same, the launcher and its inputs left out (None: no launcher)
+    launcher_inputs: list[str]
+
+
+def counted_tree(repo: Repo, tree: str, ignore: Sequence[str] = (), also_left_out: Iterable[str] = ()) -> str:
+    """`tree` with every file that does not count removed (plus the paths `also_left_out`)."""
+    extra = set(also_left_out)
+    edits: dict[str, tuple[str, int] | None] = {
+        path: None for path, _, _ in repo.walk_blobs(tree) if path in extra or not counts(path, ignore)
+    }
+    return repo.tree_with_edits(tree, edits) if edits else tree
+
+
+def _relative(paths: Iterable[Path], root: Path) -> list[str]:
+    out = []
+    for path in paths:
+        try:
+            out.append(path.resolve().relative_to(root).as_posix())
+        except ValueError:
+            continue  # outside the repository: not part of the code snapshot
+    return out
+
+
+def training_entries(cwd: Path, root: Path, patterns: Sequence[str]) -> list[Path]:
+    """The training scripts a launcher may run, found before it runs: `*.py` files in the cwd and
+    the repository root whose name matches the training patterns (Miles: train.py, train_async.py)."""
+    import re
+
+    found: dict[Path, None] = {}
+    for folder in (cwd, root):
+        for path in sorted(folder.glob("*.py")):
+            if any(re.search(p, path.name) for p in patterns):
+                found[path.resolve()] = None
+    return list(found)
+
+
+def record_code(
+    repo: Repo,
+    code: CodeSnapshot,
+    m: dict[str, Any],
+    ignore: Sequence[str],
+    launcher_path: Path | None,
+    launcher_text: str | None,
+    cwd: Path,
+    patterns: Sequence[str],
+) -> CodeContent:
+    """Fill `code.content` (and `code.content_without_launcher`, `code.ignore`) and
+    `command.launcher_inputs` / `command.launcher_path` for a run about to start."""
+    from ledger.understand.launcher_inputs import launcher_inputs
+
+    full = counted_tree(repo, code.tree, ignore)
+    m["code"]["content"] = full
+    m["code"]["ignore"] = list(ignore)
+    without, inputs = None, []
+    if launcher_path is not None:
+        try:
+            entries = training_entries(cwd, repo.root, patterns)
+            inputs = _relative(launcher_inputs(launcher_path, launcher_text or "", cwd, repo.root, entries), repo.root)
+        except (OSError, ValueError, RecursionError) as exc:  # never a reason not to run the job
+            m["warnings"].append(f"the launcher's inputs could not be read ({exc}): only the launcher leaves `code`")
+        own = _relative([launcher_path], repo.root)
+        without = counted_tree(repo, code.tree, ignore, [*own, *inputs])
+        m["code"]["content_without_launcher"] = without
+        m["command"]["launcher_inputs"] = inputs
+        if own:
+            m["command"]["launcher_path"] = own[0]
+    return CodeContent(full, without, inputs)
+
+
+def left_out_of_run(m: Mapping[str, Any]) -> tuple[list[str], set[str]]:
+    """(ignore globs, files the run's `code` setting leaves out beyond the globs) of one manifest."""
+    code = m.get("code") or {}
+    command = m.get("command") or {}
+    settings = m.get("settings") or {}
+    extra: set[str] = set()
+    if code.get("content_without_launcher") and settings.get("code") == code.get("content_without_launcher"):
+        extra.update(command.get("launcher_inputs") or [])
+        if command.get("launcher_path"):
+            extra.add(command["launcher_path"])
+    return list(code.get("ignore") or []), extra
+
+
+@dataclass(frozen=True)
+class CodeFiles:
+    """Files that differ between two runs' code snapshots, split by the code rule."""
+
+    counted: list[str]  # files that count as code for either run
+    launcher_inputs: list[str]  # launcher files and inputs (their effect is in the settings)
+    ignored: list[str]  # documentation, bookkeeping, `code: ignore:` globs
+
+
+def split_files(paths: Iterable[str], ma: Mapping[str, Any], mb: Mapping[str, Any]) -> CodeFiles:
+    """Sort changed `paths` by the code rule of both runs (a file counts when it counts for one)."""
+    rules = [left_out_of_run(ma), left_out_of_run(mb)]
+    counted, inputs, ignored = [], [], []
+    for path in sorted(paths):
+        if any(counts(path, globs) and path not in extra for globs, extra in rules):
+            counted.append(path)
+        elif any(path in extra for _, extra in rules):
+            inputs.append(path)
+        else:
+            ignored.append(path)
+    return CodeFiles(counted, inputs, ignored)
+
+
+def changed_code_files(repo: Repo, commit_a: str, commit_b: str, ma: Mapping[str, Any], mb: Mapping[str, Any]) -> CodeFiles:
+    """The files that differ between two run commits' code (outside `runs/`), by the code rule."""
+    out = repo.git("diff", "--no-renames", "--name-only", "-z", commit_a, commit_b, "--", ".", ":(exclude)runs", check=False).stdout.decode(
+        "utf-8", "surrogateescape"
+    )
+    return split_files([p for p in out.split("\0") if p], ma, mb)

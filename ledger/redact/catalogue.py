@@ -1,0 +1,254 @@
+"""Provider token shapes taken from a maintained catalogue at run time: Yelp's `detect-secrets`.
+
+A list of shapes typed in by hand trails the providers, so the shapes of provider tokens come from
+the plugin classes of the installed `detect-secrets` package: every `RegexBasedDetector` subclass
+it ships, found by walking `detect_secrets.plugins` (a new release's new plugins are picked up with
+no change here). Its regexes are used as data: each becomes
+
+- a RULE, run by Python's `re` on the lines the trigger scan flags (the span hidden is the
+  pattern's first group when it has one, else the match widened over adjacent token characters,
+  so a longer real token than the pattern describes is hidden whole); and
+- a TRIGGER in the one-pass Hyperscan scan (`ledger.redact.scanner.catalogue_triggers`): the regex as it is when
+  Hyperscan compiles it (bounded repeats left open, `relax`: cheaper to compile), else
+  TRANSLATED (lookaround assertions, which Hyperscan lacks, dropped: the result matches a
+  superset, which is all a trigger needs), else scanned per block by
+  Python's `re` (FALLBACK). docs/secrets.md lists which pattern took which path.
+
+Plugins left out, and why (`SKIPPED`): the public IPv4 detector (an address is no credential and
+every Ray log holds some), and the private-key marker (our PEM rule masks the whole block, not
+only its first line). The keyword and high-entropy detectors are not regex catalogues (they are not
+`RegexBasedDetector`s) and are not used either: entropy fires on every checkpoint hash.
+
+Without the package (a broken install), the catalogue is empty and our own rules still run.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import inspect
+import json
+import os
+import pkgutil
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ledger.fsutil import write_atomic
+
+SKIPPED = {
+    "IPPublicDetector": "an IP address is not a credential; Ray and SGLang logs print many",
+    "PrivateKeyDetector": "ledger's PEM rule masks the whole key block, line by line",
+}
+TOKEN_BYTES = b"A-Za-z0-9_\\-"
+_TOKEN = re.compile(rb"[A-Za-z0-9_\-]")
+# one lookaround group (no nested parentheses inside, which is all the catalogue uses)
+_LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.|\([^()]*\))*\)")
+
+
+@dataclass(frozen=True)
+class CatalogueRule:
+    """One catalogue regex: its provider, the rule, and how the trigger scan finds it."""
+
+    provider: str  # the plugin's secret_type, e.g. "Stripe Access Key"
+    plugin: str  # the plugin class name
+    source: bytes  # the regex, compiled on first use (`pattern`): most texts lack its literal
+    flags: int  # re flags of `source`
+    caseless: bool
+    # the trigger forms to try in Hyperscan, in order: ("as-is", ...), ("translated", ...); none
+    # for a verbose pattern (scanned by `pattern` itself: "fallback"); the scanner picks
+    candidates: tuple[tuple[str, bytes], ...]
+    needs: bytes  # a literal every match holds (lower case when caseless; empty: none known)
+
+    @property
+    def kind(self) -> str:
+        """The kind recorded in `redacted` (``catalogue:stripe-access-key``)."""
+        return "catalogue:" + re.sub(r"[^a-z0-9]+", "-", self.provider.lower()).strip("-")
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[bytes]:
+        """The compiled rule (compiling all ~40 costs ~0.1 s, so each is compiled when first needed)."""
+        return re.compile(self.source, self.flags)
+
+    def spans(self, data: bytes, lower: bytes | None = None) -> list[tuple[int, int]]:
+        """Spans this rule hides in `data` (`lower`: `data.lower()`, for caseless rules' test)."""
+        out: list[tuple[int, int]] = []
+        if self.needs and self.needs not in (data if not self.caseless else lower if lower is not None else data.lower()):
+            return out
+        for m in self.pattern.finditer(data):
+            if self.pattern.groups and m.group(1):
+                out.append(m.span(1))
+                continue
+            start, end = m.span()
+            while start < end and data[start : start + 1] in b" \t=:\"'":  # delimiters the regex ate
+                start += 1
+            while end > start and data[end - 1 : end] in b" \t\"'\r\n":
+                end -= 1
+            while start > 0 and _TOKEN.match(data, start - 1):
+                start -= 1
+            while end < len(data) and _TOKEN.match(data, end):
+                end += 1
+            if end > start:
+                out.append((start, end))
+        return out
+
+
+def required_literal(pattern: bytes, caseless: bool) -> bytes:
+    """The longest run of literal bytes at the top level of `pattern` (every match holds it), so a
+    rule is only run where its literal is (a cheap `in` test on a long line)."""
+    try:
+        parser: Any = importlib.import_module("re._parser")
+        consts: Any = importlib.import_module("re._constants")
+    except ImportError:  # Python 3.10
+        parser, consts = importlib.import_module("sre_parse"), importlib.import_module("sre_constants")
+    try:
+        parsed = parser.parse(pattern.decode("latin-1"), re.IGNORECASE if caseless else 0)
+    except Exception:
+        return b""
+    best: list[int] = []
+    run: list[int] = []
+    for op, arg in list(parsed) + [(None, None)]:
+        if op is consts.LITERAL:
+            run.append(arg)
+            continue
+        if len(run) > len(best):
+            best = run
+        run = []
+    lit = bytes(best)
+    return lit.lower() if caseless else lit
+
+
+def translate(pattern: str) -> str:
+    """`pattern` without lookaround assertions: a superset, which Hyperscan can compile."""
+    prev = None
+    while prev != pattern:
+        prev, pattern = pattern, _LOOKAROUND.sub("", pattern)
+    return pattern
+
+
+def relax(pattern: str) -> str:
+    """A trigger for `pattern` that is cheaper to compile: bounded repeats with an upper bound
+    (``{20,50}``, ``.{0,20}?``) left open (a superset: the rule itself checks the bound)."""
+    return re.sub(r"\{(\d+),\d+\}\??", r"{\1,}", pattern)
+
+
+def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
+    try:
+        plugins = importlib.import_module("detect_secrets.plugins")
+        base = importlib.import_module("detect_secrets.plugins.base")
+    except ImportError:
+        return []
+    out = []
+    for info in sorted(pkgutil.iter_modules(plugins.__path__), key=lambda i: i.name):
+        try:
+            mod = importlib.import_module(f"detect_secrets.plugins.{info.name}")
+        except Exception:  # a plugin needing an optional extra: the others still count
+            continue
+        for name, cls in inspect.getmembers(mod, inspect.isclass):
+            if (
+                cls.__module__ != mod.__name__
+                or not issubclass(cls, base.RegexBasedDetector)
+                or cls is base.RegexBasedDetector
+                or name in SKIPPED
+            ):
+                continue
+            try:
+                plugin: Any = cls
+                out.append((name, str(plugin.secret_type), list(plugin().denylist)))
+            except Exception:
+                continue
+    return out
+
+
+def _entries() -> list[dict[str, Any]]:
+    """The catalogue as plain data, derived from the installed plugins (importing them and
+    compiling their regexes costs ~0.5 s, so the result is cached per user by `_cached_entries`)."""
+    entries: list[dict[str, Any]] = []
+    for plugin, provider, patterns in _plugins():
+        for p in patterns:
+            caseless = bool(p.flags & re.IGNORECASE)
+            flags = (re.IGNORECASE if caseless else 0) | (p.flags & re.VERBOSE)
+            try:
+                re.compile(p.pattern.encode(), flags)
+            except re.error:
+                continue
+            if p.flags & re.VERBOSE and re.search(r"[\s#]", p.pattern):  # verbose for real
+                candidates: list[list[str]] = []
+            else:
+                candidates = [["as-is", relax(p.pattern)], ["translated", relax(translate(p.pattern))]]
+            needs = required_literal(p.pattern.encode(), caseless)
+            entries.append(
+                {
+                    "plugin": plugin,
+                    "provider": provider,
+                    "source": p.pattern,
+                    "flags": flags,
+                    "caseless": caseless,
+                    "candidates": candidates,
+                    "needs": needs.decode("latin-1"),
+                }
+            )
+    return entries
+
+
+def _cache_file() -> Path:
+    """Per user, named by the installed catalogue's version and by this module's own source (an
+    entry made by other code is never read)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / "catalogue"
+    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    return base / f"{catalogue_version()}-{code}.json"
+
+
+def _cached_entries() -> list[dict[str, Any]]:
+    """`_entries()`, read from the per-user cache when this version was loaded before (a damaged
+    or unwritable cache is only a miss)."""
+    path: Path | None = None
+    try:
+        path = _cache_file()
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data, list):
+            return data
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: no home folder to find
+        pass
+    entries = _entries()
+    if path is not None and entries:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, json.dumps(entries).encode())
+        except OSError:
+            pass
+    return entries
+
+
+@functools.lru_cache(maxsize=1)
+def catalogue() -> tuple[CatalogueRule, ...]:
+    """Every catalogue rule (loaded once per process; from the per-user cache after the first)."""
+    rules: list[CatalogueRule] = []
+    for e in _cached_entries():
+        try:
+            rules.append(
+                CatalogueRule(
+                    str(e["provider"]),
+                    str(e["plugin"]),
+                    str(e["source"]).encode(),
+                    int(e["flags"]),
+                    bool(e["caseless"]),
+                    tuple((str(k), str(v).encode()) for k, v in e["candidates"]),
+                    str(e["needs"]).encode("latin-1"),
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(rules)
+
+
+def catalogue_version() -> str:
+    """The installed detect-secrets version, or ``absent``."""
+    try:
+        from importlib.metadata import version
+
+        return version("detect-secrets")
+    except Exception:
+        return "absent"

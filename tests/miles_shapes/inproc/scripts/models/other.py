@@ -1,0 +1,2 @@
+def model_args() -> str:
+    return "--num-layers 4 "
