@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install system-deps demo test lint coverage bench docs clean
+.PHONY: install system-deps demo test test-quick lint coverage bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ demo: install
 
 test: install system-deps
 	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider
+
+# The suite without the tests marked slow (pyproject's markers): for iterating; CI runs `make test`.
+test-quick: install
+	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider -m "not slow"
 
 # What the style guide asks: ruff (lint and format), strict mypy, the import contracts of
 # pyproject.toml ([tool.importlinter]: layers, no cycles) and the import graph's cycles listed.

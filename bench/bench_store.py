@@ -1,4 +1,4 @@
-"""`ledger run -- true` against `true`, and `ledger list` against `git log`, with 0, 1,000, 10,000 runs.
+"""`ledger run -- true` against `true` and `python3 -c pass`, and `ledger list` against `git log`, with 0, 1,000, 10,000 runs.
 
 Time until the job starts: the job is `date +%s.%N > FILE`; the time from launching `ledger run`
 to that stamp, against the same command launched bare (both from this process, same run).
@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import secrets
 import subprocess
+import sys
 import time
 
 from common import ledger_argv, report, scratch_repo, sh, timeit
@@ -88,6 +89,7 @@ def main() -> None:
             args.repeat // 2
         ]
         base = timeit(lambda: sh(["true"], cwd=repo), args.repeat)
+        python = timeit(lambda: sh([sys.executable, "-c", "pass"], cwd=repo), args.repeat)
         run = timeit(lambda: sh(ledger_argv("run", "--no-debug-data", "--", "true"), cwd=repo), args.repeat)
         have += 2 * args.repeat
         sh(["git", "gc", "-q", "--auto"], cwd=repo)
@@ -101,6 +103,12 @@ def main() -> None:
             (
                 f"ledger run -- true, {n:>6} runs: total",
                 f"{run:.3f} s  (true: {base * 1000:.1f} ms; {run / base:.0f}x; target < 0.2 s, flat)",
+            )
+        )
+        rows.append(
+            (
+                f"ledger run -- true, {n:>6} runs: above python",
+                f"{run - python:.3f} s  (python3 -c pass: {python:.3f} s, same interpreter; target <= 0.17 s, flat)",
             )
         )
         if n:

@@ -14,7 +14,7 @@ from ledger.config import CONFIG_NAME, Config
 from ledger.errors import LedgerError
 
 # what a cached config depends on besides the file: the schema, the `Config` class it fills, this loader
-_SOURCES = (Path(__file__).with_name("configschema.py"), Path(__file__).with_name("config.py"), Path(__file__))
+_SOURCES = ("ledger.configschema", "ledger.config", __name__)
 
 
 def parse_config(data: Any) -> Config:
@@ -42,8 +42,8 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
     if common_dir is not None:
         from ledger.cache import LocalCache
 
-        cache = LocalCache(common_dir, "config")
-        key = hashlib.sha256(b"\0".join([raw, *(src.read_bytes() for src in _SOURCES)])).hexdigest()
+        cache = LocalCache(common_dir, "config", code=_SOURCES)
+        key = hashlib.sha256(raw).hexdigest()
         cached = cache.read_pickle(key, Config)
         if cached is not None:
             return cached

@@ -85,10 +85,14 @@ def short_sha(value: Any) -> Any:
     return value[:SHORT_SHA] if isinstance(value, str) and _SHA.fullmatch(value) else value
 
 
+def _change_value(value: Any) -> str:
+    """A change set's value: a hash as its short form, never quoted (`0262844e66` is a commit, not 2.6e71)."""
+    short = short_sha(value)
+    return str(short) if short is not value else show_value(value, width=40)
+
+
 def change_text(changes: list[dict[str, Any]]) -> str:
     """A change set (`{"name", "a", "b"}` dicts) on one line; commit and sha256 values shortened."""
     if not changes:
         return "(no setting changed)"
-    return ", ".join(
-        f"{c['name']}: {show_value(short_sha(c['a']), width=40)} -> {show_value(short_sha(c['b']), width=40)}" for c in changes
-    )
+    return ", ".join(f"{c['name']}: {_change_value(c['a'])} -> {_change_value(c['b'])}" for c in changes)

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
+import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from repos import git, head, make_repo
 
-__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo", "nvml_works"]
+__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo", "module_home", "nvml_works"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOY = REPO_ROOT / "examples" / "toy_grpo"
@@ -31,28 +35,50 @@ def nvml_works() -> bool:
     return True
 
 
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path_factory.mktemp("home")
+def isolate_home(home: Path, mp: pytest.MonkeyPatch) -> Path:
+    """Point HOME, git's and DVC's user config at `home` (made here) and the venv's bin first on PATH.
+
+    The one isolated home: the autouse fixture below, and module-scoped fixtures (which run before it)
+    through `module_home`."""
     gitconfig = home / ".gitconfig"
     gitconfig.write_text(
         "[user]\n\tname = Test User\n\temail = test@example.com\n[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n"
     )
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    monkeypatch.setenv("DVC_NO_ANALYTICS", "1")
-    monkeypatch.setenv("DVC_SITE_CACHE_DIR", str(home / "dvc-site"))
-    monkeypatch.delenv("GIT_DIR", raising=False)
-    monkeypatch.delenv("GIT_WORK_TREE", raising=False)
+    mp.setenv("HOME", str(home))
+    mp.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    mp.setenv("DVC_NO_ANALYTICS", "1")
+    mp.setenv("DVC_SITE_CACHE_DIR", str(home / "dvc-site"))
+    mp.delenv("GIT_DIR", raising=False)
+    mp.delenv("GIT_WORK_TREE", raising=False)
     # a venv's bin first, so `ledger` and `python3` in subprocesses are this project's
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     return home
+
+
+@contextlib.contextmanager
+def module_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """The isolated home for a module-scoped fixture's set-up (it runs before `isolated_home`)."""
+    with pytest.MonkeyPatch.context() as mp:
+        yield isolate_home(tmp_path_factory.mktemp(name), mp)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return isolate_home(tmp_path_factory.mktemp("home"), monkeypatch)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "proj", {"README.md": "hello\n", "train.py": "print('hi')\n"})
+
+
+# Verbs run in this process (ledger.main.main with the cwd, environment and standard streams a
+# subprocess would have): they read or write the repository and return. Every other verb (`run`,
+# `replay`, `recover`, `tail`, `push`, `pull`, `heat`, ...) execs a job, follows one, talks to a
+# remote through git or DVC, installs signal handlers or depends on process state: a real subprocess.
+# LEDGER_TEST_SUBPROCESS=1 runs them all as subprocesses.
+IN_PROCESS = frozenset({"diff", "init", "list", "log", "path", "report", "show"})
 
 
 def ledger(
@@ -62,7 +88,9 @@ def ledger(
     timeout: float = 120,
     input: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real `ledger` CLI in a subprocess."""
+    """Run the `ledger` CLI: in this process for the verbs of IN_PROCESS, else the real console script."""
+    if args and args[0] in IN_PROCESS and not os.environ.get("LEDGER_TEST_SUBPROCESS"):
+        return _in_process(cwd, list(args), env or {}, input)
     full_env = dict(os.environ)
     full_env.update(env or {})
     return subprocess.run(
@@ -75,3 +103,38 @@ def ledger(
         timeout=timeout,
         input=input,
     )
+
+
+def _in_process(cwd: Path, args: list[str], env: dict[str, str], input: str | None) -> subprocess.CompletedProcess[str]:
+    """`ledger ARGS` through ledger.main.main: cwd, environment and stdin/stdout/stderr swapped in, then restored."""
+    from ledger.main import main
+
+    def stream(data: bytes = b"") -> io.TextIOWrapper:
+        return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape", write_through=True)
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    out, err = stream(), stream()
+    try:
+        os.environ.update(env)
+        os.chdir(cwd)
+        sys.stdin, sys.stdout, sys.stderr = stream((input or "").encode()), out, err
+        try:
+            code = main(args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except Exception:  # LEDGER_DEBUG=1 re-raises: a subprocess would print the traceback and exit 1
+            traceback.print_exc()
+            code = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+    def text(s: io.TextIOWrapper) -> str:
+        return s.buffer.getvalue().decode("utf-8", "replace")  # type: ignore[attr-defined]
+
+    return subprocess.CompletedProcess([*LEDGER, *args], code, text(out), text(err))

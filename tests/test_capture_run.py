@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import git, ledger
 
 TRAIN_ARGS = [
@@ -201,6 +202,7 @@ def test_extra_logs_env_report_and_environment(repo: Path) -> None:
     assert "env.UNRELATED" not in m["settings"]
 
 
+@pytest.mark.slow
 def test_big_logs_are_tracked_with_dvc_and_git_keeps_head_and_tail(repo: Path, tmp_path: Path) -> None:
     assert ledger(repo, "init").returncode == 0
     (repo / ".ledger.yaml").write_text("logs:\n  git_max_mb: 0.05\n")  # 50 kB

@@ -6,9 +6,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import REPO_ROOT, git, ledger
 
 
+@pytest.mark.slow
 def test_demo_script_records_diffs_and_replays(tmp_path: Path) -> None:
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "-q", str(REPO_ROOT), str(clone))

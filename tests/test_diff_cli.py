@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TOY, git, ledger, make_repo
+from conftest import TOY, git, ledger, make_repo, module_home
 
 TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4", "--seed", "7"]
 
@@ -33,12 +33,7 @@ for step in range(lo, hi):
 @pytest.fixture(scope="module")
 def toy_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One repository with toy runs: base, lr changed, two settings changed, a longer run."""
-    home = tmp_path_factory.mktemp("home-diff")
-    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@e.com\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-        mp.setenv("PATH", f"{Path(sys.executable).parent}:{__import__('os').environ['PATH']}")
+    with module_home(tmp_path_factory, "home-diff"):
         return _record_toy_runs(tmp_path_factory)
 
 

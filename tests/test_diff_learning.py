@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import TOY, git, ledger, make_repo
+from conftest import TOY, git, ledger, make_repo, module_home
 
 TRAIN = [
     "python3",
@@ -33,11 +33,7 @@ TRAIN = [
 
 @pytest.fixture(scope="module")
 def replays(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("home-learning")
-    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@e.com\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    with module_home(tmp_path_factory, "home-learning"):
         repo = make_repo(tmp_path_factory.mktemp("learning") / "proj", {"README.md": "x\n"})
         shutil.copytree(TOY, repo / "examples" / "toy_grpo")
         assert ledger(repo, "init").returncode == 0

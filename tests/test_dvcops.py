@@ -265,6 +265,9 @@ def test_push_then_dvc_pull_in_a_clone_restores_identical_files(project: Project
     for rel, data in {**ROLLOUT, **EVENTS}.items():
         assert (clone / RUN_PATH / rel).read_bytes() == data, rel
     assert {status_data(clone, t) for t in dvc_texts_from_git(clone, "HEAD")} == {"cached"}
+    # DVC's own `dvc status` reads the .dvc files ledger wrote: workspace and remote both in step
+    assert "up to date" in dvc(clone, "status", "-R", RUN_PATH)
+    assert "in sync" in dvc(clone, "status", "--cloud", "-R", RUN_PATH)
 
 
 def test_fetch_checkout_and_verify_detects_tampered_and_missing_files(project: Project, tmp_path: Path) -> None:
@@ -383,6 +386,7 @@ def test_parse_dvc_text_rejects_what_it_cannot_use() -> None:
 # S3 (moto on loopback)
 
 
+@pytest.mark.slow
 @pytest.mark.s3
 def test_s3_remote_push_fetch_and_dvc_pull(project: Project, tmp_path: Path, s3_server: S3Server) -> None:
     prefix = f"store-{tmp_path.name}"

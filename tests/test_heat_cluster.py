@@ -135,6 +135,7 @@ def _ticks(path: Path) -> list[float]:
     return [float(line.split()[0]) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(cluster: tuple[str, str, Any], repo: Path, tmp_path: Path) -> None:
     dashboard, _gcs, _c = cluster
     # node 2's GPU 0 is hot from 12 s after its sampler starts to 14 s: time enough for the job's
@@ -269,6 +270,7 @@ def test_a_pause_that_fails_on_one_node_leaves_no_node_stopped(cluster: tuple[st
             proc.wait()
 
 
+@pytest.mark.slow
 def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(
     cluster: tuple[str, str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -357,8 +359,10 @@ def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
     assert r.returncode == 0, r.stderr
     gpu = json.loads(ledger(repo, "show", "latest", "--json").stdout)["gpu"]
     assert gpu["cluster"]["connected"] is False
+    # whether the connection attempt failed before the 1.5 s job ended (it did not, under load: was
+    # "not connected yet") or not, the record and the terminal name the address not watched
     assert f"127.0.0.1:{port}" in gpu["cluster"]["unavailable"]
-    assert "not watched" in r.stderr or "cannot connect" in r.stderr
+    assert "nodes were not watched" in r.stderr and f"127.0.0.1:{port}" in r.stderr
 
 
 def test_cluster_target_and_collective_timeout() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from browser import assert_self_contained, needs_chromium, open_page, polylines
-from conftest import TOY, git, ledger, make_repo
+from conftest import TOY, git, ledger, make_repo, module_home
 
 TRAIN = [
     "python3",
@@ -32,11 +32,7 @@ TRAIN = [
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("home-pages")
-    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@e.com\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    with module_home(tmp_path_factory, "home-pages"):
         repo = make_repo(tmp_path_factory.mktemp("pages") / "proj", {"README.md": "x\n"})
         shutil.copytree(TOY, repo / "examples" / "toy_grpo")
         # GPU 0 is hot from 0.3 s to 0.6 s: one short pause in every run (scripted sensor)

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import LEDGER, TOY, git, ledger, make_repo
+from conftest import LEDGER, TOY, git, ledger, make_repo, module_home
 
 TRAIN = [
     "python3",
@@ -32,11 +32,7 @@ TRAIN = [
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("home-replay")
-    (home / ".gitconfig").write_text("[user]\n\tname = T\n\temail = t@e.com\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    with module_home(tmp_path_factory, "home-replay"):
         repo = make_repo(tmp_path_factory.mktemp("replay") / "proj", {"README.md": "x\n"})
         shutil.copytree(TOY, repo / "examples" / "toy_grpo")
         assert ledger(repo, "init").returncode == 0

@@ -321,12 +321,17 @@ def test_a_worker_that_dies_is_redone_in_process_and_says_so(tmp_path: Path) -> 
 def test_the_flood_watch_measures_the_growth_rate_over_half_seconds() -> None:
     from ledger.record.streamed import FLOOD_RATE, FloodWatch
 
-    size = [0]
-    watch = FloodWatch(lambda: size[0])
+    size, now = [0], [100.0]  # an injected clock: a loaded machine's late wake-up cannot change the rate
+    watch = FloodWatch(lambda: size[0], clock=lambda: now[0])
     assert not watch.flooding()  # no window has passed yet
-    time.sleep(0.55)
-    size[0] += FLOOD_RATE  # a rate of ~2x FLOOD_RATE over the window
-    assert watch.flooding()
-    time.sleep(0.55)
-    size[0] += 1 << 20  # ~2 MiB/s: a trainer's pace
+    now[0] += 0.4
+    size[0] += 10 * FLOOD_RATE
+    assert not watch.flooding()  # still inside the first half second: not measured yet
+    now[0] += 0.1
+    assert watch.flooding()  # 10x FLOOD_RATE over 0.5 s
+    now[0] += 0.5
+    size[0] += FLOOD_RATE // 4  # half of FLOOD_RATE: a fast trainer's pace
     assert not watch.flooding()
+    now[0] += 0.5
+    size[0] += FLOOD_RATE  # 2x FLOOD_RATE
+    assert watch.flooding()

@@ -74,21 +74,6 @@ _F_SETPIPE_SZ = 1031
 _IOV_MAX = 1024  # Linux's limit on buffers per writev
 
 
-def count_lines(path: Path) -> int:
-    """Newlines in a file, plus one for a last line without a newline (0 for a missing file)."""
-    import numpy as np  # lazily: keeps `ledger --help` fast; 5x faster than bytes.count here
-
-    count, last = 0, b"\n"
-    try:
-        with open(path, "rb") as f:
-            while block := f.read(CHUNK):
-                count += int(np.count_nonzero(np.frombuffer(block, np.uint8) == 10))
-                last = block[-1:]
-    except FileNotFoundError:
-        return 0
-    return count + (last != b"\n")
-
-
 Buffers = list[bytes | memoryview]
 
 
@@ -400,16 +385,6 @@ class OutputCapture:
         return not self._thread.is_alive()
 
     @property
-    def lines_trainer(self) -> int:
-        """Lines in the trainer log (counted in the file: exact once `join` returned True)."""
-        return count_lines(self._paths[0])
-
-    @property
-    def lines_engine(self) -> int:
-        """Lines in the engine log (counted in the file: exact once `join` returned True)."""
-        return count_lines(self._paths[1])
-
-    @property
     def command_lines(self) -> list[str]:
         """Launcher command lines and ENV_REPORT_JSON lines seen (redacted, capped)."""
         return list(self._splitter.command_lines)
@@ -423,12 +398,6 @@ class OutputCapture:
     def redacted(self) -> list[str]:
         """What was redacted where, as the manifest lists it (``trainer.log: <kind>``)."""
         return self._splitter.redacted
-
-    @property
-    def file_errors(self) -> list[OSError]:
-        """Errors that stopped writing a log file (the capture itself went on)."""
-        made = self._splitter_made
-        return [] if made is None else [e for e in (made.trainer.error, made.engine.error) if e]
 
     def _to_terminal(self, data: bytes) -> None:
         if self._terminal_fd is None:
@@ -524,5 +493,6 @@ def split_output(
     engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
     redactor: Redactor | None = None,
 ) -> LineSplitter:
-    """Split a raw output file left by a crashed ledger into the two logs (for `ledger recover`)."""
+    """Split a whole raw output file into the two logs in one pass: the reference the streamed split
+    (`ledger.record.streamed`, which `ledger recover` also uses) is compared with in tests and bench."""
     return split_file(raw, LineSplitter(trainer_path, engine_path, engine_patterns, redactor=redactor))

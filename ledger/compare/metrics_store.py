@@ -43,9 +43,13 @@ def _from_blob(repo: Repo, oid: str, cache: Path) -> MetricsTable:
         text.unlink(missing_ok=True)
 
 
+# the code a cached metrics table comes from (see ledger/cache.py)
+METRICS_CODE = ("ledger.compare.metrics_store", "ledger.compare.logparse")
+
+
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
     """The run's metrics table, or None when it logged no per-step metrics at all."""
-    cache = LocalCache(repo.common_dir, "metrics")
+    cache = LocalCache(repo.common_dir, "metrics", code=METRICS_CODE)
     cache.dir.mkdir(parents=True, exist_ok=True)
     blob = repo.tree_entry(entry.tree, "metrics.jsonl")
     if blob is not None:

@@ -61,14 +61,11 @@ def require_ray() -> None:
 
 def _local_dashboards() -> dict[int, str]:
     """dashboard port -> GCS address, for every Ray dashboard process on this machine."""
+    import psutil
+
     found: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            args = Path(f"/proc/{entry}/cmdline").read_bytes().decode("utf-8", "replace").split("\0")
-        except OSError:
-            continue
+    for proc in psutil.process_iter(["cmdline"]):
+        args = proc.info.get("cmdline") or []  # None: another user's process, or gone meanwhile
         if not any(a.endswith("dashboard/dashboard.py") for a in args):
             continue
         opts = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
@@ -166,7 +163,8 @@ class ClusterSensor:
         self._lock = threading.RLock()
         self._connected = False
         self._gcs: str | None = None
-        self._unreachable: str | None = "not connected yet"
+        # what the record says until a connection succeeds: names the address however early the run ends
+        self._unreachable: str | None = f"not connected yet to the Ray cluster at {target.address}"
         self._last_try = float("-inf")
         self._last_refresh = float("-inf")
         self._nodes: dict[str, NodeWatch] = {}
@@ -336,6 +334,7 @@ class ClusterSensor:
                 return
             self._closed = True
             if not self._connected:
+                self._warn(f"the Ray cluster's nodes were not watched: {self._unreachable}")
                 return
             if self._paused_nodes:
                 try:
@@ -461,11 +460,6 @@ class ClusterSensor:
             self.resume()
         except Exception:  # noqa: BLE001
             pass
-
-    @property
-    def signal_log(self) -> list[dict[str, Any]]:
-        """Every stop/resume sent: when, and how many processes on each node (for tests and the bench)."""
-        return list(self._pause_log)
 
     def cluster_manifest(self) -> dict[str, Any]:
         """The cluster's part of the manifest's `gpu` section."""

@@ -20,7 +20,6 @@ import signal as signals
 import socket
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from ledger.heat.sensor import (
@@ -32,19 +31,14 @@ from ledger.heat.sensor import (
 
 
 def _children_map() -> dict[int, list[int]]:
-    """parent pid -> child pids, read from /proc (Linux)."""
+    """parent pid -> child pids, over every process psutil sees (gone meanwhile: left out)."""
+    import psutil
+
     children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        # the command name (field 2) may hold spaces and parentheses: split after the last ')'
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry))
+    for proc in psutil.process_iter(["ppid"]):
+        ppid = proc.info.get("ppid")
+        if ppid is not None:
+            children.setdefault(int(ppid), []).append(proc.pid)
     return children
 
 

@@ -35,7 +35,7 @@ from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
 from ledger.runref import check_run_name
 from ledger.storage import staging
-from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount, preload_gitpython
+from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.timefmt import iso, utc_now
 from ledger.understand import launcher
@@ -410,10 +410,6 @@ def _import_end_modules() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the import is retried, and reported, where the module is used
             pass
-    try:
-        preload_gitpython()
-    except Exception:  # noqa: BLE001 - as above: `run_git` reports a missing GitPython itself
-        pass
 
 
 def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:

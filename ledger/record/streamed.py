@@ -436,12 +436,12 @@ class FloodWatch:
     can: the job at 0.53x of tee with the worker following, 0.80x without; the work is the same
     either way)."""
 
-    def __init__(self, size: Callable[[], int]):
-        self._size_now = size
-        self._size, self._at, self._flooding = 0, time.monotonic(), False
+    def __init__(self, size: Callable[[], int], clock: Callable[[], float] = time.monotonic):
+        self._size_now, self._clock = size, clock
+        self._size, self._at, self._flooding = 0, clock(), False
 
     def flooding(self) -> bool:
-        now = time.monotonic()
+        now = self._clock()
         if now - self._at >= 0.5:
             size = self._size_now()
             self._flooding = (size - self._size) / (now - self._at) > FLOOD_RATE

@@ -74,15 +74,29 @@ class GitResult:
     stderr: str
 
 
-def preload_gitpython() -> None:
-    """Import GitPython ahead of `run_git` (`ledger run` does it on a thread while the job runs)."""
-    import git  # noqa: F401
-
-
 def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
-    """Run `git ARGS` in `root` through GitPython's command wrapper (imported on first use: it costs
-    ~85 ms, and the object hot path never needs it). With `check`, a failure raises GitError
-    showing the command, its exit code and git's last line of output."""
+    """Run `git ARGS` in `root` as a plain subprocess (GitPython, ~85 ms to import, is kept for
+    what it is good at: remotes, config, fetch and push; `ledger run` never imports it). With
+    `check`, a failure raises GitError showing the command, its exit code and git's last line."""
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=root,
+            env={**os.environ, **_GIT_ENV},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+        )
+    except FileNotFoundError as exc:
+        raise GitError("git is not installed or not on PATH", "install git") from exc
+    result = GitResult(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+    if check and result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        raise GitError(f"`git {' '.join(args)}` failed with exit {result.returncode}: {lines[-1] if lines else ''}")
+    return result
+
+
+def _run_gitpython(root: Path, *args: str) -> GitResult:
+    """Run a git command that talks to a remote through GitPython's command wrapper (fetch, push)."""
     import git as gitpython
 
     try:
@@ -97,11 +111,7 @@ def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
         )
     except gitpython.GitCommandNotFound as exc:
         raise GitError("git is not installed or not on PATH", "install git") from exc
-    result = GitResult(int(code or 0), bytes(out or b""), str(err or ""))
-    if check and result.returncode != 0:
-        lines = result.stderr.strip().splitlines()
-        raise GitError(f"`git {' '.join(args)}` failed with exit {result.returncode}: {lines[-1] if lines else ''}")
-    return result
+    return GitResult(int(code or 0), bytes(out or b""), str(err or ""))
 
 
 @dataclass(frozen=True)
@@ -489,7 +499,7 @@ class Repo:
         """
         run_git(self.root, "gc", "--auto", "--quiet", check=False)
 
-    # ---- porcelain (GitPython) ----------------------------------------------------------
+    # ---- porcelain (git processes; GitPython for remotes and config) ---------------------
     def git(self, *args: str, check: bool = True) -> GitResult:
         """Any other git command (diffs for display, plumbing without a pygit2 equivalent)."""
         return run_git(self.root, *args, check=check)
@@ -527,16 +537,6 @@ class Repo:
                 found.setdefault(text[len("ref: refs/heads/") :], where)
         return found
 
-    def config_value(self, section: str, option: str) -> str | None:
-        """A git config value as git reads it (repository, user and system files), or None."""
-        import git as gitpython
-
-        reader = gitpython.Repo(str(self.root)).config_reader()
-        try:
-            return str(reader.get_value(section, option))
-        except Exception:  # GitPython raises configparser's NoSectionError/NoOptionError
-            return None
-
 
 def _utf8(name: str) -> bool:
     try:
@@ -568,7 +568,7 @@ def git_remote_cmd(repo: Repo, *args: str) -> tuple[int, str]:
     Returns (exit status, stderr text) instead of raising, since a rejected push is an
     expected outcome the caller handles.
     """
-    result = run_git(repo.root, *args, check=False)
+    result = _run_gitpython(repo.root, *args)
     return result.returncode, result.stderr
 
 

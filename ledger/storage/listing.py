@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.cache import code_version
 from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, SCHEMA, ManifestError, check_manifest
 from ledger.storage.git import Repo
@@ -37,10 +38,16 @@ class ManifestCache:
     def __init__(self, common_dir: Path):
         self.path = common_dir / "ledger" / "manifests.sqlite"
         self._db: sqlite3.Connection | None = None
+        self._table = "m"
         try:
             self.path.parent.mkdir(exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=5)
-            self._db.execute("CREATE TABLE IF NOT EXISTS m (blob TEXT PRIMARY KEY, json TEXT)")
+            # one table per version of the parsing code (ledger/cache.py); older tables are dropped
+            self._table = f"m_{code_version(__name__, 'ledger.yamlio')}"
+            for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                if name != self._table:
+                    self._db.execute(f'DROP TABLE IF EXISTS "{name}"')
+            self._db.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (blob TEXT PRIMARY KEY, json TEXT)")
         except sqlite3.Error:
             self._db = None  # a cache we cannot open is just a slower listing
 
@@ -50,7 +57,7 @@ class ManifestCache:
         out: dict[str, dict[str, Any]] = {}
         try:
             wanted = set(blobs)
-            for blob, text in self._db.execute("SELECT blob, json FROM m"):
+            for blob, text in self._db.execute(f"SELECT blob, json FROM {self._table}"):
                 if blob in wanted:
                     out[blob] = json.loads(text)
         except sqlite3.Error:
@@ -62,7 +69,9 @@ class ManifestCache:
             return
         try:
             with self._db:
-                self._db.executemany("INSERT OR REPLACE INTO m VALUES (?, ?)", [(k, json.dumps(v, default=str)) for k, v in items.items()])
+                self._db.executemany(
+                    f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?)", [(k, json.dumps(v, default=str)) for k, v in items.items()]
+                )
         except sqlite3.Error:
             pass
 
