@@ -58,7 +58,9 @@ def _manifest(repo: Path) -> dict:
 
 
 def _experiment_settings(m: dict) -> dict:
-    return {k: v for k, v in m["settings"].items() if not k.startswith(("env.", "code.", "image."))}
+    """The training flags and seeds: the launcher itself is a setting of its own (`command.entry`),
+    and the code setting leaves out each form's own launcher (so the three differ there)."""
+    return {k: v for k, v in m["settings"].items() if not k.startswith(("env.", "code", "image.", "command."))}
 
 
 def test_three_forms_give_the_same_settings(repo: Path) -> None:
@@ -93,6 +95,8 @@ def test_three_forms_give_the_same_settings(repo: Path) -> None:
     assert direct["seeds"] == {"seed": 11, "rollout_seed": 5}
     assert bash["command"]["launcher"] == "run.sh" and py["command"]["launcher"] == "launch.py"
     assert direct["command"]["launcher"] is None
+    entries = [r["settings"]["command.entry"] for r in results]
+    assert entries == ["run.sh -> train.py", "launch.py -> train.py", "train.py"]
     assert bash["settings"]["env.NCCL_ALGO"] == "Ring"  # from the runtime env json
     folder = f"runs/{bash['id'][-4:-2]}/{bash['id']}"
     assert "ray job submit" in git(repo, "show", f"experiments:{folder}/launcher/run.sh")

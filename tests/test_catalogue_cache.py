@@ -22,7 +22,7 @@ def fresh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_the_cached_catalogue_is_the_derived_one(fresh: Path) -> None:
     first = cat.catalogue()
     files = list((fresh / "ledger" / "catalogue").glob("*.json"))
-    assert len(files) == 1 and files[0].name.startswith(cat.catalogue_version() + "-")
+    assert len(files) == 1 and files[0].name.startswith(cat._installed_key() + "-")
     assert json.loads(files[0].read_text()) == cat._entries()
     cat.catalogue.cache_clear()
     again = cat.catalogue()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -193,12 +194,26 @@ def _entries() -> list[dict[str, Any]]:
     return entries
 
 
+def _installed_key() -> str:
+    """What identifies the installed plugins without importing anything (`importlib.metadata`
+    alone costs ~50-90 ms): each plugin file's name, size and mtime, hashed."""
+    spec = importlib.util.find_spec("detect_secrets")
+    if spec is None or not spec.submodule_search_locations:
+        return "absent"
+    h = hashlib.sha256()
+    for folder in spec.submodule_search_locations:
+        for f in sorted((Path(folder) / "plugins").glob("*.py")):
+            st = f.stat()
+            h.update(f"{f.name}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()[:16]
+
+
 def _cache_file() -> Path:
-    """Per user, named by the installed catalogue's version and by this module's own source (an
-    entry made by other code is never read)."""
+    """Per user, named by the installed plugins and by this module's own source (an entry made by
+    other code, or from other plugins, is never read)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / "catalogue"
     code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    return base / f"{catalogue_version()}-{code}.json"
+    return base / f"{_installed_key()}-{code}.json"
 
 
 def _cached_entries() -> list[dict[str, Any]]:
