@@ -164,7 +164,7 @@ def _damage(root: Path, part: str, data: bytes) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["garbage file", "truncated file", "damaged base", "damaged column", "damaged rows", "foreign base"],
+    ["garbage file", "truncated file", "damaged shard", "damaged column", "damaged rows", "foreign shard"],
 )
 def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: str) -> None:
     ledger(proj, "list", "--where", "lr=1e-06")
@@ -173,20 +173,18 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
         db.write_bytes(b"not a database at all\n" * 100)
     elif damage == "truncated file":
         db.write_bytes(db.read_bytes()[:5000])
-    elif damage == "damaged base":
-        _damage(proj, "base", b"\xff\x00junk")
+    elif damage == "damaged shard":
+        _damage(proj, "shard", b"\xff\x00junk")
     elif damage == "damaged column":
         _damage(proj, "s:lr", b"\x00")
     elif damage == "damaged rows":
         _damage(proj, "settings", b"")
-    else:  # the newest index holds another tree's base (an older tip's): not used for this tree
+    else:  # every shard's row holds one other shard's runs: filed under the wrong tree id
         cache = ManifestCache(proj / ".git")
         assert cache.db is not None
-        (older,) = cache.db.execute(f"SELECT data FROM {cache.index_table} WHERE part = 'base'").fetchone()
+        (other,) = cache.db.execute(f"SELECT data FROM {cache.index_table} WHERE part = 'shard'").fetchone()
         cache.close()
-        _add_runs(proj, 30, 2)
-        ledger(proj, "list", "--where", "lr=1e-06")
-        _damage(proj, "base", older)
+        _damage(proj, "shard", other)
     _same_as_cold(proj)
     try:
         rows = _index_rows(proj)
@@ -196,7 +194,7 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
     tip = repo.branch_tip("experiments")
     assert tip is not None
     runs_tree = repo.tree_entry(tip, "runs")
-    assert runs_tree is not None and (runs_tree[0], "base") in rows
+    assert runs_tree is not None and (runs_tree[0], "tree") in rows
 
 
 def test_a_hostile_pulled_summary_is_a_broken_row_in_the_index_too(proj: Path) -> None:

@@ -194,8 +194,10 @@ def _from_index(
     index = ListIndex(None if cold else cache.db, cache.index_table)
 
     def from_git() -> IndexData:  # a damaged part of the index: read again, and stored anew
-        data = build(repo, runs_tree, None, lambda e: read_run(repo, e, cache))
-        index.save(data)
+        index.forget()
+        data = index.index_of(repo, runs_tree, lambda e: read_run(repo, e, cache))
+        if data.settings is None and not index.load_rows(data):
+            data = build(repo, runs_tree, lambda e: read_run(repo, e, cache))
         return data
 
     data = index.index_of(repo, runs_tree, lambda e: read_run(repo, e, cache))
