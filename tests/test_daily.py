@@ -435,3 +435,25 @@ def test_a_pulled_metadata_commit_that_changes_more_is_refused(tmp_path: Path) -
     git(evil, "push", "-q", "origin", "experiments")
     proc = ledger(repo, "pull")
     assert proc.returncode == 5 and "changes more than" in proc.stderr, proc.stderr
+
+
+def test_diff_page_says_identical_where_a_and_b_coincide_on_every_common_step() -> None:
+    """The six question charts and the other metrics' charts both label B's line "identical to A"
+    where the two series are equal on every step both logged (B may have fewer: a partial diff)."""
+    import re
+
+    from ledger.compare.diffcore import build_report
+    from ledger.compare.logparse import MetricsTable, StepRow
+    from ledger.pages.html import DiffPageInput, diff_page
+
+    def table(steps: int, lr: float) -> MetricsTable:
+        rows = {s: StepRow(s, None, None, {"perf/rollout_time": 2.0 + s, "train/loss": lr * s, "perf/x": 1.0 * s}) for s in range(steps)}
+        return MetricsTable(rows=rows)
+
+    ma, mb = {"id": "ra", "name": "a", "settings": {"lr": 1}}, {"id": "rb", "name": "b", "settings": {"lr": 2}}
+    ta, tb = table(6, 1.0), table(4, 2.0)  # B stopped after 4 steps
+    html = diff_page(DiffPageInput(build_report(ma, mb, ta, tb), "", ma, mb, ta, tb))
+    labels = re.findall(r'<polyline data-series="([^"]*)"', html)
+    assert "B b (identical to A a)" in labels  # rollout time: the same on steps 0-3 (was: "B b")
+    assert labels.count("B b (identical to A a)") == 1 and "B b" in labels  # the loss differs: not identical
+    assert "b (identical to a)" in labels  # perf/x, in the other metrics' group, on the common steps

@@ -79,6 +79,7 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
         data.table_b, pauses_from_manifest(data.manifest_b)
     )
     from ledger.pages.answer import run_label
+    from ledger.pages.comparepage import identical_label, identical_to
 
     name_a, name_b = run_label(data.manifest_a, data.report.a), run_label(data.manifest_b, data.report.b)
     charts = []
@@ -90,14 +91,13 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
                 break
         else:
             continue
+        line_a = Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or ""))
+        label_b = identical_label(f"B {name_b}", identical_to(points_b, [line_a] if points_a else [], common_steps=True))
         chart = Chart(
             title=f"{title} ({metric})",
             x_label=axis_a if points_a else axis_b,
             y_label=y_label,
-            series=[
-                Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or "")),
-                Series(f"B {name_b}", points_b, COLOR_B, dashed=True, hover=str(data.manifest_b.get("id") or "")),
-            ],
+            series=[line_a, Series(label_b, points_b, COLOR_B, dashed=True, hover=str(data.manifest_b.get("id") or ""))],
             span_label="heat-paused step (left out)",
         )
         if "rollout" in (axis_a, axis_b):
@@ -151,7 +151,7 @@ def other_metric_groups(data: DiffPageInput) -> str:
             groups.setdefault(metric_group(name), []).append(name)
     out = []
     for group, names in groups.items():
-        charts = "".join(render(run_chart(m, runs)) for m in names)
+        charts = "".join(render(run_chart(m, runs, common_steps=True)) for m in names)
         out.append(
             f'<details data-group="{escape(group)}"><summary>{escape(group)}/: {len(names)} more metrics</summary>{charts}</details>'
         )
