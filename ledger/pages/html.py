@@ -61,6 +61,7 @@ class DiffPageInput:
     table_b: MetricsTable | None
     # every run of each side (A or B first, then its replicas), for the noise section's bands
     replicas: tuple[Sequence[MetricsTable | None], Sequence[MetricsTable | None]] = ((), ())
+    partial: str | None = None  # `--partial`: the banner saying which run is still running
 
 
 def diff_title(report: DiffReport) -> str:
@@ -117,11 +118,14 @@ def diff_page(data: DiffPageInput) -> str:
 
     report = data.report
     title = diff_title(report)
+    if data.partial:
+        title = f"PARTIAL (still running): {title}"
     css = "refused" if report.refused else "forced" if report.forced else ""
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
+    partial = f'<p class="forced" data-kind="partial">{escape(data.partial)}</p>\n' if data.partial else ""
     body = (
         f"<style>{ANSWER_STYLE}</style>"
-        f'<h1 class="{css}">{escape(title)}</h1>\n{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
+        f'<h1 class="{css}">{escape(title)}</h1>\n{partial}{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
         f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n'
         f"<details><summary>the text report</summary><pre>{escape(data.text)}</pre></details>"
     )
