@@ -521,3 +521,21 @@ def test_diff_partial_compares_the_steps_a_running_run_has_logged(tmp_path: Path
         _out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert ledger(repo, "diff", "a", "b").returncode == 0  # recorded now: a whole diff
+
+
+def test_diff_page_answer_table_is_in_the_first_screen_without_horizontal_scroll(runs: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """Chromium's own layout, at 1280 x 800: the answer table (header and every row) is above the
+    fold, nothing makes the page scroll sideways, and every chart draws all its points."""
+    from browser import CHROMIUM, layout
+
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH (`make system-deps` installs it as root)")
+    repo, _ids = runs
+    out = tmp_path / "diff.html"
+    assert ledger(repo, "diff", "a", "b", "--html", str(out)).returncode == 0
+    seen = layout(out, tmp_path)
+    assert "answer" in seen["tables"], seen  # (before issue 26 the page had no answer table: its text report sat below the charts)
+    answer = seen["tables"]["answer"]
+    assert answer["rows"] >= 3 and answer["bottom"] <= 800, answer  # header + perf/step_time + train/loss
+    assert answer["right"] <= 1280 and seen["scrollWidth"] <= 1280, seen
+    assert seen["charts"] and all(c["drawn"] == c["expected"] > 0 for c in seen["charts"]), seen["charts"]
