@@ -539,3 +539,41 @@ def test_diff_page_answer_table_is_in_the_first_screen_without_horizontal_scroll
     assert answer["rows"] >= 3 and answer["bottom"] <= 800, answer  # header + perf/step_time + train/loss
     assert answer["right"] <= 1280 and seen["scrollWidth"] <= 1280, seen
     assert seen["charts"] and all(c["drawn"] == c["expected"] > 0 for c in seen["charts"]), seen["charts"]
+
+
+def test_diff_partial_says_when_the_running_runs_settings_are_incomplete(tmp_path: Path) -> None:
+    """A job whose training command has not shown yet (a shell launcher, no python started):
+    its settings are only what the staged manifest knows; one line says so and --partial compares anyway."""
+    import time
+
+    script = (
+        "for s in 0 1; do echo \"[2026-11-29 10:00:0$s.000 main] train.py:2 - perf $s: {'perf/rollout_time': 1$s}\"; done\n"
+        'while [ ! -e "$1" ]; do sleep 0.05; done\n'
+    )
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "launch.sh": script})
+    go = tmp_path / "go"
+    go.touch()
+    assert ledger(repo, "run", "--name", "a", "--no-debug-data", "--no-heat-guard", "--", "bash", "launch.sh", str(go)).returncode == 0
+    go.unlink()
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--name", "b", "--no-debug-data", "--no-heat-guard", "--", "bash", "launch.sh", str(go)],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        staging = repo / ".ledger" / "staging"
+        for _ in range(1200):  # until the staged output holds both steps
+            raws = list(staging.glob("*/output.raw")) if staging.is_dir() else []
+            if raws and raws[0].read_text().count(" perf ") == 2:
+                break
+            time.sleep(0.1)
+        text = ledger(repo, "diff", "a", "b", "--partial")
+        assert text.returncode == 0, text.stderr
+        assert "settings of B are incomplete (its training command has not shown yet)" in text.stdout, text.stdout
+        data = json.loads(ledger(repo, "diff", "a", "b", "--partial", "--json").stdout)
+        assert data["settings_incomplete"] == ["B"] and {t["metric"]: t["common_steps"] for t in data["timing"]}["perf/rollout_time"] == 2
+    finally:
+        go.touch()
+        proc.communicate(timeout=120)
