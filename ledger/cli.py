@@ -371,6 +371,7 @@ def show(run_name: str, as_json: bool) -> None:
     help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
 )
 @click.option("--any-age", is_flag=True, help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours.")
+@click.option("--partial", is_flag=True, help="A run still running: compare the steps it has logged so far (marked partial).")
 def diff(
     a: str,
     b: str,
@@ -383,6 +384,7 @@ def diff(
     html: Path | None,
     any_age: bool,
     code_diff: bool = False,
+    partial: bool = False,
 ) -> int:
     """Compare runs A and B; refuses (exit 3) unless exactly one setting differs (or they are repeats).
 
@@ -402,6 +404,7 @@ def diff(
         html=html,
         any_age=any_age,
         code_diff=code_diff and not as_json,
+        partial=partial,
     )
     if out.forced_banner:
         _say(out.forced_banner)

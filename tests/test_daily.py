@@ -435,3 +435,145 @@ def test_a_pulled_metadata_commit_that_changes_more_is_refused(tmp_path: Path) -
     git(evil, "push", "-q", "origin", "experiments")
     proc = ledger(repo, "pull")
     assert proc.returncode == 5 and "changes more than" in proc.stderr, proc.stderr
+
+
+def test_diff_page_says_identical_where_a_and_b_coincide_on_every_common_step() -> None:
+    """The six question charts and the other metrics' charts both label B's line "identical to A"
+    where the two series are equal on every step both logged (B may have fewer: a partial diff)."""
+    import re
+
+    from ledger.compare.diffcore import build_report
+    from ledger.compare.logparse import MetricsTable, StepRow
+    from ledger.pages.html import DiffPageInput, diff_page
+
+    def table(steps: int, lr: float) -> MetricsTable:
+        rows = {s: StepRow(s, None, None, {"perf/rollout_time": 2.0 + s, "train/loss": lr * s, "perf/x": 1.0 * s}) for s in range(steps)}
+        return MetricsTable(rows=rows)
+
+    ma, mb = {"id": "ra", "name": "a", "settings": {"lr": 1}}, {"id": "rb", "name": "b", "settings": {"lr": 2}}
+    ta, tb = table(6, 1.0), table(4, 2.0)  # B stopped after 4 steps
+    html = diff_page(DiffPageInput(build_report(ma, mb, ta, tb), "", ma, mb, ta, tb))
+    labels = re.findall(r'<polyline data-series="([^"]*)"', html)
+    assert "B b (identical to A a)" in labels  # rollout time: the same on steps 0-3 (was: "B b")
+    assert labels.count("B b (identical to A a)") == 1 and "B b" in labels  # the loss differs: not identical
+    assert "b (identical to a)" in labels  # perf/x, in the other metrics' group, on the common steps
+
+
+SLOW_JOB = """
+import argparse, os, time
+ap = argparse.ArgumentParser()
+ap.add_argument("--lr", type=float, default=1.0)
+ap.add_argument("--wait-for", default=None)
+a = ap.parse_args()
+for step in range(6):
+    if step == 3 and a.wait_for:
+        while not os.path.exists(a.wait_for):  # the test lets it go on once it has diffed
+            time.sleep(0.05)
+    ts = f"[2026-11-29 10:00:{step:02d}.000 main] train.py:2 -"
+    print(f"{ts} step {step}: {{'train/loss': {a.lr * (6 - step)}, 'train/grad_norm': 0.5}}", flush=True)
+    print(f"{ts} perf {step}: {{'perf/rollout_time': {10 + step * a.lr}, 'perf/train_time': 3.0}}", flush=True)
+"""
+
+
+def test_diff_partial_compares_the_steps_a_running_run_has_logged(tmp_path: Path) -> None:
+    """`ledger diff A B` of a running B says it is running (exit 4) and names --partial; with
+    --partial it compares B's steps so far (parsed from its staged output) with A on the common
+    steps, under a banner saying so, in text, JSON and the page's title."""
+    import time
+
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "job.py": SLOW_JOB})
+    base = ["run", "--no-debug-data", "--no-heat-guard"]
+    go = tmp_path / "go"  # both runs wait for it at step 3 (one setting apart: lr); A finds it there
+    go.touch()
+    assert ledger(repo, *base, "--name", "a", "--", sys.executable, "job.py", "--lr", "1", "--wait-for", str(go)).returncode == 0
+    go.unlink()
+    proc = subprocess.Popen(
+        [*LEDGER, *base, "--name", "b", "--", sys.executable, "job.py", "--lr", "2", "--wait-for", str(go)],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        staging = repo / ".ledger" / "staging"
+        for _ in range(1200):  # until the staged output holds three steps (a hang ends at the test timeout)
+            raws = list(staging.glob("*/output.raw")) if staging.is_dir() else []
+            if raws and raws[0].read_text().count(" perf ") == 3:
+                break
+            time.sleep(0.1)
+        plain = ledger(repo, "diff", "a", "b")
+        assert plain.returncode == 4 and "is still running" in plain.stderr and "--partial compares the steps so far" in plain.stderr
+        page = tmp_path / "partial.html"
+        text = ledger(repo, "diff", "a", "b", "--partial", "--html", str(page))
+        assert text.returncode == 0, text.stderr
+        assert text.stdout.startswith("PARTIAL comparison: B (") and "still running, 3 step(s) logged so far" in text.stdout
+        assert "lr: 1 -> 2" in text.stdout, text.stdout  # its settings, read from its command so far
+        assert "incomplete" not in text.stdout  # its python command was seen (the wrapper's record)
+        data = json.loads(ledger(repo, "diff", "a", "b", "--partial", "--json").stdout)
+        assert data["partial"] is True and len(data["running"]) == 1 and [c["name"] for c in data["changed"]] == ["lr"]
+        timing = {t["metric"]: t for t in data["timing"]}
+        assert timing["perf/rollout_time"]["common_steps"] == 3  # B's three steps so far, not A's six
+        html = page.read_text()
+        assert "<title>ledger diff: PARTIAL (still running): lr:" in html and 'data-kind="partial"' in html
+        assert "B b (identical to A a)" in html  # perf/train_time is 3.0 in both
+    finally:
+        go.touch()
+        _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert ledger(repo, "diff", "a", "b").returncode == 0  # recorded now: a whole diff
+
+
+def test_diff_page_answer_table_is_in_the_first_screen_without_horizontal_scroll(runs: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """Chromium's own layout, at 1280 x 800: the answer table (header and every row) is above the
+    fold, nothing makes the page scroll sideways, and every chart draws all its points."""
+    from browser import CHROMIUM, layout
+
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH (`make system-deps` installs it as root)")
+    repo, _ids = runs
+    out = tmp_path / "diff.html"
+    assert ledger(repo, "diff", "a", "b", "--html", str(out)).returncode == 0
+    seen = layout(out, tmp_path)
+    assert "answer" in seen["tables"], seen  # (before issue 26 the page had no answer table: its text report sat below the charts)
+    answer = seen["tables"]["answer"]
+    assert answer["rows"] >= 3 and answer["bottom"] <= 800, answer  # header + perf/step_time + train/loss
+    assert answer["right"] <= 1280 and seen["scrollWidth"] <= 1280, seen
+    assert seen["charts"] and all(c["drawn"] == c["expected"] > 0 for c in seen["charts"]), seen["charts"]
+
+
+def test_diff_partial_says_when_the_running_runs_settings_are_incomplete(tmp_path: Path) -> None:
+    """A job whose training command has not shown yet (a shell launcher, no python started):
+    its settings are only what the staged manifest knows; one line says so and --partial compares anyway."""
+    import time
+
+    script = (
+        "for s in 0 1; do echo \"[2026-11-29 10:00:0$s.000 main] train.py:2 - perf $s: {'perf/rollout_time': 1$s}\"; done\n"
+        'while [ ! -e "$1" ]; do sleep 0.05; done\n'
+    )
+    repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "launch.sh": script})
+    go = tmp_path / "go"
+    go.touch()
+    assert ledger(repo, "run", "--name", "a", "--no-debug-data", "--no-heat-guard", "--", "bash", "launch.sh", str(go)).returncode == 0
+    go.unlink()
+    proc = subprocess.Popen(
+        [*LEDGER, "run", "--name", "b", "--no-debug-data", "--no-heat-guard", "--", "bash", "launch.sh", str(go)],
+        cwd=repo,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        staging = repo / ".ledger" / "staging"
+        for _ in range(1200):  # until the staged output holds both steps
+            raws = list(staging.glob("*/output.raw")) if staging.is_dir() else []
+            if raws and raws[0].read_text().count(" perf ") == 2:
+                break
+            time.sleep(0.1)
+        text = ledger(repo, "diff", "a", "b", "--partial")
+        assert text.returncode == 0, text.stderr
+        assert "settings of B are incomplete (its training command has not shown yet)" in text.stdout, text.stdout
+        data = json.loads(ledger(repo, "diff", "a", "b", "--partial", "--json").stdout)
+        assert data["settings_incomplete"] == ["B"] and {t["metric"]: t["common_steps"] for t in data["timing"]}["perf/rollout_time"] == 2
+    finally:
+        go.touch()
+        proc.communicate(timeout=120)

@@ -127,3 +127,20 @@ def test_recover_on_a_full_disk_is_one_line(small_fs: Path) -> None:
     assert "ledger recover" in lines[-1] and staged.is_dir()  # still staged: a later recover commits it
     filler.unlink()
     assert "recovered 1 run" in ledger(repo, "recover").stderr
+
+
+def test_the_end_marker_reaches_the_log_worker_on_a_full_disk(small_fs: Path) -> None:
+    """Was: on a disk the logs had filled, ledger could not write the worker's end marker (one data
+    block), killed the worker and kept only the part of the logs it had split (4 of 25 MB, about
+    one run in three of the full-disk test)."""
+    from ledger.record import streamed
+
+    staging = small_fs / "staging"
+    staging.mkdir()
+    with open(small_fs / "filler", "wb") as f, pytest.raises(OSError):
+        while True:  # fill the disk to its last block
+            f.write(b"x" * 65536)
+            f.flush()
+    assert streamed._end(staging) is None
+    streamed._mark_end(staging, 123456)
+    assert streamed._end(staging) == 123456

@@ -21,6 +21,7 @@ from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
 from ledger.opening import open_branch
 from ledger.pages.html import DiffPageInput, diff_page
+from ledger.record.live import LiveRun
 from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_manifest
@@ -120,8 +121,9 @@ def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
     return parse_manifest(raw, entry.path)
 
 
-def _resolve_recorded(repo: Repo, tip: str | None, name: str, listing: Listing | None) -> RunEntry:
-    """`resolve`, and a run still in progress is named as such (a diff compares records)."""
+def _resolve_recorded(repo: Repo, tip: str | None, name: str, listing: Listing | None, partial: bool = False) -> RunEntry | LiveRun:
+    """`resolve`, and a run still in progress is named as such (a diff compares records), or,
+    with `partial`, returned as it is so far."""
     try:
         return resolve(repo, tip, name, listing)
     except RunNotFound:
@@ -130,11 +132,73 @@ def _resolve_recorded(repo: Repo, tip: str | None, name: str, listing: Listing |
         live = find_running(repo.root, name)
         if live is None:
             raise
+        if partial:
+            return live
         at = "" if live.step is None else f", at step {live.step}"
         raise RunNotFound(
             f"run {live.id} ('{name}') is still running{at}: a diff compares recorded runs",
-            f"wait for it to end (`ledger tail {name} -f` follows it), then diff again",
+            f"wait for it to end (`ledger tail {name} -f` follows it), then diff again; --partial compares the steps so far",
         ) from None
+
+
+def _partial_diff(
+    repo: Repo,
+    cfg: Any,
+    tip: str | None,
+    sides: list[RunEntry | LiveRun],
+    metrics: list[str],
+    force: bool,
+    steps_metric: str | None,
+    ignore: list[str] | None,
+    html: Path | None,
+) -> DiffOutput:
+    """`--partial`: a running run's steps so far (`ledger.record.live.partial_run`) against the
+    other run, on the common steps; no replicas, no cache, no git diff (its record is not written)."""
+    from ledger.record.live import partial_run
+
+    manifests, tables, running, incomplete = [], [], [], []
+    for side, entry in zip("AB", sides):
+        if isinstance(entry, RunEntry):
+            manifests.append(_full_manifest(repo, entry))
+            tables.append(load_metrics(repo, entry))
+            continue
+        part = partial_run(entry, cfg)
+        manifests.append(part.manifest)
+        tables.append(part.table)
+        steps = len(part.table.rows) if part.table is not None else 0
+        running.append(f"{side} ({entry.id}) is still running, {steps} step(s) logged so far")
+        if not part.settings_complete:
+            incomplete.append(side)
+    ma, mb = manifests
+    if ma["id"] == mb["id"]:
+        raise UsageError(f"'{ma['id']}' is named twice", "name two different runs")
+    all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
+    all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ma["id"]) | ignored_settings(mb.get("settings") or {}, mb["id"]))
+    report = build_report(
+        ma,
+        mb,
+        tables[0],
+        tables[1],
+        ignore=all_ignore,
+        metrics=metrics,
+        force=force or bool(incomplete),
+        max_age_hours=cfg.max_age_hours,
+        steps_metric=steps_metric,
+        replica_keys=replica_globs(cfg.replica_keys),
+    )
+    banner = "PARTIAL comparison: " + "; ".join(running) + ": the comparison covers the common steps so far"
+    note = None
+    if incomplete:
+        note = f"settings of {' and '.join(incomplete)} are incomplete (its training command has not shown yet): compared as known so far"
+    text = banner + "\n" + (note + "\n" if note else "") + render_text(report, None, show_steps=steps_metric is not None)
+    data = {**report.to_json_dict(), "partial": True, "running": [e.id for e in sides if not isinstance(e, RunEntry)]}
+    data["settings_incomplete"] = incomplete
+    out = DiffOutput(text, data, report.refused, EXIT_REFUSED if report.refused else EXIT_OK, None)
+    if html is not None:
+        page = DiffPageInput(report, render_text(report, None, show_steps=False), ma, mb, tables[0], tables[1], partial=banner)
+        write_atomic(html, diff_page(page).encode())
+        out.html_path = html
+    return out
 
 
 def diff_runs(
@@ -149,6 +213,7 @@ def diff_runs(
     html: Path | None = None,
     any_age: bool = False,
     code_diff: bool = False,
+    partial: bool = False,
 ) -> DiffOutput:
     """Compare two runs; refused (exit 3) unless exactly one setting differs, they are repeats, or `force`.
 
@@ -156,16 +221,19 @@ def diff_runs(
     found within `diff: max_age_hours` of A or B unless `any_age`. With `html`, also write the
     comparison as one self-contained page to that file; with
     `code_diff`, the git diff shows every code file that differs, launcher inputs and ignored
-    files included.
+    files included. With `partial`, a run still running is compared as it is so far (`_partial_diff`).
     """
     repo, cfg, tip = open_branch(start)
     listing: Listing | None = None
-    entries = []
+    entries: list[RunEntry | LiveRun] = []
     for name in (a, b):  # ids and latest~N resolve without reading every run; names need the listing
         if listing is None and RunRef.parse(name).kind == "other":
             listing = load_listing(repo, tip)
-        entries.append(_resolve_recorded(repo, tip, name, listing))
+        entries.append(_resolve_recorded(repo, tip, name, listing, partial))
+    if not all(isinstance(e, RunEntry) for e in entries):
+        return _partial_diff(repo, cfg, tip, entries, metrics, force, steps_metric, ignore, html)
     ea, eb = entries
+    assert isinstance(ea, RunEntry) and isinstance(eb, RunEntry)
     if ea.id == eb.id:
         raise UsageError(f"'{a}' and '{b}' are the same run ({ea.id})", "name two different runs")
     assert tip is not None

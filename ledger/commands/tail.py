@@ -10,7 +10,6 @@ file open, so it reads to the end even after the output file was split and remov
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,9 +17,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ledger.opening import open_branch
-from ledger.record.live import LiveRun, find_running
-from ledger.redact.apply import redact_line
-from ledger.redact.lines import engine_alternatives
+from ledger.record.live import LiveRun, LogSplitter, find_running
 from ledger.runref import resolve
 from ledger.storage.store import read_file_at
 
@@ -39,30 +36,7 @@ class TailResult:
     follow: Iterator[bytes] | None = None  # more lines as they arrive (running run, `follow=True`)
 
 
-class _Splitter:
-    """Cuts raw output into lines and keeps those of one log (redacted, as the record will be)."""
-
-    def __init__(self, patterns: tuple[str, ...], engine: bool):
-        self._engine_re = re.compile(engine_alternatives(patterns))
-        self._engine = engine
-        self._rest = b""
-
-    def feed(self, data: bytes) -> list[bytes]:
-        data = self._rest + data
-        cut = data.rfind(b"\n") + 1
-        self._rest = data[cut:]
-        out = []
-        for line in data[:cut].splitlines(keepends=True):
-            if (self._engine_re.match(line) is not None) == self._engine:
-                out.append(redact_line(line))
-        return out
-
-    def finish(self) -> list[bytes]:
-        rest, self._rest = self._rest, b""
-        return self.feed(rest + b"\n") if rest else []
-
-
-def _follow(live: LiveRun, f: BinaryIO, splitter: _Splitter) -> Iterator[bytes]:
+def _follow(live: LiveRun, f: BinaryIO, splitter: LogSplitter) -> Iterator[bytes]:
     """Lines as they arrive in `f` (positioned where the shown lines ended) until the run's end."""
     while True:
         data = f.read(BLOCK)
@@ -78,7 +52,7 @@ def _follow(live: LiveRun, f: BinaryIO, splitter: _Splitter) -> Iterator[bytes]:
 
 
 def _tail_running(live: LiveRun, patterns: tuple[str, ...], engine: bool, count: int, follow: bool) -> TailResult:
-    splitter = _Splitter(patterns, engine)
+    splitter = LogSplitter(patterns, engine)
     log = "engine.log" if engine else "trainer.log"
     try:
         f = open(live.staged.raw_output, "rb")  # noqa: SIM115 - handed to the follower, which closes it

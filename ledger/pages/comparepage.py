@@ -47,17 +47,37 @@ def metric_group(name: str) -> str:
     return name.split("/", 1)[0] if "/" in name else "other"
 
 
-def run_chart(metric: str, runs: Sequence[CompareRun]) -> Chart:
-    """One line per run; a line that coincides with an earlier run's says so in the legend."""
+def identical_to(points: list[tuple[float, float]], earlier: Sequence[Series], common_steps: bool = False) -> Series | None:
+    """The first of `earlier` whose line coincides with `points`: every point equal, or with
+    `common_steps` equal on every step both have (at least one; a run still running has fewer)."""
+    for other in earlier:
+        if not common_steps:
+            if sorted(other.points) == sorted(points):
+                return other
+            continue
+        theirs = dict(other.points)
+        common = [(x, y) for x, y in points if x in theirs]
+        if common and all(theirs[x] == y for x, y in common):
+            return other
+    return None
+
+
+def identical_label(label: str, same: Series | None) -> str:
+    """A legend label that says which earlier line this one coincides with."""
+    return label if same is None else f"{label} (identical to {same.label})"
+
+
+def run_chart(metric: str, runs: Sequence[CompareRun], common_steps: bool = False) -> Chart:
+    """One line per run; a line that coincides with an earlier run's says so in the legend
+    (`identical_to`; the diff page compares on the common steps)."""
     axis = "step"
     series: list[Series] = []
     for n, r in enumerate(runs):
         axis, points = series_of(r.table, metric)
         if points:
             points = sorted(points)
-            same = next((s for s in series if s.points == points), None)
-            label = r.label if same is None else f"{r.label} (identical to {same.label})"
-            series.append(Series(label, points, PALETTE[n % len(PALETTE)], dashed=same is not None, hover=r.id))
+            same = identical_to(points, series, common_steps)
+            series.append(Series(identical_label(r.label, same), points, PALETTE[n % len(PALETTE)], dashed=same is not None, hover=r.id))
     return Chart(metric, axis, metric, series)
 
 

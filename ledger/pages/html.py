@@ -61,6 +61,7 @@ class DiffPageInput:
     table_b: MetricsTable | None
     # every run of each side (A or B first, then its replicas), for the noise section's bands
     replicas: tuple[Sequence[MetricsTable | None], Sequence[MetricsTable | None]] = ((), ())
+    partial: str | None = None  # `--partial`: the banner saying which run is still running
 
 
 def diff_title(report: DiffReport) -> str:
@@ -79,6 +80,7 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
         data.table_b, pauses_from_manifest(data.manifest_b)
     )
     from ledger.pages.answer import run_label
+    from ledger.pages.comparepage import identical_label, identical_to
 
     name_a, name_b = run_label(data.manifest_a, data.report.a), run_label(data.manifest_b, data.report.b)
     charts = []
@@ -90,14 +92,13 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
                 break
         else:
             continue
+        line_a = Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or ""))
+        label_b = identical_label(f"B {name_b}", identical_to(points_b, [line_a] if points_a else [], common_steps=True))
         chart = Chart(
             title=f"{title} ({metric})",
             x_label=axis_a if points_a else axis_b,
             y_label=y_label,
-            series=[
-                Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or "")),
-                Series(f"B {name_b}", points_b, COLOR_B, dashed=True, hover=str(data.manifest_b.get("id") or "")),
-            ],
+            series=[line_a, Series(label_b, points_b, COLOR_B, dashed=True, hover=str(data.manifest_b.get("id") or ""))],
             span_label="heat-paused step (left out)",
         )
         if "rollout" in (axis_a, axis_b):
@@ -117,11 +118,14 @@ def diff_page(data: DiffPageInput) -> str:
 
     report = data.report
     title = diff_title(report)
+    if data.partial:
+        title = f"PARTIAL (still running): {title}"
     css = "refused" if report.refused else "forced" if report.forced else ""
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
+    partial = f'<p class="forced" data-kind="partial">{escape(data.partial)}</p>\n' if data.partial else ""
     body = (
         f"<style>{ANSWER_STYLE}</style>"
-        f'<h1 class="{css}">{escape(title)}</h1>\n{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
+        f'<h1 class="{css}">{escape(title)}</h1>\n{partial}{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
         f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n'
         f"<details><summary>the text report</summary><pre>{escape(data.text)}</pre></details>"
     )
@@ -151,7 +155,7 @@ def other_metric_groups(data: DiffPageInput) -> str:
             groups.setdefault(metric_group(name), []).append(name)
     out = []
     for group, names in groups.items():
-        charts = "".join(render(run_chart(m, runs)) for m in names)
+        charts = "".join(render(run_chart(m, runs, common_steps=True)) for m in names)
         out.append(
             f'<details data-group="{escape(group)}"><summary>{escape(group)}/: {len(names)} more metrics</summary>{charts}</details>'
         )

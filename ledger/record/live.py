@@ -9,6 +9,7 @@ current step and the time it was logged. Nothing here writes anything.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,82 @@ def find_running(root: Path, name: str) -> LiveRun | None:
         return exact[-1]
     prefixed = [r for r in runs if r.id.startswith(name)]
     return prefixed[-1] if len(prefixed) == 1 else None
+
+
+class LogSplitter:
+    """Cuts raw output into lines and keeps those of one log, redacted, as the record will be
+    (engine lines by the configured line-start patterns, everything else trainer)."""
+
+    def __init__(self, patterns: tuple[str, ...], engine: bool):
+        from ledger.redact.lines import engine_alternatives
+
+        self._engine_re = re.compile(engine_alternatives(patterns))
+        self._engine = engine
+        self._rest = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        from ledger.redact.apply import redact_line
+
+        data = self._rest + data
+        cut = data.rfind(b"\n") + 1
+        self._rest = data[cut:]
+        out = []
+        for line in data[:cut].splitlines(keepends=True):
+            if (self._engine_re.match(line) is not None) == self._engine:
+                out.append(redact_line(line))
+        return out
+
+    def finish(self) -> list[bytes]:
+        rest, self._rest = self._rest, b""
+        return self.feed(rest + b"\n") if rest else []
+
+
+@dataclass(frozen=True)
+class PartialRun:
+    """What a running run has so far, in the shapes a recorded run's comparison reads."""
+
+    live: LiveRun
+    manifest: dict[str, Any]  # the staged manifest, with the settings the output so far shows
+    table: Any  # MetricsTable | None: the per-step metrics logged so far
+    settings_complete: bool  # False: no training command has shown yet (its settings are the staged manifest's)
+
+
+def _staged_logs(live: LiveRun, patterns: tuple[str, ...], into: Path) -> list[Path]:
+    """The output so far, split and redacted into `into`/trainer.log and engine.log; the last line,
+    while the job may still be writing it, is left out. After the split, the staged logs."""
+    raw = live.staged.raw_output
+    if not raw.exists():
+        return [live.staged.run_dir / "trainer.log", live.staged.run_dir / "engine.log"]
+    paths = []
+    for name, engine in (("trainer.log", False), ("engine.log", True)):
+        splitter, path = LogSplitter(patterns, engine), into / name
+        with open(raw, "rb") as src, open(path, "wb") as out:
+            while data := src.read(1 << 20):
+                out.writelines(splitter.feed(data))
+        paths.append(path)
+    return paths
+
+
+def partial_run(live: LiveRun, cfg: Any) -> PartialRun:
+    """Metrics parsed from the staged output so far (`parse_logs`, as the record parses its logs)
+    and the settings that output shows (`facts.settings_section`, as the record computes them)."""
+    import copy
+    import tempfile
+
+    from ledger.compare.logparse import parse_logs
+    from ledger.record import facts
+    from ledger.understand import shim, tracescan
+
+    m = copy.deepcopy(live.manifest)
+    with tempfile.TemporaryDirectory(prefix="ledger-partial-") as tmp:
+        logs = _staged_logs(live, tuple(cfg.engine_patterns), Path(tmp))
+        table = parse_logs(logs)
+        lines = tracescan.command_lines(logs)
+    job_argv = (live.staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
+    records = shim.read_log(live.staged.dir / shim.LOG_NAME)
+    try:  # ledger's own environment is not this process's: the trainer's, where a wrapper saw it
+        facts.settings_section(m, cfg, lines, job_argv, records, environ={})
+    except Exception:  # noqa: BLE001 - a partial view: the staged manifest's settings stand
+        return PartialRun(live, live.manifest, table if (table.rows or table.train_steps) else None, False)
+    complete = m["command"].get("training_argv") is not None or bool(records)  # a command was seen
+    return PartialRun(live, m, table if (table.rows or table.train_steps) else None, complete)

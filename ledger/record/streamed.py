@@ -353,7 +353,7 @@ class Follower:
         if proc is not None:
             size = raw.stat().st_size if raw.exists() else 0
             try:
-                write_atomic(self.staged.dir / END, str(size))
+                _mark_end(self.staged.dir, size)
                 # far longer than a catch-up takes (tens of MiB/s); a hung worker is not waited for
                 rc: int | str = proc.wait(timeout=120 + size / (2 << 20))
             except (OSError, subprocess.TimeoutExpired) as exc:  # a full disk, a hung worker
@@ -422,12 +422,28 @@ def stop_worker(staging_dir: Path) -> None:
             pass
 
 
+def _mark_end(staging_dir: Path, size: int) -> None:
+    """Tell the worker the raw file is complete at `size` bytes. On a full disk the marker's one
+    data block may not fit while the logs are using the room left: an empty file named by the size
+    needs none (a worker killed there kept only part of what was captured)."""
+    try:
+        write_atomic(staging_dir / END, str(size))
+    except OSError:
+        os.close(os.open(staging_dir / f"{END}.{size}", os.O_WRONLY | os.O_CREAT, 0o600))
+
+
 def _end(staging_dir: Path) -> int | None:
     """The raw file's final size, once ledger has written it (the job has ended)."""
     try:
         return int((staging_dir / END).read_text())
     except (OSError, ValueError):
-        return None
+        pass
+    for marker in staging_dir.glob(f"{END}.*"):
+        try:
+            return int(marker.name.rsplit(".", 1)[1])
+        except ValueError:
+            continue
+    return None
 
 
 class FloodWatch:
