@@ -84,9 +84,10 @@ def list_runs(
     runs are left out unless it says); `metric_globs` name the summary metrics to show as columns."""
     repo, cfg, tip = open_branch(start)
     flt = flt or RunFilter()
-    listing = load_listing(repo, tip, with_settings=changed or with_settings or flt.needs_settings)
+    keys = [w.key for w in flt.where]
+    listing = load_listing(repo, tip, changed or with_settings, setting_keys=keys, metric_names=keys, metric_globs=metric_globs)
     rows = listing.ordered()
-    flt.check_keys(rows)
+    flt.check_keys(rows, known=listing.setting_keys | listing.metric_names)
     kept = [m for m in rows if flt.keep(m)]
     shown = kept[-limit:] if limit else kept
     from ledger.record.live import running_runs

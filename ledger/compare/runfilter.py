@@ -122,14 +122,16 @@ class RunFilter:
         names never do (flag names, `env.NAME`), so a metric filter reads no settings.json at all."""
         return any("/" not in w.key for w in self.where)
 
-    def check_keys(self, runs: Iterable[dict[str, Any]]) -> None:
-        """Refuse a `--where` key that no run has, naming the nearest known keys."""
+    def check_keys(self, runs: Iterable[dict[str, Any]], known: set[str] | None = None) -> None:
+        """Refuse a `--where` key that no run has, naming the nearest known keys (`known`: every
+        setting and metric name, when the caller has them; else they are gathered from `runs`)."""
         if not self.where:
             return
-        known: set[str] = set()
-        for m in runs:
-            known.update(m.get("settings") or {})
-            known.update(m.get("metrics") or {})
+        if known is None:
+            known = set()
+            for m in runs:
+                known.update(m.get("settings") or {})
+                known.update(m.get("metrics") or {})
         for w in self.where:
             if w.key not in known:
                 close = difflib.get_close_matches(w.key, sorted(known), n=3, cutoff=0.5)

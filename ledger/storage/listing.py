@@ -7,8 +7,10 @@ Listing 10,000 runs is then a tree walk plus one SQL read (see `make bench`).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import sqlite3
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,10 @@ from typing import Any
 from ledger.cache import code_version
 from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, SCHEMA, ManifestError, check_manifest
-from ledger.storage.git import Repo
+from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.limits import check_depth, load_json
-from ledger.storage.store import RunEntry, iter_runs
+from ledger.storage.listindex import IndexData, ListIndex, RunRow, build
+from ledger.storage.store import RunEntry
 
 
 @dataclass
@@ -28,6 +31,8 @@ class Listing:
     manifests: dict[str, dict[str, Any]] = field(default_factory=dict)
     entries: dict[str, RunEntry] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)
+    setting_keys: set[str] = field(default_factory=set)  # every setting any run has
+    metric_names: set[str] = field(default_factory=set)  # every summary metric any run has
 
     def ordered(self) -> list[dict[str, Any]]:
         """Manifests oldest first (by start time, then id)."""
@@ -35,21 +40,54 @@ class Listing:
 
 
 class ManifestCache:
+    """`.git/ledger/manifests.sqlite`: parsed manifests by blob id (table `m_<code version>`) and
+    the listing index by `runs/` tree id (table `x_<code version>`, `storage/listindex.py`).
+
+    A file sqlite cannot read (damaged, truncated, not a database) is removed and made again: a
+    cache is never an error."""
+
     def __init__(self, common_dir: Path):
         self.path = common_dir / "ledger" / "manifests.sqlite"
         self._db: sqlite3.Connection | None = None
-        self._table = "m"
-        try:
-            self.path.parent.mkdir(exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=5)
-            # one table per version of the parsing code (ledger/cache.py); older tables are dropped
-            self._table = f"m_{code_version(__name__, 'ledger.yamlio')}"
-            for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-                if name != self._table:
-                    self._db.execute(f'DROP TABLE IF EXISTS "{name}"')
-            self._db.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (blob TEXT PRIMARY KEY, json TEXT)")
-        except sqlite3.Error:
-            self._db = None  # a cache we cannot open is just a slower listing
+        # one table per version of the parsing code (ledger/cache.py); older tables are dropped
+        version = code_version(__name__, "ledger.yamlio", "ledger.storage.listindex", "ledger.storage.runmeta", "ledger.storage.limits")
+        self._table = f"m_{version}"
+        self.index_table = f"x_{version}"
+        for attempt in range(2):
+            try:
+                self._open()
+                return
+            except sqlite3.Error:
+                self.close()
+                if attempt == 0:
+                    try:
+                        self.path.unlink()  # damaged: rebuilt from git
+                    except OSError:
+                        return
+
+    def _open(self) -> None:
+        self.path.parent.mkdir(exist_ok=True)
+        self._db = sqlite3.connect(self.path, timeout=5)
+        for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+            if name not in (self._table, self.index_table):
+                self._db.execute(f'DROP TABLE IF EXISTS "{name}"')
+        self._db.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (blob TEXT PRIMARY KEY, json TEXT)")
+        self._db.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.index_table} (runs TEXT, part TEXT, data BLOB, written REAL, PRIMARY KEY (runs, part))"
+        )
+        self._db.commit()
+
+    @property
+    def db(self) -> sqlite3.Connection | None:
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+        self._db = None
 
     def get_many(self, blobs: list[str]) -> dict[str, dict[str, Any]]:
         if self._db is None or not blobs:
@@ -60,9 +98,19 @@ class ManifestCache:
             for blob, text in self._db.execute(f"SELECT blob, json FROM {self._table}"):
                 if blob in wanted:
                     out[blob] = json.loads(text)
-        except sqlite3.Error:
+        except (sqlite3.Error, ValueError):
             return {}
         return out
+
+    def get(self, blob: str) -> dict[str, Any] | None:
+        if self._db is None:
+            return None
+        try:
+            found = self._db.execute(f"SELECT json FROM {self._table} WHERE blob = ?", (blob,)).fetchone()
+            value = json.loads(found[0]) if found is not None else None
+        except (sqlite3.Error, ValueError, TypeError):
+            return None
+        return value if isinstance(value, dict) else None
 
     def put_many(self, items: dict[str, dict[str, Any]]) -> None:
         if self._db is None or not items:
@@ -98,48 +146,127 @@ def _check_id(data: dict[str, Any], where: str, name: str) -> None:
         )
 
 
-def load_listing(repo: Repo, tip: str | None, with_settings: bool = False) -> Listing:
-    """Every run's summary at `tip` (and its settings when asked); corrupt runs are reported in
-    `broken`, never fatal.
+def load_listing(
+    repo: Repo,
+    tip: str | None,
+    with_settings: bool = False,
+    *,
+    setting_keys: Iterable[str] = (),
+    metric_names: Iterable[str] = (),
+    metric_globs: tuple[str, ...] = (),
+    cold: bool = False,
+) -> Listing:
+    """Every run's summary at `tip`; corrupt runs are reported in `broken`, never fatal.
+
+    `with_settings`: each run's settings and summary metrics too (`settings`, `metrics`); otherwise
+    only the settings named in `setting_keys` and the metrics named in `metric_names` or matching
+    a glob of `metric_globs` (what a filter or a `--metric` column reads). `Listing.setting_keys`
+    and `Listing.metric_names` name every setting and metric any run has.
 
     A run folder keeps `summary.json` (what `ledger list` shows) and `settings.json` beside
-    `manifest.yaml`: JSON parses ~100x faster than YAML, and the settings (often 150+ of them)
-    are read only by the commands that compare runs. Folders without them fall back to the YAML,
-    parsed once and cached by blob id.
+    `manifest.yaml`: JSON parses ~100x faster than YAML. Folders without them fall back to the
+    YAML, parsed once and cached by blob id. What was read is kept in the listing index
+    (`storage/listindex.py`), by the `runs/` tree id; `cold` reads every folder from git instead.
     """
     listing = Listing()
     if tip is None:
         return listing
-    entries = iter_runs(repo, tip)
-    need_yaml = [e for e in entries if e.manifest_blob and (e.summary_blob is None or (with_settings and e.settings_blob is None))]
-    cache = ManifestCache(repo.common_dir) if need_yaml else None
-    cached = cache.get_many([e.manifest_blob for e in need_yaml if e.manifest_blob]) if cache else {}
-    fresh: dict[str, dict[str, Any]] = {}
-    for e in entries:
-        listing.entries[e.id] = e
-        try:
-            if e.summary_blob is not None and (not with_settings or e.settings_blob is not None):
-                m = check_summary(load_json(repo.read_blob(e.summary_blob), f"{e.path}/summary.json"), e.path)
-                if with_settings and e.settings_blob is not None:
-                    settings = load_json(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
-                    m["settings"] = settings if isinstance(settings, dict) else {}
-            elif e.manifest_blob is None:
-                raise ManifestError(f"{e.path}: no manifest.yaml in the run folder", "the record is damaged")
-            else:
-                m = cached.get(e.manifest_blob) or parse_manifest(repo.read_blob(e.manifest_blob), e.path)
-                fresh.setdefault(e.manifest_blob, m)
-        except ValueError as exc:
-            listing.broken[e.id] = f"{e.path}: summary or settings is not valid JSON ({exc})"
-            continue
-        except LedgerError as exc:
-            listing.broken[e.id] = exc.message
-            continue
-        if e.meta_blob is not None:
-            with_meta(m, repo.read_blob(e.meta_blob))
-        listing.manifests[e.id] = m
-    if cache is not None:
-        cache.put_many({k: v for k, v in fresh.items() if k not in cached})
+    runs_tree = repo.tree_entry(tip, "runs")
+    if runs_tree is None or runs_tree[1] != MODE_TREE:
+        return listing
+    cache = ManifestCache(repo.common_dir)
+    try:
+        return _from_index(repo, runs_tree[0], cache, with_settings, set(setting_keys), set(metric_names), metric_globs, cold)
+    finally:
+        cache.close()
+
+
+def _from_index(
+    repo: Repo,
+    runs_tree: str,
+    cache: ManifestCache,
+    with_settings: bool,
+    setting_keys: set[str],
+    metric_names: set[str],
+    metric_globs: tuple[str, ...],
+    cold: bool,
+) -> Listing:
+    index = ListIndex(None if cold else cache.db, cache.index_table)
+
+    def from_git() -> IndexData:  # a damaged part of the index: read again, and stored anew
+        index.forget()
+        data = index.index_of(repo, runs_tree, lambda e: read_run(repo, e, cache))
+        if data.settings is None and not index.load_rows(data):
+            data = build(repo, runs_tree, lambda e: read_run(repo, e, cache))
+        return data
+
+    data = index.index_of(repo, runs_tree, lambda e: read_run(repo, e, cache))
+    if with_settings and data.settings is None and not index.load_rows(data):
+        data = from_git()
+    columns: list[tuple[str, str, dict[str, Any]]] = []
+    if not with_settings:
+        metric_names |= {n for n in data.metric_names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)}
+        for kind, keys, known in (("settings", setting_keys, data.setting_keys), ("metrics", metric_names, data.metric_names)):
+            for key in sorted(keys & known):
+                column = _column(index, data, kind, key)
+                if column is None:
+                    data = from_git()
+                    column = _column(index, data, kind, key) or {}
+                columns.append((kind, key, column))
+    listing = Listing(entries=data.entries, broken=dict(data.broken), setting_keys=data.setting_keys, metric_names=data.metric_names)
+    listing.manifests = data.fields  # freshly loaded or read: this listing's own dicts
+    if with_settings:
+        assert data.settings is not None and data.metrics is not None
+        for rid, m in data.fields.items():
+            m["settings"], m["metrics"] = data.settings.get(rid, {}), data.metrics.get(rid, {})
+    for kind, key, column in columns:
+        for rid, value in column.items():
+            if rid in data.fields:
+                data.fields[rid].setdefault(kind, {})[key] = value
     return listing
+
+
+def _column(index: ListIndex, data: IndexData, kind: str, key: str) -> dict[str, Any] | None:
+    rows = data.settings if kind == "settings" else data.metrics
+    if rows is not None:
+        return {rid: v[key] for rid, v in rows.items() if key in v}
+    return index.column(data, "s" if kind == "settings" else "m", key)
+
+
+def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
+    """One run folder from git: its listing fields (summary.json, meta.json over it), settings and
+    summary metrics, through the read limits (`storage/limits.py`); a bad record is a broken row."""
+    try:
+        if e.summary_blob is not None:
+            m = check_summary(load_json(repo.read_blob(e.summary_blob), f"{e.path}/summary.json"), e.path)
+            if e.settings_blob is not None:
+                settings = load_json(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
+            else:
+                settings = _yaml_manifest(repo, e, cache).get("settings")
+        elif e.manifest_blob is None:
+            raise ManifestError(f"{e.path}: no manifest.yaml in the run folder", "the record is damaged")
+        else:
+            m = dict(_yaml_manifest(repo, e, cache))
+            settings = m.get("settings")
+    except LedgerError as exc:
+        return RunRow(e, None, exc.message)
+    m.pop("settings", None)
+    metrics = m.pop("metrics", None)
+    if e.meta_blob is not None:
+        with_meta(m, repo.read_blob(e.meta_blob))
+    return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics if isinstance(metrics, dict) else {})
+
+
+def _yaml_manifest(repo: Repo, e: RunEntry, cache: ManifestCache) -> dict[str, Any]:
+    """A run's manifest.yaml, parsed once per blob (the blob-id cache), as plain JSON data."""
+    if e.manifest_blob is None:
+        return {}
+    found = cache.get(e.manifest_blob)
+    if found is not None:
+        return found
+    m: dict[str, Any] = json.loads(json.dumps(parse_manifest(repo.read_blob(e.manifest_blob), e.path), default=str))
+    cache.put_many({e.manifest_blob: m})
+    return m
 
 
 def with_meta(m: dict[str, Any], raw: bytes) -> None:

@@ -1,0 +1,215 @@
+"""The listing index (`ledger/storage/listindex.py`): the same listing and filter results as a cold
+read of every run folder, after new runs, a tag and an archive, a pull of another clone's runs and a
+damaged index; and a new tip is indexed by reading only the run folders that changed.
+
+Runs are written through the store code `ledger run` uses (as bench/bench_daily.py does), so that
+a few dozen runs cost milliseconds; tag, archive, push and pull are the real commands."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import git, ledger, make_repo
+
+from ledger.manifest import new_manifest
+from ledger.storage.git import Repo
+from ledger.storage.listindex import ListIndex, RunRow
+from ledger.storage.listing import ManifestCache, load_listing, read_run, summary_of
+from ledger.storage.runmeta import RunMeta, change_meta
+from ledger.storage.store import RunEntry, build_run_tree, commit_message
+
+FILTERS = [
+    (),
+    ("--where", "lr=2e-06"),
+    ("--where", "lr!=2e-06", "--where", "seed<2"),
+    ("--where", "train/loss<0.5"),
+    ("--name", "run-1*"),
+    ("--tag", "best"),
+    ("--archived",),
+    ("--since", "2026-01-01T00:00:20"),
+]
+
+
+def _add_runs(root: Path, first: int, n: int) -> list[str]:
+    repo = Repo(root)
+    code = repo.code_snapshot()
+    tip = repo.branch_tip("experiments")
+    ids = []
+    for i in range(first, first + n):
+        t = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i)
+        rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{i % 251:02x}{i % 7:02x}"
+        m = new_manifest(rid, t)
+        m["name"] = f"run-{i}"
+        m["settings"] = {"lr": 1e-6 * (i % 3), "seed": i % 4, "flag": f"v{i}"}
+        m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
+        metrics = {"train/loss": {"last": i / 10, "last_step": 3, "min": 0.0, "min_step": 0, "max": 9.0, "max_step": 1}}
+        files = {
+            "manifest.yaml": json.dumps(m).encode(),
+            "summary.json": json.dumps(summary_of(m, metrics)).encode(),
+            "settings.json": json.dumps(m["settings"]).encode(),
+        }
+        run_tree = repo.tree_with_edits(None, {k: (repo.blob(v), 0o100644) for k, v in files.items()})
+        tree = build_run_tree(repo, code, tip, rid, run_tree)
+        parents = [tip, code.commit] if tip else [code.commit]
+        tip = repo.commit(tree, parents, commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
+        ids.append(rid)
+    assert tip is not None
+    repo.update_ref("refs/heads/experiments", tip, repo.branch_tip("experiments"), "test runs")
+    return ids
+
+
+def _same_as_cold(root: Path) -> None:
+    """The index gives what a cold read of every folder gives: the listing and every filter."""
+    repo = Repo(root)
+    tip = repo.branch_tip("experiments")
+    warm, cold = load_listing(repo, tip, with_settings=True), load_listing(repo, tip, with_settings=True, cold=True)
+    assert warm.manifests == cold.manifests and warm.broken == cold.broken
+    assert warm.entries == cold.entries
+    narrow = load_listing(repo, tip, setting_keys=["lr"], metric_names=["train/loss"])
+    assert narrow.setting_keys == cold.setting_keys == {"lr", "seed", "flag"}
+    for rid, m in cold.manifests.items():
+        assert narrow.manifests[rid].get("settings", {}).get("lr") == m["settings"].get("lr")
+        assert narrow.manifests[rid].get("metrics") == {"train/loss": m["metrics"]["train/loss"]}
+    for args in FILTERS:
+        listed = ledger(root, "list", "--json", *args)
+        assert listed.returncode == 0, listed.stderr
+        (root / ".git" / "ledger" / "manifests.sqlite").rename(root / "saved.sqlite")
+        cold_listed = ledger(root, "list", "--json", *args)
+        (root / "saved.sqlite").rename(root / ".git" / "ledger" / "manifests.sqlite")
+        assert json.loads(listed.stdout) == json.loads(cold_listed.stdout), args
+
+
+def _index_rows(root: Path) -> list[tuple[str, str]]:
+    cache = ManifestCache(root / ".git")
+    assert cache.db is not None
+    rows = cache.db.execute(f"SELECT runs, part FROM {cache.index_table}").fetchall()
+    cache.close()
+    return rows
+
+
+@pytest.fixture
+def proj(tmp_path: Path, isolated_home: Path) -> Path:
+    root = make_repo(tmp_path / "proj", {"README.md": "x\n"})
+    assert ledger(root, "init").returncode == 0
+    _add_runs(root, 0, 24)
+    return root
+
+
+def test_index_matches_a_cold_read_after_new_runs_tags_and_archive(proj: Path) -> None:
+    _same_as_cold(proj)
+    assert any(part == "s:lr" for _, part in _index_rows(proj))
+    new = _add_runs(proj, 24, 6)
+    _same_as_cold(proj)
+    assert ledger(proj, "tag", new[0], "best").returncode == 0
+    assert ledger(proj, "archive", new[1]).returncode == 0
+    _same_as_cold(proj)
+    shown = json.loads(ledger(proj, "list", "--json", "--tag", "best").stdout)
+    assert [r["id"] for r in shown] == [new[0]]
+    assert new[1] not in {r["id"] for r in json.loads(ledger(proj, "list", "--json").stdout)}
+
+
+def test_a_new_tip_reads_only_the_new_and_changed_run_folders(proj: Path) -> None:
+    repo = Repo(proj)
+    load_listing(repo, repo.branch_tip("experiments"))  # the index of the 24 runs
+    new = _add_runs(proj, 24, 3)
+    tagged = load_listing(repo, repo.branch_tip("experiments"), cold=True).ordered()[5]["id"]
+    change_meta(repo, "experiments", tagged, "run-5", "tag best", lambda m: RunMeta(("best",), m.note, m.archived))
+    tip = repo.branch_tip("experiments")
+    assert tip is not None
+    runs_tree = repo.tree_entry(tip, "runs")
+    assert runs_tree is not None
+    read: list[str] = []
+    cache = ManifestCache(repo.common_dir)
+
+    def counting(e: RunEntry) -> RunRow:
+        read.append(e.id)
+        return read_run(repo, e, cache)
+
+    data = ListIndex(cache.db, cache.index_table).index_of(repo, runs_tree[0], counting)
+    cache.close()
+    assert sorted(read) == sorted([*new, tagged])
+    assert data.fields[tagged]["tags"] == ["best"] and len(data.entries) == 27
+
+
+def test_pulled_runs_of_another_clone_are_indexed(proj: Path, tmp_path: Path) -> None:
+    ledger(proj, "list")  # index at the 24 runs
+    git(tmp_path, "init", "-q", "--bare", "shared.git")
+    git(proj, "remote", "add", "origin", str(tmp_path / "shared.git"))
+    assert ledger(proj, "push").returncode in (0, 5)  # 5: no DVC remote for data (none here)
+    git(proj, "push", "-q", "origin", "HEAD:refs/heads/main")  # the code the other clone records from
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(tmp_path / "shared.git"), str(other))
+    git(other, "fetch", "-q", "origin", "experiments:experiments")
+    theirs = _add_runs(other, 40, 4)
+    assert ledger(other, "push").returncode in (0, 5)
+    pulled = ledger(proj, "pull")
+    assert pulled.returncode == 0, pulled.stderr
+    listed = {r["id"] for r in json.loads(ledger(proj, "list", "--json").stdout)}
+    assert set(theirs) <= listed and len(listed) == 28
+    _same_as_cold(proj)
+
+
+def _damage(root: Path, part: str, data: bytes) -> None:
+    cache = ManifestCache(root / ".git")
+    assert cache.db is not None
+    with cache.db:
+        cache.db.execute(f"UPDATE {cache.index_table} SET data = ? WHERE part = ?", (data, part))
+    cache.close()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["garbage file", "truncated file", "damaged shard", "damaged column", "damaged rows", "foreign shard"],
+)
+def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: str) -> None:
+    ledger(proj, "list", "--where", "lr=1e-06")
+    db = proj / ".git" / "ledger" / "manifests.sqlite"
+    if damage == "garbage file":
+        db.write_bytes(b"not a database at all\n" * 100)
+    elif damage == "truncated file":
+        db.write_bytes(db.read_bytes()[:5000])
+    elif damage == "damaged shard":
+        _damage(proj, "shard", b"\xff\x00junk")
+    elif damage == "damaged column":
+        _damage(proj, "s:lr", b"\x00")
+    elif damage == "damaged rows":
+        _damage(proj, "settings", b"")
+    else:  # every shard's row holds one other shard's runs: filed under the wrong tree id
+        cache = ManifestCache(proj / ".git")
+        assert cache.db is not None
+        (other,) = cache.db.execute(f"SELECT data FROM {cache.index_table} WHERE part = 'shard'").fetchone()
+        cache.close()
+        _damage(proj, "shard", other)
+    _same_as_cold(proj)
+    try:
+        rows = _index_rows(proj)
+    except sqlite3.Error:
+        pytest.fail("the damaged file was not replaced")
+    repo = Repo(proj)
+    tip = repo.branch_tip("experiments")
+    assert tip is not None
+    runs_tree = repo.tree_entry(tip, "runs")
+    assert runs_tree is not None and (runs_tree[0], "tree") in rows
+
+
+def test_a_hostile_pulled_summary_is_a_broken_row_in_the_index_too(proj: Path) -> None:
+    """Pulled runs are data: the read limits apply to what the index reads (storage/limits.py)."""
+    repo = Repo(proj)
+    ledger(proj, "list")
+    (rid,) = _add_runs(proj, 60, 1)
+    tip = repo.branch_tip("experiments")
+    assert tip is not None
+    path = f"runs/{rid[-4:-2]}/{rid}/summary.json"
+    deep: Any = b"[" * 100_000 + b"]" * 100_000
+    tree = repo.tree_with_edits(repo.commit_info(tip)[2], {path: (repo.blob(deep), 0o100644)})
+    bad = repo.commit(tree, [tip], f"run {rid}\n\nRun-Id: {rid}\n")
+    repo.update_ref("refs/heads/experiments", bad, tip, "test")
+    listed = ledger(proj, "list")
+    assert listed.returncode == 0 and rid in listed.stderr and rid not in listed.stdout
+    warm, cold = load_listing(repo, bad), load_listing(repo, bad, cold=True)
+    assert warm.broken == cold.broken and rid in warm.broken
