@@ -420,3 +420,14 @@ def test_a_bash_launcher_variant_sibling_edit_leaves_code_alone(tmp_path: Path) 
         "scripts/models/tiny-instruct.py",
         "scripts/models/tiny.py",
     ]
+
+
+def test_two_inline_python_programs_are_different_entry_points() -> None:
+    """Was: `python3 -c A` and `python3 -c B` compared as "every setting is the same"."""
+    from ledger.understand.settings import entry_point
+
+    a = entry_point({"argv": ["python3", "-c", "print(1)"], "training_argv": None})
+    b = entry_point({"argv": ["python3", "-c", "print(2)"], "training_argv": None})
+    assert a and b and a != b and a.startswith("-c sha256:")
+    assert entry_point({"argv": ["python3", "-c", "print(1)"], "training_argv": None}) == a
+    assert entry_point({"argv": ["bash", "-c", "true"], "training_argv": None}) is None

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -325,4 +326,16 @@ def entry_point(command: Mapping[str, Value]) -> str | None:
     launcher = command.get("launcher_path") or command.get("launcher")
     if launcher:
         return f"{launcher} -> {script}" if script else str(launcher)
-    return script
+    return script or _inline_program(command.get("argv"))
+
+
+def _inline_program(argv: Value) -> str | None:
+    """`python3 -c PROGRAM`: the program is the entry point, named by its text's sha256 (two
+    different inline programs are different experiments, and the text may be long)."""
+    if not isinstance(argv, list):
+        return None
+    words = [str(a) for a in argv]
+    for i, word in enumerate(words[:-1]):
+        if word == "-c" and i > 0 and os.path.basename(words[i - 1]).startswith("python"):
+            return "-c sha256:" + hashlib.sha256(words[i + 1].encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return None
