@@ -180,12 +180,12 @@ def follow_submitted(
     message), and followed if it still runs; the last `--no-wait` job is followed to its end
     (issue 9, item 8), its logs appended to the run's raw output. Returns the end of the last
     job submitted (None when nothing was submitted, or Ray never saw it)."""
-    from ledger.capture.rayjob import Missing, settle
     from ledger.understand import shim
 
     submitted = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.submission_id]
     if not submitted:
         return None
+    from ledger.capture.rayjob import Missing, settle  # only for a run that submitted to Ray (asyncio: ~20 ms)
     stop_signal = _stop_signal(result) if result is not None else None
     ends: list[Any] = []
     for record in submitted:
