@@ -505,7 +505,7 @@ def test_diff_partial_compares_the_steps_a_running_run_has_logged(tmp_path: Path
         assert plain.returncode == 4 and "is still running" in plain.stderr and "--partial compares the steps so far" in plain.stderr
         page = tmp_path / "partial.html"
         text = ledger(repo, "diff", "a", "b", "--partial", "--html", str(page))
-        assert text.returncode == 0, text.stderr
+        assert text.returncode == 0, text.stdout + text.stderr
         assert text.stdout.startswith("PARTIAL comparison: B (") and "still running, 3 step(s) logged so far" in text.stdout
         assert "lr: 1 -> 2" in text.stdout, text.stdout  # its settings, read from its command so far
         assert "incomplete" not in text.stdout  # its python command was seen (the wrapper's record)
