@@ -186,6 +186,7 @@ def follow_submitted(
     if not submitted:
         return None
     from ledger.capture.rayjob import Missing, settle  # only for a run that submitted to Ray (asyncio: ~20 ms)
+
     stop_signal = _stop_signal(result) if result is not None else None
     ends: list[Any] = []
     for record in submitted:
