@@ -475,11 +475,15 @@ for step in range(6):
 """
 
 
-def test_diff_partial_compares_the_steps_a_running_run_has_logged(tmp_path: Path) -> None:
+def test_diff_partial_compares_the_steps_a_running_run_has_logged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`ledger diff A B` of a running B says it is running (exit 4) and names --partial; with
     --partial it compares B's steps so far (parsed from its staged output) with A on the common
     steps, under a banner saying so, in text, JSON and the page's title."""
     import time
+
+    # a variable of ledger's own environment is an env.* setting of A's record, unknown for the
+    # running B (was: refused, "env.RAY_CLIENT_MODE: '0' -> <absent>", when a test had imported ray)
+    monkeypatch.setenv("RAY_CLIENT_MODE", "0")
 
     repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "job.py": SLOW_JOB})
     base = ["run", "--no-debug-data", "--no-heat-guard"]

@@ -174,6 +174,7 @@ def _partial_diff(
         raise UsageError(f"'{ma['id']}' is named twice", "name two different runs")
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
     all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ma["id"]) | ignored_settings(mb.get("settings") or {}, mb["id"]))
+    all_ignore += _env_unknown_while_running(manifests, sides)
     report = build_report(
         ma,
         mb,
@@ -199,6 +200,15 @@ def _partial_diff(
         write_atomic(html, diff_page(page).encode())
         out.html_path = html
     return out
+
+
+def _env_unknown_while_running(manifests: list[dict[str, Any]], sides: list[RunEntry | LiveRun]) -> list[str]:
+    """`env.*` settings a recorded side has and a running side lacks. A record also takes them
+    from ledger's own environment when the job ends, which no other process can read while it
+    runs: unknown, so not a difference (a variable both sides show still compares)."""
+    running = [m.get("settings") or {} for m, e in zip(manifests, sides) if not isinstance(e, RunEntry)]
+    recorded = [m.get("settings") or {} for m, e in zip(manifests, sides) if isinstance(e, RunEntry)]
+    return sorted({k for r in recorded for k in r if k.startswith("env.") and any(k not in s for s in running)})
 
 
 def diff_runs(
