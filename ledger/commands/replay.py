@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ledger.record.run import Say
 from ledger.replay.replay import ReplayOptions, replay_run
 from ledger.replay.seeds import parse_seeds, replay_seeds
+from ledger.storage.listing import read_only
 
 
 def replay(
@@ -53,6 +55,8 @@ def replay(
         trust_env=trust_env,
         address=address,
     )
-    if seeds is not None:
-        return replay_seeds(start, opts, parse_seeds(seeds), say, terminal_fd, stdout=stdout, confirm=confirm)
-    return replay_run(start, opts, say, terminal_fd, stdout=stdout, confirm=confirm)
+    # --dry-run writes nothing at all: not even the listing's caches under .git/ledger
+    with read_only() if dry_run else contextlib.nullcontext():
+        if seeds is not None:
+            return replay_seeds(start, opts, parse_seeds(seeds), say, terminal_fd, stdout=stdout, confirm=confirm)
+        return replay_run(start, opts, say, terminal_fd, stdout=stdout, confirm=confirm)

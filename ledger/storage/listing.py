@@ -7,10 +7,12 @@ Listing 10,000 runs is then a tree walk plus one SQL read (see `make bench`).
 
 from __future__ import annotations
 
+import contextvars
 import fnmatch
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,21 @@ class Listing:
         return sorted(self.manifests.values(), key=lambda m: (m.get("started") or "", m["id"]))
 
 
+_READ_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("ledger_listing_read_only", default=False)
+
+
+@contextmanager
+def read_only() -> Iterator[None]:
+    """Listings inside this block write nothing under `.git/ledger/` (the manifest cache and the
+    listing index are read where they exist): for commands that promise to write nothing at all,
+    such as `ledger replay --dry-run`."""
+    token = _READ_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _READ_ONLY.reset(token)
+
+
 class ManifestCache:
     """`.git/ledger/manifests.sqlite`: parsed manifests by blob id (table `m_<code version>`) and
     the listing index by `runs/` tree id (table `x_<code version>`, `storage/listindex.py`).
@@ -53,6 +70,13 @@ class ManifestCache:
         version = code_version(__name__, "ledger.yamlio", "ledger.storage.listindex", "ledger.storage.runmeta", "ledger.storage.limits")
         self._table = f"m_{version}"
         self.index_table = f"x_{version}"
+        if _READ_ONLY.get():  # reads what is there, writes nothing (a write is only a cache miss)
+            try:
+                if self.path.is_file():
+                    self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5)
+            except sqlite3.Error:
+                self._db = None
+            return
         for attempt in range(2):
             try:
                 self._open()
@@ -191,7 +215,7 @@ def _from_index(
     metric_globs: tuple[str, ...],
     cold: bool,
 ) -> Listing:
-    index = ListIndex(None if cold else cache.db, cache.index_table)
+    index = ListIndex(None if cold or _READ_ONLY.get() else cache.db, cache.index_table)
 
     def from_git() -> IndexData:  # a damaged part of the index: read again, and stored anew
         index.forget()
