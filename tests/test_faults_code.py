@@ -81,6 +81,8 @@ def test_untracked_files_are_counted_by_git_while_the_job_runs(repo: Path) -> No
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text("x\n")
     assert Repo(repo).code_snapshot().untracked is None  # nothing listed before the job
-    proc = ledger(repo, "run", "--no-heat-guard", "--", "sh", "-c", "mkdir -p outputs/c && touch outputs/c/new.txt")
+    proc = ledger(repo, "run", "--no-heat-guard", "--", "sh", "-c", "sleep 0.3; mkdir -p outputs/c && touch outputs/c/new.txt")
     assert proc.returncode == 0, proc.stderr
+    # (the job waits a moment: a file it writes within the counter's first instant can still be
+    # counted, a known race of the ctime rule; see docs/faults.md)
     assert _latest(repo)[1]["code"]["untracked_left_out"] == 4
