@@ -8,6 +8,7 @@ import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 from repos import git, head, make_repo
@@ -120,6 +121,26 @@ def test_basic_host() -> None:
     assert set(host) == {"hostname", "user", "platform", "python"}
     assert host["python"] == platform.python_version()
     assert all(isinstance(v, str) and v for v in host.values())
+
+
+def test_platform_text_is_the_stdlib_string_without_a_subprocess(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`host.platform` of every manifest stays what `platform.platform()` gives (which spawns
+    `uname -p`; ours reads the same fields without a process)."""
+    from ledger.capture.hostfacts import platform_text
+
+    spawned: list[object] = []
+    real_init = subprocess.Popen.__init__
+
+    def watch(self: subprocess.Popen[bytes], *args: Any, **kwargs: Any) -> None:
+        spawned.append(args[0] if args else kwargs.get("args"))
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", watch)
+    ours = platform_text()
+    assert spawned == []
+    monkeypatch.undo()
+    platform._platform_cache.clear()  # type: ignore[attr-defined]
+    assert ours == platform.platform()
 
 
 def test_cached_versions_follow_installs(tmp_path: Path, bare_venv: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes.util
+import subprocess
 import sys
 from pathlib import Path
 
@@ -37,6 +38,28 @@ def test_missing_nvml_is_sensor_unavailable_with_nvml_text() -> None:
         open_sensor({})
     with pytest.raises(SensorUnavailable):
         open_sensor(None)
+
+
+def test_no_library_text_is_pynvmls_own() -> None:
+    """A machine without the NVML library gets the same `gpu.unavailable` text whether pynvml
+    or ledger's check before importing it found the library missing."""
+    import pynvml  # type: ignore[import-untyped]
+
+    from ledger.heat.nvml import NO_LIBRARY
+
+    assert NO_LIBRARY == str(pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
+
+
+@pytest.mark.skipif(HAS_NVML, reason="this machine has an NVML library")
+def test_missing_nvml_library_never_imports_pynvml() -> None:
+    code = (
+        "import sys\n"
+        "from ledger.heat.nvml import NvmlSensor\n"
+        "from ledger.heat.sensor import SensorUnavailable\n"
+        "try:\n    NvmlSensor()\nexcept SensorUnavailable as exc:\n    print(exc.reason, 'pynvml' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "NVML Shared Library Not Found False\n"
 
 
 @pytest.mark.skipif(not HAS_NVML, reason="no NVML library on this machine")

@@ -3,6 +3,9 @@ the trigger scan a superset of the rules (both engines), PEM blocks line by line
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,7 +26,8 @@ from secret_corpus import (
     yaml_block,
 )
 
-from ledger.redact import scanner
+from ledger.redact import rules, scanner
+from ledger.redact.catalogue import required_literal
 from ledger.redact.names import Redactions
 from ledger.redact.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_patterns
 
@@ -280,3 +284,49 @@ def test_ray_runtime_env_values_with_round_two_shapes() -> None:
     assert out["DATABRICKS_HOST"] == "https://dbc.invalid" and out["NCCL_ALGO"] == "Ring"
     assert prov["databricks"] not in out["DB_CONN"] and prov["slack-webhook"] not in out["HOOK"]
     assert out["OPENAI_API_KEY_2"] == "***" and "OPENAI_API_KEY_2" in names
+
+
+def _every_rule_pattern() -> list[tuple[str, rules.Rx]]:
+    out: list[tuple[str, rules.Rx]] = []
+    for name, value in vars(rules).items():
+        if isinstance(value, rules.Rx):
+            out.append((name, value))
+        elif isinstance(value, tuple):
+            out += [(name, v) for v in value if isinstance(v, rules.Rx)]
+            out += [(f"{name} {v[0]}", v[1]) for v in value if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], rules.Rx)]
+    return out
+
+
+def test_each_rule_gate_is_a_literal_every_match_holds() -> None:
+    """A rule runs only where its `needs` literal is: the literal must be part of the pattern's
+    own top-level literal run, in a case-sensitive pattern, or the gate would skip a secret."""
+    gated = [(name, rx) for name, rx in _every_rule_pattern() if rx.needs]
+    assert len(gated) >= 25
+    for name, rx in gated:
+        assert re.compile(rx.source).flags & re.IGNORECASE == 0, name
+        assert rx.needs in required_literal(rx.source, False), name
+
+
+def test_lazy_rules_find_what_the_eagerly_compiled_patterns_find() -> None:
+    """The lazily compiled, gated rules match exactly what each regex compiled and run on its own
+    matches, over the whole corpus and ordinary Miles lines (so every redaction is the same)."""
+    texts = [line.encode() for line, _ in CORPUS] + [line.encode() for line in ORDINARY + ORDINARY_ROUND_TWO]
+    texts.append(b"\n".join(texts))
+    for name, rx in _every_rule_pattern():
+        eager = re.compile(rx.source)
+        for text in texts:
+            assert [m.span() for m in rx.finditer(text)] == [m.span() for m in eager.finditer(text)], name
+            found, want = rx.search(text, 3), eager.search(text, 3)
+            assert (found and found.span()) == (want and want.span()), name
+
+
+def test_importing_the_rules_compiles_none_of_them() -> None:
+    code = (
+        "from ledger.redact import rules\n"
+        "rxs = [v for v in vars(rules).values() if isinstance(v, rules.Rx)]\n"
+        "rxs += [x for v in vars(rules).values() if isinstance(v, tuple) for x in v if isinstance(x, rules.Rx)]\n"
+        "rxs += [x[1] for v in vars(rules).values() if isinstance(v, tuple) for x in v if isinstance(x, tuple) and isinstance(x[-1], rules.Rx)]\n"
+        "print(len(rxs), sum(r._rx is not None for r in rxs))\n"
+    )
+    count, compiled = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert int(count) >= 45 and compiled == "0"

@@ -145,9 +145,30 @@ def basic_host() -> dict[str, str]:
     return {
         "hostname": socket.gethostname(),
         "user": user,
-        "platform": platform.platform(),
+        "platform": platform_text(),
         "python": platform.python_version(),
     }
+
+
+def platform_text() -> str:
+    """`platform.platform()` without the `uname -p` it spawns (~3 ms of `ledger run`'s start).
+
+    On Linux the stdlib builds ``system-release-machine-processor-with-libc`` and drops the
+    processor when it equals the machine or is ``unknown``, which is what `uname -p` prints on
+    Linux (coreutils, or the machine itself where a distribution patches it); the libc version is
+    read from the interpreter's binary as the stdlib reads it. Elsewhere: the stdlib's own.
+    """
+    u = os.uname()
+    if u.sysname != "Linux":
+        return platform.platform()
+    libc, version = platform.libc_ver()
+    text = "-".join(x.strip() for x in (u.sysname, u.release, u.machine, "with", libc + version) if x)
+    for ch in ' /\\:;"()':
+        text = text.replace(ch, "_" if ch == " " else "-")
+    text = text.replace("unknown", "")  # the stdlib's clean-up, step for step
+    while "--" in text:
+        text = text.replace("--", "-")
+    return text.rstrip("-")
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:

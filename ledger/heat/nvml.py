@@ -6,6 +6,7 @@ failing per-field query gives None for that field and never stops sampling.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +20,9 @@ from ledger.heat.sensor import (
 )
 
 T = TypeVar("T")
+
+NVML_LIBRARY = "libnvidia-ml.so.1"  # the name pynvml's `_LoadNvmlLibrary` opens on Linux
+NO_LIBRARY = "NVML Shared Library Not Found"  # pynvml's text for NVML_ERROR_LIBRARY_NOT_FOUND
 
 # NVML's clocks event (formerly "throttle") reason bits, from nvml.h; names as in the heat log.
 THROTTLE_REASONS: tuple[tuple[int, str], ...] = (
@@ -70,6 +74,13 @@ class NvmlSensor:
     name = "nvml"
 
     def __init__(self) -> None:
+        if sys.platform != "win32":
+            import ctypes
+
+            try:  # what pynvml loads first; without it, importing pynvml (~20 ms) is for nothing
+                ctypes.CDLL(NVML_LIBRARY)
+            except OSError as exc:
+                raise SensorUnavailable(NO_LIBRARY) from exc
         try:
             import pynvml  # type: ignore[import-untyped]
         except ImportError as exc:  # pragma: no cover - nvidia-ml-py is a dependency

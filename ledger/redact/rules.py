@@ -27,13 +27,51 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Iterable, Iterator
 
-from ledger.redact.catalogue import catalogue, required_literal
+from ledger.redact.catalogue import catalogue
 from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
 MASK = b"***"
+
+
+class Rx:
+    """A bytes regex compiled when first run (compiling all of this module's ~50 at import cost
+    ~10 ms of every `ledger run`, and most texts never reach most of them), and run only where
+    `needs` is: a literal every match holds (a cheap `in` test; tests check each against the
+    regex itself)."""
+
+    __slots__ = ("source", "needs", "_rx")
+
+    def __init__(self, source: bytes, needs: bytes = b""):
+        self.source = source
+        self.needs = needs
+        self._rx: re.Pattern[bytes] | None = None
+
+    @property
+    def rx(self) -> re.Pattern[bytes]:
+        """The compiled pattern."""
+        if self._rx is None:
+            self._rx = re.compile(self.source)
+        return self._rx
+
+    def search(self, data: bytes, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[bytes] | None:
+        if self.needs and data.find(self.needs, pos, endpos) < 0:
+            return None
+        return self.rx.search(data, pos, endpos)
+
+    def match(self, data: bytes) -> re.Match[bytes] | None:
+        if self.needs and self.needs not in data:
+            return None
+        return self.rx.match(data)
+
+    def finditer(self, data: bytes, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[bytes]]:
+        if self.needs and data.find(self.needs, pos, endpos) < 0:
+            return iter(())
+        return self.rx.finditer(data, pos, endpos)
+
 
 _NAME = rb"[A-Za-z_][A-Za-z0-9_.-]*"
 _DQ = rb'"(?:[^"\\\n]|\\.)*"'
@@ -45,21 +83,23 @@ _SHWORD = rb"(?:" + _SQ + rb"(?:\\'" + _SQ + rb")+|" + _SQ + rb"\\'|\\'" + _SQ +
 _PFX = rb"""(?:[bBuUrR]{1,2}(?=["']))?"""
 
 # "NAME": "value" (JSON, Python reprs; also with escaped quotes inside JSON strings)
-_PAIR = re.compile(
+_PAIR = Rx(
     rb"""(?P<q>\\?["'])(?P<name>""" + _NAME + rb"""(?: [A-Za-z0-9_.-]+){0,3})(?P=q)\s*:\s*"""
-    rb"""(?:""" + _PFX + rb"""(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<bare>[^\s,}\]"'\\]+))"""
+    rb"""(?:""" + _PFX + rb"""(?P<vq>\\?["'])(?P<qval>.*?)(?P=vq)|(?P<bare>[^\s,}\]"'\\]+))""",
+    b":",
 )
 # ['--wandb-key', 'value'] (printed argv lists)
-_LISTED = re.compile(rb"""(?P<q>["'])(?P<name>--?""" + _NAME + rb""")(?P=q)\s*,\s*(?P<v>""" + _DQ + rb"|" + _SQ + rb")")
+_LISTED = Rx(rb"""(?P<q>["'])(?P<name>--?""" + _NAME + rb""")(?P=q)\s*,\s*(?P<v>""" + _DQ + rb"|" + _SQ + rb")", b",")
 # NAME=value, --name=value, export NAME="value", ?token=value, Namespace(name='value')
-_ASSIGN = re.compile(
-    rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")"
+_ASSIGN = Rx(
+    rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")",
+    b"=",
 )
 # name: value (YAML, logs), key = value (INI), name= value (`print("token=", v)`); a separate
 # pattern so neither hides the other's match
 # A value that opens a YAML flow mapping or list (`secrets: {names: [X]}`) is structure, not a
 # secret: its inner `name: value` pairs are matched on their own.
-_COLON = re.compile(
+_COLON = Rx(
     rb"(?<![\w.-])(?P<name>"
     + _NAME
     + rb")(?:[ \t]*:|[ \t]+=|=(?=[ \t]))[ \t]*(?!=)"
@@ -73,7 +113,7 @@ _COLON = re.compile(
     + rb")"
 )
 # --name value (also across a shell line continuation)
-_SPACED = re.compile(
+_SPACED = Rx(
     rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+"
     + _PFX
     + rb"(?P<v>"
@@ -87,33 +127,33 @@ _SPACED = re.compile(
     + rb")"
 )
 # Megatron's argument dump: "  wandb_key ........................ value"
-_DOTTED = re.compile(rb"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
+_DOTTED = Rx(rb"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
 
-_URL = re.compile(rb"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^/\s:@'\"]*):(?P<v>[^/\s@'\"]+)@")
+_URL = Rx(rb"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^/\s:@'\"]*):(?P<v>[^/\s@'\"]+)@", b"://")
 # https://TOKEN@host: a token alone as the user part (GitHub's documented form)
-_URL_TOKEN = re.compile(rb"\bhttps?://(?P<v>[A-Za-z0-9_.~-]{16,})@")
-_BEARER = re.compile(rb"(?i)\bbearer\s+(?P<v>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,})")
+_URL_TOKEN = Rx(rb"\bhttps?://(?P<v>[A-Za-z0-9_.~-]{16,})@", b"http")
+_BEARER = Rx(rb"(?i)\bbearer\s+(?P<v>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,})")
 # after an Authorization header name any value is a credential (RFC 9110 11.6.2): with a scheme
 # (Bearer, GitHub's `token`, ...) whatever follows it; without one a token-looking value. Basic
 # and Digest have their own forms (`_BASIC`; Digest's parameters are not single values).
-_AUTHZ = re.compile(
+_AUTHZ = Rx(
     rb"""(?i)\bauthorization\\?["']?[ \t]*[:=][ \t]*\\?["']?(?!(?:basic|digest)\s)"""
     rb"""(?:(?:bearer|token|bot|negotiate|apikey|key)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{6,})"""
     rb"""|(?P<raw>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,}|[A-Za-z0-9._~+/=-]{20,}))"""
 )
-_BASIC = re.compile(rb"(?i)(?P<auth>authorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})")
-_AWS_ID = re.compile(rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
-_AWS_SECRET = re.compile(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-_AWS_ASSIGNED = re.compile(rb"[=:][ \t]*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
-SHAPES: tuple[tuple[str, re.Pattern[bytes]], ...] = (
-    ("hf-token", re.compile(rb"\bhf_[A-Za-z0-9]{30,}")),
-    ("github-token", re.compile(rb"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("gitlab-token", re.compile(rb"\bglpat-[A-Za-z0-9_-]{20,}")),
-    ("sk-key", re.compile(rb"\bsk-(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}")),
+_BASIC = Rx(rb"(?i)(?P<auth>authorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})")
+_AWS_ID = Rx(rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")
+_AWS_SECRET = Rx(rb"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+_AWS_ASSIGNED = Rx(rb"[=:][ \t]*[\"']?(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
+SHAPES: tuple[tuple[str, Rx], ...] = (
+    ("hf-token", Rx(rb"\bhf_[A-Za-z0-9]{30,}", b"hf_")),
+    ("github-token", Rx(rb"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
+    ("gitlab-token", Rx(rb"\bglpat-[A-Za-z0-9_-]{20,}", b"glpat-")),
+    ("sk-key", Rx(rb"\bsk-(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{20,}", b"sk-")),
     ("aws-access-key-id", _AWS_ID),
-    ("slack-token", re.compile(rb"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    ("google-api-key", re.compile(rb"\bAIza[A-Za-z0-9_-]{35}")),
-    ("jwt", re.compile(rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?")),
+    ("slack-token", Rx(rb"\bxox[abposr]-[A-Za-z0-9-]{10,}", b"xox")),
+    ("google-api-key", Rx(rb"\bAIza[A-Za-z0-9_-]{35}", b"AIza")),
+    ("jwt", Rx(rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}(?:\.[A-Za-z0-9_-]*)?", b"eyJ")),
 )
 
 # Provider shapes the catalogue (`ledger.redact.catalogue`) lacks, from each issuer's public
@@ -136,16 +176,32 @@ OWN_SHAPES: tuple[tuple[str, bytes], ...] = (
     ("grafana-token", rb"\b(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/=_-]{32,})"),
     ("wandb-key", rb"(?i:\bwandb)[ \t]+login[ \t]+(?:-[\w-]+(?:[ \t]+|=)(?:https?://\S+[ \t]+)?)*(?P<v>(?:local-)?[A-Za-z0-9_-]{40,})"),
 )
-OWN = tuple((kind, re.compile(p)) for kind, p in OWN_SHAPES)
-# a literal each match holds: a shape is only looked for where it is (cheap on long lines)
-_OWN_NEEDS = tuple(required_literal(p, False) for _, p in OWN_SHAPES)
+# a literal each match holds (`catalogue.required_literal` of each, which a test checks): a
+# shape is only looked for where it is (cheap on long lines)
+_OWN_NEEDS = {
+    "stripe-key": b"k_",
+    "npm-token": b"npm_",
+    "azure-sas-signature": b"sig=",
+    "google-oauth-token": b"ya29.",
+    "vault-token": b"hv",
+    "databricks-token": b"dapi",
+    "age-secret-key": b"AGE-SECRET-KEY-1",
+    "slack-webhook": b"https://hooks.slack.com/",
+    "dockerhub-token": b"dckr_",
+    "shopify-token": b"shp",
+    "digitalocean-token": b"_v1_",
+    "slack-app-token": b"xapp-",
+    "grafana-token": b"gl",
+    "wandb-key": b"login",
+}
+OWN = tuple((kind, Rx(p, _OWN_NEEDS.get(kind, b""))) for kind, p in OWN_SHAPES)
 
 # XML elements: <password>value</password>, <api_key attr="x">value</api_key>
-_XML = re.compile(rb"<(?P<name>[A-Za-z_][\w.-]*)(?:\s[^<>\n]*)?>(?P<v>[^<\n]+)</(?P=name)>")
+_XML = Rx(rb"<(?P<name>[A-Za-z_][\w.-]*)(?:\s[^<>\n]*)?>(?P<v>[^<\n]+)</(?P=name)>", b"</")
 # name => value, name := value, name -> value (Ruby/PHP/Perl hashes, Go, Make, printed maps)
 # a bare value that is not an expression: not followed by a call or an index (`x := f(y)`)
 _WORD_VALUE = rb"(?=(?P<w>[^\s'\";|&,}\])(\[{]+))(?P=w)(?![(\[])"
-_ARROW = re.compile(
+_ARROW = Rx(
     rb"(?<![\w.-])\\?[\"']?(?P<name>"
     + _NAME
     + rb")\\?[\"']?[ \t]*(?:=>|:=|(?P<then>->))[ \t]*"
@@ -162,13 +218,13 @@ _ARROW = re.compile(
     + rb"))"
 )
 # netrc: "machine h login u password p" (one line, or one entry a line)
-_NETRC = re.compile(rb"(?m)(?:^[ \t]*|\b(?:login|account)[ \t]+\S+[ \t]+)password[ \t]+(?P<v>[^\s:=>-][^\s]*)")
+_NETRC = Rx(rb"(?m)(?:^[ \t]*|\b(?:login|account)[ \t]+\S+[ \t]+)password[ \t]+(?P<v>[^\s:=>-][^\s]*)", b"password")
 _SHELL_VALUE = rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|[^\s'\";|&]+)"
 # commands that take a password as a short option: docker login -p X, sshpass -p X, mysql -pX
 _CMD_PASSWORD = (
-    re.compile(rb"\b(?:docker|podman|nerdctl)[ \t]+login\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE),
-    re.compile(rb"\bsshpass\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE),
-    re.compile(
+    Rx(rb"\b(?:docker|podman|nerdctl)[ \t]+login\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE, b"login"),
+    Rx(rb"\bsshpass\b[^\n;|&]*?[ \t]-p[ \t]*" + _SHELL_VALUE, b"sshpass"),
+    Rx(
         rb"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n;|&]*?[ \t]-p(?P<v>"
         + _SHWORD
         + rb"|"
@@ -177,23 +233,23 @@ _CMD_PASSWORD = (
         + _SQ
         + rb"|[^\s'\";|&-][^\s'\";|&]*)"
     ),
-    re.compile(rb"\b(?:curl|wget)\b[^\n;|&]*?[ \t](?:-u|--user|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:'\"]*:(?P<v>[^\s'\"]+)"),
+    Rx(rb"\b(?:curl|wget)\b[^\n;|&]*?[ \t](?:-u|--user|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:'\"]*:(?P<v>[^\s'\"]+)"),
 )
 # Cookie / Set-Cookie header values: every cookie is a credential
-_COOKIE = re.compile(rb"(?i)\b(?:set-)?cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?P<v>[^\r\n\"'\\]{6,})")
+_COOKIE = Rx(rb"(?i)\b(?:set-)?cookie\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?(?P<v>[^\r\n\"'\\]{6,})")
 # URL-encoded: password%3Dvalue (up to %26 = &), and https%3A%2F%2Fuser%3Apw%40host
-_ENC_ASSIGN = re.compile(
+_ENC_ASSIGN = Rx(
     rb"(?i)(?:(?<=%3F)|(?<=%26)|(?<=%2C)|(?<![\w.-]))(?P<name>[A-Za-z_][A-Za-z0-9_.-]*)"
     rb"%3D(?P<v>(?:(?!%26)[^&\s\"'])+)"
 )
-_ENC_URL = re.compile(rb"(?i)%3A%2F%2F[^%\s/@]*%3A(?P<v>(?:(?!%40)[^\s/@\"'])+)%40")
+_ENC_URL = Rx(rb"(?i)%3A%2F%2F[^%\s/@]*%3A(?P<v>(?:(?!%40)[^\s/@\"'])+)%40")
 # YAML block scalar after a secret name: "password: |" / "api_key: >-", the value on the next lines
-BLOCK_HEAD = re.compile(rb"^(?P<ind>[ \t]*)(?:- )?(?P<name>" + _NAME + rb")[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?:#.*)?$")
+BLOCK_HEAD = Rx(rb"^(?P<ind>[ \t]*)(?:- )?(?P<name>" + _NAME + rb")[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?:#.*)?$", b":")
 BLOCK_MAX_LINES = 400
 
 # PEM / OpenSSH private keys ("-----BEGIN OPENSSH PRIVATE KEY-----", "BEGIN RSA PRIVATE KEY", ...)
-PEM_BEGIN = re.compile(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-PEM_END = re.compile(rb"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+PEM_BEGIN = Rx(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----", b"-----BEGIN ")
+PEM_END = Rx(rb"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----", b"PRIVATE KEY")
 PEM_MAX_LINES = 400  # a 16384-bit RSA key in PEM is ~200 lines; a lone BEGIN never masks a whole log
 
 NameTest = Callable[[str], bool]
@@ -209,7 +265,7 @@ def _inner(data: bytes, start: int, end: int) -> Span:
 
 
 def _named(
-    pattern: re.Pattern[bytes], data: bytes, acc: Redactions, out: list[Span], secret: NameTest, found: set[bytes] | None, group: str = "v"
+    pattern: Rx, data: bytes, acc: Redactions, out: list[Span], secret: NameTest, found: set[bytes] | None, group: str = "v"
 ) -> None:
     pos = 0
     while (m := pattern.search(data, pos)) is not None:
@@ -233,9 +289,7 @@ def _named(
         pos = m.end()
 
 
-def _kind(
-    pattern: re.Pattern[bytes], kind: str, data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None, group: str | int = "v"
-) -> None:
+def _kind(pattern: Rx, kind: str, data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None, group: str | int = "v") -> None:
     for m in pattern.finditer(data):
         acc.add_kind(kind)
         out.append(m.span(group))
@@ -306,9 +360,8 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, 
         _kind(_COOKIE, "cookie", data, acc, out, found)
     for kind, pattern in SHAPES:
         _kind(pattern, kind, data, acc, out, found, 0)
-    for (kind, pattern), needs in zip(OWN, _OWN_NEEDS):
-        if needs in data:
-            _kind(pattern, kind, data, acc, out, found, "v" if "v" in pattern.groupindex else 0)
+    for kind, pattern in OWN:
+        _kind(pattern, kind, data, acc, out, found, "v" if b"(?P<v>" in pattern.source else 0)
     lower = data.lower() if any(r.caseless and r.needs for r in catalogue()) else None
     for rule in catalogue():  # what our own rules hid already keeps their kind
         spans = [sp for sp in rule.spans(data, lower) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
