@@ -1,43 +1,50 @@
-"""YAML in and out. The only module that imports ruamel.yaml.
+"""YAML in and out. The only module that imports ruamel.yaml (lazily: ~30 ms).
 
 Reading is always safe-mode (C loader when available); writing keeps key order as given so
 manifests diff cleanly. `.ledger.yaml` edits go through round-trip mode to keep user comments.
+Plain documents (a manifest) are written by `ledger.yamlemit`, which writes what the ruamel
+dumper below writes, byte for byte, and hands anything else to it; `ledger run` then never
+imports ruamel.
 """
 
 from __future__ import annotations
 
+import functools
 import io
+import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
-
+from ledger import yamlemit
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
 
+if TYPE_CHECKING:
+    from ruamel.yaml import YAML
 
-def _safe() -> YAML:
+
+@functools.cache
+def _loader() -> YAML:
+    from ruamel.yaml import YAML
+
     try:
         return YAML(typ="safe", pure=False)
     except Exception:  # pragma: no cover - C extension missing
         return YAML(typ="safe", pure=True)
 
 
-_LOADER = _safe()
+@functools.cache
+def ruamel_dumper() -> YAML:
+    """The dumper whose output `ledger.yamlemit` reproduces."""
+    from ruamel.yaml import YAML
 
-
-def _dumper() -> YAML:
     y = YAML(typ="safe", pure=True)
     y.default_flow_style = False  # type: ignore[assignment]
     y.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep our key order
     y.width = 4096
     y.allow_unicode = True
     return y
-
-
-_DUMPER = _dumper()
 
 
 class YamlError(LedgerError):
@@ -57,11 +64,13 @@ def loads(text: str | bytes, what: str = "YAML") -> Any:
     Refused before any object is built: more than MAX_BYTES, an anchor or alias, nesting deeper
     than MAX_DEPTH (checked on the parser's events, which libyaml yields without recursion).
     """
+    from ruamel.yaml.error import YAMLError
+
     if len(text) > MAX_BYTES:
         raise YamlError(f"{what} is {len(text)} bytes, more than ledger reads ({MAX_BYTES})", "the record is not one ledger wrote")
     try:
         _check_events(text, what)
-        return _LOADER.load(text)
+        return _loader().load(text)
     except YAMLError as exc:
         raise YamlError(f"{what} is not valid YAML: {_problem(exc)}") from exc
     except RecursionError as exc:  # pragma: no cover - the event check refuses deep nests first
@@ -90,7 +99,7 @@ def _events(text: str | bytes) -> Iterator[Any]:
     try:
         from _ruamel_yaml import CParser  # type: ignore[import-not-found]
     except ImportError:  # pragma: no cover - C extension missing
-        yield from _LOADER.parse(text)
+        yield from _loader().parse(text)
         return
     parser = CParser(text)
     while (event := parser.get_event()) is not None:
@@ -99,7 +108,7 @@ def _events(text: str | bytes) -> Iterator[Any]:
             return
 
 
-def _problem(exc: YAMLError) -> str:
+def _problem(exc: Exception) -> str:
     """What is wrong and where, in one line: the problem and its line, not the context line
     before it ("while constructing a mapping" alone names neither the key nor the place)."""
     problem = getattr(exc, "problem", None)
@@ -113,8 +122,21 @@ def _problem(exc: YAMLError) -> str:
 
 def dumps(data: Any) -> str:
     """Serialise plain data (dicts, lists, scalars) to block-style YAML, keys in given order."""
+    try:
+        text = yamlemit.dumps(data)
+    except yamlemit.Unsupported:
+        return ruamel_dumps(data)
+    if os.environ.get("LEDGER_YAML_CHECK"):  # the test suite sets it: every document it writes is checked
+        want = ruamel_dumps(data)
+        if text != want:
+            raise AssertionError(f"ledger.yamlemit wrote {text!r}, ruamel writes {want!r}")
+    return text
+
+
+def ruamel_dumps(data: Any) -> str:
+    """`dumps` through ruamel.yaml itself."""
     buf = io.StringIO()
-    _DUMPER.dump(data, buf)
+    ruamel_dumper().dump(data, buf)
     return buf.getvalue()
 
 
