@@ -1,5 +1,3 @@
-import sys
+from ledger.main import entry
 
-from ledger.main import main
-
-sys.exit(main())
+entry()
