@@ -140,10 +140,6 @@ def ruamel_dumps(data: Any) -> str:
     return buf.getvalue()
 
 
-def load_file(path: Path, what: str | None = None) -> Any:
-    return loads(path.read_bytes(), what or str(path))
-
-
 def dump_file(path: Path, data: Any) -> None:
     """Write YAML atomically (temp file then rename)."""
     write_atomic(path, dumps(data))

@@ -98,17 +98,17 @@ def test_full_disk_truncation_is_recorded_and_the_exit_code_kept(small_fs: Path)
 PROBE = """\
 import os, resource, subprocess, sys
 from pathlib import Path
-from ledger.capture.stream import OutputCapture
+from ledger.capture.stream import OutputCapture, split_output
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 r, w = os.pipe()
 out = Path(sys.argv[1])
-cap = OutputCapture(r, None, out / "t.log", out / "e.log", raw_path=out / "raw")
+cap = OutputCapture(r, None, out / "raw")
 cap.start()
 job = subprocess.Popen(["sh", "-c", "head -c 209715200 /dev/zero | tr '\\\\0' x; echo; echo end"], stdout=w)
 os.close(w)
 job.wait()
 cap.join()
-cap.split_raw()
+split_output(out / "raw", out / "t.log", out / "e.log")
 print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)
 """
 

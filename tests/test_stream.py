@@ -1,4 +1,7 @@
-"""OutputCapture: live terminal copy, engine/trainer split, redaction, odd inputs."""
+"""OutputCapture and the split: live terminal copy, engine/trainer split, redaction, odd inputs.
+
+The output goes the way `ledger run` sends it: through a real pipe into an `OutputCapture` (the
+terminal copy and the raw file), then through a `LineSplitter` (`split_output`) into the logs."""
 
 from __future__ import annotations
 
@@ -8,11 +11,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ledger.capture.stream import LineSplitter, OutputCapture
+from ledger.capture.stream import LineSplitter, OutputCapture, split_output
+from ledger.config import DEFAULT_ENGINE_PATTERNS
 
 ENGINE = [
     b"(SGLangEngine pid=123) [2026-04-15 07:57:53 TP0] Decode batch. #token: 5, token usage: 0.1\n",
@@ -42,14 +47,32 @@ def sample(n: int = 400, seed: int = 0) -> tuple[bytes, bytes, bytes]:
     return b"".join(stream), b"".join(trainer), b"".join(engine)
 
 
-def capture_bytes(tmp_path: Path, chunks: list[bytes], **kwargs: object) -> OutputCapture:
-    """Feed `chunks` through a real pipe (one write each, drained between writes) to a capture."""
+@dataclass
+class Captured:
+    """What a capture and the split of its raw file gave."""
+
+    terminal_seen: bytes
+    bytes_in: int
+    error: BaseException | None
+    redacted: list[str]
+    command_lines: list[str]
+
+
+def split_raw(tmp_path: Path, cap: OutputCapture, engine_patterns: list[str] | None = None) -> LineSplitter:
+    """The raw file the capture wrote, split into trainer.log and engine.log beside it."""
+    patterns = engine_patterns or list(DEFAULT_ENGINE_PATTERNS)
+    return split_output(tmp_path / "output.raw", tmp_path / "trainer.log", tmp_path / "engine.log", patterns)
+
+
+def capture_bytes(tmp_path: Path, chunks: list[bytes], engine_patterns: list[str] | None = None) -> Captured:
+    """Feed `chunks` through a real pipe (one write each, drained between writes) to a capture,
+    then split what it saved."""
     read_fd, write_fd = os.pipe()
     term_r, term_w = os.pipe()
     seen: list[bytes] = []
     reader = threading.Thread(target=lambda: seen.extend(iter(lambda: os.read(term_r, 65536), b"")))
     reader.start()
-    cap = OutputCapture(read_fd, term_w, tmp_path / "trainer.log", tmp_path / "engine.log", **kwargs)  # type: ignore[arg-type]
+    cap = OutputCapture(read_fd, term_w, tmp_path / "output.raw")
     cap.start()
     for chunk in chunks:
         os.write(write_fd, chunk)
@@ -57,8 +80,8 @@ def capture_bytes(tmp_path: Path, chunks: list[bytes], **kwargs: object) -> Outp
     assert cap.join(timeout=30)
     os.close(term_w)
     reader.join()
-    cap.terminal_seen = b"".join(seen)  # type: ignore[attr-defined]
-    return cap
+    splitter = split_raw(tmp_path, cap, engine_patterns)
+    return Captured(b"".join(seen), cap.bytes_in, cap.error, splitter.redacted, splitter.command_lines)
 
 
 def files(tmp_path: Path) -> tuple[bytes, bytes]:
@@ -69,7 +92,7 @@ def test_split_with_ray_prefixes(tmp_path: Path) -> None:
     data, trainer, engine = sample()
     cap = capture_bytes(tmp_path, [data])
     assert files(tmp_path) == (trainer, engine)
-    assert cap.terminal_seen == data  # type: ignore[attr-defined]
+    assert cap.terminal_seen == data
     assert cap.bytes_in == len(data)
     assert cap.error is None and cap.redacted == []
 
@@ -103,7 +126,7 @@ def test_one_byte_writes_through_a_real_pipe(tmp_path: Path) -> None:
     data, trainer, engine = sample(40, seed=9)
     cap = capture_bytes(tmp_path, [data[i : i + 1] for i in range(len(data))])
     assert files(tmp_path) == (trainer, engine)
-    assert cap.terminal_seen == data  # type: ignore[attr-defined]
+    assert cap.terminal_seen == data
 
 
 def test_final_line_without_newline(tmp_path: Path) -> None:
@@ -158,7 +181,7 @@ def test_scan_all_redacts_secrets_in_files_not_on_terminal(tmp_path: Path) -> No
     assert engine == b"(SGLangEngine pid=5) loaded with token ***\n"
     assert trainer.startswith(b"+ python3 train.py --wandb-key *** --seed 1\n++ export HF_TOKEN=***\n")
     assert trainer.endswith(b"".join(TRAINER))
-    assert cap.terminal_seen == data  # type: ignore[attr-defined]
+    assert cap.terminal_seen == data
     assert cap.command_lines == [
         "+ python3 train.py --wandb-key *** --seed 1",
         "++ export HF_TOKEN=***",
@@ -198,7 +221,7 @@ def test_default_scan_redacts_commands_env_reports_and_argument_dump(tmp_path: P
         b"(MegatronTrainRayActor pid=2)   wandb_key " + dots + b" ***\n" + trainer + b"".join(kept) + b"plain HF_TOKEN=***\n"
     )
     assert got_engine == b'(SGLangEngine pid=5) ENV_REPORT_JSON={"HF_TOKEN": "***"}\n' + engine
-    assert cap.terminal_seen == stream  # type: ignore[attr-defined]
+    assert cap.terminal_seen == stream
     assert cap.redacted == [
         "trainer.log: HF_TOKEN",
         "trainer.log: WANDB_API_KEY",
@@ -223,7 +246,7 @@ def test_engine_prefix_alone_is_not_enough(tmp_path: Path, patterns: list[str] |
     fake = b"(SGLangEngine pid=abc) the rest of the default pattern does not match\n"
     unclosed = b"(SGLangEngine pid=12, ip=10.0.0.1 no closing parenthesis on this line\n"
     data = ENGINE[0] + fake + unclosed + ENGINE[1] + TRAINER[0]
-    capture_bytes(tmp_path, [data], **({"engine_patterns": patterns} if patterns else {}))
+    capture_bytes(tmp_path, [data], engine_patterns=patterns)
     assert files(tmp_path) == (fake + unclosed + TRAINER[0], ENGINE[0] + ENGINE[1])
 
 
@@ -251,13 +274,14 @@ def test_closed_terminal_does_not_stop_capture(tmp_path: Path) -> None:
     read_fd, write_fd = os.pipe()
     term_r, term_w = os.pipe()
     os.close(term_r)  # writes to term_w now fail with EPIPE
-    cap = OutputCapture(read_fd, term_w, tmp_path / "trainer.log", tmp_path / "engine.log")
+    cap = OutputCapture(read_fd, term_w, tmp_path / "output.raw")
     cap.start()
     data, trainer, engine = sample(50)
     os.write(write_fd, data)
     os.close(write_fd)
     assert cap.join(timeout=30)
     os.close(term_w)
+    split_raw(tmp_path, cap)
     assert files(tmp_path) == (trainer, engine)
     assert cap.error is None
 
@@ -273,10 +297,11 @@ def test_job_closing_stdout_early_ends_capture(tmp_path: Path) -> None:
     job = subprocess.Popen([sys.executable, "-c", code], stdout=write_fd, stderr=write_fd)
     os.close(write_fd)
     try:
-        cap = OutputCapture(read_fd, None, tmp_path / "trainer.log", tmp_path / "engine.log")
+        cap = OutputCapture(read_fd, None, tmp_path / "output.raw")
         cap.start()
         assert cap.join(timeout=30)
         assert job.poll() is None  # the job is still running
+        split_raw(tmp_path, cap)
         assert files(tmp_path) == (b"bye\n", b"(SGLangEngine pid=1) hello\n")
     finally:
         job.kill()

@@ -1,7 +1,8 @@
 """Capture a job's combined stdout+stderr from a pipe: live to the terminal, split into two logs.
 
-A dedicated thread reads the pipe in large chunks, writes every chunk raw to the terminal, and
-splits the bytes line by line into ``engine.log`` (lines from SGLang engines, recognised by a
+A dedicated thread (`OutputCapture`) reads the pipe in large chunks and writes every chunk raw to
+the terminal and to a raw file; a `LineSplitter` (run by `ledger.record.streamed`) splits the
+bytes line by line into ``engine.log`` (lines from SGLang engines, recognised by a
 line-start regex) and ``trainer.log`` (everything else). Bytes are never decoded; order is kept
 within each file. Lines that may hold secrets are redacted before they reach the files (the
 terminal gets the raw bytes): every line a `ledger.redact.scanner.Redactor` flags (token shapes,
@@ -155,7 +156,6 @@ class LineSplitter:
         trainer_path: Path,
         engine_path: Path,
         engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
-        keep_command_lines: bool = True,
         redactor: Redactor | None = None,
         max_line: int = MAX_LINE,
     ):
@@ -174,12 +174,10 @@ class LineSplitter:
         self.engine_redactions = Redactions()
         self.command_lines: list[str] = []
         self._command_bytes = 0
-        self._keep_commands = keep_command_lines
         self._max_line = max_line
         self._pending: list[bytes] = []
         self._pending_len = 0
         self._long_target: _Sink | None = None  # where the rest of an over-long line goes
-        self._long_suspect = False  # whether that line's start looked like it may hold a secret
 
     def feed(self, data: bytes) -> None:
         """Process one chunk; a trailing partial line is kept until its newline arrives."""
@@ -294,7 +292,7 @@ class LineSplitter:
         """Redact a suspect line into `trainer` or `engine`; keep it if it is a command line."""
         to_engine = COMMAND_START.match(line) is None and self._engine.match(line) is not None
         new = self.redactor.redact_line(line, self.engine_redactions if to_engine else self.trainer_redactions)
-        if self._keep_commands and COMMAND.match(line) is not None:
+        if COMMAND.match(line) is not None:
             self._keep_command(new)
         if to_engine:
             engine.append(new + b"\n")
@@ -321,36 +319,20 @@ class LineSplitter:
 
 
 class OutputCapture:
-    """Reads a job's output pipe on a dedicated thread: raw to the terminal, split to two logs.
+    """Reads a job's output pipe on a dedicated thread: raw to the terminal and to `raw_path`.
 
-    The capture owns `fd` and closes it when the thread ends (EOF, or a read error).
-
-    With `raw_path`, the thread only copies the output to the terminal and to that file, as
-    `tee` does, and `split_raw()` splits the file into the two logs after the job ended: a job
-    flooding its output is then never throttled by the split (CPython splits at roughly half of
-    tee's speed on 2 cores), at the price of a few seconds per GiB when the run is recorded.
+    The capture owns `fd` and closes it when the thread ends (EOF, or a read error). It copies
+    the output as `tee` does; the split into the two logs (a `LineSplitter`) runs elsewhere:
+    `ledger.record.streamed` follows the raw file while the job runs, so a job flooding its
+    output is never throttled by the split (CPython splits at roughly half of tee's speed on 2
+    cores).
     """
 
-    def __init__(
-        self,
-        fd: int,
-        terminal_fd: int | None,
-        trainer_path: Path,
-        engine_path: Path,
-        engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
-        keep_command_lines: bool = True,
-        redactor: Redactor | None = None,
-        raw_path: Path | None = None,
-    ):
+    def __init__(self, fd: int, terminal_fd: int | None, raw_path: Path):
         self._fd = fd
         self._terminal_fd = terminal_fd
         self._raw_path = raw_path
         self._raw_fd: int | None = None
-        # raw mode splits later (`split_raw`, or `ledger.record.streamed` while the job runs): the
-        # splitter, which creates the two logs, is made only when the split happens here
-        self._make_splitter = functools.partial(LineSplitter, trainer_path, engine_path, engine_patterns, keep_command_lines, redactor)
-        self._splitter_made: LineSplitter | None = None if raw_path is not None else self._make_splitter()
-        self._paths = (trainer_path, engine_path)
         self._thread = threading.Thread(target=self._run, name="ledger-capture", daemon=True)
         self.bytes_in = 0
         self.error: BaseException | None = None
@@ -363,41 +345,13 @@ class OutputCapture:
             fcntl.fcntl(self._fd, _F_SETPIPE_SZ, CHUNK)
         except OSError:
             pass  # not a pipe, or above /proc/sys/fs/pipe-max-size: smaller reads still work
-        if self._raw_path is not None:
-            self._raw_fd = os.open(self._raw_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        self._raw_fd = os.open(self._raw_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self._thread.start()
 
-    def split_raw(self) -> None:
-        """Split the raw output file into the two logs (raw mode, after `join`), then remove it."""
-        if self._raw_path is not None and self._raw_path.exists():
-            split_file(self._raw_path, self._splitter)
-            self._raw_path.unlink()
-
-    @property
-    def _splitter(self) -> LineSplitter:
-        if self._splitter_made is None:
-            self._splitter_made = self._make_splitter()
-        return self._splitter_made
-
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for EOF and the files to be closed; returns whether the thread has ended."""
+        """Wait for EOF and the raw file to be closed; returns whether the thread has ended."""
         self._thread.join(timeout)
         return not self._thread.is_alive()
-
-    @property
-    def command_lines(self) -> list[str]:
-        """Launcher command lines and ENV_REPORT_JSON lines seen (redacted, capped)."""
-        return list(self._splitter.command_lines)
-
-    @property
-    def splitter(self) -> LineSplitter:
-        """The splitter (its redactor and what it redacted in each log)."""
-        return self._splitter
-
-    @property
-    def redacted(self) -> list[str]:
-        """What was redacted where, as the manifest lists it (``trainer.log: <kind>``)."""
-        return self._splitter.redacted
 
     def _to_terminal(self, data: bytes) -> None:
         if self._terminal_fd is None:
@@ -425,17 +379,12 @@ class OutputCapture:
                         _write_all(self._raw_fd, data)
                     except OSError as exc:  # keep draining to the terminal; the record says where it stopped
                         self._raw_failed(exc)
-                elif self._raw_path is None:
-                    self._splitter.feed(data)
         except BaseException as exc:  # noqa: BLE001 - reported through .error, never lost
             self.error = exc
             self._drain()
         finally:
-            if self._raw_path is not None:
-                if self._raw_fd is not None:
-                    os.close(self._raw_fd)
-            else:
-                self._splitter.finish()
+            if self._raw_fd is not None:
+                os.close(self._raw_fd)
             os.close(self._fd)
 
     def _raw_failed(self, exc: OSError) -> None:
@@ -449,17 +398,14 @@ class OutputCapture:
         self.raw_error = exc
 
     def truncation_notes(self) -> list[str]:
-        """One line per log that is shorter than the job's output, saying where and why."""
-        notes = []
-        if self.raw_error is not None:
-            notes.append(
-                f"logs truncated: saving the job's output failed after {self.raw_kept} of "
-                f"{self.bytes_in} bytes ({self.raw_error.strerror or self.raw_error}); "
-                "the rest reached the terminal only"
-            )
-        if self._splitter_made is not None:
-            notes.extend(self._splitter_made.truncation_notes())
-        return notes
+        """One line when the raw file is shorter than the job's output, saying where and why."""
+        if self.raw_error is None:
+            return []
+        return [
+            f"logs truncated: saving the job's output failed after {self.raw_kept} of "
+            f"{self.bytes_in} bytes ({self.raw_error.strerror or self.raw_error}); "
+            "the rest reached the terminal only"
+        ]
 
     def _drain(self) -> None:
         """After an internal error keep the pipe flowing so the job never blocks on it."""

@@ -93,10 +93,6 @@ class NoiseReport:
     any_age: bool = False
     max_age_hours: float = DEFAULT_MAX_AGE_HOURS
 
-    def verdict_of(self, metric: str) -> NoiseMetric | None:
-        """The judged metric of that name, if any."""
-        return next((m for m in self.metrics if m.metric == metric), None)
-
 
 def column(table: MetricsTable | None, metric: str, axis: str) -> dict[int, float]:
     """step -> finite value of `metric` on `axis` (train steps or rollout ids)."""

@@ -44,12 +44,6 @@ def replica_globs(extra: Iterable[str] = ()) -> list[str]:
     return [*SEED_KEYS, *extra]
 
 
-def only_seeds_differ(names: Iterable[str], keys: Sequence[str]) -> bool:
-    """Whether every one of the changed setting `names` is a seed setting (and there is one)."""
-    listed = list(names)
-    return bool(listed) and all(any(fnmatchcase(n, k) for k in keys) for n in listed)
-
-
 def _same(a: Any, b: Any) -> bool:
     return a == b or (a in (None, "") and b in (None, ""))
 

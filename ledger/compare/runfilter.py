@@ -116,12 +116,6 @@ class RunFilter:
     since: str | None = None  # ISO time
     archived: bool = False  # show archived runs too
 
-    @property
-    def needs_settings(self) -> bool:
-        """Whether a `--where` key may be a setting: metric names have a `/` (`train/loss`), setting
-        names never do (flag names, `env.NAME`), so a metric filter reads no settings.json at all."""
-        return any("/" not in w.key for w in self.where)
-
     def check_keys(self, runs: Iterable[dict[str, Any]], known: set[str] | None = None) -> None:
         """Refuse a `--where` key that no run has, naming the nearest known keys (`known`: every
         setting and metric name, when the caller has them; else they are gathered from `runs`)."""

@@ -265,15 +265,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         guard.attach(job, lambda: None)
         threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
         staged.set_owner(job.pgid)
-        capture = OutputCapture(
-            job.output_fd,
-            terminal_fd,
-            staged.run_dir / "trainer.log",
-            staged.run_dir / "engine.log",
-            list(cfg.engine_patterns),
-            redactor=Redactor(ctx["secrets"], cfg.secret_names),
-            raw_path=staged.raw_output,
-        )
+        capture = OutputCapture(job.output_fd, terminal_fd, staged.raw_output)
         capture.start()
         from ledger.record.streamed import Follower
 

@@ -43,7 +43,6 @@ SKIPPED = {
     "IPPublicDetector": "an IP address is not a credential; Ray and SGLang logs print many",
     "PrivateKeyDetector": "ledger's PEM rule masks the whole key block, line by line",
 }
-TOKEN_BYTES = b"A-Za-z0-9_\\-"
 _TOKEN = re.compile(rb"[A-Za-z0-9_\-]")
 # one lookaround group (no nested parentheses inside, which is all the catalogue uses)
 _LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.|\([^()]*\))*\)")

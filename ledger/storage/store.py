@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.errors import LedgerError
-from ledger.manifest import RUN_ID_RE, run_path, shard_of
+from ledger.manifest import run_path
 from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, RefLocked, RefMoved, Repo
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
@@ -192,22 +192,6 @@ def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
 def _entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
     manifest, summary, settings, meta = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json", "meta.json"))
     return RunEntry(run_id, path, tree, manifest, summary, settings, meta)
-
-
-def iter_runs(repo: Repo, tip: str) -> list[RunEntry]:
-    """Every run folder at `tip` (cheap: walks only runs/<shard>/ trees)."""
-    runs_tree = _runs_tree(repo, tip)
-    if runs_tree is None:
-        return []
-    out: list[RunEntry] = []
-    for shard, shard_oid, mode in repo.list_tree(runs_tree):
-        if mode != MODE_TREE or not SHARD_RE.match(shard):
-            continue
-        for rid, tree_oid, rmode in repo.list_tree(shard_oid):
-            if rmode != MODE_TREE or not RUN_ID_RE.match(rid) or shard_of(rid) != shard:
-                continue
-            out.append(_entry(repo, rid, f"runs/{shard}/{rid}", tree_oid))
-    return out
 
 
 def run_commits(repo: Repo, tip: str, limit: int | None = None) -> list[tuple[str, str]]:

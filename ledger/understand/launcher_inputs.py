@@ -179,11 +179,6 @@ class _Imports:
         return [Path(p) for p in seen]
 
 
-def python_closure(start: Path, root: Path, extra_bases: tuple[Path, ...] = ()) -> list[Path]:
-    """`start` and every checkout file it imports, transitively (breadth first, in order)."""
-    return _Imports(root.resolve()).closure(start, extra_bases)
-
-
 def _model_files(helper: Path, root: Path) -> list[Path]:
     """Every model file a `model_args_utils.py` helper may read: `scripts/models/*.py` of the
     checkout the helper sits in (Miles: three folders above it) and of the repository root."""
