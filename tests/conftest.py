@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import traceback
@@ -21,6 +22,39 @@ TOY = REPO_ROOT / "examples" / "toy_grpo"
 # the installed console script: `python -m ledger` would import a `ledger/` folder in the cwd first
 _SCRIPT = Path(sys.executable).parent / "ledger"
 LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"]
+
+
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). A module's tests stay
+# on one worker, in order (its module-scoped fixtures are made once), and the Docker modules share one
+# worker (one private dockerd). Workers take modules in this order: the longest first, so both end
+# together. Per-module seconds, serial, on the 2-core machine (`pytest --durations`, December 2026):
+# ray_jobs 125, share_replay 47, heat_cluster 44, miles_launchers 29, daily 26, hostile_remote 23.
+LONGEST_FIRST = (
+    "test_ray_jobs",
+    "test_share_replay",
+    "test_heat_cluster",
+    "test_miles_launchers",
+    "test_daily",
+    "test_hostile_remote",
+    "test_streamed",
+    "test_demo",
+    "test_pages",
+    "test_diff_cli",
+    "test_heat_run",
+    "test_one_change",
+)
+SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def module(item: pytest.Item) -> str:
+        return Path(item.nodeid.split("::")[0]).stem
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(SHARED_WORKER.get(module(item), module(item))))
+    items.sort(key=lambda item: rank.get(module(item), len(rank)))  # stable: a module keeps its order
 
 
 def nvml_works() -> bool:
@@ -56,16 +90,36 @@ def isolate_home(home: Path, mp: pytest.MonkeyPatch) -> Path:
     return home
 
 
+def _warm_catalogue(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`home` with ledger's detect-secrets catalogue cache in it (ledger/redact/catalogue.py), as a
+    user has it after their first run: derived once per test process, then copied. A fresh home
+    would derive it again on its first `ledger run` (importing every plugin, ~0.1-0.5 s). The cold
+    path has its own tests (test_catalogue_cache.py)."""
+    from ledger.redact import catalogue
+
+    made = tmp_path_factory.getbasetemp() / "catalogue-cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(made))
+        cached = catalogue._cache_file()
+        if not cached.exists():
+            catalogue._cached_entries()
+    if cached.exists():
+        into = home / ".cache" / cached.relative_to(made)
+        into.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cached, into)
+    return home
+
+
 @contextlib.contextmanager
 def module_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
     """The isolated home for a module-scoped fixture's set-up (it runs before `isolated_home`)."""
     with pytest.MonkeyPatch.context() as mp:
-        yield isolate_home(tmp_path_factory.mktemp(name), mp)
+        yield _warm_catalogue(isolate_home(tmp_path_factory.mktemp(name), mp), tmp_path_factory)
 
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return isolate_home(tmp_path_factory.mktemp("home"), monkeypatch)
+    return _warm_catalogue(isolate_home(tmp_path_factory.mktemp("home"), monkeypatch), tmp_path_factory)
 
 
 @pytest.fixture
