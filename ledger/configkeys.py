@@ -116,21 +116,29 @@ def yaml_value(value: Any) -> str:
     return str(value)
 
 
-def default_text() -> str:
-    """What `ledger init` writes: every key with its default (or commented, with an example) and meaning."""
-    lines = ["# ledger configuration (see docs/config.md). Every key is optional."]
+def layout() -> list[tuple[str, tuple[Declared, ...]]]:
+    """The file's shape, in order: ("", (key,)) for a top-level key, (section, its keys) for a section."""
     keys = declared()
-    written: set[str] = set()
+    out: list[tuple[str, tuple[Declared, ...]]] = []
     for d in keys:
         section = d.spec.section
         if not section:
-            lines.append(_line(d, "", ""))
-        elif section not in written:  # the section's keys together, where its first key is declared
-            written.add(section)
-            members = [m for m in keys if m.spec.section == section]
-            hidden = "# " if all(m.spec.example is not None for m in members) else ""  # nothing to show
-            lines.append(f"{hidden}{section}:")
-            lines += [_line(m, "  ", hidden) for m in members]
+            out.append(("", (d,)))
+        elif all(name != section for name, _ in out):  # a section's keys together, where its first is declared
+            out.append((section, tuple(m for m in keys if m.spec.section == section)))
+    return out
+
+
+def default_text() -> str:
+    """What `ledger init` writes: every key with its default (or commented, with an example) and meaning."""
+    lines = ["# ledger configuration (see docs/config.md). Every key is optional."]
+    for section, members in layout():
+        if not section:
+            lines.append(_line(members[0], "", ""))
+            continue
+        hidden = "# " if all(m.spec.example is not None for m in members) else ""  # nothing to show
+        lines.append(f"{hidden}{section}:")
+        lines += [_line(m, "  ", hidden) for m in members]
     return "\n".join(lines) + "\n"
 
 

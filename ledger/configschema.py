@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from ledger.config import CONFIG_NAME, SECTIONS, Config, HeatConfig
+from ledger.config import CONFIG_NAME, DEFAULTS, SECTIONS, Config
 from ledger.configkeys import Declared, declared
 from ledger.errors import LedgerError
 
@@ -99,7 +99,7 @@ def _models() -> type[_Section]:
         if d.spec.above:
             above.setdefault(section, []).append((name, d.spec.above))
     for section, fields in sections.items():
-        validators: dict[str, Any] = {"hysteresis": model_validator(mode="after")(_above(above[section]))} if section in above else {}
+        validators: dict[str, Any] = {"above": model_validator(mode="after")(_above(above[section]))} if section in above else {}
         model = create_model(  # type: ignore[call-overload]
             f"{section.title().replace('_', '')}Section", __base__=_Section, __doc__=SECTIONS[section], __validators__=validators, **fields
         )
@@ -113,7 +113,7 @@ ConfigFile = _models()
 def _from_file(f: BaseModel) -> Config:
     """The `Config` the code reads: each declared key's value at its attribute, merged as declared."""
     flat: dict[str, Any] = {}
-    heat: dict[str, Any] = {}
+    grouped: dict[str, dict[str, Any]] = {}  # `Config.heat`: a dataclass of its own keys
     for d in declared():
         value: Any = f
         for part in d.path.split("."):
@@ -127,9 +127,11 @@ def _from_file(f: BaseModel) -> Config:
             value = tuple(value)
         elif isinstance(value, dict):
             value = dict(value)
-        target = heat if d.attr[0] == "heat" else flat
-        target[d.attr[-1]] = value
-    return Config(**flat, heat=HeatConfig(**heat))
+        if len(d.attr) == 1:
+            flat[d.attr[0]] = value
+        else:
+            grouped.setdefault(d.attr[0], {})[d.attr[1]] = value
+    return Config(**flat, **{name: type(getattr(DEFAULTS, name))(**values) for name, values in grouped.items()})
 
 
 def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ledger
 
 from ledger import yamlio
 from ledger.config import DEFAULTS, SECTIONS, Config, HeatConfig
@@ -153,6 +154,14 @@ def test_ledger_init_writes_every_key_with_its_meaning() -> None:
     commented = "\n".join(line.split(" # ")[0].replace("# ", "", 1) for line in text.splitlines()[1:])
     examples = parse_config(yamlio.loads(commented, "examples"))  # the examples, uncommented, validate too
     assert examples.image == "radixark/miles:latest" and examples.secret_names == ("SIGNATURE",)
+
+
+def test_ledger_init_writes_the_derived_file_and_the_run_reads_it(repo: Path) -> None:
+    assert ledger(repo, "init").returncode == 0
+    assert (repo / ".ledger.yaml").read_text() == default_text()
+    from ledger.configload import load_config
+
+    assert load_config(repo, repo / ".git") == Config() == load_config(repo, repo / ".git")  # validated, then cached
 
 
 def test_the_reference_documents_every_key_and_is_current() -> None:

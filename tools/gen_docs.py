@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import typing
 from pathlib import Path
 from typing import Any
@@ -74,36 +75,33 @@ def _cell(text: str) -> str:
 def config_reference() -> str:
     """Every key of `.ledger.yaml` with its type, default and meaning, read from its declaration."""
     from ledger.config import SECTIONS
-    from ledger.configkeys import builtins, declared, yaml_value
+    from ledger.configkeys import builtins, declared, layout, yaml_value
 
     rows: list[str] = []
-    written: set[str] = set()
-    keys = declared()
-    for d in keys:
-        section = d.spec.section
-        if section and section in written:
-            continue
-        members = [d]
+    for section, members in layout():
         if section:
-            written.add(section)
             rows.append(f"| `{section}:` | section | | {_cell(SECTIONS[section])} |")
-            members = [m for m in keys if m.spec.section == section]
         for m in members:
             meaning = "; ".join(filter(None, (m.spec.doc, builtins(m))))
             if m.spec.example is not None:
                 meaning += f"; e.g. `{m.spec.example}`"
             rows.append(f"| `{m.path}` | {_cell(_type_name(m))} | `{_cell(yaml_value(m.file_default))}` | {_cell(meaning)} |")
+    extended = ", ".join(f"`{d.path}`" for d in declared() if d.spec.merge == "extend")
+    overlaid = ", ".join(f"`{d.path}`" for d in declared() if d.spec.merge == "overlay")
     return "\n".join(
         [
             HEADER,
             "# Configuration reference (`.ledger.yaml`)\n",
-            "Every key is optional; `ledger init` writes them all with their defaults and meanings. Each key is",
-            "declared once, in `ledger/config.py`: this table, the schema and `ledger init`'s file are derived from",
-            "that declaration. The file is checked before any command uses it; an unknown key or a wrong value is",
-            "one line naming the key path and the fix (`ledger run`: exit 125). A key given as `null` (or with",
-            "nothing after it) means its default. Pattern lists (`logs.engine_patterns`, `capture.env_patterns`,",
-            "`capture.training_patterns`) are added to ledger's built-in ones, and `capture.job_env` is merged",
-            "over ledger's (a `null` value removes one).\n",
+            textwrap.fill(
+                "Every key is optional; `ledger init` writes them all with their defaults and meanings. Each key is"
+                " declared once, in `ledger/config.py`: this table, the schema and `ledger init`'s file are derived"
+                " from that declaration. The file is checked before any command uses it; an unknown key or a wrong"
+                " value is one line naming the key path and the fix (`ledger run`: exit 125). A key given as `null`"
+                f" (or with nothing after it) means its default. Pattern lists ({extended}) are added to ledger's"
+                f" built-in ones, and {overlaid} is merged over ledger's (a `null` value removes one).",
+                width=100,
+            )
+            + "\n",
             "| key | type | default | meaning |",
             "|---|---|---|---|",
             *rows,
