@@ -45,6 +45,7 @@ lint: install
 	$(VENV)/bin/mypy ledger tools/import_cycles.py
 	$(VENV)/bin/lint-imports
 	$(PY) tools/import_cycles.py
+	$(PY) tools/gen_docs.py --check
 
 # The whole suite under coverage, subprocesses included ([tool.coverage.run] in pyproject.toml).
 # COVERAGE_FLOOR: the figure measured, rounded down (69%, from 18 of the 47 test files: the whole
