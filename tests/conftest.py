@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from repos import git, head, make_repo
 
-__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo", "module_home", "nvml_works"]
+__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo", "module_home", "nvml_works", "toy_repo", "toy_train"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOY = REPO_ROOT / "examples" / "toy_grpo"
@@ -125,6 +125,28 @@ def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "proj", {"README.md": "hello\n", "train.py": "print('hi')\n"})
+
+
+def toy_train(**flags: object) -> list[str]:
+    """The bundled toy trainer's command, a `--flag value` per keyword in the order given
+    (`toy_train(seed=3, num_rollout=6)`: `python3 examples/toy_grpo/train.py --seed 3 --num-rollout 6`)."""
+    argv = ["python3", "examples/toy_grpo/train.py"]
+    for name, value in flags.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
+
+
+def toy_repo(path: Path, files: dict[str, str] | None = None, init: bool = True) -> Path:
+    """A repository with `files` (a README by default) and the toy trainer committed, after
+    `ledger init` unless `init=False` (its `.ledger.yaml` and `.dvc/` are committed with the toy)."""
+    repo = make_repo(path, files or {"README.md": "x\n"})
+    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
+    if init:
+        r = ledger(repo, "init")
+        assert r.returncode == 0, r.stderr
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "toy")
+    return repo
 
 
 # Verbs run in this process (ledger.main.main with the cwd, environment and standard streams a
