@@ -25,8 +25,8 @@ LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"
 
 
 # `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). A module's tests stay
-# on one worker, in order (its module-scoped fixtures are made once), and the Docker modules share one
-# worker (one private dockerd). Workers take modules in this order: the longest first, so both end
+# on one worker, in order (its module-scoped fixtures are made once), and some modules share one
+# (SHARED_WORKER). Workers take modules in this order: the longest first, so both end
 # together. Per-module seconds, serial, on the 2-core machine (`pytest --durations`, December 2026):
 # ray_jobs 125, share_replay 47, heat_cluster 44, miles_launchers 29, daily 26, hostile_remote 23.
 LONGEST_FIRST = (
@@ -43,7 +43,9 @@ LONGEST_FIRST = (
     "test_heat_run",
     "test_one_change",
 )
-SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker"}
+# Modules that share a worker, one after the other: one private dockerd; and the two that start Ray
+# clusters (two at once fought over Ray's default agent ports: "No available agent to submit job").
+SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker", "test_ray_jobs": "ray", "test_heat_cluster": "ray"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
