@@ -13,6 +13,7 @@ documents.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -27,8 +28,7 @@ class Unsupported(Exception):
 # ruamel's YAML 1.2 implicit resolvers (ruamel/yaml/resolver.py, copied as they are, verbose
 # mode: a space outside a class means nothing): a plain scalar matching one reads back as that
 # type, so a string like it is quoted
-_IMPLICIT = re.compile(
-    r"""^(?:
+_IMPLICIT_SOURCE = r"""^(?:
      (?:true|True|TRUE|false|False|FALSE)
     |(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
       |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
@@ -48,9 +48,7 @@ _IMPLICIT = re.compile(
        (?:[ \t]*(?:Z|[-+][0-9][0-9]?(?::[0-9][0-9])?))?)
     |=
     |[!&*]
-    )$""",
-    re.X,
-)
+    )$"""
 _IMPLICIT_FIRST = frozenset("tTfF-+0123456789.<~nN=!&*")
 _PRINTABLE = re.compile(r"[\x20-\x7e]*")
 _LEADING_INDICATORS = frozenset("#,[]{}&*!|>'\"%@`")
@@ -68,8 +66,13 @@ def _plain_allowed(text: str) -> bool:
     return not (": " in text or text.endswith(":") or " #" in text)
 
 
+@functools.cache
+def _implicit() -> re.Pattern[str]:
+    return re.compile(_IMPLICIT_SOURCE, re.X)  # on first use: `ledger list` imports this module too
+
+
 def _resolves_to_other(text: str) -> bool:
-    return (not text or text[0] in _IMPLICIT_FIRST) and _IMPLICIT.match(text) is not None
+    return (not text or text[0] in _IMPLICIT_FIRST) and _implicit().match(text) is not None
 
 
 def _string(text: str, limit: int) -> str:
@@ -88,7 +91,7 @@ def _float(value: float) -> str:
     if value in (float("inf"), float("-inf")):
         return ".inf" if value > 0 else "-.inf"
     text = repr(value).lower()
-    if not _IMPLICIT.match(text):  # ruamel would tag it; never for a float's repr
+    if not _implicit().match(text):  # ruamel would tag it; never for a float's repr
         raise Unsupported("float")
     return text
 

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,3 +42,18 @@ def test_a_run_ends_its_process_with_the_exit_code_atexit_handlers_and_output(re
     assert res.stdout == "buffered, never flushed by hand"
     assert "ledger: recorded run" in res.stderr and "exit 3" in res.stderr
     assert mark.read_text() == "ran"
+
+
+def test_the_collector_is_paused_for_the_start_only() -> None:
+    from ledger.main import _pause_collector
+
+    assert gc.isenabled()
+    try:
+        _pause_collector(0.05)
+        assert not gc.isenabled()
+        deadline = time.monotonic() + 30
+        while not gc.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gc.isenabled()
+    finally:
+        gc.enable()
