@@ -13,6 +13,7 @@ import argparse
 import datetime as dt
 import json
 import secrets
+import statistics
 import subprocess
 import sys
 import time
@@ -75,6 +76,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, nargs="*", default=[0, 1000, 10000])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--run-repeat", type=int, default=21, help="runs of each `ledger run` measure (medians: a shared machine is noisy)")
     args = ap.parse_args()
     repo = scratch_repo("store")
     rows = []
@@ -84,14 +86,21 @@ def main() -> None:
         have = n
         stamp = repo.parent / "started"
         job = ["sh", "-c", f"date +%s.%N > {stamp}"]
-        bare_start = sorted(until_start(job, repo, stamp) for _ in range(args.repeat))[args.repeat // 2]
-        led_start = sorted(until_start(ledger_argv("run", "--no-debug-data", "--", *job), repo, stamp) for _ in range(args.repeat))[
-            args.repeat // 2
+        k = args.run_repeat
+        bare_start = statistics.median(until_start(job, repo, stamp) for _ in range(k))
+        led_start = statistics.median(until_start(ledger_argv("run", "--no-debug-data", "--", *job), repo, stamp) for _ in range(k))
+        base = timeit(lambda: sh(["true"], cwd=repo), k)
+        # interleaved, so that both see the same load on a shared machine
+        pairs = [
+            (
+                timeit(lambda: sh([sys.executable, "-c", "pass"], cwd=repo), 1),
+                timeit(lambda: sh(ledger_argv("run", "--no-debug-data", "--", "true"), cwd=repo), 1),
+            )
+            for _ in range(k)
         ]
-        base = timeit(lambda: sh(["true"], cwd=repo), args.repeat)
-        python = timeit(lambda: sh([sys.executable, "-c", "pass"], cwd=repo), args.repeat)
-        run = timeit(lambda: sh(ledger_argv("run", "--no-debug-data", "--", "true"), cwd=repo), args.repeat)
-        have += 2 * args.repeat
+        python = statistics.median(p for p, _ in pairs)
+        run = statistics.median(r for _, r in pairs)
+        have += 2 * k
         sh(["git", "gc", "-q", "--auto"], cwd=repo)
         rows.append(
             (
