@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
@@ -153,6 +152,8 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
             shown = ", ".join(by_prefix[:10]) + (" ..." if len(by_prefix) > 10 else "")
             raise RunNotFound(f"run prefix '{text}' is ambiguous: {shown}", "give more characters of the id")
     names = sorted({m["name"] for m in listing.manifests.values() if m.get("name")})
+    import difflib  # only for a run not found
+
     close = difflib.get_close_matches(ref.text, names, n=3, cutoff=0.6)  # a typo: NAME~N too
     if close:
         raise RunNotFound(f"no run named '{ref.text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")

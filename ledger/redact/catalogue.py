@@ -28,10 +28,8 @@ import functools
 import hashlib
 import importlib
 import importlib.util
-import inspect
 import json
 import os
-import pkgutil
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +133,9 @@ def relax(pattern: str) -> str:
 
 
 def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
+    import inspect  # only to build the catalogue, once per user (`_cached_entries`)
+    import pkgutil
+
     try:
         plugins = importlib.import_module("detect_secrets.plugins")
         base = importlib.import_module("detect_secrets.plugins.base")
