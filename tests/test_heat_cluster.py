@@ -60,6 +60,14 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _agent_ports() -> dict[str, int]:
+    """A node's agents on ports of their own: every node's agents default to 52365 and others, and
+    whichever bound second lost its HTTP service ("No available agent to submit job" for 90 s when
+    that was the head's, seen on a loaded machine)."""
+    names = ("dashboard_agent_listen_port", "runtime_env_agent_port", "metrics_export_port", "metrics_agent_port")
+    return {name: _free_port() for name in names}
+
+
 def _wait_for_job_agent(dashboard: str) -> None:
     """A fresh cluster answers 'No available agent to submit job' for a few seconds: wait it out."""
     from ray.job_submission import JobSubmissionClient
@@ -95,6 +103,7 @@ def cluster() -> Iterator[tuple[str, str, Any]]:
     patch = pytest.MonkeyPatch()
     patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
     dash = _free_port()
+
     c = cluster_utils.Cluster(
         initialize_head=True,
         head_node_args={
@@ -104,10 +113,11 @@ def cluster() -> Iterator[tuple[str, str, Any]]:
             "include_dashboard": True,
             "dashboard_host": "127.0.0.1",
             "dashboard_port": dash,
+            **_agent_ports(),
         },
     )
     try:
-        c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1")
+        c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **_agent_ports())
         c.wait_for_nodes()
         _wait_for_job_agent(f"http://127.0.0.1:{dash}")
         yield f"http://127.0.0.1:{dash}", c.address, c
@@ -290,7 +300,7 @@ def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(
     third = None
     try:
         _wait("node 2's sampler", lambda: len(sensor.gpus()) == 1, sensor, sample=False)
-        third = c.add_node(num_cpus=1, resources={"node3": 1}, node_ip_address="127.0.0.1")
+        third = c.add_node(num_cpus=1, resources={"node3": 1}, node_ip_address="127.0.0.1", **_agent_ports())
         c.wait_for_nodes()
         _wait("readings from the new node", lambda: len(read_heat_log(heat_log).keys) == 3, sensor, sample=False)
         c.remove_node(third)
