@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from ledger.capture.stream import OutputCapture
 from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError, NotRecorded, StartError
-from ledger.fsutil import write_atomic
+from ledger.fsutil import inode_clock, write_atomic
 from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
 from ledger.record import jobsetup
 from ledger.redact import apply as redact
@@ -255,7 +254,7 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
         ctx["terminal_fd"] = terminal_fd
         env = dict(req.env if req.env is not None else os.environ)
         env.update(jobsetup.job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
-        job_start = time.time()
+        job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
         try:
             job = Job(job_argv, req.cwd, env, cfg.stop_grace_s)
         except BaseException:
