@@ -155,8 +155,8 @@ def platform_text() -> str:
 
     On Linux the stdlib builds ``system-release-machine-processor-with-libc`` and drops the
     processor when it equals the machine or is ``unknown``, which is what `uname -p` prints on
-    Linux (coreutils, or the machine itself where a distribution patches it); the libc version is
-    read from the interpreter's binary as the stdlib reads it. Elsewhere: the stdlib's own.
+    Linux (coreutils, or the machine itself where a distribution patches it); the libc is
+    `platform.libc_ver()`'s (no process either). Elsewhere: the stdlib's own.
     """
     u = os.uname()
     if u.sysname != "Linux":
