@@ -5,12 +5,14 @@ line too."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import LEDGER, git, ledger, make_repo
@@ -150,3 +152,38 @@ def test_the_end_marker_reaches_the_log_worker_on_a_full_disk(small_fs: Path) ->
     assert streamed._end(staging) is None
     streamed._mark_end(staging, 123456)
     assert streamed._end(staging) == 123456
+
+
+def test_the_split_gives_the_raw_output_back_on_a_disk_that_filled(small_fs: Path) -> None:
+    """Was: once the disk had filled, the raw output the copy wrote into the holes the split had
+    punched (the job still wrote) stayed on the disk after it was split, and the worker's result
+    found no room (exit 1): the run kept only 'logs cut where their split stopped', without where
+    the trainer log was truncated (two runs of the full suite on two workers)."""
+    from ledger.record import streamed
+    from ledger.redact.scanner import Redactor
+
+    staging = small_fs / "staging"
+    (staging / "run").mkdir(parents=True)
+    raw = staging / "output.raw"
+    line = b"y" * 95 + b"\n"
+
+    def fill(f: Any, data: bytes) -> None:
+        with pytest.raises(OSError):
+            while True:
+                f.write(data)
+                f.flush()
+
+    raw.write_bytes(line * (12_000_000 // len(line)))  # half the disk
+    with open(small_fs / "filler", "wb", buffering=0) as f:
+        fill(f, b"x" * 65536)  # what is left fills up: the logs must make room to be written
+    logs = streamed.StreamedLogs(raw, staging / "run" / "trainer.log", staging / "run" / "engine.log", [], Redactor(set(), []))
+    while logs.step():  # the worker follows, punching what it has read to write the logs
+        pass
+    assert streamed.was_punched(staging)
+    with open(raw, "ab", buffering=0) as f:  # the copy goes on into the room given back, until the disk is full again
+        fill(f, line * 64)
+    logs.finish()
+    logs.give_back_split()
+    free = os.statvfs(small_fs)
+    assert free.f_bavail * free.f_frsize >= 1 << 20  # room for the worker's metrics and result
+    assert raw.stat().st_blocks * 512 <= 4096  # every split byte given back, its size unchanged

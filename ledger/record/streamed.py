@@ -200,6 +200,18 @@ class StreamedLogs:
         self._punched = end
         return True
 
+    def give_back_split(self) -> None:
+        """The split is done: on a disk that filled, give the rest of the raw file back too (the
+        copy may have refilled what `_make_room` freed while the job still wrote, and the
+        worker's metrics and result need room: without it the worker failed and the run kept
+        only the note that its logs were cut where the split stopped)."""
+        if (
+            self._budget is not None
+            and self._read_to - self._punched >= 4096
+            and punch_hole(self.raw, self._punched, self._read_to - self._punched)
+        ):
+            self._punched = self._read_to
+
     def _room(self) -> int | None:
         if self._budget is None:
             return None
@@ -508,6 +520,7 @@ def _worker(staging_dir: Path) -> int:
             break
         time.sleep(POLL_S)
     result = logs.finish()
+    logs.give_back_split()
     if result.metrics is not None:  # the events are complete too: the job has ended
         result.metrics_written, result.malformed = write_run_metrics(run_dir, staged.data_dir, result.metrics)
         result.metrics = None  # written: not carried back (unpickling 300,000 rows costs ~1 s)
