@@ -186,26 +186,32 @@ def check_incoming(repo: Repo, local: str | None, remote_tip: str) -> int:
             if base is None and checked:  # below the branch's first run: the code it was made from
                 return checked
             raise _refuse(commit, "no Run-Id trailer")
-        rid = ids[0]
-        if len(ids) > 1 or not RUN_ID_RE.match(rid):
-            raise _refuse(commit, "its Run-Id trailer is not one run id")
-        if len(parents) > 2:
-            raise _refuse(commit, f"{len(parents)} parents")
-        found = repo.tree_entry(commit, run_path(rid))
-        if found is None or found[1] != MODE_TREE:
-            raise _refuse(commit, f"it lacks the folder {run_path(rid)}")
-        first = parents[0] if parents else None
-        if first is not None and (run_id_of_commit(repo, first) or meta_run_of_commit(repo, first)) is not None:
-            if repo.tree_entry(first, run_path(rid)) is not None:
-                raise _refuse(commit, f"run {rid} was there already")
-            changed = _changed_runs(repo, _shards(repo, commit), _shards(repo, first))
-            if changed != [run_path(rid)]:
-                other = next((c for c in changed if c != run_path(rid)), run_path(rid))
-                raise _refuse(commit, f"it changes {other}, another run's folder")
-        elif first is not None and len(parents) != 1:
-            raise _refuse(commit, "its first parent is no run commit")
+        _check_run_commit(repo, commit, ids, parents)
         checked += 1
     return checked
+
+
+def _check_run_commit(repo: Repo, commit: str, ids: list[str], parents: list[str]) -> None:
+    """One run commit as ledger writes it: one run id, at most two parents, that run's folder
+    added to its first parent's runs and no other run folder changed."""
+    rid = ids[0]
+    if len(ids) > 1 or not RUN_ID_RE.match(rid):
+        raise _refuse(commit, "its Run-Id trailer is not one run id")
+    if len(parents) > 2:
+        raise _refuse(commit, f"{len(parents)} parents")
+    found = repo.tree_entry(commit, run_path(rid))
+    if found is None or found[1] != MODE_TREE:
+        raise _refuse(commit, f"it lacks the folder {run_path(rid)}")
+    first = parents[0] if parents else None
+    if first is not None and (run_id_of_commit(repo, first) or meta_run_of_commit(repo, first)) is not None:
+        if repo.tree_entry(first, run_path(rid)) is not None:
+            raise _refuse(commit, f"run {rid} was there already")
+        changed = _changed_runs(repo, _shards(repo, commit), _shards(repo, first))
+        if changed != [run_path(rid)]:
+            other = next((c for c in changed if c != run_path(rid)), run_path(rid))
+            raise _refuse(commit, f"it changes {other}, another run's folder")
+    elif first is not None and len(parents) != 1:
+        raise _refuse(commit, "its first parent is no run commit")
 
 
 def integrate(repo: Repo, branch: str, remote_tip: str, result: SyncResult) -> str:
