@@ -18,6 +18,7 @@ from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
 from ledger.redact.runscrub import add_redacted
 from ledger.redact.scanner import Redactor
+from ledger.runrecord import Command
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import envvars, launcher, tracescan
@@ -179,27 +180,26 @@ def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_a
         m["warnings"].append("the debug-data flags did not reach the training command: this run cannot be replayed")
 
 
-def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any], logs: StreamResult) -> None:
+def metrics(run_dir: Path, data_dir: Path, logs: StreamResult) -> tuple[str | None, str | None]:
     """`metrics.jsonl` from the log metrics the log work parsed, merged with the debug events
-    (the log worker writes it itself and carries back only the outcome)."""
+    (the log worker writes it itself and carries back only the outcome). Returns (`logs.metrics`:
+    the file name or None, a warning for malformed lines or None)."""
     from ledger.compare.logparse import write_run_metrics
 
     if logs.metrics is None:
         written, malformed = logs.metrics_written, logs.malformed
     else:
         written, malformed = write_run_metrics(run_dir, data_dir, logs.metrics)
-    if written:
-        m["logs"]["metrics"] = "metrics.jsonl"
-    if malformed:
-        m["warnings"].append(f"{malformed} malformed metric lines in the logs")
+    return ("metrics.jsonl" if written else None), (f"{malformed} malformed metric lines in the logs" if malformed else None)
 
 
 def _extra(cfg: Config) -> frozenset[str]:
     return frozenset(n.upper() for n in cfg.secret_names)
 
 
-def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any], secrets: set[str]) -> None:
-    copied = []
+def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tuple[list[str], list[str]]:
+    """Copy the `logs: extra` files into `extra-logs/`, redacted: (`logs.extra`, what was redacted)."""
+    copied, redacted = [], []
     for pattern in cfg.extra_logs:
         base = pattern if os.path.isabs(pattern) else str(root / pattern)
         for path in sorted(glob.glob(base, recursive=True))[:200]:
@@ -209,9 +209,9 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any], secret
                 dest.parent.mkdir(exist_ok=True)
                 acc = Redactions()
                 Redactor(secrets, cfg.secret_names).redact_file(p, dest, acc)
-                add_redacted(m, acc.at(f"extra-logs/{p.name}"))
+                redacted.extend(acc.at(f"extra-logs/{p.name}"))
                 copied.append(f"extra-logs/{p.name}")
-    m["logs"]["extra"] = copied
+    return copied, redacted
 
 
 def data_entry(record: Any) -> dict[str, Any]:
@@ -220,24 +220,25 @@ def data_entry(record: Any) -> dict[str, Any]:
     return {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
 
 
-def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say) -> list[dict[str, Any]] | None:
+    """The run's outputs tracked with DVC: the `data` section (None: no output exists)."""
     from ledger.data.outputs import find_outputs
 
     req = staged.read_json("request.json") or {}
     # the whole job argv when no training command was found: find_outputs looks past `ray ... --`
-    training_argv = m["command"].get("training_argv") or req.get("job_argv") or []
+    training_argv = list(command.training_argv or req.get("job_argv") or [])
     outputs: list[tuple[str, Path, str]] = []
     for out in find_outputs(training_argv):
         path = Path(out.path)
         if not path.is_absolute():
-            path = Path(m["command"]["cwd"]) / path
+            path = Path(str(command.cwd)) / path
         outputs.append((out.role, path, out.template))
     for extra in req.get("data_paths") or []:
         p = Path(extra)
-        outputs.append(("other", p if p.is_absolute() else Path(m["command"]["cwd"]) / p, extra))
+        outputs.append(("other", p if p.is_absolute() else Path(str(command.cwd)) / p, extra))
     present = [(role, path, tmpl) for role, path, tmpl in outputs if path.exists()]
     if not present:
-        return
+        return None
     from ledger.data.dvcops import track_outputs
 
     records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present], [staged.dir])
@@ -249,7 +250,7 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
         data.append(entry)
         if entry.get("error"):
             say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
-    m["data"] = data
+    return data
 
 
 EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
@@ -259,23 +260,24 @@ def offload_big_logs(
     repo: Repo,
     cfg: Config,
     staged: staging.Staged,
-    m: dict[str, Any],
+    run_id: str,
     say: Say,
     known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None,
-) -> None:
+) -> tuple[dict[str, Any], list[str]] | None:
     """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
 
     A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
     and `dvc pull` brings it back on demand. The run folder keeps the log's first and last MiB in
-    its place, so `git show`, `ledger diff`'s git diff and a quick look still work.
+    its place, so `git show`, `ledger diff`'s git diff and a quick look still work. Returns (the
+    `data` entry of the logs, `logs.in_dvc`), None when the logs stay in git whole.
     """
     limit = cfg.log_git_max_mb * (1 << 20)
     big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
     if not big:
-        return
+        return None
     if not (repo.root / ".dvc").is_dir():
         say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
-        return
+        return None
     from ledger.data.dvcops import track_outputs
 
     dest = staged.data_dir / "logs"
@@ -290,7 +292,7 @@ def offload_big_logs(
             tail = f.read()
         note = (
             f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
-            f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n"
+            f"data/logs/{name}: `ledger pull REMOTE {run_id}` or `dvc pull -R {run_path(run_id)}`]\n"
         )
         write_atomic(staged.run_dir / name, head + note.encode() + tail)
     # hashed by the log worker as it read them back (the same inode: moved, not copied)
@@ -300,8 +302,7 @@ def offload_big_logs(
         for name in big:
             os.replace(dest / name, staged.run_dir / name)
         say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
-        return
+        return None
     entry = data_entry(record)
     entry["template"] = "data/logs"
-    m["data"] = [*m["data"], entry]
-    m["logs"]["in_dvc"] = big
+    return entry, big
