@@ -237,3 +237,39 @@ def test_a_wrong_type_is_the_manifest_error_naming_the_key(path: tuple[str, ...]
         RunRecord.from_dict(m, "runs/0a/20250101-000000-0a0b")
     assert exc.value.message == f"runs/0a/20250101-000000-0a0b: {message}"
     assert "corrupt" in (exc.value.hint or "")
+
+
+def _replace_on_branch(repo: Path, run_id: str, path: str, data: bytes) -> None:
+    """Commit `data` as `path` on the experiments branch (a hand-edited or damaged record)."""
+    blob = (
+        subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
+    env = {**os.environ, "GIT_INDEX_FILE": str(repo / ".git" / "ledger-test-index")}
+    tip = git(repo, "rev-parse", "experiments").strip()
+    subprocess.run(["git", "read-tree", tip], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "update-index", "--add", "--cacheinfo", f"100644,{blob},{path}"], cwd=repo, env=env, check=True)
+    tree = subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True, check=True).stdout.decode().strip()
+    commit = subprocess.run(
+        ["git", "commit-tree", tree, "-p", tip, "-m", f"hand edit\n\nRun-Id: {run_id}"], cwd=repo, capture_output=True, check=True
+    ).stdout.decode()
+    git(repo, "update-ref", "refs/heads/experiments", commit.strip(), tip)
+
+
+def test_show_and_diff_of_a_wrong_typed_record_say_which_key_without_a_traceback(repo: Path) -> None:
+    """A record whose `status.exit_code` is text (hand-edited): `ledger show` and `ledger diff`
+    answer with the one-line manifest error naming the run and the key, exit 1."""
+    for lr in ("1", "2"):
+        r = ledger(repo, "run", "--no-heat-guard", "--", "python3", "train.py", "--lr", lr)
+        assert r.returncode == 0, r.stderr
+    newer, older = (m["id"] for m in _recorded(repo))
+    folder = f"runs/{older[-4:-2]}/{older}"
+    m = yamlio.loads(git(repo, "show", f"experiments:{folder}/manifest.yaml"))
+    m["status"]["exit_code"] = "zero"
+    _replace_on_branch(repo, older, f"{folder}/manifest.yaml", yamlio.dumps(m).encode())
+    for args in (("show", older), ("diff", older, newer)):
+        r = ledger(repo, *args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert f"{folder}: manifest 'status.exit_code' is not an integer" in r.stderr
+        assert "Traceback" not in r.stderr
