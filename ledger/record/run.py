@@ -30,10 +30,10 @@ from ledger.manifest import duration_text, new_run_id, run_path, status_line, st
 from ledger.record import jobsetup
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
-from ledger.redact.runscrub import LEFT_OUT, add_redacted, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
+from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
-from ledger.runrecord import Code, Command, Gpu, Host, Image, Replay, RunRecord, Status
+from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status
 from ledger.runref import check_run_name
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
@@ -482,6 +482,75 @@ def _guarded(m: dict[str, Any], what: str, fn: Callable[[], Any], say: Say) -> A
         return None
 
 
+def _derived_facts(
+    repo: Repo,
+    cfg: Config,
+    staged: staging.Staged,
+    record: RunRecord,
+    logs: StreamResult,
+    say: Say,
+    secrets: set[str],
+    environ: dict[str, str] | None,
+) -> RunRecord:
+    """The facts derived once the job has ended, each step returning its part of the record: the
+    training command's settings, extra logs, metrics, DVC-tracked data, rollout ids, a replay's
+    fidelity. A step that fails is a warning in the record, never a lost run."""
+    from ledger.record import facts
+    from ledger.understand import shim
+
+    run_dir = staged.run_dir
+    warnings = list(record.warnings)
+    redacted = set(record.redacted) | set(logs.redacted)
+    found = {"warnings": warnings}  # `_guarded` appends its failures here, in order
+
+    def guarded(what: str, fn: Callable[[], Any]) -> Any:
+        return _guarded(found, what, fn, say)
+
+    job_argv = (staged.read_json("request.json") or {}).get("job_argv") or list(record.command.argv)
+    record = record.with_(logs=record.logs.with_(split=logs.where), redacted=sorted(redacted))
+    records = shim.read_log(staged.dir / shim.LOG_NAME)
+    lines = logs.command_lines
+    current = record
+    training = guarded("reading the training command", lambda: facts.training_facts(current, cfg, lines, job_argv, records, environ))
+    if training is not None:
+        redacted.update(training.redacted)
+        warnings.extend(training.warnings)
+        record = record.with_(
+            redacted=sorted(redacted), command=training.command, env_report=training.env_report, seeds=Seeds.trusted(training.seeds)
+        )
+        record = record.with_(settings=training.settings)
+    extra = guarded("copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, secrets))
+    if extra is not None:
+        redacted.update(extra[1])
+        record = record.with_(logs=record.logs.with_(extra=extra[0]), redacted=sorted(redacted))
+    metrics = guarded("parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, logs))
+    if metrics is not None:
+        if metrics[0]:
+            record = record.with_(logs=record.logs.with_(metrics=metrics[0]))
+        if metrics[1]:
+            warnings.append(metrics[1])
+    command = record.command
+    data: list[dict[str, Any]] = [d.to_dict() for d in record.data]
+    tracked = guarded("tracking data", lambda: facts.track_data(repo, staged, command, say))
+    if tracked is not None:
+        data = tracked
+    with_ids = guarded("listing the recorded rollout ids", lambda: _with_rollout_ids(staged, data, str(command.cwd)))
+    if with_ids is not None:
+        data = with_ids
+    record = record.with_(data=[DataEntry.trusted(d) for d in data])
+    if record.replay_of and record.replay is not None:
+        m = record.with_(warnings=warnings).to_dict()
+        fidelity = guarded("comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say))
+        if fidelity is not None:
+            record = record.with_(replay=record.replay.with_(fidelity=fidelity))
+    for log in ("trainer.log", "engine.log"):
+        if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
+            (run_dir / log).touch()
+    if (run_dir / "heat.log").exists():
+        record = record.with_(logs=record.logs.with_(heat="heat.log"))
+    return record.with_(warnings=warnings)
+
+
 def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
     """Whatever the job wrote under the run's data folder and no tracked record holds stays on
     disk (never deleted with the staging folder)."""
@@ -550,9 +619,9 @@ def finish(
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder.
 
     `logs` is the log work done on the job's output (`ledger.record.streamed`); None reads it
-    back from the split logs already in the run folder. The derived facts are worked out on the
-    manifest's dict (`facts.settings_section` and the redaction scrub edit it, as `ledger tail`'s
-    partial view does); each other step returns its part, set here."""
+    back from the split logs already in the run folder. The derived facts (`_derived_facts`) are
+    worked out on the typed record; the redaction scrub and what follows it, on the dict that is
+    written."""
     from ledger import yamlio
     from ledger.record import facts
     from ledger.storage.listing import summary_of
@@ -562,42 +631,7 @@ def finish(
         from ledger.record.streamed import logs_result
 
         logs = logs_result(run_dir)
-    m = record.with_(logs=record.logs.with_(split=logs.where)).to_dict()
-    job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
-    add_redacted(m, logs.redacted)
-    from ledger.understand import shim
-
-    records = shim.read_log(staged.dir / shim.LOG_NAME)
-    lines = logs.command_lines
-    _guarded(m, "reading the training command", lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
-    extra = _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, set(secrets or ())), say)
-    if extra is not None:
-        m["logs"]["extra"] = extra[0]
-        add_redacted(m, extra[1])
-    metrics = _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, logs), say)
-    if metrics is not None:
-        if metrics[0]:
-            m["logs"]["metrics"] = metrics[0]
-        if metrics[1]:
-            m["warnings"].append(metrics[1])
-    command = Command.trusted(m["command"])
-    data = _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, command, say), say)
-    if data is not None:
-        m["data"] = data
-    with_ids = _guarded(
-        m, "listing the recorded rollout ids", lambda: _with_rollout_ids(staged, list(m.get("data") or []), str(command.cwd)), say
-    )
-    if with_ids is not None:
-        m["data"] = with_ids
-    if m.get("replay_of") and isinstance(m.get("replay"), dict):
-        fidelity = _guarded(m, "comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say), say)
-        if fidelity is not None:
-            m["replay"]["fidelity"] = fidelity
-    for log in ("trainer.log", "engine.log"):
-        if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
-            (run_dir / log).touch()
-    if (run_dir / "heat.log").exists():
-        m["logs"]["heat"] = "heat.log"
+    m = _derived_facts(repo, cfg, staged, record, logs, say, set(secrets or ()), environ).to_dict()
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
     scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
     offloaded = _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m["id"], say, logs.md5), say)
