@@ -25,12 +25,17 @@ system-deps:
 demo: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/demo.sh
 
+# Two workers (pytest-xdist): a module's tests run on one worker, in order; tests/conftest.py
+# groups them and hands out the longest modules first. TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
+
 test: install system-deps
-	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider
+	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider $(XDIST)
 
 # The suite without the tests marked slow (pyproject's markers): for iterating; CI runs `make test`.
 test-quick: install
-	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider -m "not slow"
+	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider $(XDIST) -m "not slow"
 
 # What the style guide asks: ruff (lint and format), strict mypy, the import contracts of
 # pyproject.toml ([tool.importlinter]: layers, no cycles) and the import graph's cycles listed.
@@ -40,6 +45,7 @@ lint: install
 	$(VENV)/bin/mypy ledger tools/import_cycles.py
 	$(VENV)/bin/lint-imports
 	$(PY) tools/import_cycles.py
+	$(PY) tools/gen_docs.py --check
 
 # The whole suite under coverage, subprocesses included ([tool.coverage.run] in pyproject.toml).
 # COVERAGE_FLOOR: the figure measured, rounded down (69%, from 18 of the 47 test files: the whole

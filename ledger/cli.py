@@ -442,49 +442,15 @@ def diff(
     "--trust-env", is_flag=True, help="Also set recorded variables that load code (LD_*, PYTHON*, BASH_ENV, ...); see docs/trust.md."
 )
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
-def replay(
-    run_name: str,
-    rollout_only: bool,
-    step: int | None,
-    steps: str | None,
-    sets: tuple[str, ...],
-    name: str | None,
-    dry_run: bool,
-    strict: bool,
-    in_image: bool,
-    yes: bool,
-    force: bool,
-    trust_env: bool,
-    address: str | None,
-    seeds: str | None,
-    extra: tuple[str, ...],
-) -> int:
+def replay(run_name: str, sets: tuple[str, ...], extra: tuple[str, ...], seeds: str | None, **options: Any) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
+    from ledger.commands.replay import ReplayOptions
     from ledger.commands.replay import replay as replay_cmd
 
-    ask = None if yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
-    return replay_cmd(
-        Path.cwd(),
-        run_name,
-        rollout_only=rollout_only,
-        step=step,
-        steps=steps,
-        sets=sets,
-        extra=extra,
-        name=name,
-        dry_run=dry_run,
-        strict=strict,
-        in_image=in_image,
-        force=force,
-        yes=yes,
-        trust_env=trust_env,
-        address=address,
-        say=_say,
-        terminal_fd=_terminal_fd(),
-        stdout=_show,
-        confirm=ask,
-        seeds=seeds,
-    )
+    # the options above are ReplayOptions' fields by name: one spelling of each, checked by the dataclass
+    opts = ReplayOptions(run=run_name, sets=list(sets), extra=[x for x in extra if x != "--"], **options)
+    ask = None if opts.yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
+    return replay_cmd(Path.cwd(), opts, seeds, say=_say, terminal_fd=_terminal_fd(), stdout=_show, confirm=ask)
 
 
 @app.command()

@@ -1,25 +1,42 @@
-"""`.ledger.yaml`: the per-repository configuration, its schema, and the ONE place for defaults.
+"""`.ledger.yaml`: the per-repository configuration, declared once.
 
-The file is validated against a pydantic schema (`ledger/configschema.py`) before anything runs: an unknown key, a wrong
-type, a string where a boolean is meant, a regex that does not compile, a non-positive interval,
-`pause_at <= resume_at`, a negative size or a branch name git refuses all end in one line naming
-the key path and the fix (`ledger run` exits 125 and starts nothing).
+Every key is declared here ONCE, as a field of `Config` (or of `HeatConfig`, the `heat_guard:`
+section) whose `metadata=key(...)` gives its YAML path, a one-line description and its
+constraints; the field's type and default are the key's. Everything else is derived from that:
 
-Every default lives here once (the constants and `HeatConfig` below); the schema, the capture,
-heat and init modules import them. A file that validated is remembered by the sha256 of its
-bytes and of the schema's and this module's source (`.git/ledger/config/`, `ledger/configload.py`), so most commands start without
-importing pydantic or ruamel (~150 ms). To add a key: a field in the schema's section model
-(`extra="forbid"` rejects anything not declared) with its default from here, a line to
-`DEFAULT_TEXT` if users should see it, and an attribute to `Config` set in `configschema`.
+- the schema (`ledger/configschema.py` builds the pydantic models from `declared()`): an unknown
+  key, a wrong type, a string where a boolean is meant, a regex that does not compile, a
+  non-positive interval, `pause_at <= resume_at`, a negative size or a branch name git refuses all
+  end in one line naming the key path and the fix (`ledger run` exits 125 and starts nothing);
+- the mapping from the file onto `Config` (also in the schema module, generic over `declared()`);
+- `default_text()`, what `ledger init` writes;
+- `docs/config.md` (`tools/gen_docs.py`; `make docs`), with every key's type, default and meaning.
+
+`ledger/configkeys.py` reads the declaration (`declared()`: each key's spec, type and default) for
+all of those, so that start-up, which imports only this module, builds nothing more than `Config`.
+A file that validated is remembered by the sha256 of its bytes and of the source of these modules
+(`.git/ledger/config/`, `ledger/configload.py`), so most commands start without importing pydantic
+or ruamel (~150 ms). To add a key: one field below, with `metadata=key(...)` (a new section: a line
+in `SECTIONS`); then `make docs` (docs/development.md). tests/test_config_declaration.py checks that
+the schema, the defaults, `ledger init`'s file and the reference all follow the declaration.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+    Check = Literal["regex", "branch"]  # named checks the schema implements (configschema._CHECKS)
+    Merge = Literal["replace", "extend", "overlay"]  # how the file's value meets the field's default
 
 CONFIG_NAME = ".ledger.yaml"
 
+# Built-in values that a key of the file extends (`merge="extend"`) or overlays (`merge="overlay"`):
+# what the user writes is added to these, never replaces them (they are those fields' defaults).
+#
 # SGLang engine lines as Ray prefixes them: "(SGLangEngine pid=123, ip=10.0.0.1) ..." (see
 # /work/shared/miles-facts.md). Matched at a line start; must not match across a newline.
 DEFAULT_ENGINE_PATTERNS: tuple[str, ...] = (r"^\(SGLangEngine pid=\d+(?:, ip=[^)\n]*)?\)",)
@@ -43,86 +60,173 @@ DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
 # repeated (a second trainer cell's per-step lines), so ledger turns it off.
 DEFAULT_JOB_ENV: dict[str, str] = {"RAY_DEDUP_LOGS": "0"}
 
+# The sections of the file with their one-line meaning (docs/config.md, the schema's models). The
+# keys' order, in `ledger init`'s file and the reference, is the order of the fields below.
+SECTIONS: dict[str, str] = {
+    "code": "which tracked files are code (a change elsewhere does not make a new code version)",
+    "logs": "how the job's output is split into the trainer and engine logs, and kept",
+    "capture": "what ledger adds to the command and records of its environment",
+    "heat_guard": "pause the job while a GPU is too hot (see ledger/heat)",
+    "job": "how ledger stops the job",
+    "diff": "how `ledger diff` compares runs",
+    "secrets": "what ledger treats as secret, beside its built-in rules (docs/secrets.md)",
+}
 
-DEFAULT_BRANCH = "experiments"
-DEFAULT_GIT_MAX_MB = 64.0  # a bigger trainer/engine log is tracked with DVC
-DEFAULT_DEBUG_DATA = True
-DEFAULT_STOP_GRACE_S = 30.0
-DEFAULT_MAX_AGE_HOURS = 24.0
+
+def key(
+    path: str,
+    doc: str,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    above: str | None = None,
+    each: Check | None = None,
+    choices: tuple[str, ...] = (),
+    values: Any = None,
+    merge: Merge = "replace",
+    example: str | None = None,
+) -> dict[str, Any]:
+    """The `metadata` of a field that is a key of `.ledger.yaml`, at YAML `path`, meaning `doc`.
+
+    The constraints and the rest are described on `ledger.configkeys.KeySpec`, which is built from
+    this mapping (a class here would cost every start-up about a millisecond)."""
+    return {
+        "path": path,
+        "doc": doc,
+        "gt": gt,
+        "ge": ge,
+        "above": above,
+        "each": each,
+        "choices": choices,
+        "values": values,
+        "merge": merge,
+        "example": example,
+    }
 
 
 @dataclass(frozen=True)
 class HeatConfig:
     """`heat_guard:`: pause the job while a GPU is too hot (see ledger/heat); the defaults."""
 
-    enabled: bool = True
-    interval_s: float = 5.0
-    pause_at: float = 85.0
-    resume_at: float = 75.0
-    resume_after: float = 30.0
-    max_pause: float = 600.0
-    sensor: dict[str, Any] = field(default_factory=dict)
-
-
-HEAT = HeatConfig()  # the heat defaults, for modules that take thresholds as arguments
-
-DEFAULT_TEXT = f"""\
-# ledger configuration (see README.md, "Configuration"). Every key is optional.
-branch: {DEFAULT_BRANCH}          # where run commits go
-# image: radixark/miles:latest   # default image when the command names none
-ignore: []                   # extra settings (fnmatch globs) that `ledger diff` ignores
-code:
-  ignore: []                 # globs of tracked files that are not code (docs, *.md, .dvc/ never are)
-logs:
-  engine_patterns: []        # extra regexes (at line start) for engine lines
-  extra: []                  # globs of extra log files copied into the run at the end
-  git_max_mb: {DEFAULT_GIT_MAX_MB:g}             # a bigger trainer/engine log is tracked with DVC; git keeps head and tail
-capture:
-  debug_data: {str(DEFAULT_DEBUG_DATA).lower()}           # add --save-debug-rollout-data / --save-debug-event-data when absent
-  # debug_framework: miles    # which debug flags the trainer takes (miles: both, slime: rollout, none); default: recognised
-  env_patterns: []           # extra environment variable globs recorded as env.<NAME> settings
-  training_patterns: []      # extra regexes naming the training script inside launcher output
-  job_env: {{}}                # variables ledger sets for the job (default RAY_DEDUP_LOGS: "0"; null removes one)
-host_checkouts: {{}}           # name: path of source checkouts whose commits a host run records
-heat_guard:
-  enabled: {str(HEAT.enabled).lower()}
-  interval_s: {HEAT.interval_s:g}
-  pause_at: {HEAT.pause_at:g}
-  resume_at: {HEAT.resume_at:g}
-  resume_after: {HEAT.resume_after:g}
-  max_pause: {HEAT.max_pause:g}
-  # sensor: {{timeline: heat.timeline}}   # play a temperature timeline instead of NVML
-job:
-  stop_grace_s: {DEFAULT_STOP_GRACE_S:g}           # after a forwarded stop signal, SIGKILL the job this much later
-diff:
-  max_age_hours: {DEFAULT_MAX_AGE_HOURS:g}
-  # replica_keys: [data-seed]   # settings (globs) replicas may differ in, beside seed and rollout-seed
-# dvc_remote: myremote
-# secrets: {{names: [SIGNATURE]}}   # extra words that make a variable/flag/key name secret
-"""
+    enabled: bool = field(default=True, metadata=key("heat_guard.enabled", "sample the GPUs' temperature and pause the job when hot"))
+    interval_s: float = field(default=5.0, metadata=key("heat_guard.interval_s", "seconds between two samples", gt=0))
+    pause_at: float = field(
+        default=85.0,
+        metadata=key("heat_guard.pause_at", "pause the job (SIGSTOP) when a GPU reaches this temperature (C)", above="resume_at"),
+    )
+    resume_at: float = field(
+        default=75.0, metadata=key("heat_guard.resume_at", "resume it once every GPU is at or below this temperature (C)")
+    )
+    resume_after: float = field(default=30.0, metadata=key("heat_guard.resume_after", "and has stayed there this many seconds", ge=0))
+    max_pause: float = field(
+        default=600.0,
+        metadata=key(
+            "heat_guard.max_pause", "warn when a pause has lasted this many seconds (keep it below the job's collective timeout)", ge=0
+        ),
+    )
+    sensor: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=key(
+            "heat_guard.sensor",
+            "a scripted sensor instead of NVML: {timeline: FILE} plays a temperature timeline",
+            example="{timeline: heat.timeline}",
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class Config:
-    """The merged configuration: defaults overlaid with `.ledger.yaml` (flat, as code reads it)."""
+    """The merged configuration: defaults overlaid with `.ledger.yaml` (flat, as code reads it).
 
-    branch: str = DEFAULT_BRANCH
-    image: str | None = None
-    ignore: tuple[str, ...] = ()
-    engine_patterns: tuple[str, ...] = DEFAULT_ENGINE_PATTERNS
-    extra_logs: tuple[str, ...] = ()
-    log_git_max_mb: float = DEFAULT_GIT_MAX_MB
-    debug_data: bool = DEFAULT_DEBUG_DATA
-    debug_framework: str | None = None  # `capture.debug_framework`: miles / slime / none; None recognises it
-    env_patterns: tuple[str, ...] = DEFAULT_ENV_PATTERNS
-    training_patterns: tuple[str, ...] = DEFAULT_TRAINING_PATTERNS
-    job_env: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_JOB_ENV))
-    image_probes: dict[str, Any] = field(default_factory=dict)
-    host_checkouts: dict[str, str] = field(default_factory=dict)
-    heat: HeatConfig = HEAT
-    max_age_hours: float = DEFAULT_MAX_AGE_HOURS
-    dvc_remote: str | None = None
-    stop_grace_s: float = DEFAULT_STOP_GRACE_S
-    secret_names: tuple[str, ...] = ()  # extra words that make a name secret (`secrets: {names: [...]}`)
-    replica_keys: tuple[str, ...] = ()  # `diff: replica_keys:` settings (globs) replicas may differ in, beside the seeds
-    code_ignore: tuple[str, ...] = ()  # `code: ignore:` globs of files that are not code (docs/diff.md)
+    Each field is a key of the file (`metadata=key(...)`), except `heat`: the `heat_guard:` section."""
+
+    branch: str = field(default="experiments", metadata=key("branch", "the branch run commits go to", each="branch"))
+    image: str | None = field(
+        default=None, metadata=key("image", "the image recorded when the command names none", example="radixark/miles:latest")
+    )
+    ignore: tuple[str, ...] = field(default=(), metadata=key("ignore", "settings (fnmatch globs) that `ledger diff` ignores"))
+    code_ignore: tuple[str, ...] = field(
+        default=(), metadata=key("code.ignore", "globs of tracked files that are not code (docs, *.md and .dvc/ never are; docs/diff.md)")
+    )
+    engine_patterns: tuple[str, ...] = field(
+        default=DEFAULT_ENGINE_PATTERNS,
+        metadata=key("logs.engine_patterns", "regexes (at a line start) for engine lines, beside SGLang's", each="regex", merge="extend"),
+    )
+    extra_logs: tuple[str, ...] = field(default=(), metadata=key("logs.extra", "globs of extra log files copied into the run at the end"))
+    log_git_max_mb: float = field(
+        default=64.0, metadata=key("logs.git_max_mb", "a bigger trainer/engine log is tracked with DVC; git keeps its head and tail", gt=0)
+    )
+    debug_data: bool = field(
+        default=True, metadata=key("capture.debug_data", "add --save-debug-rollout-data / --save-debug-event-data when absent")
+    )
+    debug_framework: str | None = field(
+        default=None,
+        metadata=key(
+            "capture.debug_framework",
+            "which debug flags the trainer takes (miles: both, slime: rollout, none); null: recognised from the command",
+            choices=("miles", "slime", "none"),
+            example="miles",
+        ),
+    )
+    env_patterns: tuple[str, ...] = field(
+        default=DEFAULT_ENV_PATTERNS,
+        metadata=key(
+            "capture.env_patterns", "environment variable globs recorded as env.<NAME> settings, beside CUDA_* and the like", merge="extend"
+        ),
+    )
+    training_patterns: tuple[str, ...] = field(
+        default=DEFAULT_TRAINING_PATTERNS,
+        metadata=key(
+            "capture.training_patterns",
+            "regexes naming the training script inside launcher output, beside Miles' and slime's",
+            each="regex",
+            merge="extend",
+        ),
+    )
+    job_env: dict[str, str] = field(
+        default_factory=lambda: dict(DEFAULT_JOB_ENV),
+        metadata=key(
+            "capture.job_env",
+            "variables ledger sets for the job, over its own; null removes one",
+            values=str | int | float | None,
+            merge="overlay",
+        ),
+    )
+    host_checkouts: dict[str, str] = field(
+        default_factory=dict, metadata=key("host_checkouts", "name: path of source checkouts whose commits a host run records")
+    )
+    heat: HeatConfig = HeatConfig()  # the `heat_guard:` section (HeatConfig's keys)
+    stop_grace_s: float = field(
+        default=30.0, metadata=key("job.stop_grace_s", "after a forwarded stop signal, SIGKILL the job this many seconds later", ge=0)
+    )
+    max_age_hours: float = field(
+        default=24.0,
+        metadata=key(
+            "diff.max_age_hours", "replicas count when started within this many hours of the compared runs (--any-age: any)", ge=0
+        ),
+    )
+    replica_keys: tuple[str, ...] = field(
+        default=(),
+        metadata=key("diff.replica_keys", "settings (globs) replicas may differ in, beside seed and rollout-seed", example="[data-seed]"),
+    )
+    dvc_remote: str | None = field(
+        default=None,
+        metadata=key(
+            "dvc_remote", "the DVC remote `ledger push`/`pull` use for run data (absent: DVC's default remote)", example="myremote"
+        ),
+    )
+    secret_names: tuple[str, ...] = field(
+        default=(), metadata=key("secrets.names", "extra words that make a variable/flag/key name secret", example="[SIGNATURE]")
+    )
+    image_probes: dict[str, Any] = field(
+        default_factory=dict,
+        metadata=key(
+            "image_probes",
+            "name: shell string or argv run in the image, instead of the default probes",
+            example="{cuda: nvcc --version}",
+        ),
+    )
+
+
+HEAT = HeatConfig()  # the heat defaults, for modules that take thresholds as arguments
+DEFAULTS = Config()  # every default, for modules that take one as an argument

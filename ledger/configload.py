@@ -13,8 +13,8 @@ from typing import Any
 from ledger.config import CONFIG_NAME, Config
 from ledger.errors import LedgerError
 
-# what a cached config depends on besides the file: the schema, the `Config` class it fills, this loader
-_SOURCES = ("ledger.configschema", "ledger.config", __name__)
+# what a cached config depends on besides the file: the declaration, its reader, the schema built from it, this loader
+_SOURCES = ("ledger.config", "ledger.configkeys", "ledger.configschema", __name__)
 
 
 def parse_config(data: Any) -> Config:

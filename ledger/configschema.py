@@ -1,32 +1,22 @@
-"""The schema of `.ledger.yaml` (pydantic), and its one-line errors.
+"""The schema of `.ledger.yaml` (pydantic models built from `ledger.config`'s declaration), and its one-line errors.
 
 Imported only to validate a file `ledger.configload.load_config` has not seen before (pydantic costs
-~120 ms of start-up); the defaults themselves live in `ledger/config.py`, once.
+~120 ms of start-up). Nothing here names a key: the models, the checks and the mapping onto
+`Config` are all derived from `ledger.configkeys.declared()`.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
+import typing
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from ledger.config import (
-    CONFIG_NAME,
-    DEFAULT_BRANCH,
-    DEFAULT_DEBUG_DATA,
-    DEFAULT_ENGINE_PATTERNS,
-    DEFAULT_ENV_PATTERNS,
-    DEFAULT_GIT_MAX_MB,
-    DEFAULT_JOB_ENV,
-    DEFAULT_MAX_AGE_HOURS,
-    DEFAULT_STOP_GRACE_S,
-    DEFAULT_TRAINING_PATTERNS,
-    HEAT,
-    Config,
-    HeatConfig,
-)
+from ledger.config import CONFIG_NAME, DEFAULTS, SECTIONS, Config
+from ledger.configkeys import Declared, declared
 from ledger.errors import LedgerError
 
 
@@ -46,8 +36,7 @@ def _branch(name: str) -> str:
     return name
 
 
-Regex = Annotated[str, AfterValidator(_regex)]
-BranchName = Annotated[str, AfterValidator(_branch)]
+_CHECKS: dict[str, Callable[[str], str]] = {"regex": _regex, "branch": _branch}  # `key(each=...)`
 
 
 class _Section(BaseModel):
@@ -55,106 +44,94 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-class HeatSection(_Section):
-    """`heat_guard:`: pause the job while a GPU is too hot (see ledger/heat)."""
+def _file_type(d: Declared) -> Any:
+    """The key's type as the file writes it (a list for a tuple), with its checks and bounds attached."""
+    spec, ann = d.spec, d.type
+    optional = ann == (str | None)
+    if optional:
+        ann = str
+    if spec.choices:
+        ann = Literal[spec.choices]
+    if typing.get_origin(ann) is tuple:
+        item: Any = typing.get_args(ann)[0]
+        if spec.each:
+            item = Annotated[item, AfterValidator(_CHECKS[spec.each])]
+        ann = list[item]  # type: ignore[valid-type]
+    elif spec.each:
+        ann = Annotated[ann, AfterValidator(_CHECKS[spec.each])]
+    if typing.get_origin(ann) is dict and spec.values is not None:
+        ann = dict[str, spec.values]  # type: ignore[name-defined]
+    if spec.gt is not None or spec.ge is not None:
+        ann = Annotated[ann, Field(gt=spec.gt, ge=spec.ge)]
+    return ann | None if optional else ann
 
-    enabled: bool = HEAT.enabled
-    interval_s: Annotated[float, Field(gt=0)] = HEAT.interval_s
-    pause_at: float = HEAT.pause_at
-    resume_at: float = HEAT.resume_at
-    resume_after: Annotated[float, Field(ge=0)] = HEAT.resume_after
-    max_pause: Annotated[float, Field(ge=0)] = HEAT.max_pause
-    sensor: dict[str, Any] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _hysteresis(self) -> HeatSection:
-        if self.pause_at <= self.resume_at:
-            raise ValueError(f"pause_at ({self.pause_at:g}) must be above resume_at ({self.resume_at:g})")
+def _field(d: Declared) -> tuple[Any, Any]:
+    default = d.file_default
+    if isinstance(default, list | dict):
+        return _file_type(d), Field(default_factory=type(default), description=d.spec.doc)
+    return _file_type(d), Field(default=default, description=d.spec.doc)
+
+
+def _above(pairs: list[tuple[str, str]]) -> Callable[[BaseModel], BaseModel]:
+    """The section's `key(above=...)` rules: `pause_at` must be above `resume_at`."""
+
+    def check(self: BaseModel) -> BaseModel:
+        for high, low in pairs:
+            a, b = getattr(self, high), getattr(self, low)
+            if a <= b:
+                raise ValueError(f"{high} ({a:g}) must be above {low} ({b:g})")
         return self
 
-
-class LogsSection(_Section):
-    engine_patterns: list[Regex] = Field(default_factory=list)
-    extra: list[str] = Field(default_factory=list)
-    git_max_mb: Annotated[float, Field(gt=0)] = DEFAULT_GIT_MAX_MB
+    return check
 
 
-class CaptureSection(_Section):
-    debug_data: bool = DEFAULT_DEBUG_DATA
-    # which debug-data flags the trainer takes (ledger/understand/framework.py); None: recognised
-    debug_framework: Literal["miles", "slime", "none"] | None = None
-    env_patterns: list[str] = Field(default_factory=list)
-    training_patterns: list[Regex] = Field(default_factory=list)
-    # merged over DEFAULT_JOB_ENV; a null value removes a default
-    job_env: dict[str, str | int | float | None] = Field(default_factory=dict)
+def _models() -> type[_Section]:
+    """The model of the whole file, and one per section, from the declaration."""
+    top: dict[str, Any] = {}
+    sections: dict[str, dict[str, Any]] = {}
+    above: dict[str, list[tuple[str, str]]] = {}
+    for d in declared():
+        section, name = d.spec.section, d.spec.name
+        (sections.setdefault(section, {}) if section else top)[name] = _field(d)
+        if section and section not in top:
+            top[section] = None  # keeps the file's order; the model comes below
+        if d.spec.above:
+            above.setdefault(section, []).append((name, d.spec.above))
+    for section, fields in sections.items():
+        validators: dict[str, Any] = {"above": model_validator(mode="after")(_above(above[section]))} if section in above else {}
+        model = create_model(  # type: ignore[call-overload]
+            f"{section.title().replace('_', '')}Section", __base__=_Section, __doc__=SECTIONS[section], __validators__=validators, **fields
+        )
+        top[section] = (model, Field(default_factory=model, description=SECTIONS[section]))
+    return create_model("ConfigFile", __base__=_Section, __doc__="The whole `.ledger.yaml` as written (every key optional).", **top)  # type: ignore[call-overload, no-any-return]
 
 
-class JobSection(_Section):
-    # after ledger forwards SIGTERM/SIGINT/SIGHUP, the job's group gets SIGKILL this much later
-    stop_grace_s: Annotated[float, Field(ge=0)] = DEFAULT_STOP_GRACE_S
+ConfigFile = _models()
 
 
-class SecretsSection(_Section):
-    names: list[str] = Field(default_factory=list)  # extra words that make a variable/flag/key name secret
-
-
-class DiffSection(_Section):
-    max_age_hours: Annotated[float, Field(ge=0)] = DEFAULT_MAX_AGE_HOURS
-    # settings (fnmatch globs) that replicas may differ in, beside `seed` and `rollout-seed`
-    replica_keys: list[str] = Field(default_factory=list)
-
-
-class CodeSection(_Section):
-    ignore: list[str] = Field(default_factory=list)  # globs of tracked files that are not code
-
-
-class ConfigFile(_Section):
-    """The whole `.ledger.yaml` as written (every key optional)."""
-
-    branch: BranchName = DEFAULT_BRANCH
-    image: str | None = None
-    ignore: list[str] = Field(default_factory=list)
-    logs: LogsSection = Field(default_factory=LogsSection)
-    capture: CaptureSection = Field(default_factory=CaptureSection)
-    host_checkouts: dict[str, str] = Field(default_factory=dict)
-    heat_guard: HeatSection = Field(default_factory=HeatSection)
-    job: JobSection = Field(default_factory=JobSection)
-    diff: DiffSection = Field(default_factory=DiffSection)
-    dvc_remote: str | None = None
-    image_probes: dict[str, Any] = Field(default_factory=dict)
-    secrets: SecretsSection = Field(default_factory=SecretsSection)
-    code: CodeSection = Field(default_factory=CodeSection)
-
-
-def _from_file(f: ConfigFile) -> Config:
-    h = f.heat_guard
-    return Config(
-        branch=f.branch,
-        image=f.image,
-        ignore=tuple(f.ignore),
-        engine_patterns=DEFAULT_ENGINE_PATTERNS + tuple(f.logs.engine_patterns),
-        extra_logs=tuple(f.logs.extra),
-        log_git_max_mb=f.logs.git_max_mb,
-        debug_data=f.capture.debug_data,
-        debug_framework=f.capture.debug_framework,
-        env_patterns=DEFAULT_ENV_PATTERNS + tuple(f.capture.env_patterns),
-        training_patterns=DEFAULT_TRAINING_PATTERNS + tuple(f.capture.training_patterns),
-        job_env=_job_env(f.capture.job_env),
-        image_probes=dict(f.image_probes),
-        host_checkouts=dict(f.host_checkouts),
-        heat=HeatConfig(h.enabled, h.interval_s, h.pause_at, h.resume_at, h.resume_after, h.max_pause, dict(h.sensor)),
-        max_age_hours=f.diff.max_age_hours,
-        dvc_remote=f.dvc_remote,
-        stop_grace_s=f.job.stop_grace_s,
-        secret_names=tuple(f.secrets.names),
-        replica_keys=tuple(f.diff.replica_keys),
-        code_ignore=tuple(f.code.ignore),
-    )
-
-
-def _job_env(given: dict[str, str | int | float | None]) -> dict[str, str]:
-    merged = {**DEFAULT_JOB_ENV, **{k: None if v is None else str(v) for k, v in given.items()}}
-    return {k: v for k, v in merged.items() if v is not None}
+def _from_file(f: BaseModel) -> Config:
+    """The `Config` the code reads: each declared key's value at its attribute, merged as declared."""
+    flat: dict[str, Any] = {}
+    grouped: dict[str, dict[str, Any]] = {}  # `Config.heat`: a dataclass of its own keys
+    for d in declared():
+        value: Any = f
+        for part in d.path.split("."):
+            value = getattr(value, part)
+        if d.spec.merge == "extend":
+            value = tuple(d.default) + tuple(value)
+        elif d.spec.merge == "overlay":
+            merged = {**d.default, **{k: None if v is None else str(v) for k, v in value.items()}}
+            value = {k: v for k, v in merged.items() if v is not None}
+        elif isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(value, dict):
+            value = dict(value)
+        if len(d.attr) == 1:
+            flat[d.attr[0]] = value
+        else:
+            grouped.setdefault(d.attr[0], {})[d.attr[1]] = value
+    return Config(**flat, **{name: type(getattr(DEFAULTS, name))(**values) for name, values in grouped.items()})
 
 
 def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
@@ -163,7 +140,7 @@ def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
     for key, value in data.items():
         if value is None:
             continue
-        if isinstance(value, dict) and key in ConfigFile.model_fields and isinstance(ConfigFile.model_fields[key].default_factory, type):
+        if isinstance(value, dict) and key in SECTIONS:
             value = {k: v for k, v in value.items() if v is not None}
         out[key] = value
     return out
@@ -191,7 +168,7 @@ def explain(exc: ValidationError) -> LedgerError:
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         fix = f"did you mean '{close[0]}'?" if close else f"known keys here: {', '.join(known)}"
         return LedgerError(f"{CONFIG_NAME}: unknown key '{path}'", f"{fix} Fix or remove it in {CONFIG_NAME}")
-    msg = str(err["msg"]).removeprefix("Value error, ")
+    msg = "Input should be a section: a mapping of keys" if kind == "model_type" else str(err["msg"]).removeprefix("Value error, ")
     given = err.get("input")
     shown = "" if isinstance(given, dict | list) or kind == "value_error" else f" (got {given!r})"
     return LedgerError(

@@ -55,3 +55,22 @@ def mapped(path: Path) -> Iterator[bytes | mmap.mmap]:
         finally:
             if isinstance(view, mmap.mmap):
                 view.close()
+
+
+def inode_clock(folder: Path) -> float:
+    """Now, on the clock the kernel stamps inode times with: a coarse clock, up to a tick (~4 ms)
+    behind `time.time()`, so a file made just after `t = time.time()` has a ctime before `t`. A file
+    changed after this call has a ctime at or after what it returns (read from a file made in
+    `folder` and removed again; `time.time()` where `folder` cannot take one)."""
+    probe = _temp_name(Path(folder) / "clock")
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        import time
+
+        return time.time()
+    try:
+        return os.fstat(fd).st_ctime
+    finally:
+        os.close(fd)
+        probe.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 import subprocess
 import sys
 import traceback
@@ -14,13 +15,48 @@ from pathlib import Path
 import pytest
 from repos import git, head, make_repo
 
-__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo", "module_home", "nvml_works"]
+__all__ = ["LEDGER", "REPO_ROOT", "TOY", "git", "head", "ledger", "make_repo", "module_home", "nvml_works", "toy_repo", "toy_train"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOY = REPO_ROOT / "examples" / "toy_grpo"
 # the installed console script: `python -m ledger` would import a `ledger/` folder in the cwd first
 _SCRIPT = Path(sys.executable).parent / "ledger"
 LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"]
+
+
+# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). A module's tests stay
+# on one worker, in order (its module-scoped fixtures are made once), and some modules share one
+# (SHARED_WORKER). Workers take modules in this order: the longest first, so both end
+# together. Per-module seconds, serial, on the 2-core machine (`pytest --durations`, December 2026):
+# ray_jobs 125, share_replay 47, heat_cluster 44, miles_launchers 29, daily 26, hostile_remote 23.
+LONGEST_FIRST = (
+    "test_ray_jobs",
+    "test_share_replay",
+    "test_heat_cluster",
+    "test_miles_launchers",
+    "test_daily",
+    "test_hostile_remote",
+    "test_streamed",
+    "test_demo",
+    "test_pages",
+    "test_diff_cli",
+    "test_heat_run",
+    "test_one_change",
+)
+# Modules that share a worker, one after the other: one private dockerd; and the two that start Ray
+# clusters (two at once fought over Ray's default agent ports: "No available agent to submit job").
+SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker", "test_ray_jobs": "ray", "test_heat_cluster": "ray"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def module(item: pytest.Item) -> str:
+        return Path(item.nodeid.split("::")[0]).stem
+
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(SHARED_WORKER.get(module(item), module(item))))
+    items.sort(key=lambda item: rank.get(module(item), len(rank)))  # stable: a module keeps its order
 
 
 def nvml_works() -> bool:
@@ -56,21 +92,63 @@ def isolate_home(home: Path, mp: pytest.MonkeyPatch) -> Path:
     return home
 
 
+def _warm_catalogue(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`home` with ledger's detect-secrets catalogue cache in it (ledger/redact/catalogue.py), as a
+    user has it after their first run: derived once per test process, then copied. A fresh home
+    would derive it again on its first `ledger run` (importing every plugin, ~0.1-0.5 s). The cold
+    path has its own tests (test_catalogue_cache.py)."""
+    from ledger.redact import catalogue
+
+    made = tmp_path_factory.getbasetemp() / "catalogue-cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(made))
+        cached = catalogue._cache_file()
+        if not cached.exists():
+            catalogue._cached_entries()
+    if cached.exists():
+        into = home / ".cache" / cached.relative_to(made)
+        into.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cached, into)
+    return home
+
+
 @contextlib.contextmanager
 def module_home(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
     """The isolated home for a module-scoped fixture's set-up (it runs before `isolated_home`)."""
     with pytest.MonkeyPatch.context() as mp:
-        yield isolate_home(tmp_path_factory.mktemp(name), mp)
+        yield _warm_catalogue(isolate_home(tmp_path_factory.mktemp(name), mp), tmp_path_factory)
 
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return isolate_home(tmp_path_factory.mktemp("home"), monkeypatch)
+    return _warm_catalogue(isolate_home(tmp_path_factory.mktemp("home"), monkeypatch), tmp_path_factory)
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     return make_repo(tmp_path / "proj", {"README.md": "hello\n", "train.py": "print('hi')\n"})
+
+
+def toy_train(**flags: object) -> list[str]:
+    """The bundled toy trainer's command, a `--flag value` per keyword in the order given
+    (`toy_train(seed=3, num_rollout=6)`: `python3 examples/toy_grpo/train.py --seed 3 --num-rollout 6`)."""
+    argv = ["python3", "examples/toy_grpo/train.py"]
+    for name, value in flags.items():
+        argv += [f"--{name.replace('_', '-')}", str(value)]
+    return argv
+
+
+def toy_repo(path: Path, files: dict[str, str] | None = None, init: bool = True) -> Path:
+    """A repository with `files` (a README by default) and the toy trainer committed, after
+    `ledger init` unless `init=False` (its `.ledger.yaml` and `.dvc/` are committed with the toy)."""
+    repo = make_repo(path, files or {"README.md": "x\n"})
+    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
+    if init:
+        r = ledger(repo, "init")
+        assert r.returncode == 0, r.stderr
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "toy")
+    return repo
 
 
 # Verbs run in this process (ledger.main.main with the cwd, environment and standard streams a

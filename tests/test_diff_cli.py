@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TOY, git, ledger, make_repo, module_home
+from conftest import git, ledger, make_repo, module_home, toy_repo, toy_train
 
-TRAIN = ["python3", "examples/toy_grpo/train.py", "--rollout-batch-size", "8", "--n-samples-per-prompt", "4", "--seed", "7"]
+TRAIN = toy_train(rollout_batch_size=8, n_samples_per_prompt=4, seed=7)
 
 EMIT = """
 import argparse, datetime, time
@@ -38,11 +37,7 @@ def toy_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _record_toy_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    repo = make_repo(tmp_path_factory.mktemp("diff") / "proj", {"README.md": "x\n"})
-    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
-    (repo / "emit.py").write_text(EMIT)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "toy")
+    repo = toy_repo(tmp_path_factory.mktemp("diff") / "proj", {"README.md": "x\n", "emit.py": EMIT}, init=False)
     runs = [
         ["--name", "base", "--", *TRAIN, "--num-rollout", "4"],
         ["--name", "lr", "--", *TRAIN, "--num-rollout", "4", "--lr", "0.02"],

@@ -7,38 +7,18 @@ recorded samples (train mode), `ledger diff` text and JSON.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import TOY, git, ledger, make_repo, module_home
+from conftest import ledger, module_home, toy_repo, toy_train
 
-TRAIN = [
-    "python3",
-    "examples/toy_grpo/train.py",
-    "--rollout-batch-size",
-    "8",
-    "--n-samples-per-prompt",
-    "4",
-    "--seed",
-    "3",
-    "--num-rollout",
-    "6",
-    "--global-batch-size",
-    "16",
-    "--lr",
-    "0.2",
-]
+TRAIN = toy_train(rollout_batch_size=8, n_samples_per_prompt=4, seed=3, num_rollout=6, global_batch_size=16, lr=0.2)
 
 
 @pytest.fixture(scope="module")
 def replays(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with module_home(tmp_path_factory, "home-learning"):
-        repo = make_repo(tmp_path_factory.mktemp("learning") / "proj", {"README.md": "x\n"})
-        shutil.copytree(TOY, repo / "examples" / "toy_grpo")
-        assert ledger(repo, "init").returncode == 0
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "toy")
+        repo = toy_repo(tmp_path_factory.mktemp("learning") / "proj")
         for args in (
             ["run", "--name", "base", "--", *TRAIN],
             ["replay", "base", "--name", "ra"],

@@ -82,22 +82,28 @@ FLOOD = "import sys\nfor i in range(500000): sys.stdout.write(f'line {i:09d} ' +
 
 
 def test_full_disk_keeps_the_captured_output_in_the_log(small_fs: Path) -> None:
-    """Was: the committed trainer.log was 0 bytes although ~20 MB had been captured (the raw
-    copy filled the disk, and the split had no room left to write the log)."""
+    """Was: "finished, exit 0" with an empty log and no warning; then, the committed trainer.log was
+    0 bytes although ~20 MB had been captured (the raw copy filled the disk, and the split had no
+    room left to write the log)."""
     repo = make_repo(small_fs / "proj", {"README.md": "x\n"})
     proc = subprocess.run(
         [*LEDGER, "run", "--no-heat-guard", "--", sys.executable, "-c", FLOOD],
         cwd=repo,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         timeout=120,
     )
-    assert proc.returncode == 7, proc.stderr
+    assert proc.returncode == 7, proc.stderr  # the job's code, not ledger's
+    assert len(proc.stdout) == 48_000_000  # all of it still reached the terminal
     m = _latest_manifest(repo)
-    kept = int(m["status"]["warnings"][0].split(" after ")[1].split(" of ")[0])
+    warnings = m["status"]["warnings"]
+    assert (m["status"]["state"], m["status"]["exit_code"]) == ("failed", 7)
+    assert "truncated" in warnings[0] and "of 48000000 bytes" in warnings[0] and "No space left on device" in warnings[0]
+    kept = int(warnings[0].split(" after ")[1].split(" of ")[0])
     assert kept > 10_000_000  # most of the small disk held output before it filled
-    (cut,) = [w for w in m["status"]["warnings"] if w.startswith("trainer.log truncated at byte ")]
-    at = int(cut.split()[4].rstrip(":"))
+    cuts = [w for w in warnings if w.startswith("trainer.log truncated at byte ")]
+    assert len(cuts) == 1, warnings
+    at = int(cuts[0].split()[4].rstrip(":"))
     assert kept // 2 < at <= kept  # the log keeps most of what was captured (room is left for the record)
     log = git(repo, "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log").encode()
     body, _sep, note = log.rstrip(b"\n").rpartition(b"\n")

@@ -14,7 +14,7 @@ import pytest
 from conftest import LEDGER, git, ledger
 
 from ledger import yamlio
-from ledger.config import DEFAULT_TEXT
+from ledger.configkeys import default_text
 from ledger.configload import load_config
 from ledger.errors import EXIT_RUN_FAILED_TO_START
 
@@ -65,7 +65,7 @@ def test_bad_config_is_refused_with_the_key_path(repo: Path, text: str, expect: 
 
 def test_default_and_repo_configs_validate(tmp_path: Path) -> None:
     """`ledger init`'s file and this repository's own .ledger.yaml both pass the schema."""
-    (tmp_path / ".ledger.yaml").write_text(DEFAULT_TEXT)
+    (tmp_path / ".ledger.yaml").write_text(default_text())
     cfg = load_config(tmp_path)
     assert cfg.heat.pause_at > cfg.heat.resume_at and cfg.stop_grace_s == 30
     assert r"^slime\." in cfg.training_patterns  # the one list (the two copies had drifted apart)

@@ -23,24 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import LEDGER, TOY, git, make_repo
+from conftest import LEDGER, git, make_repo, module_home, toy_repo, toy_train
 from repos import git_env
 
 from ledger import yamlio
 from ledger.data.dvcops import _dir_md5
 
-TRAIN = [
-    "python3",
-    "examples/toy_grpo/train.py",
-    "--rollout-batch-size",
-    "4",
-    "--n-samples-per-prompt",
-    "2",
-    "--seed",
-    "3",
-    "--num-rollout",
-    "2",
-]
+TRAIN = toy_train(rollout_batch_size=4, n_samples_per_prompt=2, seed=3, num_rollout=2)
 MEMORY = 3 << 30  # bytes of address space a ledger command may use
 TIMEOUT = 90  # seconds: a guard against a hang, far above what any command here needs
 ESC_NAME = "evil-run\x1b]52;c;cHduZWQ=\x07\x1b[2J"
@@ -214,25 +203,15 @@ BOMB = (
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("world")
-    home = tmp_path_factory.mktemp("home-hostile")
-    (home / ".gitconfig").write_text("[user]\n\tname = Mallory\n\temail = mallory@evil.example\n[init]\n\tdefaultBranch = main\n")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HOME", str(home))
-        mp.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
-        mp.setenv("DVC_NO_ANALYTICS", "1")
-        mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
-        mp.setenv("DVC_SITE_CACHE_DIR", str(home / "dvc-site"))
-        mp.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    with module_home(tmp_path_factory, "home-hostile") as home:
+        (home / ".gitconfig").write_text("[user]\n\tname = Mallory\n\temail = mallory@evil.example\n[init]\n\tdefaultBranch = main\n")
         storage = root / "dvc-storage"
         storage.mkdir()
-        seed_repo = make_repo(root / "seed", {"README.md": "seed\n"})
-        shutil.copytree(TOY, seed_repo / "examples" / "toy_grpo")
-        assert run(seed_repo, "init").returncode == 0
+        seed_repo = toy_repo(root / "seed", {"README.md": "seed\n"})
         subprocess.run(
             [sys.executable, "-m", "dvc", "remote", "add", "-d", "storage", str(storage)], cwd=seed_repo, check=True, capture_output=True
         )
-        git(seed_repo, "add", "-A")
-        git(seed_repo, "commit", "-q", "-m", "toy + ledger init")
+        git(seed_repo, "commit", "-q", "-am", "the DVC remote")
         bare = root / "origin.git"
         git(root, "init", "-q", "--bare", str(bare))
         git(seed_repo, "push", "-q", str(bare), "HEAD:refs/heads/main")

@@ -9,40 +9,26 @@ console message, and that the charts hold one point per step; screenshots stay i
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 from browser import assert_self_contained, needs_chromium, open_page, polylines
-from conftest import TOY, git, ledger, make_repo, module_home
+from conftest import ledger, module_home, toy_repo, toy_train
 
-TRAIN = [
-    "python3",
-    "examples/toy_grpo/train.py",
-    "--rollout-batch-size",
-    "8",
-    "--n-samples-per-prompt",
-    "4",
-    "--seed",
-    "3",
-    "--global-batch-size",
-    "16",
-]
+TRAIN = toy_train(rollout_batch_size=8, n_samples_per_prompt=4, seed=3, global_batch_size=16)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with module_home(tmp_path_factory, "home-pages"):
-        repo = make_repo(tmp_path_factory.mktemp("pages") / "proj", {"README.md": "x\n"})
-        shutil.copytree(TOY, repo / "examples" / "toy_grpo")
         # GPU 0 is hot from 0.3 s to 0.6 s: one short pause in every run (scripted sensor)
-        (repo / "heat.timeline").write_text("0 0 60\n0 1 55\n0.3 0 90\n0.6 0 70\n")
-        (repo / ".ledger.yaml").write_text(
-            "heat_guard:\n  interval_s: 0.05\n  pause_at: 85\n  resume_at: 75\n  resume_after: 0.1\n"
-            "  max_pause: 600\n  sensor: {timeline: heat.timeline}\n"
-        )
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "toy")
+        files = {
+            "README.md": "x\n",
+            "heat.timeline": "0 0 60\n0 1 55\n0.3 0 90\n0.6 0 70\n",
+            ".ledger.yaml": "heat_guard:\n  interval_s: 0.05\n  pause_at: 85\n  resume_at: 75\n  resume_after: 0.1\n"
+            "  max_pause: 600\n  sensor: {timeline: heat.timeline}\n",
+        }
+        repo = toy_repo(tmp_path_factory.mktemp("pages") / "proj", files, init=False)
         for name, extra in (("a", ["--num-rollout", "6"]), ("b", ["--num-rollout", "8"])):
             r = ledger(repo, "run", "--name", name, "--", *TRAIN, *extra)
             assert r.returncode == 0, r.stderr

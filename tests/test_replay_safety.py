@@ -7,37 +7,19 @@ from __future__ import annotations
 import json
 import os
 import pty
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import LEDGER, TOY, git, ledger, make_repo, module_home
+from conftest import LEDGER, ledger, module_home, toy_repo, toy_train
 
-TRAIN = [
-    "python3",
-    "examples/toy_grpo/train.py",
-    "--rollout-batch-size",
-    "4",
-    "--n-samples-per-prompt",
-    "2",
-    "--seed",
-    "3",
-    "--num-rollout",
-    "3",
-    "--lr",
-    "0.2",
-]
+TRAIN = toy_train(rollout_batch_size=4, n_samples_per_prompt=2, seed=3, num_rollout=3, lr=0.2)
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with module_home(tmp_path_factory, "home-replay"):
-        repo = make_repo(tmp_path_factory.mktemp("replay") / "proj", {"README.md": "x\n"})
-        shutil.copytree(TOY, repo / "examples" / "toy_grpo")
-        assert ledger(repo, "init").returncode == 0
-        git(repo, "add", "-A")
-        git(repo, "commit", "-q", "-m", "toy")
+        repo = toy_repo(tmp_path_factory.mktemp("replay") / "proj")
         r = ledger(repo, "run", "--name", "base", "--", *TRAIN)
         assert r.returncode == 0, r.stderr
         return repo

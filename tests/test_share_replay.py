@@ -15,21 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest import TOY, git, ledger, make_repo
+from conftest import git, ledger, toy_repo, toy_train
 from s3_server import S3Server, s3_server_fixture  # noqa: F401  (the fixture)
 
-TRAIN = [
-    "python3",
-    "examples/toy_grpo/train.py",
-    "--rollout-batch-size",
-    "8",
-    "--n-samples-per-prompt",
-    "4",
-    "--seed",
-    "3",
-    "--num-rollout",
-    "6",
-]
+TRAIN = toy_train(rollout_batch_size=8, n_samples_per_prompt=4, seed=3, num_rollout=6)
 HASH_RE = re.compile(r"trained on rollout (\d+): samples_sha256=([0-9a-f]{64})")
 
 
@@ -39,13 +28,10 @@ def _dvc(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _origin(tmp: Path, dvc_remote: str | None) -> Path:
     """A bare remote whose main holds the toy trainer, ledger init and the DVC remote config."""
-    seed = make_repo(tmp / "seed", {"README.md": "seed\n"})
-    shutil.copytree(TOY, seed / "examples" / "toy_grpo")
-    assert ledger(seed, "init").returncode == 0
+    seed = toy_repo(tmp / "seed", {"README.md": "seed\n"})
     if dvc_remote is not None:
         assert _dvc(seed, "remote", "add", "-d", "storage", dvc_remote).returncode == 0
-    git(seed, "add", "-A")
-    git(seed, "commit", "-q", "-m", "toy + ledger init")
+        git(seed, "commit", "-q", "-am", "the DVC remote")
     bare = tmp / "origin.git"
     git(tmp, "init", "-q", "--bare", str(bare))
     git(seed, "push", "-q", str(bare), "HEAD:refs/heads/main")
@@ -206,11 +192,7 @@ def test_s3_remote_push_pull_replay(tmp_path: Path, s3_server: S3Server) -> None
 
 def test_replay_checks_the_environment_against_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
-    repo = make_repo(tmp_path / "r", {"README.md": "x\n"})
-    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
-    assert ledger(repo, "init").returncode == 0
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "toy")
+    repo = toy_repo(tmp_path / "r")
     r = ledger(repo, "run", "--image", "ghost/miles:1", "--", *TRAIN[:-1], "3")
     assert r.returncode == 0, r.stderr
     git(repo, "commit", "-q", "--allow-empty", "-m", "later code")
@@ -222,10 +204,7 @@ def test_replay_checks_the_environment_against_the_record(tmp_path: Path, monkey
 
 
 def test_without_dvc_the_run_lands_and_replay_says_why(tmp_path: Path) -> None:
-    repo = make_repo(tmp_path / "r", {"README.md": "x\n"})
-    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "toy, no ledger init")
+    repo = toy_repo(tmp_path / "r", init=False)
     r = ledger(repo, "run", "--", *TRAIN)
     assert r.returncode == 0 and "not tracked" in r.stderr
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)

@@ -1,16 +1,17 @@
 """Write the references that are generated from the code, so they cannot drift from it.
 
-    python tools/gen_docs.py          # rewrite docs/cli.md and docs/config.md
+    python tools/gen_docs.py          # rewrite docs/cli.md, docs/config.md and docs/secrets.md
     python tools/gen_docs.py --check  # exit 1 (naming the file) when either is out of date
 
-`tests/test_docs_current.py` runs the check, so a new option or config key without a
-regenerated reference fails the suite.
+`make lint` runs the check, so a new option or config key without a regenerated reference fails
+it (and tests/test_config_declaration.py checks docs/config.md against the declaration).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 import typing
 from pathlib import Path
 from typing import Any
@@ -44,68 +45,63 @@ def cli_reference() -> str:
     return "\n".join(out)
 
 
-def _type_name(ann: Any) -> str:
-    origin = typing.get_origin(ann)
-    if origin is typing.Annotated:
-        return _type_name(typing.get_args(ann)[0])
-    if origin is None:
-        return "null" if ann is type(None) else getattr(ann, "__name__", str(ann))
-    args = [a for a in typing.get_args(ann)]
-    if origin in (typing.Union,) or str(origin) == "<class 'types.UnionType'>":
-        return " or ".join(_type_name(a) for a in args)
-    name = getattr(origin, "__name__", str(origin))
-    return f"{name}[{', '.join(_type_name(a) for a in args)}]"
+def _type_name(d: Any) -> str:
+    """The key's type as the file writes it, with its constraints (from the declaration)."""
+    spec, ann = d.spec, d.type
+    if spec.choices:
+        return " or ".join(f"`{c}`" for c in spec.choices)
+    if typing.get_origin(ann) is tuple:
+        item = {"regex": "regex"}.get(spec.each or "", typing.get_args(ann)[0].__name__)
+        return f"list[{item}]"
+    if typing.get_origin(ann) is dict:
+        values = spec.values if spec.values is not None else typing.get_args(ann)[1]
+        shown = (
+            "any" if values is Any else " or ".join("null" if a is type(None) else a.__name__ for a in typing.get_args(values) or (values,))
+        )
+        return f"mapping of str to {shown}"
+    name = {"branch": "branch name"}.get(spec.each or "", getattr(ann, "__name__", None) or "str")
+    for bound, sign in ((spec.gt, ">"), (spec.ge, ">=")):
+        if bound is not None:
+            name += f" {sign} {bound:g}"
+    if spec.above:
+        name += f" > {spec.above}"
+    return name
 
 
-def _default(info: Any) -> str:
-    from pydantic_core import PydanticUndefined
-
-    if info.default_factory is not None:
-        value = info.default_factory()
-    elif info.default is PydanticUndefined:
-        return "(required)"
-    else:
-        value = info.default
-    if hasattr(value, "model_dump"):
-        return "(section)"
-    if value is None:
-        return "`null`"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    return f"`{value!r}`" if not isinstance(value, str) else f"`{value}`"
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def config_reference() -> str:
-    """Every key of `.ledger.yaml` with its type and default, read from the schema."""
-    from pydantic import BaseModel
-
-    from ledger.configschema import ConfigFile
+    """Every key of `.ledger.yaml` with its type, default and meaning, read from its declaration."""
+    from ledger.config import SECTIONS
+    from ledger.configkeys import builtins, declared, layout, yaml_value
 
     rows: list[str] = []
-
-    def walk(model: type[BaseModel], prefix: str) -> None:
-        for key, info in model.model_fields.items():
-            ann = info.annotation
-            path = f"{prefix}{key}"
-            if isinstance(ann, type) and issubclass(ann, BaseModel):
-                doc = (ann.__doc__ or "").strip().replace("\n", " ")
-                rows.append(f"| `{path}:` | section | | {doc} |")
-                walk(ann, path + ".")
-                continue
-            desc = (info.description or "").replace("\n", " ").replace("|", "\\|")
-            rows.append(f"| `{path}` | {_type_name(ann)} | {_default(info)} | {desc} |")
-
-    walk(ConfigFile, "")
+    for section, members in layout():
+        if section:
+            rows.append(f"| `{section}:` | section | | {_cell(SECTIONS[section])} |")
+        for m in members:
+            meaning = "; ".join(filter(None, (m.spec.doc, builtins(m))))
+            if m.spec.example is not None:
+                meaning += f"; e.g. `{m.spec.example}`"
+            rows.append(f"| `{m.path}` | {_cell(_type_name(m))} | `{_cell(yaml_value(m.file_default))}` | {_cell(meaning)} |")
+    extended = ", ".join(f"`{d.path}`" for d in declared() if d.spec.merge == "extend")
+    overlaid = ", ".join(f"`{d.path}`" for d in declared() if d.spec.merge == "overlay")
     return "\n".join(
         [
             HEADER,
             "# Configuration reference (`.ledger.yaml`)\n",
-            "Every key is optional. `ledger init` writes a commented default. The file is checked against",
-            "its schema (`ledger/configschema.py`) before any command uses it; an unknown key or a wrong",
-            "value is one line naming the key path and the fix (`ledger run`: exit 125). Pattern lists",
-            "(`logs.engine_patterns`, `capture.env_patterns`, `capture.training_patterns`) are added to",
-            "ledger's built-in ones, and `capture.job_env` is merged over ledger's (a `null` value removes",
-            "one).\n",
+            textwrap.fill(
+                "Every key is optional; `ledger init` writes them all with their defaults and meanings. Each key is"
+                " declared once, in `ledger/config.py`: this table, the schema and `ledger init`'s file are derived"
+                " from that declaration. The file is checked before any command uses it; an unknown key or a wrong"
+                " value is one line naming the key path and the fix (`ledger run`: exit 125). A key given as `null`"
+                f" (or with nothing after it) means its default. Pattern lists ({extended}) are added to ledger's"
+                f" built-in ones, and {overlaid} is merged over ledger's (a `null` value removes one).",
+                width=100,
+            )
+            + "\n",
             "| key | type | default | meaning |",
             "|---|---|---|---|",
             *rows,

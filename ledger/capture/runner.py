@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any
 
 from ledger.errors import EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND, LedgerError
@@ -139,6 +140,13 @@ class SignalGuard:
     job runs, SIGINT/SIGTERM/SIGHUP go to its process group (resumed first if the heat guard
     paused it). After it ended they are held off so ledger can finish writing the record: a run
     is never lost to an impatient second Ctrl-C.
+
+    The handler itself only hands the signal to a thread (`SimpleQueue.put` is safe in a signal
+    handler): Python runs a handler in the main thread between any two bytecodes, also while that
+    thread waits for a module another thread is importing, and an import made by the handler
+    there (a lazily imported module of `say`) broke CPython 3.11's import bookkeeping: the run
+    ended in `internal error: KeyError: <thread id>` instead of a record. The thread forwards,
+    takes the heat guard's lock and says what happened.
     """
 
     def __init__(self, say: Callable[[str], None]):
@@ -146,16 +154,31 @@ class SignalGuard:
         self.before_forward: Callable[[], None] = lambda: None
         self._say = say
         self._previous: dict[int, Any] = {}
+        self._pending: SimpleQueue[int] = SimpleQueue()
+        self._worker = threading.Thread(target=self._serve, name="ledger-signals", daemon=True)
 
     def attach(self, job: Job, before_forward: Callable[[], None]) -> None:
         self.before_forward = before_forward
         self.job = job
 
     def _handle(self, signum: int, _frame: object) -> None:
-        job = self.job
-        name = signal.Signals(signum).name
-        if job is None:
+        # no import, no lock, no I/O here (see the class docstring)
+        if self.job is None:
+            name = signal.Signals(signum).name
             raise LedgerError(f"interrupted by {name} before the job started", "nothing ran; nothing was recorded", exit_code=128 + signum)
+        self._pending.put(signum)
+
+    def _serve(self) -> None:
+        while (signum := self._pending.get()) != 0:
+            try:
+                self._act(signum)
+            except Exception as exc:  # noqa: BLE001 - the thread must keep serving the next signal
+                self._say(f"ledger: could not forward {signal.Signals(signum).name}: {exc}")
+
+    def _act(self, signum: int) -> None:
+        job = self.job
+        assert job is not None
+        name = signal.Signals(signum).name
         if job.proc.returncode is None and job.proc.poll() is None:
             first = job.forwarded is None
             job.forward(signum, self.before_forward)
@@ -168,9 +191,12 @@ class SignalGuard:
             self._say(f"ledger: got {name} while writing the record; finishing first")
 
     def __enter__(self) -> SignalGuard:
+        self._worker.start()
         self._previous = {s: signal.signal(s, self._handle) for s in FORWARDED}
         return self
 
     def __exit__(self, *exc: object) -> None:
         for s, old in self._previous.items():
             signal.signal(s, old)
+        self._pending.put(0)  # the signals that arrived are acted on and said before ledger exits
+        self._worker.join(timeout=5)

@@ -7,7 +7,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.config import CONFIG_NAME, DEFAULT_TEXT
+from ledger.config import CONFIG_NAME
+from ledger.configkeys import default_text
 from ledger.errors import LedgerError
 from ledger.storage import staging
 from ledger.storage.git import Repo
@@ -42,7 +43,7 @@ def init_repo(start: Path) -> InitResult:
     if cfg.exists():
         done.append(f"{CONFIG_NAME} already present, kept")
     else:
-        cfg.write_text(DEFAULT_TEXT)
+        cfg.write_text(default_text())
         done.append(f"wrote {CONFIG_NAME}")
     runs = root / "runs"
     runs.mkdir(exist_ok=True)

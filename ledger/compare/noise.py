@@ -37,7 +37,7 @@ from ledger.compare.stats import (
     permutation_p,
     replica_difference,
 )
-from ledger.config import DEFAULT_MAX_AGE_HOURS
+from ledger.config import DEFAULTS
 
 BEYOND, WITHIN, NO_REPLICAS, REPEAT = "beyond noise", "within noise", "no replicas", "repeat"
 TRAIN_AXIS, ROLLOUT_AXIS = "train step", "rollout"
@@ -91,7 +91,7 @@ class NoiseReport:
     metrics: list[NoiseMetric] = field(default_factory=list)
     session: list[str] = field(default_factory=list)  # replicas from another day, host, GPU, driver
     any_age: bool = False
-    max_age_hours: float = DEFAULT_MAX_AGE_HOURS
+    max_age_hours: float = DEFAULTS.max_age_hours
 
     def verdict_of(self, metric: str) -> NoiseMetric | None:
         """The judged metric of that name, if any."""

@@ -23,6 +23,7 @@ from ledger.compare.logparse import MetricsTable
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.noise import ROLLOUT_AXIS, RunSeries, judge
 from ledger.compare.replicas import find_replicas, session_notes, within_age
+from ledger.config import DEFAULTS
 from ledger.runrecord import RunRecord
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, load_listing, parse_manifest
@@ -36,7 +37,7 @@ class Sides:
     replicas_a: list[RunEntry] = field(default_factory=list)
     replicas_b: list[RunEntry] = field(default_factory=list)
     any_age: bool = False
-    max_age_hours: float = 24.0
+    max_age_hours: float = DEFAULTS.max_age_hours
 
     def key(self) -> list[str]:
         """What a cached report depends on: every replica's folder tree."""

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from ledger.capture.stream import OutputCapture
 from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError, NotRecorded, StartError
-from ledger.fsutil import write_atomic
+from ledger.fsutil import inode_clock, write_atomic
 from ledger.manifest import duration_text, new_run_id, run_path, status_line, storable
 from ledger.record import jobsetup
 from ledger.redact import apply as redact
@@ -325,7 +324,7 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
     job_vars, ledger_env = jobsetup.job_env(cfg, env, staged, prepared.record.id, prepared.wrapper_flags)
     env.update(job_vars)
     record = prepared.record.with_(command=prepared.record.command.with_(ledger_env=ledger_env))
-    job_start = time.time()
+    job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
     try:
         job = Job(prepared.job_argv, req.cwd, env, cfg.stop_grace_s)
     except BaseException:
