@@ -96,74 +96,137 @@ def _bounds(values: Sequence[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int = 170) -> str:
-    """The chart as one `<svg>` element (a string)."""
-    left, top, bottom = 62, 28, 42
-    plot_w, plot_h = width - left - legend_width - 10, height - top - bottom
+@dataclass(frozen=True)
+class _Frame:
+    """Where the plot area is and how data maps onto it."""
+
+    left: int
+    top: int
+    plot_w: int
+    plot_h: int
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+
+    @classmethod
+    def fit(cls, chart: Chart, width: int, height: int, legend_width: int) -> _Frame:
+        left, top, bottom = 62, 28, 42
+        y_lo, y_hi = chart.y_range or _bounds(_ys(chart))
+        return cls(left, top, width - left - legend_width - 10, height - top - bottom, *_x_range(chart), y_lo, y_hi)
+
+    @property
+    def bottom(self) -> int:
+        return self.top + self.plot_h
+
+    def px(self, x: float) -> float:
+        return self.left + (min(max(x, self.x_lo), self.x_hi) - self.x_lo) / (self.x_hi - self.x_lo) * self.plot_w
+
+    def py(self, y: float) -> float:
+        return self.top + self.plot_h - (y - self.y_lo) / (self.y_hi - self.y_lo) * self.plot_h
+
+
+def _x_range(chart: Chart) -> tuple[float, float]:
     xs = [x for s in chart.series for x, _ in s.points] + [x for span in chart.spans for x in span]
     xs = [x for x in xs if math.isfinite(x)] or [0.0, 1.0]
-    ys = (
+    x_lo, x_hi = min(xs), max(xs)
+    return (x_lo - 0.5, x_hi + 0.5) if x_lo == x_hi else (x_lo, x_hi)
+
+
+def _ys(chart: Chart) -> list[float]:
+    return (
         [y for s in chart.series for _, y in s.points]
         + [y for y, _, _ in chart.hlines]
         + [y for _, _, pts in chart.bands for _, lo, hi in pts for y in (lo, hi)]
     )
-    x_lo, x_hi = min(xs), max(xs)
-    if x_lo == x_hi:
-        x_lo, x_hi = x_lo - 0.5, x_hi + 0.5
-    y_lo, y_hi = chart.y_range or _bounds(ys)
 
-    def px(x: float) -> float:
-        return left + (min(max(x, x_lo), x_hi) - x_lo) / (x_hi - x_lo) * plot_w
 
-    def py(y: float) -> float:
-        return top + plot_h - (y - y_lo) / (y_hi - y_lo) * plot_h
-
+def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int = 170) -> str:
+    """The chart as one `<svg>` element (a string)."""
+    f = _Frame.fit(chart, width, height, legend_width)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(chart.title)}">',
-        f'<text x="{left}" y="16" class="title">{escape(chart.title)}</text>',
-        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" class="plot"/>',
+        f'<text x="{f.left}" y="16" class="title">{escape(chart.title)}</text>',
+        f'<rect x="{f.left}" y="{f.top}" width="{f.plot_w}" height="{f.plot_h}" class="plot"/>',
     ]
+    out += _spans(chart, f) + _grid(f) + _guides(chart, f) + _bands(chart, f) + _lines(chart, f)
+    out.extend(hover_points(chart, f.px, f.py))
+    out.append(f'<text x="{f.left + f.plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(chart.x_label)}</text>')
+    out.append(
+        f'<text transform="translate(14 {f.top + f.plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{escape(chart.y_label)}</text>'
+    )
+    if legend_width:
+        out.extend(_legend(chart, f.left + f.plot_w + 14, f.top))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _spans(chart: Chart, f: _Frame) -> list[str]:
+    """Shaded x spans (heat pauses), under everything else."""
+    out = []
     for start, end in chart.spans:
-        x0, x1 = px(start), px(end)
+        x0, x1 = f.px(start), f.px(end)
         out.append(
-            f'<rect data-kind="span" x="{x0:.1f}" y="{top}" width="{max(x1 - x0, 1.5):.1f}" '
-            f'height="{plot_h}" fill="#d62728" fill-opacity="0.15"/>'
+            f'<rect data-kind="span" x="{x0:.1f}" y="{f.top}" width="{max(x1 - x0, 1.5):.1f}" '
+            f'height="{f.plot_h}" fill="#d62728" fill-opacity="0.15"/>'
         )
-    for tick in nice_ticks(y_lo, y_hi, max(2, plot_h // 35)):
-        y = py(tick)
+    return out
+
+
+def _grid(f: _Frame) -> list[str]:
+    """Horizontal grid lines with the y ticks, and the x ticks under the plot."""
+    out = []
+    for tick in nice_ticks(f.y_lo, f.y_hi, max(2, f.plot_h // 35)):
+        y = f.py(tick)
         out.append(
-            f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(tick)}</text>'
+            f'<line x1="{f.left}" x2="{f.left + f.plot_w}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'
+            f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end">{tick_text(tick)}</text>'
         )
-    for tick in nice_ticks(x_lo, x_hi, max(3, plot_w // 70)):
-        x = px(tick)
+    for tick in nice_ticks(f.x_lo, f.x_hi, max(3, f.plot_w // 70)):
+        x = f.px(tick)
         out.append(
-            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{top + plot_h}" y2="{top + plot_h + 4}" class="axis"/>'
-            f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{tick_text(tick)}</text>'
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{f.bottom}" y2="{f.bottom + 4}" class="axis"/>'
+            f'<text x="{x:.1f}" y="{f.bottom + 16}" text-anchor="middle">{tick_text(tick)}</text>'
         )
-    for x in chart.vlines:
-        if x_lo <= x <= x_hi:
-            out.append(
-                f'<line data-kind="vline" x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{top}" '
-                f'y2="{top + plot_h}" stroke="#999" stroke-width="0.6" stroke-dasharray="2 3"/>'
-            )
-    for y, _label, color in chart.hlines:
-        out.append(
-            f'<line data-kind="hline" x1="{left}" x2="{left + plot_w}" y1="{py(y):.1f}" y2="{py(y):.1f}" '
-            f'stroke="{color}" stroke-width="1" stroke-dasharray="6 3"/>'
-        )
-    for x, _label, color in chart.marks:
-        out.append(f'<path data-kind="mark" d="M{px(x):.1f} {top + plot_h - 1} l-4 8 h8 z" fill="{color}"/>')
+    return out
+
+
+def _guides(chart: Chart, f: _Frame) -> list[str]:
+    """Vertical lines (step boundaries), horizontal lines (thresholds) and marks under the axis."""
+    out = [
+        f'<line data-kind="vline" x1="{f.px(x):.1f}" x2="{f.px(x):.1f}" y1="{f.top}" '
+        f'y2="{f.bottom}" stroke="#999" stroke-width="0.6" stroke-dasharray="2 3"/>'
+        for x in chart.vlines
+        if f.x_lo <= x <= f.x_hi
+    ]
+    out += [
+        f'<line data-kind="hline" x1="{f.left}" x2="{f.left + f.plot_w}" y1="{f.py(y):.1f}" y2="{f.py(y):.1f}" '
+        f'stroke="{color}" stroke-width="1" stroke-dasharray="6 3"/>'
+        for y, _label, color in chart.hlines
+    ]
+    out += [f'<path data-kind="mark" d="M{f.px(x):.1f} {f.bottom - 1} l-4 8 h8 z" fill="{color}"/>' for x, _label, color in chart.marks]
+    return out
+
+
+def _bands(chart: Chart, f: _Frame) -> list[str]:
+    """Shaded bands between a low and a high line (a noise floor's spread)."""
+    out = []
     for label, color, band in chart.bands:
-        outline = [(px(x), py(hi)) for x, _, hi in band] + [(px(x), py(lo)) for x, lo, _ in reversed(band)]
+        outline = [(f.px(x), f.py(hi)) for x, _, hi in band] + [(f.px(x), f.py(lo)) for x, lo, _ in reversed(band)]
         out.append(
             f'<polygon data-kind="band" data-series="{escape(label)}" fill="{color}" fill-opacity="0.18" '
             f'stroke="none" points="{" ".join(f"{x:.1f},{y:.1f}" for x, y in outline)}"/>'
         )
+    return out
+
+
+def _lines(chart: Chart, f: _Frame) -> list[str]:
+    """One polyline per series (a marker too where it has one point only)."""
+    out = []
     for n, series in enumerate(chart.series):
         color = series.color or PALETTE[n % len(PALETTE)]
-        pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in _thin(series.points))
+        pts = " ".join(f"{f.px(x):.1f},{f.py(y):.1f}" for x, y in _thin(series.points))
         dash = ' stroke-dasharray="5 3"' if series.dashed else ""
         tip = f"<title>{escape(series.hover)}</title>" if series.hover else ""
         out.append(
@@ -173,16 +236,10 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
         if len(series.points) == 1:  # one point draws no line: a marker shows it
             ((x, y),) = series.points
             out.append(
-                f'<circle data-kind="point" data-series="{escape(series.label)}" cx="{px(x):.1f}" '
-                f'cy="{py(y):.1f}" r="3.5" fill="{color}">{tip}</circle>'
+                f'<circle data-kind="point" data-series="{escape(series.label)}" cx="{f.px(x):.1f}" '
+                f'cy="{f.py(y):.1f}" r="3.5" fill="{color}">{tip}</circle>'
             )
-    out.extend(hover_points(chart, px, py))
-    out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">{escape(chart.x_label)}</text>')
-    out.append(f'<text transform="translate(14 {top + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{escape(chart.y_label)}</text>')
-    if legend_width:
-        out.extend(_legend(chart, left + plot_w + 14, top))
-    out.append("</svg>")
-    return "".join(out)
+    return out
 
 
 MAX_HOVER_POINTS = 600  # per chart; a busier chart keeps its lines' tooltips only (page size)

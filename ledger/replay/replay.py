@@ -210,25 +210,74 @@ def _unknown_sets(run_id: str, sets: list[tuple[str, str]], recorded: dict[str, 
     return warnings
 
 
+@dataclass(frozen=True)
+class _Checked:
+    """A run to replay, checked: its record, its command (rebased onto this checkout), where it
+    runs, the replay's settings and steps, and the environment the replay sets."""
+
+    entry: RunEntry
+    manifest: dict[str, Any]
+    training: list[str]
+    cwd: Path
+    sets: list[tuple[str, str]]
+    chosen: list[int] | None
+    warnings: list[str]
+    env: trust.EnvChoice
+    foreign: str | None
+
+    def plan(self, argv: list[str], mode: str, **side: Any) -> ReplayPlan:
+        return ReplayPlan(
+            self.entry.id,
+            argv,
+            self.cwd,
+            mode,
+            self.chosen,
+            warnings=self.warnings,
+            image=self.manifest.get("image") or {},
+            env=self.env.taken,
+            env_dropped=self.env.dropped,
+            foreign=self.foreign,
+            manifest=self.manifest,
+            **side,
+        )
+
+
 def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "origin") -> ReplayPlan:
     """Resolve the run, check its data, and build the replay command (changes nothing)."""
+    run = _check_run(repo, tip, opts)
+    if opts.rollout_only:
+        argv = build_replay_argv(
+            run.training,
+            mode="rollout",
+            save_template=f"{PLACEHOLDER}/rollout/{{rollout_id}}.pt",
+            num_rollout=(max(run.chosen) + 1) if run.chosen else None,
+            sets=run.sets,
+            extra=opts.extra,
+        )
+        return run.plan(argv, "rollout", mapping=None, data_dir=None, prepare=None)
+    return _train_side(repo, run, opts, remote_hint)
+
+
+def _check_run(repo: Repo, tip: str, opts: ReplayOptions) -> _Checked:
+    """Everything a replay of either side needs, checked in this order: the run and its command,
+    `--set`/`--step(s)`, the environment, code that came with pulled data, the working directory,
+    the settings `--set` names."""
     listing = load_listing(repo, tip)
     entry = resolve(repo, tip, opts.run, listing)
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
         raise LedgerError(f"run {entry.id} has no manifest", "the record is damaged")
     m = parse_manifest(raw, entry.path)
-    training = (m.get("command") or {}).get("training_argv")
+    command = m.get("command") or {}
+    training = command.get("training_argv")
     if not training:
         raise UsageError(f"run {entry.id} has no recorded training command", "replay needs a run of `python3 train.py ...`")
     sets = [parse_set(s) for s in opts.sets]
     chosen = parse_steps(opts.step, opts.steps)
     warnings = _environment_warnings(repo, m, opts)
-    rec_root = (m.get("command") or {}).get("repo_root")
-    training = [_rebase_path(a, rec_root, repo.root) for a in training]
+    training = [_rebase_path(a, command.get("repo_root"), repo.root) for a in training]
     recorded_env, hidden = _runtime_env(m)
     choice = trust.choose_env(repo, recorded_env, opts.trust_env)
-    env = choice.taken
     foreign = None if trust.own_run(repo, entry.id) else trust.identity(repo, tip, entry)
     from ledger.runref import own_runs, shared_name_note
 
@@ -245,34 +294,33 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
         warnings.append(
             f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; the replay takes them from your environment"
         )
-    cwd_rel = (m.get("command") or {}).get("cwd_in_repo") or "."
+    cwd_rel = command.get("cwd_in_repo") or "."
     if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
         raise UsageError(f"run {entry.id} records a working directory outside the repository", "refusing to replay it")
-    cwd = repo.root / cwd_rel
-    # the replay's own debug outputs go to its own run folder, never into the original run's
     from ledger.understand.settings import parse_settings, split_training_command
 
     training = _only_framework_flags(training, m)
     recorded = parse_settings(split_training_command(training)[2])
     warnings += _unknown_sets(entry.id, [s for s in sets if s[0].lstrip("-") not in opts.new_settings], recorded, opts.force)
-    own = [k for k, _ in sets]
+    sets += _own_outputs(recorded, [k for k, _ in sets])
+    return _Checked(entry, m, training, repo.root / cwd_rel, sets, chosen, warnings, choice, foreign)
+
+
+def _own_outputs(recorded: dict[str, Any], own: list[str]) -> list[tuple[str, str]]:
+    """The replay's own debug outputs go to its own run folder, never into the original run's."""
+    out = []
     if "save-debug-event-data" in recorded and "save-debug-event-data" not in own:
-        sets.append(("save-debug-event-data", f"{PLACEHOLDER}/events"))
+        out.append(("save-debug-event-data", f"{PLACEHOLDER}/events"))
     if "dump-details" in recorded and "dump-details" not in own:
-        sets.append(("dump-details", f"{PLACEHOLDER}/details"))
-    if opts.rollout_only:
-        argv = build_replay_argv(
-            training,
-            mode="rollout",
-            save_template=f"{PLACEHOLDER}/rollout/{{rollout_id}}.pt",
-            num_rollout=(max(chosen) + 1) if chosen else None,
-            sets=sets,
-            extra=opts.extra,
-        )
-        return ReplayPlan(
-            entry.id, argv, cwd, "rollout", chosen, None, None, warnings, m.get("image") or {}, env, choice.dropped, None, foreign, m
-        )
-    rec = _rollout_record(m)
+        out.append(("dump-details", f"{PLACEHOLDER}/details"))
+    return out
+
+
+def _train_side(repo: Repo, run: _Checked, opts: ReplayOptions, remote_hint: str) -> ReplayPlan:
+    """The training side on the recorded samples: the data must have been tracked; the chosen
+    steps are linked as 0..N-1 in a folder of the replay's own, after the user said yes."""
+    entry, chosen = run.entry, run.chosen
+    rec = _rollout_record(run.manifest)
     if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
         raise DataError(
             f"the rollout data of run {entry.id} was never tracked: {rec.get('error') or 'unknown reason'}",
@@ -304,11 +352,9 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
             link_steps(where, name_template, chosen, links)
 
     argv = build_replay_argv(
-        training, mode="train", load_template=str(load_dir / name_template), num_rollout=num, sets=sets, extra=opts.extra
+        run.training, mode="train", load_template=str(load_dir / name_template), num_rollout=num, sets=run.sets, extra=opts.extra
     )
-    return ReplayPlan(
-        entry.id, argv, cwd, "train", chosen, mapping, data_dir, warnings, m.get("image") or {}, env, choice.dropped, prepare, foreign, m
-    )
+    return run.plan(argv, "train", mapping=mapping, data_dir=data_dir, prepare=prepare)
 
 
 def _check_steps_recorded(run_id: str, rec: dict[str, Any], data_dir: Path, name_template: str, chosen: list[int]) -> None:
@@ -387,23 +433,8 @@ def replay_run(
     from ledger.replay import raylaunch
 
     target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.manifest) and not opts.in_image else None
-    if target is not None:
-        shown = shlex.join(a.replace(PLACEHOLDER, "<new run data>") for a in raylaunch.submit_argv(target, plan.argv))
-    else:
-        shown = shlex.join([*(f"{k}={v}" for k, v in plan.env.items()), *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
-    for w in plan.warnings:
-        say(f"ledger: warning: {w}")
-    if plan.foreign:
-        say(f"ledger: run {plan.source} was recorded in another clone (by {plan.foreign}): its command and environment are someone else's")
-    for name, value in plan.env.items():
-        say(f"ledger: the replay sets {name}={value} (recorded in the run)")
-    if plan.foreign or plan.env or plan.env_dropped:
-        say(
-            "ledger: as for every run, ledger also sets LEDGER_RUN_ID, RAY_DEDUP_LOGS and PATH (its wrappers first) "
-            "and the `job_env` of your .ledger.yaml"
-        )
-    if plan.env_dropped:
-        say("ledger: recorded variables not set: " + "; ".join(f"{k} ({why})" for k, why in plan.env_dropped.items()))
+    shown = _shown(plan, target)
+    _say_warnings(plan, say)
     if opts.dry_run:
         stdout(shown)
         return 0
@@ -425,14 +456,7 @@ def replay_run(
     argv = list(plan.argv)
     if opts.in_image:
         argv = _in_image(repo.root, plan, argv)
-    info = {
-        "mode": plan.mode,
-        "steps": plan.steps,
-        "mapping": {str(k): v for k, v in plan.mapping.items()} if plan.mapping else None,
-        "sets": opts.sets,
-        "extra": opts.extra,
-        "in_image": opts.in_image,
-    }
+    info = _replay_section(plan, opts)
     env = {**os.environ, **plan.env} if plan.env and not opts.in_image else None
     if target is not None:
         return _replay_on_ray(plan, opts, target, info, say, terminal_fd)
@@ -440,6 +464,44 @@ def replay_run(
         argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info, debug_data=False, data_placeholder=PLACEHOLDER, env=env
     )
     return record_run(req, say, terminal_fd).exit_code
+
+
+def _shown(plan: ReplayPlan, target: Any) -> str:
+    """The command as the user is shown it: with the variables the replay sets, or as submitted to Ray."""
+    from ledger.replay import raylaunch
+
+    if target is not None:
+        return shlex.join(a.replace(PLACEHOLDER, "<new run data>") for a in raylaunch.submit_argv(target, plan.argv))
+    return shlex.join([*(f"{k}={v}" for k, v in plan.env.items()), *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
+
+
+def _say_warnings(plan: ReplayPlan, say: Say) -> None:
+    """The plan's warnings, whose run it is, and every variable the replay sets or leaves out."""
+    for w in plan.warnings:
+        say(f"ledger: warning: {w}")
+    if plan.foreign:
+        say(f"ledger: run {plan.source} was recorded in another clone (by {plan.foreign}): its command and environment are someone else's")
+    for name, value in plan.env.items():
+        say(f"ledger: the replay sets {name}={value} (recorded in the run)")
+    if plan.foreign or plan.env or plan.env_dropped:
+        say(
+            "ledger: as for every run, ledger also sets LEDGER_RUN_ID, RAY_DEDUP_LOGS and PATH (its wrappers first) "
+            "and the `job_env` of your .ledger.yaml"
+        )
+    if plan.env_dropped:
+        say("ledger: recorded variables not set: " + "; ".join(f"{k} ({why})" for k, why in plan.env_dropped.items()))
+
+
+def _replay_section(plan: ReplayPlan, opts: ReplayOptions) -> dict[str, Any]:
+    """The new run's `replay:` section: what was replayed, and how."""
+    return {
+        "mode": plan.mode,
+        "steps": plan.steps,
+        "mapping": {str(k): v for k, v in plan.mapping.items()} if plan.mapping else None,
+        "sets": opts.sets,
+        "extra": opts.extra,
+        "in_image": opts.in_image,
+    }
 
 
 def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> Any:
