@@ -1,6 +1,7 @@
-"""The run manifest, schema version 1 (documented in README.md, "Manifest").
+"""The run manifest, schema version 1 (docs/manifest.md): run ids, where a run lives, how it is stored.
 
-A manifest is kept as a plain dict in a fixed key order so `git diff` between two runs is short.
+The manifest's shape is `ledger.runrecord` (frozen dataclasses, one per section, `RunRecord`);
+what is stored is its dict, in a fixed key order so `git diff` between two runs is short.
 `new_manifest` makes one with every key present (null where unknown); `check_manifest` validates
 one read back from git and refuses newer schema versions.
 """
@@ -14,15 +15,11 @@ import re
 import secrets
 from typing import Any
 
-from ledger.errors import LedgerError
+from ledger.runrecord import SCHEMA, ManifestError, RunRecord, check_manifest
 from ledger.timefmt import iso, utc_now
 
-SCHEMA = 1
+__all__ = ["SCHEMA", "ManifestError", "RunRecord", "check_manifest", "new_manifest", "new_run_id", "run_path", "shard_of"]
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
-
-
-class ManifestError(LedgerError):
-    """A manifest on the branch is corrupt or from a newer ledger."""
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
@@ -41,75 +38,8 @@ def run_path(run_id: str) -> str:
 
 
 def new_manifest(run_id: str, started: dt.datetime) -> dict[str, Any]:
-    """A manifest with every key present, unknowns null."""
-    return {
-        "schema": SCHEMA,
-        "id": run_id,
-        "name": None,
-        "note": None,
-        "started": iso(started),
-        "finished": None,
-        "host": {"hostname": None, "user": None, "platform": None, "python": None},
-        "command": {
-            "argv": [],
-            "cwd": None,
-            "cwd_in_repo": None,
-            "repo_root": None,
-            "launcher": None,
-            "launcher_sha256": None,
-            "training_argv": None,
-            "training_source": None,
-            "ray_argv": None,
-            "runtime_env": None,
-            "added_args": [],
-        },
-        "code": {"commit": None, "branch": None, "dirty": False, "patch": None, "untracked_left_out": 0},
-        "image": {
-            "ref": None,
-            "id": None,
-            "digest": None,
-            "miles_commit": None,
-            "sglang_version": None,
-            "sglang_commit": None,
-            "megatron_commit": None,
-            "labels": {},
-            "source": None,
-            "packages": {},
-            "errors": [],
-        },
-        "seeds": {"seed": None, "rollout_seed": None},
-        "settings": {},
-        "logs": {"trainer": "trainer.log", "engine": "engine.log", "extra": [], "metrics": None, "heat": None},
-        "gpu": None,
-        "data": [],
-        "status": {"state": "running", "exit_code": None, "signal": None, "duration_s": None},
-        "replay_of": None,
-        "replay": None,
-        "trackers": None,  # W&B/MLflow/TensorBoard links the job printed (record/trackers.py)
-        "redacted": [],
-        "env_report": [],
-        "warnings": [],
-    }
-
-
-def check_manifest(data: Any, where: str) -> dict[str, Any]:
-    """Validate a manifest read from git; raise ManifestError naming the run and the reason."""
-    if not isinstance(data, dict):
-        raise ManifestError(f"{where}: manifest is not a mapping", "the record is corrupt; `git show` it to inspect")
-    schema = data.get("schema")
-    if not isinstance(schema, int):
-        raise ManifestError(f"{where}: manifest has no schema version", "the record is corrupt")
-    if schema > SCHEMA:
-        raise ManifestError(
-            f"{where}: manifest schema {schema} is newer than this ledger understands ({SCHEMA})",
-            "upgrade ledger (`pip install -U ledger`)",
-        )
-    missing = [k for k in ("id", "settings", "status", "started") if k not in data]
-    if missing:
-        raise ManifestError(f"{where}: manifest lacks {', '.join(missing)}", "the record is corrupt")
-    if not isinstance(data["settings"], dict) or not isinstance(data["status"], dict):
-        raise ManifestError(f"{where}: manifest 'settings' or 'status' is not a mapping", "the record is corrupt")
-    return data
+    """A manifest with every key present, unknowns null (the shape is `ledger.runrecord`'s)."""
+    return RunRecord.new(run_id, iso(started)).to_dict()
 
 
 def status_line(exit_code: int | None, signal_name: str | None, duration: float, finished: str | None) -> str:

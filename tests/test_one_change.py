@@ -24,6 +24,7 @@ from ledger.compare.settingsview import comparable
 from ledger.config import DEFAULT_TRAINING_PATTERNS, Config
 from ledger.record import facts
 from ledger.record.codeset import counts, record_code, training_entries
+from ledger.runrecord import Code, Command
 from ledger.storage.git import Repo
 from ledger.understand.launcher_inputs import launcher_inputs
 from ledger.understand.settings import DEFAULT_IGNORE, entry_point
@@ -337,7 +338,10 @@ def _recorded(
     code = repo.code_snapshot()
     m["code"].update(commit=code.commit, patch=code.patch_sha256)
     text = launcher.read_text() if launcher else None
-    record_code(repo, code, m, cfg.code_ignore, launcher, text, root, cfg.training_patterns)
+    content = record_code(repo, code, cfg.code_ignore, launcher, text, root, cfg.training_patterns)
+    m["code"] = content.code(Code.trusted(m["code"])).to_dict()
+    m["command"] = content.command(Command.trusted(m["command"])).to_dict()
+    m["warnings"] += [content.warning] if content.warning else []
     if launcher is not None:
         m["command"]["launcher_path"] = launcher.relative_to(root).as_posix()
     facts.settings_section(m, cfg, [], argv, [], env)

@@ -22,6 +22,7 @@ from ledger.manifest import ManifestError
 from ledger.opening import open_branch
 from ledger.pages.html import DiffPageInput, diff_page
 from ledger.record.live import LiveRun
+from ledger.runrecord import RunRecord
 from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_manifest
@@ -170,10 +171,11 @@ def _partial_diff(
         if not part.settings_complete:
             incomplete.append(side)
     ma, mb = manifests
-    if ma["id"] == mb["id"]:
-        raise UsageError(f"'{ma['id']}' is named twice", "name two different runs")
+    ra, rb = (RunRecord.trusted(m) for m in manifests)  # recorded: checked by parse_manifest; running: our own staged record
+    if ra.id == rb.id:
+        raise UsageError(f"'{ra.id}' is named twice", "name two different runs")
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
-    all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ma["id"]) | ignored_settings(mb.get("settings") or {}, mb["id"]))
+    all_ignore += sorted(ignored_settings(ra.settings, ra.id) | ignored_settings(rb.settings, rb.id))
     all_ignore += _env_unknown_while_running(manifests, sides)
     report = build_report(
         ma,
@@ -206,8 +208,9 @@ def _env_unknown_while_running(manifests: list[dict[str, Any]], sides: list[RunE
     """`env.*` settings a recorded side has and a running side lacks. A record also takes them
     from ledger's own environment when the job ends, which no other process can read while it
     runs: unknown, so not a difference (a variable both sides show still compares)."""
-    running = [m.get("settings") or {} for m, e in zip(manifests, sides) if not isinstance(e, RunEntry)]
-    recorded = [m.get("settings") or {} for m, e in zip(manifests, sides) if isinstance(e, RunEntry)]
+    settings = [RunRecord.trusted(m).settings for m in manifests]
+    running = [s for s, e in zip(settings, sides) if not isinstance(e, RunEntry)]
+    recorded = [s for s, e in zip(settings, sides) if isinstance(e, RunEntry)]
     return sorted({k for r in recorded for k in r if k.startswith("env.") and any(k not in s for s in running)})
 
 
@@ -324,7 +327,8 @@ def _compare(
     manifests: _Manifests,
 ) -> DiffReport:
     ma, mb = manifests(ea), manifests(eb)
-    code_a, code_b = ma["code"].get("commit"), mb["code"].get("commit")
+    ra, rb = RunRecord.trusted(ma), RunRecord.trusted(mb)  # checked by parse_manifest
+    code_a, code_b = ra.code.commit, rb.code.commit
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) and merge_base(repo, code_a, code_b) is None:
         raise LedgerError(
             f"runs {ea.id} and {eb.id} come from different ledgers (unrelated code histories)",
@@ -332,8 +336,8 @@ def _compare(
         )
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
     # a path that holds the run's own id differs in every run by construction: not a setting
-    all_ignore += sorted(ignored_settings(ma.get("settings") or {}, ea.id) | ignored_settings(mb.get("settings") or {}, eb.id))
-    earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), mb.get("started") or "")
+    all_ignore += sorted(ignored_settings(ra.settings, ea.id) | ignored_settings(rb.settings, eb.id))
+    earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), rb.started or "")
     report = build_report(
         ma,
         mb,

@@ -19,7 +19,7 @@ from ledger.manifest import duration_text
 from ledger.opening import open_branch
 from ledger.runref import resolve, runs_named
 from ledger.storage.git import Repo
-from ledger.storage.listing import list_fields, load_listing, parse_manifest
+from ledger.storage.listing import list_fields, load_listing, parse_record
 from ledger.storage.store import read_file_at
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.textfmt import MISSING, change_text, plural
@@ -286,9 +286,9 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
         from ledger.manifest import ManifestError
 
         raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
-    manifest = parse_manifest(raw, entry.path)
+    record, manifest = parse_record(raw, entry.path)
     note: str | None = None
-    run_name = manifest.get("name")
+    run_name = record.name
     if listing is not None and run_name:
         same = runs_named(listing, run_name, repo, tip)
         older = same.index(entry.id) if entry.id in same else 0

@@ -24,6 +24,7 @@ from ledger.compare.metrics_store import load_metrics
 from ledger.compare.noise import ROLLOUT_AXIS, RunSeries, judge
 from ledger.compare.replicas import find_replicas, session_notes, within_age
 from ledger.config import DEFAULTS
+from ledger.runrecord import RunRecord
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, load_listing, parse_manifest
 from ledger.storage.store import RunEntry, read_file_at
@@ -103,8 +104,10 @@ def find_sides(
             if rid not in replays:
                 replays[rid] = _manifest(repo, listing.entries[rid]) if rid in listing.entries else {}
             m = replays[rid]
-        replay = m.get("replay") or {}
-        return m.get("replay_of"), replay.get("mode"), replay.get("mapping")
+        record = RunRecord.partial(m, str(m.get("id")))
+        if record.replay is None:
+            return record.replay_of, None, None
+        return record.replay_of, record.replay.mode, record.replay.mapping
 
     sides = Sides(any_age=any_age, max_age_hours=max_age_hours)
     for target, entry, out in ((ma, ea, sides.replicas_a), (mb, eb, sides.replicas_b)):

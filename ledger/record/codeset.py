@@ -20,11 +20,12 @@ only "ignored files" (`changed_code_files`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from ledger.runrecord import Code, Command
 from ledger.storage.git import CodeSnapshot, Repo
 
 # never code, whatever `.ledger.yaml` says (docs/diff.md lists them)
@@ -69,6 +70,22 @@ class CodeContent:
     tree: str  # every counted file
     without_launcher: str | None  # the same, the launcher and its inputs left out (None: no launcher)
     launcher_inputs: list[str]
+    ignore: list[str] = field(default_factory=list)  # the `code: ignore:` globs applied
+    launcher_path: str | None = None  # the launcher, from the repository root (None: none, or outside it)
+    has_launcher: bool = False
+    warning: str | None = None  # the launcher's inputs could not be read
+
+    def code(self, code: Code) -> Code:
+        """The `code` section with `content`, `ignore` (and `content_without_launcher`) set."""
+        code = code.with_(content=self.tree, ignore=list(self.ignore))
+        return code.with_(content_without_launcher=self.without_launcher) if self.has_launcher else code
+
+    def command(self, command: Command) -> Command:
+        """The `command` section with `launcher_inputs` and `launcher_path` set (a launcher run)."""
+        if not self.has_launcher:
+            return command
+        command = command.with_(launcher_inputs=list(self.launcher_inputs))
+        return command.with_(launcher_path=self.launcher_path) if self.launcher_path is not None else command
 
 
 def counted_tree(repo: Repo, tree: str, ignore: Sequence[str] = (), also_left_out: Iterable[str] = ()) -> str:
@@ -106,34 +123,28 @@ def training_entries(cwd: Path, root: Path, patterns: Sequence[str]) -> list[Pat
 def record_code(
     repo: Repo,
     code: CodeSnapshot,
-    m: dict[str, Any],
     ignore: Sequence[str],
     launcher_path: Path | None,
     launcher_text: str | None,
     cwd: Path,
     patterns: Sequence[str],
 ) -> CodeContent:
-    """Fill `code.content` (and `code.content_without_launcher`, `code.ignore`) and
-    `command.launcher_inputs` / `command.launcher_path` for a run about to start."""
+    """What `code.content` (and `code.content_without_launcher`, `code.ignore`) and
+    `command.launcher_inputs` / `command.launcher_path` record for a run about to start."""
     from ledger.understand.launcher_inputs import launcher_inputs
 
     full = counted_tree(repo, code.tree, ignore)
-    m["code"]["content"] = full
-    m["code"]["ignore"] = list(ignore)
-    without, inputs = None, []
-    if launcher_path is not None:
-        try:
-            entries = training_entries(cwd, repo.root, patterns)
-            inputs = _relative(launcher_inputs(launcher_path, launcher_text or "", cwd, repo.root, entries), repo.root)
-        except (OSError, ValueError, RecursionError) as exc:  # never a reason not to run the job
-            m["warnings"].append(f"the launcher's inputs could not be read ({exc}): only the launcher leaves `code`")
-        own = _relative([launcher_path], repo.root)
-        without = counted_tree(repo, code.tree, ignore, [*own, *inputs])
-        m["code"]["content_without_launcher"] = without
-        m["command"]["launcher_inputs"] = inputs
-        if own:
-            m["command"]["launcher_path"] = own[0]
-    return CodeContent(full, without, inputs)
+    if launcher_path is None:
+        return CodeContent(full, None, [], list(ignore))
+    warning, inputs = None, []
+    try:
+        entries = training_entries(cwd, repo.root, patterns)
+        inputs = _relative(launcher_inputs(launcher_path, launcher_text or "", cwd, repo.root, entries), repo.root)
+    except (OSError, ValueError, RecursionError) as exc:  # never a reason not to run the job
+        warning = f"the launcher's inputs could not be read ({exc}): only the launcher leaves `code`"
+    own = _relative([launcher_path], repo.root)
+    without = counted_tree(repo, code.tree, ignore, [*own, *inputs])
+    return CodeContent(full, without, inputs, list(ignore), own[0] if own else None, True, warning)
 
 
 def left_out_of_run(m: Mapping[str, Any]) -> tuple[list[str], set[str]]:

@@ -8,6 +8,7 @@ import glob
 import os
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
 from ledger.redact.runscrub import add_redacted
 from ledger.redact.scanner import Redactor
+from ledger.runrecord import Code, Command, RunRecord
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import envvars, launcher, tracescan
@@ -31,10 +33,11 @@ Say = Callable[[str], None]
 
 
 def _training_facts(
-    m: dict[str, Any], cfg: Config, command_lines: list[str], job_argv: list[str], records: list[ShimRecord]
-) -> tuple[list[str] | None, dict[str, Any] | None]:
-    """(training argv, runtime env) from the best source: the wrappers (exact), else the
-    launcher's xtrace/EXEC lines, else the job's own argv."""
+    command: Command, cfg: Config, command_lines: list[str], job_argv: list[str], records: list[ShimRecord]
+) -> tuple[Command, list[str] | None, dict[str, Any] | None]:
+    """(the `command` section with `ray_argv` and `training_source`, the training argv, the runtime
+    env) from the best source: the wrappers (exact), else the launcher's xtrace/EXEC lines, else the
+    job's own argv."""
     patterns = list(cfg.training_patterns)
     found = launcher.find_training_command(command_lines, patterns)
     rays = [r for r in records if r.via == "ray"]
@@ -48,23 +51,18 @@ def _training_facts(
     if direct is not None and ray_argv is None and direct.ray_argv is not None:
         ray_argv, runtime_env = direct.ray_argv, direct.runtime_env
     if ray_argv is not None:
-        m["command"]["ray_argv"] = redact.redact_argv(list(ray_argv), _extra(cfg))[0]
+        command = command.with_(ray_argv=redact.redact_argv(list(ray_argv), _extra(cfg))[0])
     if pythons:
-        m["command"]["training_source"] = "wrapper"
-        return list(pythons[-1].argv), runtime_env
+        return command.with_(training_source="wrapper"), list(pythons[-1].argv), runtime_env
     if rays and rays[-1].entrypoint:
-        m["command"]["training_source"] = "wrapper"
-        return list(rays[-1].entrypoint), runtime_env
+        return command.with_(training_source="wrapper"), list(rays[-1].entrypoint), runtime_env
     if found is not None:
-        m["command"]["training_source"] = found.source
-        return list(found.argv), runtime_env
+        return command.with_(training_source=found.source), list(found.argv), runtime_env
     if direct is not None:
-        m["command"]["training_source"] = "argv"
-        return list(direct.argv), runtime_env
+        return command.with_(training_source="argv"), list(direct.argv), runtime_env
     if settings_mod.locate_training_command(job_argv) is not None:
-        m["command"]["training_source"] = "argv"
-        return list(job_argv), runtime_env
-    return None, runtime_env
+        return command.with_(training_source="argv"), list(job_argv), runtime_env
+    return command, None, runtime_env
 
 
 def _portable(value: str, repo_root: str | None) -> str:
@@ -73,6 +71,27 @@ def _portable(value: str, repo_root: str | None) -> str:
     if not repo_root or repo_root == "/":
         return value
     return re.sub(re.escape(repo_root.rstrip("/")) + r"(?=/|:|$)", "<repo>", value)
+
+
+@dataclass(frozen=True)
+class TrainingFacts:
+    """What the training command the job really ran gives the record (`training_facts`)."""
+
+    command: Command  # `training_argv`, `training_source`, `ray_argv`, `runtime_env`, `debug_data` set
+    settings: dict[str, Any]  # `settings`, sorted by name
+    seeds: dict[str, Any]  # `seeds`
+    env_report: list[Any]  # `env_report`
+    redacted: list[str]  # entries for `redacted`
+    warnings: list[str]  # for `warnings`
+
+    def apply(self, m: dict[str, Any]) -> None:
+        """Set them in a manifest's dict (the record's `finish`, `ledger tail`'s partial view)."""
+        add_redacted(m, self.redacted)
+        m["command"] = self.command.to_dict()
+        m["env_report"] = self.env_report
+        m["seeds"] = self.seeds
+        m.setdefault("warnings", []).extend(self.warnings)
+        m["settings"] = self.settings
 
 
 def settings_section(
@@ -84,78 +103,91 @@ def settings_section(
     environ: Mapping[str, str] | None = None,
 ) -> None:
     """Fill command.training_argv, settings, seeds and env from what the job really ran."""
+    training_facts(RunRecord.trusted(m), cfg, command_lines, job_argv, records, environ).apply(m)
+
+
+def training_facts(
+    record: RunRecord,
+    cfg: Config,
+    command_lines: list[str],
+    job_argv: list[str],
+    records: list[ShimRecord] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> TrainingFacts:
+    """The training argv, settings, seeds and env from what the job really ran."""
     records = records or []
-    training_argv, runtime_env = _training_facts(m, cfg, command_lines, job_argv, records)
+    redacted: list[str] = []
+    command, training_argv, runtime_env = _training_facts(record.command, cfg, command_lines, job_argv, records)
     settings: dict[str, Any] = {}
     if training_argv is not None:
         training_argv, names = redact.redact_argv(training_argv, _extra(cfg))
-        add_redacted(m, (f"training_argv: {n}" for n in names))
-        m["command"]["training_argv"] = training_argv
+        redacted.extend(f"training_argv: {n}" for n in names)
+        command = command.with_(training_argv=training_argv)
         settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
     if runtime_env is not None:
         env_vars: Any = runtime_env.get("env_vars") or {}
         safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()}, _extra(cfg))
-        m["command"]["runtime_env"] = {**runtime_env, "env_vars": safe_env}
-        add_redacted(m, (f"runtime_env: {n}" for n in names))
+        command = command.with_(runtime_env={**runtime_env, "env_vars": safe_env})
+        redacted.extend(f"runtime_env: {n}" for n in names)
     # the trainer's own environment when a wrapper saw it; else ledger's, plus the launcher's exports
     outer = dict(os.environ if environ is None else environ)
-    for name in m["command"].get("ledger_env") or {}:
+    for name in command.ledger_env or {}:
         outer.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
     pythons = [r for r in records if r.via != "ray"]
     if pythons:
         seen = dict(pythons[-1].env)
-        for name in m["command"].get("ledger_env") or {}:
+        for name in command.ledger_env or {}:
             seen.pop(name, None)
         env = envvars.capture_env(seen, list(cfg.env_patterns))
     else:
         outer.update(tracescan.exported_env(command_lines))
         env = envvars.capture_env(outer, list(cfg.env_patterns))
-    env_settings = envvars.env_settings(env, (m["command"]["runtime_env"] or {}))
-    root = m["command"].get("repo_root")
-    env_settings = {k: _portable(v, root) for k, v in env_settings.items()}
+    env_settings = envvars.env_settings(env, dict(command.runtime_env or {}))
+    env_settings = {k: _portable(v, command.repo_root) for k, v in env_settings.items()}
     env_settings, names = redact.redact_env(env_settings, _extra(cfg))
-    add_redacted(m, (f"env: {n}" for n in names))
+    redacted.extend(f"env: {n}" for n in names)
     settings.update(env_settings)
-    m["env_report"] = launcher.env_report(command_lines)
-    m["seeds"] = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
-    _debug_data_reached(m, records, training_argv)
-    image = m["image"]
-    settings["image.digest"] = image.get("digest")
-    settings["image.miles_commit"] = image.get("miles_commit")
-    settings["image.sglang_version"] = image.get("sglang_version")
-    settings.update(code_settings(m, training_argv is not None))
-    for name in ledger_set(m, cfg, settings, records):
+    seeds = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
+    command, warning = _debug_data_reached(command, records, training_argv)
+    image = record.image
+    settings["image.digest"] = image.digest
+    settings["image.miles_commit"] = image.miles_commit
+    settings["image.sglang_version"] = image.sglang_version
+    settings.update(code_settings(command, record.code, training_argv is not None))
+    for name in ledger_set(record.id, command, cfg, settings, records):
         settings.pop(name, None)
-    for path, sub in (m["code"].get("submodules") or {}).items():  # its gitlink is in the tree; its edits are not
+    for path, sub in record.code.submodules.items():  # its gitlink is in the tree; its edits are not
         if sub.get("dirty"):
             settings[f"code.submodule.{path}"] = sub.get("patch")
-    m["settings"] = dict(sorted(settings.items()))
+    return TrainingFacts(
+        command, dict(sorted(settings.items())), seeds, launcher.env_report(command_lines), redacted, [warning] if warning else []
+    )
 
 
-def code_settings(m: dict[str, Any], command_found: bool) -> dict[str, Any]:
+def code_settings(command: Command, code: Code, command_found: bool) -> dict[str, Any]:
     """`code` (the content of the files that count, `ledger.record.codeset`) and `command.entry`.
 
     With the training command found, the launcher and its inputs are left out of `code`: their
     effect is in the settings. A staged run from before `code.content` existed keeps the old keys."""
-    out: dict[str, Any] = {settings_mod.ENTRY_SETTING: settings_mod.entry_point(m["command"])}
-    code = m["code"]
-    without = code.get("content_without_launcher")
-    if without and command_found:
-        out["code"] = without
-    elif code.get("content"):
-        out["code"] = code["content"]
+    out: dict[str, Any] = {settings_mod.ENTRY_SETTING: settings_mod.entry_point(command.to_dict())}
+    if code.content_without_launcher and command_found:
+        out["code"] = code.content_without_launcher
+    elif code.content:
+        out["code"] = code.content
     else:
-        out["code.commit"], out["code.patch"] = code["commit"], code["patch"]
+        out["code.commit"], out["code.patch"] = code.commit, code.patch
     return out
 
 
-def ledger_set(m: dict[str, Any], cfg: Config, settings: Mapping[str, Any], records: list[ShimRecord] | None = None) -> list[str]:
+def ledger_set(
+    run_id: str, command: Command, cfg: Config, settings: Mapping[str, Any], records: list[ShimRecord] | None = None
+) -> list[str]:
     """The `env.` settings that are variables ledger itself set for the job (issue 22, item 4):
     never settings, on any path (the trainer's env, the launcher's exports, the runtime env the
     ray wrapper extended). A run staged before `command.ledger_env` was written (`ledger
     recover`) falls back to the configured job variables, where the value is ledger's."""
-    recorded = m["command"].get("ledger_env")
-    ours: dict[str, Any] = dict(recorded) if recorded else {"LEDGER_RUN_ID": m.get("id"), **cfg.job_env}
+    recorded = command.ledger_env
+    ours: dict[str, Any] = dict(recorded) if recorded else {"LEDGER_RUN_ID": run_id, **cfg.job_env}
     ours.pop("PATH", None)
     names = [f"{envvars.ENV_PREFIX}{name}" for name in ours]
     found = [n for n in names if n in settings and (recorded or str(settings[n]) == str(ours[n[len(envvars.ENV_PREFIX) :]]))]
@@ -164,42 +196,41 @@ def ledger_set(m: dict[str, Any], cfg: Config, settings: Mapping[str, Any], reco
     return found
 
 
-def _debug_data_reached(m: dict[str, Any], records: list[ShimRecord], training_argv: list[str] | None) -> None:
-    """Record how the debug-data flags reached the trainer, and warn when they did not."""
-    debug = m["command"].get("debug_data")
+def _debug_data_reached(command: Command, records: list[ShimRecord], training_argv: list[str] | None) -> tuple[Command, str | None]:
+    """How the debug-data flags reached the trainer (`command.debug_data`), and a warning when they did not."""
+    debug = command.debug_data
     if not debug or debug.get("via") != "wrapper":
-        return
-    added = sorted({flag for r in records for flag in r.added})
-    debug["added"] = added
+        return command, None
+    debug = {**debug, "added": sorted({flag for r in records for flag in r.added})}
     from ledger.data.outputs import EVENTS_FLAG, ROLLOUT_FLAG, find_outputs
 
     present = {o.flag for o in find_outputs(training_argv or [])}
     if training_argv is None or not ({ROLLOUT_FLAG, EVENTS_FLAG} <= present or "--dump-details" in present):
         debug["via"] = None
-        m["warnings"].append("the debug-data flags did not reach the training command: this run cannot be replayed")
+        return command.with_(debug_data=debug), "the debug-data flags did not reach the training command: this run cannot be replayed"
+    return command.with_(debug_data=debug), None
 
 
-def metrics(run_dir: Path, data_dir: Path, m: dict[str, Any], logs: StreamResult) -> None:
+def metrics(run_dir: Path, data_dir: Path, logs: StreamResult) -> tuple[str | None, str | None]:
     """`metrics.jsonl` from the log metrics the log work parsed, merged with the debug events
-    (the log worker writes it itself and carries back only the outcome)."""
+    (the log worker writes it itself and carries back only the outcome). Returns (`logs.metrics`:
+    the file name or None, a warning for malformed lines or None)."""
     from ledger.compare.logparse import write_run_metrics
 
     if logs.metrics is None:
         written, malformed = logs.metrics_written, logs.malformed
     else:
         written, malformed = write_run_metrics(run_dir, data_dir, logs.metrics)
-    if written:
-        m["logs"]["metrics"] = "metrics.jsonl"
-    if malformed:
-        m["warnings"].append(f"{malformed} malformed metric lines in the logs")
+    return ("metrics.jsonl" if written else None), (f"{malformed} malformed metric lines in the logs" if malformed else None)
 
 
 def _extra(cfg: Config) -> frozenset[str]:
     return frozenset(n.upper() for n in cfg.secret_names)
 
 
-def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any], secrets: set[str]) -> None:
-    copied = []
+def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tuple[list[str], list[str]]:
+    """Copy the `logs: extra` files into `extra-logs/`, redacted: (`logs.extra`, what was redacted)."""
+    copied, redacted = [], []
     for pattern in cfg.extra_logs:
         base = pattern if os.path.isabs(pattern) else str(root / pattern)
         for path in sorted(glob.glob(base, recursive=True))[:200]:
@@ -209,9 +240,9 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, m: dict[str, Any], secret
                 dest.parent.mkdir(exist_ok=True)
                 acc = Redactions()
                 Redactor(secrets, cfg.secret_names).redact_file(p, dest, acc)
-                add_redacted(m, acc.at(f"extra-logs/{p.name}"))
+                redacted.extend(acc.at(f"extra-logs/{p.name}"))
                 copied.append(f"extra-logs/{p.name}")
-    m["logs"]["extra"] = copied
+    return copied, redacted
 
 
 def data_entry(record: Any) -> dict[str, Any]:
@@ -220,24 +251,25 @@ def data_entry(record: Any) -> dict[str, Any]:
     return {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
 
 
-def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say) -> list[dict[str, Any]] | None:
+    """The run's outputs tracked with DVC: the `data` section (None: no output exists)."""
     from ledger.data.outputs import find_outputs
 
     req = staged.read_json("request.json") or {}
     # the whole job argv when no training command was found: find_outputs looks past `ray ... --`
-    training_argv = m["command"].get("training_argv") or req.get("job_argv") or []
+    training_argv = list(command.training_argv or req.get("job_argv") or [])
     outputs: list[tuple[str, Path, str]] = []
     for out in find_outputs(training_argv):
         path = Path(out.path)
         if not path.is_absolute():
-            path = Path(m["command"]["cwd"]) / path
+            path = Path(str(command.cwd)) / path
         outputs.append((out.role, path, out.template))
     for extra in req.get("data_paths") or []:
         p = Path(extra)
-        outputs.append(("other", p if p.is_absolute() else Path(m["command"]["cwd"]) / p, extra))
+        outputs.append(("other", p if p.is_absolute() else Path(str(command.cwd)) / p, extra))
     present = [(role, path, tmpl) for role, path, tmpl in outputs if path.exists()]
     if not present:
-        return
+        return None
     from ledger.data.dvcops import track_outputs
 
     records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present], [staged.dir])
@@ -249,7 +281,7 @@ def track_data(repo: Repo, staged: staging.Staged, m: dict[str, Any], say: Say) 
         data.append(entry)
         if entry.get("error"):
             say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
-    m["data"] = data
+    return data
 
 
 EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
@@ -259,23 +291,24 @@ def offload_big_logs(
     repo: Repo,
     cfg: Config,
     staged: staging.Staged,
-    m: dict[str, Any],
+    run_id: str,
     say: Say,
     known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None,
-) -> None:
+) -> tuple[dict[str, Any], list[str]] | None:
     """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
 
     A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
     and `dvc pull` brings it back on demand. The run folder keeps the log's first and last MiB in
-    its place, so `git show`, `ledger diff`'s git diff and a quick look still work.
+    its place, so `git show`, `ledger diff`'s git diff and a quick look still work. Returns (the
+    `data` entry of the logs, `logs.in_dvc`), None when the logs stay in git whole.
     """
     limit = cfg.log_git_max_mb * (1 << 20)
     big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
     if not big:
-        return
+        return None
     if not (repo.root / ".dvc").is_dir():
         say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
-        return
+        return None
     from ledger.data.dvcops import track_outputs
 
     dest = staged.data_dir / "logs"
@@ -290,7 +323,7 @@ def offload_big_logs(
             tail = f.read()
         note = (
             f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
-            f"data/logs/{name}: `ledger pull REMOTE {m['id']}` or `dvc pull -R {run_path(m['id'])}`]\n"
+            f"data/logs/{name}: `ledger pull REMOTE {run_id}` or `dvc pull -R {run_path(run_id)}`]\n"
         )
         write_atomic(staged.run_dir / name, head + note.encode() + tail)
     # hashed by the log worker as it read them back (the same inode: moved, not copied)
@@ -300,8 +333,7 @@ def offload_big_logs(
         for name in big:
             os.replace(dest / name, staged.run_dir / name)
         say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
-        return
+        return None
     entry = data_entry(record)
     entry["template"] = "data/logs"
-    m["data"] = [*m["data"], entry]
-    m["logs"]["in_dvc"] = big
+    return entry, big

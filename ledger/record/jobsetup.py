@@ -6,11 +6,13 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from ledger.config import Config
 from ledger.errors import LedgerError
+from ledger.runrecord import Command, Image, Status
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import launcher
@@ -35,9 +37,24 @@ def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bo
     return False
 
 
+@dataclass(frozen=True)
+class DebugRoute:
+    """How the debug-data flags reach the trainer (`debug_data_route`)."""
+
+    job_argv: list[str]  # the argv the job runs (the flags appended, on the argv route)
+    debug_data: dict[str, Any]  # `command.debug_data`
+    added_args: list[str] = field(default_factory=list)  # `command.added_args` (empty: unchanged)
+    wrapper_flags: list[tuple[str, str]] = field(default_factory=list)  # for the PATH wrappers to add
+
+    def command(self, command: Command) -> Command:
+        """The `command` section with the route recorded."""
+        command = command.with_(debug_data=self.debug_data)
+        return command.with_(added_args=self.added_args) if self.added_args else command
+
+
 def debug_data_route(
-    argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged, m: dict[str, Any], say: Say
-) -> tuple[list[str], list[tuple[str, str]]]:
+    argv: list[str], launcher_text: str | None, cfg: Config, staged: staging.Staged, cwd: str, image: Image, say: Say
+) -> DebugRoute:
     """How the debug-data flags reach the trainer: appended to the argv when it is the training
     command or a launcher that forwards "$@"; else added by the PATH wrappers (`shim`); said on
     one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
@@ -45,41 +62,34 @@ def debug_data_route(
     from ledger.data.outputs import debug_flag_values, inject_debug_flags
     from ledger.understand.launcher import without_comments
 
-    script = _entry_script(argv, launcher_text, cfg, Path(m["command"]["cwd"]))
+    script = _entry_script(argv, launcher_text, cfg, Path(cwd))
     if forwards_args(argv, launcher_text, cfg) and script is not None:
         from ledger.understand import framework
 
-        cwd = m["command"]["cwd"]
-        name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(m))
+        name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(image))
         decision = {"framework": name, "recognised_by": how}
         if not allowed:
-            m["command"]["debug_data"] = {"via": "argv", "added": [], **decision}
             say(
                 f"ledger: no debug data added for replay ({how}); if it is Miles or slime, set "
                 "`capture.debug_framework: miles` (or slime) in .ledger.yaml"
             )
-            return argv, []
+            return DebugRoute(argv, {"via": "argv", "added": [], **decision})
         job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text, allowed)
-        m["command"]["debug_data"] = {"via": "argv", "added": added, **decision}
         if added:
-            m["command"]["added_args"] = added
             say(f"ledger: keeping debug data for replay: added {' '.join(added)} ({name}: {how})")
-        return job_argv, []
+        return DebugRoute(job_argv, {"via": "argv", "added": added, **decision}, list(added))
     if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
-        m["command"]["debug_data"] = {"via": None, "added": []}
         say(
             "ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
             "add --save-debug-rollout-data DIR/{rollout_id}.pt --save-debug-event-data DIR to the training command, "
             "or run `ledger run` inside the container"
         )
-        return argv, []
-    m["command"]["debug_data"] = {"via": "wrapper", "added": []}
-    return argv, debug_flag_values(str(staged.data_dir))
+        return DebugRoute(argv, {"via": None, "added": []})
+    return DebugRoute(argv, {"via": "wrapper", "added": []}, wrapper_flags=debug_flag_values(str(staged.data_dir)))
 
 
-def _miles_image(m: dict[str, Any]) -> bool:
-    image = m.get("image") or {}
-    return bool(image.get("miles_commit") or (image.get("checkouts") or {}).get("miles"))
+def _miles_image(image: Image) -> bool:
+    return bool(image.miles_commit or (image.get("checkouts") or {}).get("miles"))
 
 
 def _entry_script(argv: list[str], launcher_text: str | None, cfg: Config, cwd: Path) -> str | None:
@@ -103,44 +113,45 @@ def _entry_script(argv: list[str], launcher_text: str | None, cfg: Config, cwd: 
     return None
 
 
-def note_framework(m: dict[str, Any], records: list[Any]) -> None:
+def note_framework(command: Command, records: list[Any]) -> Command:
     """`command.debug_data.framework` of a wrapper-route run: what the wrapper decided."""
     decided = [r for r in records if getattr(r, "framework", None)]
-    debug = m["command"].get("debug_data")
+    debug = command.debug_data
     if decided and isinstance(debug, dict) and debug.get("via") == "wrapper":
-        debug["framework"], debug["recognised_by"] = decided[-1].framework, decided[-1].framework_how
-        debug["added"] = list(decided[-1].added)
+        noted = {**debug, "framework": decided[-1].framework, "recognised_by": decided[-1].framework_how}
+        return command.with_(debug_data={**noted, "added": list(decided[-1].added)})
+    return command
 
 
-def refused_debug_flags(run_dir: Path, m: dict[str, Any], say: Say) -> None:
+def refused_debug_flags(run_dir: Path, command: Command, status: Status, say: Say) -> str | None:
     """A trainer that exited at once with `unrecognized arguments: --save-debug-...`: one line
-    saying how to turn ledger's debug-data flags off (and a warning in the record)."""
+    saying how to turn ledger's debug-data flags off; returned for the record's warnings."""
     from ledger.understand import framework
 
-    if not (m["command"].get("debug_data") or {}).get("added") and not m["command"].get("added_args"):
-        return
-    if (m["status"].get("duration_s") or 0.0) > 300:
-        return  # it trained for a while: not a refused flag at start
+    if not (command.debug_data or {}).get("added") and not command.added_args:
+        return None
+    if (status.duration_s or 0.0) > 300:
+        return None  # it trained for a while: not a refused flag at start
     try:
         with open(run_dir / "trainer.log", "rb") as f:
             f.seek(max(0, (run_dir / "trainer.log").stat().st_size - (1 << 16)))
             tail = f.read().decode("utf-8", "replace")
     except OSError:
-        return
+        return None
     hint = framework.off_hint(tail)
     if hint:
-        m["warnings"].append(hint)
         say(f"ledger: {hint}")
+    return hint or None
 
 
 def job_env(
-    cfg: Config, env: dict[str, str], staged: staging.Staged, m: dict[str, Any], wrapper_flags: list[tuple[str, str]]
-) -> dict[str, str]:
-    """The variables ledger sets for the job, recorded in `command.ledger_env`."""
+    cfg: Config, env: dict[str, str], staged: staging.Staged, run_id: str, wrapper_flags: list[tuple[str, str]]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(the variables ledger sets for the job, what of them `command.ledger_env` records)."""
     from ledger.understand import shim
 
     ledger_env = {
-        "LEDGER_RUN_ID": m["id"],  # so a launcher can name outputs after the run
+        "LEDGER_RUN_ID": run_id,  # so a launcher can name outputs after the run
         "LEDGER_DATA_DIR": str(staged.data_dir),
     }  # bulky outputs here are tracked with DVC
     ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
@@ -152,8 +163,7 @@ def job_env(
         wrappers[shim.ENV_FRAMEWORK] = cfg.debug_framework
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
-    m["command"]["ledger_env"] = recorded
-    return {**ledger_env, **wrappers}
+    return {**ledger_env, **wrappers}, recorded
 
 
 def _stop_signal(result: Any) -> int | None:
@@ -169,9 +179,7 @@ def _stop_signal(result: Any) -> int | None:
         return int(signal.SIGTERM)
 
 
-def follow_submitted(
-    staged: staging.Staged, m: dict[str, Any], terminal_fd: int | None, say: Say, result: Any = None, stop_wait_s: float = 30.0
-) -> Any:
+def follow_submitted(staged: staging.Staged, terminal_fd: int | None, say: Say, result: Any = None, stop_wait_s: float = 30.0) -> Any:
     """After the launcher ended: settle every job it submitted through the `ray` wrapper.
 
     The run was stopped (`result` killed): every job still running on the cluster is stopped
@@ -249,37 +257,34 @@ def _follow(staged: staging.Staged, record: Any, terminal_fd: int | None, say: S
         return follow(record.address, str(record.submission_id), write, say=say)
 
 
-def ray_status(m: dict[str, Any], end: Any, say: Say) -> None:
-    """The run's status from the submitted Ray job's own state.
+def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
+    """(the run's status from the submitted Ray job's own state, warnings for the record).
 
     A job followed after `--no-wait` gives the whole status. A job the Ray CLI waited for gives
     its failure (the driver's exit code, not the CLI's 1) and a stop by ledger; its success
     leaves the launcher's own exit code (a launcher may fail after its job); a Ray that cannot
     be reached leaves the launcher's status, with a warning."""
-    m["status"]["ray_job"] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
+    ray_job: dict[str, Any] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
     if end.stopped_by_ledger:
-        m["status"]["ray_job"]["stopped_by_ledger"] = True
+        ray_job["stopped_by_ledger"] = True
+    status = status.with_(ray_job=ray_job)
+    followed = round((status.duration_s or 0.0) + end.followed_s, 3)
     if end.status not in ("SUCCEEDED", "FAILED", "STOPPED"):
         if end.waiting:
-            m["warnings"].append(
-                f"{end.error or 'the Ray job did not end'}; the job's end is unknown (`ray job status {end.submission_id}`)"
-            )
             say(f"ledger: {end.error or 'the Ray job did not end'}; recorded what is known")
-            m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
-            return
-        m["status"]["state"] = "unknown"
-        m["warnings"].append(f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)")
+            warning = f"{end.error or 'the Ray job did not end'}; the job's end is unknown (`ray job status {end.submission_id}`)"
+            return status.with_(duration_s=followed), [warning]
         say(f"ledger: {end.error}; recorded what is known")
-        return
-    m["status"]["duration_s"] = round((m["status"]["duration_s"] or 0.0) + end.followed_s, 3)
+        return status.with_(state="unknown"), [f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)"]
+    status = status.with_(duration_s=followed)
     if end.waiting and end.status == "SUCCEEDED":
-        return
-    if end.waiting and end.status == "STOPPED" and not end.stopped_by_ledger and m["status"]["state"] == "killed":
-        return  # stopped before ledger asked: the run's own signal is the story
-    m["status"]["exit_code"] = end.exit_code
-    m["status"]["state"] = {"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}[end.status]
+        return status, []
+    if end.waiting and end.status == "STOPPED" and not end.stopped_by_ledger and status.state == "killed":
+        return status, []  # stopped before ledger asked: the run's own signal is the story
+    status = status.with_(exit_code=end.exit_code, state={"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}[end.status])
     if end.stopped_by_ledger:
-        m["status"]["signal"] = end.stop_signal or "SIGINT"
+        status = status.with_(signal=end.stop_signal or "SIGINT")
+    return status, []
 
 
 def check_writable(repo: Repo, branch: str) -> None:

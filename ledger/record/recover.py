@@ -14,10 +14,11 @@ from pathlib import Path
 from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError
-from ledger.record.run import Say, finish, note_truncation
+from ledger.record.run import Say, finish, truncation_noted
 from ledger.record.streamed import StreamResult, from_split_logs, process_raw, retire_raw, stop_worker, was_punched
 from ledger.redact.runscrub import load_secrets
 from ledger.redact.scanner import Redactor
+from ledger.runrecord import Gpu, RunRecord, Status
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
@@ -80,21 +81,26 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
         logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
         logs.where = "by ledger recover, from the raw output"
         retire_raw(staged, secrets, logs)
-    started = parse_iso(m.get("started")) or last
-    ended = (m.get("status") or {}).get("state") not in (None, "running")
-    if ended:  # the job ended and its status was saved; only the commit failed
-        m["warnings"].append("ledger could not commit the record when the job ended; committed by `ledger recover`")
+    record = RunRecord.trusted(m)  # ledger's own staged JSON, of this or an older version
+    started = parse_iso(record.started) or last
+    if record.status.state not in (None, "running"):  # the job ended and its status was saved; only the commit failed
+        status = record.status
+        warnings = [*record.warnings, "ledger could not commit the record when the job ended; committed by `ledger recover`"]
     else:
-        m["finished"] = iso(last)
-        m["status"] = {"state": "lost", "exit_code": None, "signal": None, "duration_s": round(max(0.0, last - started), 3)}
-        m["warnings"].append("ledger exited before the job ended; recovered by `ledger recover`")
-    if logs is not None:  # after the status above: a truncation is said in it too, as for a run
-        note_truncation(staged.run_dir, m, logs.truncated, say)
-    if m.get("gpu") is None and (staged.run_dir / "heat.log").exists():
+        record = record.with_(finished=iso(last))
+        status = Status(state="lost", duration_s=round(max(0.0, last - started), 3))
+        warnings = [*record.warnings, "ledger exited before the job ended; recovered by `ledger recover`"]
+    # after the status above: a truncation is said in it too, as for a run
+    notes = truncation_noted(staged.run_dir, logs.truncated, say) if logs is not None else []
+    if notes:
+        warnings.extend(notes)
+        status = status.with_(warnings=notes)
+    record = record.with_(status=status, warnings=warnings)
+    if record.gpu is None and (staged.run_dir / "heat.log").exists():
         from ledger.heat.setup import summary_from_log
 
-        m["gpu"] = summary_from_log(staged.run_dir / "heat.log")
-    done.append(finish(repo, cfg, staged, m, code, logs, say, secrets=secrets))
+        record = record.with_(gpu=Gpu.trusted(summary_from_log(staged.run_dir / "heat.log")))
+    done.append(finish(repo, cfg, staged, record, code, logs, say, secrets=secrets))
 
 
 def keep_job_files(root: Path, staged: staging.Staged) -> tuple[int, Path] | None:

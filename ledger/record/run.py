@@ -25,13 +25,14 @@ from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError, NotRecorded, StartError
 from ledger.fsutil import inode_clock, write_atomic
-from ledger.manifest import duration_text, new_manifest, new_run_id, run_path, status_line, storable
+from ledger.manifest import duration_text, new_run_id, run_path, status_line, storable
 from ledger.record import jobsetup
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
-from ledger.redact.runscrub import LEFT_OUT, add_redacted, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
+from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
+from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status
 from ledger.runref import check_run_name
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
@@ -40,6 +41,7 @@ from ledger.timefmt import iso, utc_now
 from ledger.understand import launcher
 
 if TYPE_CHECKING:
+    from ledger.heat.setup import RunMonitor
     from ledger.record.streamed import Follower, StreamResult
 
 Say = Callable[[str], None]
@@ -74,12 +76,32 @@ class RunOutcome:
     commit: str | None
 
 
-def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[dict[str, Any], threading.Thread | None, dict[str, Any]]:
+@dataclass
+class HostFacts:
+    """The host's packages and checkouts, read on a thread while the job runs (a run with no image)."""
+
+    thread: threading.Thread | None = None
+    facts: dict[str, Any] | None = None  # set by the thread
+    error: str | None = None  # set by the thread: the facts could not be read
+
+    def image(self, image: Image) -> Image:
+        """The `image` section with the host's facts (waited for, at most 10 s)."""
+        if self.thread is None:
+            return image
+        self.thread.join(timeout=10)
+        if self.facts is not None:
+            return image.merged(self.facts)
+        if self.error is not None:
+            return image.with_(errors=[*image.errors, self.error])
+        return image
+
+
+def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[dict[str, Any], HostFacts]:
     """The `image` section: probed in the image when one is named, else read from the host."""
     from ledger.capture.image import detect_image_in_argv
 
     ref = req.image or detect_image_in_argv(req.argv) or cfg.image
-    holder: dict[str, Any] = {}
+    host_facts = HostFacts()
     if ref:
         from ledger.capture.image import probe_image
 
@@ -88,7 +110,7 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
         section["source"] = "image"
         if section.get("errors"):
             say(f"ledger: image facts incomplete for {ref}: {'; '.join(section['errors'])}")
-        return section, None, holder
+        return section, host_facts
 
     def host() -> None:
         from ledger.capture.hostfacts import cached_host_facts
@@ -97,7 +119,7 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
             facts = cached_host_facts(repo.common_dir / "ledger" / "host", "python3", cfg.host_checkouts).to_manifest()
             checkouts = facts.get("checkouts") or {}
             packages = facts.get("packages") or {}
-            holder["facts"] = {
+            host_facts.facts = {
                 "source": "host",
                 "sglang_version": packages.get("sglang"),
                 "miles_commit": (checkouts.get("miles") or {}).get("commit"),
@@ -108,11 +130,11 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
                 "errors": facts.get("errors") or [],
             }
         except Exception as exc:  # a fact we cannot read never stops a run
-            holder["error"] = f"host facts: {exc}"
+            host_facts.error = f"host facts: {exc}"
 
-    thread = threading.Thread(target=host, name="ledger-hostfacts", daemon=True)
-    thread.start()
-    return {}, thread, holder
+    host_facts.thread = threading.Thread(target=host, name="ledger-hostfacts", daemon=True)
+    host_facts.thread.start()
+    return {}, host_facts
 
 
 def _code_scrubber(redactor: Redactor, places: list[list[str]]) -> Callable[[bytes], bytes | None]:
@@ -149,7 +171,32 @@ def _redacted_words(redactor: Redactor, text: str | None, place: str, into: set[
     return clean
 
 
-def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, dict[str, Any], CodeSnapshot, list[str], dict[str, Any]]:
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare` leaves for the job: the staged record and what the job needs to start."""
+
+    repo: Repo
+    cfg: Config
+    staged: staging.Staged
+    record: RunRecord  # the manifest so far (staged as manifest.json)
+    code: CodeSnapshot
+    job_argv: list[str]  # the argv the job runs (the debug-data flags added, on the argv route)
+    secrets: set[str]  # the run's known secret values (saved in the staging folder for `recover`)
+    wrapper_flags: list[tuple[str, str]]  # debug-data flags the PATH wrappers add
+    launcher_text: str | None
+    host_facts: HostFacts
+
+
+def _command_section(req: RunRequest, repo: Repo, argv: list[str]) -> Command:
+    return Command().with_(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root), cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
+
+
+def _code_section(code: CodeSnapshot) -> Code:
+    section = Code(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked)
+    return section.with_(submodules=code.submodules) if code.submodules else section
+
+
+def prepare(req: RunRequest, say: Say) -> Prepared:
     """Everything before the job starts. Any failure here is exit 125 and leaves nothing behind."""
     if not req.argv:
         raise StartError("no command to run", "put the command after `--`: ledger run -- bash run.sh")
@@ -190,123 +237,140 @@ def prepare(req: RunRequest, say: Say) -> tuple[Repo, Config, staging.Staged, di
         redactor = Redactor(secrets, cfg.secret_names)
         save_secrets(staged.dir, secrets)  # before any output exists, so `recover` scrubs the same
         staged.save_code(code)
-        m = new_manifest(run_id, started)
         redacted: set[str] = set()
-        m["name"] = _redacted_words(redactor, req.name, "name", redacted)
-        m["note"] = _redacted_words(redactor, req.note, "note", redacted)
-        m["host"] = basic_host()
+        name = _redacted_words(redactor, req.name, "name", redacted)
+        note = _redacted_words(redactor, req.note, "note", redacted)
         argv, argv_names = redact.redact_argv(req_argv, extra)
-        argv = [redactor.redact_text(a) for a in argv]
-        m["command"].update(
-            argv=argv, cwd=str(req.cwd), repo_root=str(repo.root), cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root)
-        )
-        m["code"].update(
-            commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked
-        )
-        if code.submodules:
-            m["code"]["submodules"] = code.submodules
-        m["replay_of"], m["replay"] = req.replay_of, req.replay
+        command = _command_section(req, repo, [redactor.redact_text(a) for a in argv])
         redacted.update(f"argv: {n}" for n in argv_names)
         redacted.update(f"code/{p}: {kind}" for p, kinds in zip(code.scrubbed, code_places) for kind in kinds)
         for p, kinds in zip(code.scrubbed, code_places):
             if "pattern:" + LEFT_OUT in kinds:
                 say(f"ledger: warning: {p} is a changed binary file holding secret-shaped bytes; it is left out of the run's code tree")
         if launcher_path is not None:
-            name, digest, names = _copy_launcher(launcher_path, staged.run_dir, redactor)
-            m["command"].update(launcher=name, launcher_sha256=digest)
+            file_name, digest, names = _copy_launcher(launcher_path, staged.run_dir, redactor)
+            command = command.with_(launcher=file_name, launcher_sha256=digest)
             redacted.update(names)
         from ledger.record.codeset import record_code
 
-        record_code(repo, code, m, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
-        job_argv = req_argv
+        content = record_code(repo, code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
+        command = content.command(command)
+        record = RunRecord.new(run_id, iso(started))
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
-        wrapper_flags: list[tuple[str, str]] = []
+        route = jobsetup.DebugRoute(req_argv, {})
         if want_debug and req.replay is None:
-            job_argv, wrapper_flags = jobsetup.debug_data_route(req_argv, launcher_text, cfg, staged, m, say)
-        image, host_thread, host_holder = _image_facts(req, cfg, repo, say)
-        if image:
-            m["image"].update(image)
-        m["redacted"] = sorted(redacted)
+            route = jobsetup.debug_data_route(req_argv, launcher_text, cfg, staged, str(req.cwd), record.image, say)
+            command = route.command(command)
+        image, host_facts = _image_facts(req, cfg, repo, say)
+        record = record.with_(
+            name=name,
+            note=note,
+            host=Host.trusted(basic_host()),
+            command=command,
+            code=content.code(_code_section(code)),
+            image=record.image.merged(image),
+            replay_of=req.replay_of,
+            replay=None if req.replay is None else Replay.trusted(req.replay),
+            redacted=sorted(redacted),
+            warnings=[content.warning] if content.warning else [],
+        )
         staged.write_json(
             "request.json",
-            {"job_argv": [redactor.redact_text(a) for a in redact.redact_argv(job_argv, extra)[0]], "data_paths": req.data_paths},
+            {"job_argv": [redactor.redact_text(a) for a in redact.redact_argv(route.job_argv, extra)[0]], "data_paths": req.data_paths},
         )
-        staged.write_json("manifest.json", m)  # JSON while staged: cheap, and enough for `recover`
+        staged.write_json("manifest.json", record.to_dict())  # JSON while staged: cheap, and enough for `recover`
     except BaseException:
         staged.remove()
         raise
-    context = {
-        "host_thread": host_thread,
-        "host_holder": host_holder,
-        "job_argv": job_argv,
-        "secrets": secrets,
-        "wrapper_flags": wrapper_flags,
-        "launcher_text": launcher_text,
-    }
-    return repo, cfg, staged, m, code, job_argv, context
+    return Prepared(repo, cfg, staged, record, code, route.job_argv, secrets, route.wrapper_flags, launcher_text, host_facts)
+
+
+@dataclass(frozen=True)
+class JobEnd:
+    """What the job stage hands the record: how the job ended and the workers that watched it."""
+
+    record: RunRecord  # the manifest as the job started (`command.ledger_env` set)
+    result: JobResult
+    capture: OutputCapture
+    follower: Follower
+    monitor: RunMonitor
+    untracked: UntrackedCount  # counted by git while the job ran
+    environ: dict[str, str]  # ledger's environment (the settings' `env.*` when no wrapper saw the trainer's)
+    terminal_fd: int | None
 
 
 def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome:
-    """Run the job under ledger and record it as one commit. Returns how it ended."""
+    """Run the job under ledger and record it as one commit. Returns how it ended.
+
+    The stages: `prepare` (the facts before the job), the job (`_run_job`), then `_after_job`
+    (the log results and how it ended), `finish` (the derived facts, the commit)."""
     with SignalGuard(say) as guard:
-        repo, cfg, staged, m, code, job_argv, ctx = prepare(req, say)
-        ctx["environ"] = dict(req.env if req.env is not None else os.environ)
-        ctx["terminal_fd"] = terminal_fd
-        env = dict(req.env if req.env is not None else os.environ)
-        env.update(jobsetup.job_env(cfg, env, staged, m, ctx["wrapper_flags"]))
-        job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
+        prepared = prepare(req, say)
+        ended = _run_job(req, prepared, guard, terminal_fd, say)
         try:
-            job = Job(job_argv, req.cwd, env, cfg.stop_grace_s)
-        except BaseException:
-            staged.remove()
-            raise
-        ctx["untracked"] = UntrackedCount(repo.root, job_start)  # while the job runs, not before it
-        guard.attach(job, lambda: None)
-        threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
-        staged.set_owner(job.pgid)
-        capture = OutputCapture(job.output_fd, terminal_fd, staged.raw_output)
-        capture.start()
-        from ledger.record.streamed import Follower
-
-        follower = Follower(
-            staged,
-            list(cfg.engine_patterns),
-            list(cfg.secret_names),
-            lambda: capture.bytes_in,
-            preload=(repo.root, int(cfg.log_git_max_mb * (1 << 20))),
-        )
-        follower.start()  # split, redaction and metrics while the job runs, off the copy's path
-        from ledger.heat.setup import start_monitor
-
-        monitor = start_monitor(
-            cfg.heat,
-            req.heat_guard,
-            staged.run_dir / "heat.log",
-            job.signal_group,
-            say,
-            repo.root,
-            job_argv=job_argv,
-            env=env,
-            launcher_text=ctx.get("launcher_text"),
-            pgid=job.pgid,
-        )
-        guard.before_forward = monitor.resume_if_paused
-        from ledger.data.prehash import PreHasher
-
-        hasher = PreHasher(repo.root, staged.data_dir)  # debug data is hashed as each file is closed
-        hasher.start()
-        try:
-            result = job.wait()
-        finally:
-            monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
-            hasher.stop()
-        try:
-            return _after_job(repo, cfg, staged, m, code, ctx, result, capture, follower, monitor, say)
+            return _after_job(prepared, ended, say)
         except BaseException as exc:
-            follower.abandon()  # `ledger recover` redoes the log work from the raw file
+            ended.follower.abandon()  # `ledger recover` redoes the log work from the raw file
             if isinstance(exc, Exception) and not os.environ.get("LEDGER_DEBUG"):
-                raise not_recorded(m["id"], exc) from exc
+                raise not_recorded(prepared.record.id, exc) from exc
             raise
+
+
+def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_fd: int | None, say: Say) -> JobEnd:
+    """Start the job with its output copy, log worker, heat guard and data hasher; wait for it."""
+    repo, cfg, staged = prepared.repo, prepared.cfg, prepared.staged
+    environ = dict(req.env if req.env is not None else os.environ)
+    env = dict(environ)
+    job_vars, ledger_env = jobsetup.job_env(cfg, env, staged, prepared.record.id, prepared.wrapper_flags)
+    env.update(job_vars)
+    record = prepared.record.with_(command=prepared.record.command.with_(ledger_env=ledger_env))
+    job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
+    try:
+        job = Job(prepared.job_argv, req.cwd, env, cfg.stop_grace_s)
+    except BaseException:
+        staged.remove()
+        raise
+    untracked = UntrackedCount(repo.root, job_start)  # while the job runs, not before it
+    guard.attach(job, lambda: None)
+    threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
+    staged.set_owner(job.pgid)
+    capture = OutputCapture(job.output_fd, terminal_fd, staged.raw_output)
+    capture.start()
+    from ledger.record.streamed import Follower
+
+    follower = Follower(
+        staged,
+        list(cfg.engine_patterns),
+        list(cfg.secret_names),
+        lambda: capture.bytes_in,
+        preload=(repo.root, int(cfg.log_git_max_mb * (1 << 20))),
+    )
+    follower.start()  # split, redaction and metrics while the job runs, off the copy's path
+    from ledger.heat.setup import start_monitor
+
+    monitor = start_monitor(
+        cfg.heat,
+        req.heat_guard,
+        staged.run_dir / "heat.log",
+        job.signal_group,
+        say,
+        repo.root,
+        job_argv=prepared.job_argv,
+        env=env,
+        launcher_text=prepared.launcher_text,
+        pgid=job.pgid,
+    )
+    guard.before_forward = monitor.resume_if_paused
+    from ledger.data.prehash import PreHasher
+
+    hasher = PreHasher(repo.root, staged.data_dir)  # debug data is hashed as each file is closed
+    hasher.start()
+    try:
+        result = job.wait()
+    finally:
+        monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
+        hasher.stop()
+    return JobEnd(record, result, capture, follower, monitor, untracked, environ, terminal_fd)
 
 
 def not_recorded(run_id: str, exc: Exception) -> NotRecorded:
@@ -319,70 +383,64 @@ def not_recorded(run_id: str, exc: Exception) -> NotRecorded:
     )
 
 
-def _after_job(
-    repo: Repo,
-    cfg: Config,
-    staged: staging.Staged,
-    m: dict[str, Any],
-    code: CodeSnapshot,
-    ctx: dict[str, Any],
-    result: JobResult,
-    capture: OutputCapture,
-    follower: Follower,
-    monitor: Any,
-    say: Say,
-) -> RunOutcome:
-    """The job has ended: gather what it left and commit the record."""
-    if capture.join(timeout=10):
-        ray_end = jobsetup.follow_submitted(staged, m, ctx.get("terminal_fd"), say, result, cfg.stop_grace_s)
+def _ended_status(status: Status, result: JobResult) -> Status:
+    """The `status` section of the job's end (a capture error's `warnings`, said before, kept)."""
+    ended = Status(state=result.state, exit_code=result.exit_code, signal=result.signal_name, duration_s=round(result.duration_s, 3))
+    if status.warnings:
+        ended = ended.with_(warnings=list(status.warnings))
+    return ended.with_(escalated=result.escalated) if result.escalated else ended
+
+
+def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
+    """The job has ended: gather what it left (the log results, how it ended) and commit the record."""
+    staged, cfg, result, record = prepared.staged, prepared.cfg, ended.result, ended.record
+    warnings = list(record.warnings)
+    if ended.capture.join(timeout=10):
+        ray_end = jobsetup.follow_submitted(staged, ended.terminal_fd, say, result, cfg.stop_grace_s)
     else:  # a child of the job still holds the pipe open: record what arrived so far
-        m["warnings"].append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
+        warnings.append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
     from ledger.record.streamed import retire_raw
     from ledger.understand import shim
 
-    jobsetup.note_framework(m, shim.read_log(staged.dir / shim.LOG_NAME))
-    logs = follower.finish(Redactor(ctx["secrets"], cfg.secret_names))
-    retire_raw(staged, ctx["secrets"], logs)
-    note_truncation(staged.run_dir, m, capture.truncation_notes() + logs.truncated, say)
-    m["gpu"] = monitor.stop_summary()
-    host_thread = ctx["host_thread"]
-    if host_thread is not None:
-        host_thread.join(timeout=10)
-        holder = ctx["host_holder"]
-        if "facts" in holder:
-            m["image"].update(holder["facts"])
-        elif "error" in holder:
-            m["image"].setdefault("errors", []).append(holder["error"])
-    finished = utc_now()
-    m["finished"] = iso(finished)
-    m["status"] = {
-        "state": result.state,
-        "exit_code": result.exit_code,
-        "signal": result.signal_name,
-        "duration_s": round(result.duration_s, 3),
-        **({"warnings": m["status"]["warnings"]} if m["status"].get("warnings") else {}),
-    }
+    command = jobsetup.note_framework(record.command, shim.read_log(staged.dir / shim.LOG_NAME))
+    logs = ended.follower.finish(Redactor(prepared.secrets, cfg.secret_names))
+    retire_raw(staged, prepared.secrets, logs)
+    status = record.status
+    notes = truncation_noted(staged.run_dir, ended.capture.truncation_notes() + logs.truncated, say)
+    if notes:
+        warnings.extend(notes)
+        status = status.with_(warnings=notes)
+    gpu = Gpu.trusted(ended.monitor.stop_summary())
+    image = prepared.host_facts.image(record.image)
+    finished = iso(utc_now())
+    status = _ended_status(status, result)
     if result.escalated:
-        m["status"]["escalated"] = result.escalated
-        m["warnings"].append(result.escalated)
+        warnings.append(result.escalated)
     if ray_end is not None:
-        jobsetup.ray_status(m, ray_end, say)
-    if m["status"]["state"] == "failed":
-        jobsetup.refused_debug_flags(staged.run_dir, m, say)
-    m["code"]["untracked_left_out"] = ctx["untracked"].result()
-    staged.write_json("manifest.json", m)  # the true ending, for `recover` if the commit below fails
-    commit = finish(repo, cfg, staged, m, code, logs, say, secrets=ctx["secrets"], environ=ctx.get("environ"))
-    st = m["status"]
-    return RunOutcome(m["id"], st["exit_code"] if st["exit_code"] is not None else result.exit_code, st["state"], commit)
+        status, ray_warnings = jobsetup.ray_status(status, ray_end, say)
+        warnings.extend(ray_warnings)
+    if status.state == "failed" and (hint := jobsetup.refused_debug_flags(staged.run_dir, command, status, say)):
+        warnings.append(hint)
+    record = record.with_(
+        command=command,
+        code=record.code.with_(untracked_left_out=ended.untracked.result()),
+        image=image,
+        gpu=gpu,
+        status=status,
+        finished=finished,
+        warnings=warnings,
+    )
+    staged.write_json("manifest.json", record.to_dict())  # the true ending, for `recover` if the commit below fails
+    commit = finish(prepared.repo, cfg, staged, record, prepared.code, logs, say, secrets=prepared.secrets, environ=ended.environ)
+    return RunOutcome(record.id, status.exit_code if status.exit_code is not None else result.exit_code, status.state or "unknown", commit)
 
 
-def note_truncation(run_dir: Path, m: dict[str, Any], notes: list[str], say: Say) -> None:
-    """A capture error never goes unsaid: in the manifest, and as the last line of trainer.log."""
+def truncation_noted(run_dir: Path, notes: list[str], say: Say) -> list[str]:
+    """A capture error never goes unsaid: said, and the last line of trainer.log; returned for the
+    manifest's `warnings` and `status.warnings`."""
     if not notes:
-        return
-    m["warnings"].extend(notes)
-    m["status"]["warnings"] = list(notes)  # kept when `status` is rewritten below
+        return []
     for note in notes:
         say(f"ledger: {note}")
     try:
@@ -390,6 +448,7 @@ def note_truncation(run_dir: Path, m: dict[str, Any], notes: list[str], say: Say
             f.write(("\n[ledger] " + " | ".join(notes) + "\n").encode())
     except OSError:
         pass  # still no space: the manifest says it
+    return list(notes)
 
 
 def _import_end_modules() -> None:
@@ -403,13 +462,84 @@ def _import_end_modules() -> None:
             pass
 
 
-def _guarded(m: dict[str, Any], what: str, fn: Callable[[], None], say: Say) -> None:
+def _guarded(m: dict[str, Any], what: str, fn: Callable[[], Any], say: Say) -> Any:
+    """`fn()`, or None with a warning in the record when it fails: one fact never loses the run."""
     try:
-        fn()
+        return fn()
     except Exception as exc:  # one fact failing must never lose the run
         text = f"{what} failed: {type(exc).__name__}: {exc}"
         m["warnings"].append(text)
         say(f"ledger: {text}")
+        return None
+
+
+def _derived_facts(
+    repo: Repo,
+    cfg: Config,
+    staged: staging.Staged,
+    record: RunRecord,
+    logs: StreamResult,
+    say: Say,
+    secrets: set[str],
+    environ: dict[str, str] | None,
+) -> RunRecord:
+    """The facts derived once the job has ended, each step returning its part of the record: the
+    training command's settings, extra logs, metrics, DVC-tracked data, rollout ids, a replay's
+    fidelity. A step that fails is a warning in the record, never a lost run."""
+    from ledger.record import facts
+    from ledger.understand import shim
+
+    run_dir = staged.run_dir
+    warnings = list(record.warnings)
+    redacted = set(record.redacted) | set(logs.redacted)
+    found = {"warnings": warnings}  # `_guarded` appends its failures here, in order
+
+    def guarded(what: str, fn: Callable[[], Any]) -> Any:
+        return _guarded(found, what, fn, say)
+
+    job_argv = (staged.read_json("request.json") or {}).get("job_argv") or list(record.command.argv)
+    record = record.with_(logs=record.logs.with_(split=logs.where), redacted=sorted(redacted))
+    records = shim.read_log(staged.dir / shim.LOG_NAME)
+    lines = logs.command_lines
+    current = record
+    training = guarded("reading the training command", lambda: facts.training_facts(current, cfg, lines, job_argv, records, environ))
+    if training is not None:
+        redacted.update(training.redacted)
+        warnings.extend(training.warnings)
+        record = record.with_(
+            redacted=sorted(redacted), command=training.command, env_report=training.env_report, seeds=Seeds.trusted(training.seeds)
+        )
+        record = record.with_(settings=training.settings)
+    extra = guarded("copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, secrets))
+    if extra is not None:
+        redacted.update(extra[1])
+        record = record.with_(logs=record.logs.with_(extra=extra[0]), redacted=sorted(redacted))
+    metrics = guarded("parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, logs))
+    if metrics is not None:
+        if metrics[0]:
+            record = record.with_(logs=record.logs.with_(metrics=metrics[0]))
+        if metrics[1]:
+            warnings.append(metrics[1])
+    command = record.command
+    data: list[dict[str, Any]] = [d.to_dict() for d in record.data]
+    tracked = guarded("tracking data", lambda: facts.track_data(repo, staged, command, say))
+    if tracked is not None:
+        data = tracked
+    with_ids = guarded("listing the recorded rollout ids", lambda: _with_rollout_ids(staged, data, str(command.cwd)))
+    if with_ids is not None:
+        data = with_ids
+    record = record.with_(data=[DataEntry.trusted(d) for d in data])
+    if record.replay_of and record.replay is not None:
+        m = record.with_(warnings=warnings).to_dict()
+        fidelity = guarded("comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say))
+        if fidelity is not None:
+            record = record.with_(replay=record.replay.with_(fidelity=fidelity))
+    for log in ("trainer.log", "engine.log"):
+        if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
+            (run_dir / log).touch()
+    if (run_dir / "heat.log").exists():
+        record = record.with_(logs=record.logs.with_(heat="heat.log"))
+    return record.with_(warnings=warnings)
 
 
 def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
@@ -431,11 +561,14 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], 
         say(f"ledger: untracked data of run {m['id']} kept at {dest}")
 
 
-def _note_rollout_ids(staged: staging.Staged, m: dict[str, Any]) -> None:
-    """`rollout_ids` of the rollout data record: which rollouts a replay can pick (`--step N`)."""
+def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list[Any]:
+    """The `data` section with `rollout_ids` on the rollout data record: which rollouts a replay
+    can pick (`--step N`)."""
     import re
 
-    for rec in m.get("data") or []:
+    out = []
+    for rec in data:
+        out.append(rec)
         if not isinstance(rec, dict) or rec.get("role") != "rollout" or not rec.get("template"):
             continue
         template = str(rec["template"])
@@ -443,30 +576,31 @@ def _note_rollout_ids(staged: staging.Staged, m: dict[str, Any]) -> None:
         if template.startswith("data/"):
             base = staged.dir / template
         elif not base.is_absolute():
-            base = Path(m["command"]["cwd"]) / template
+            base = Path(cwd) / template
         pattern = re.compile(re.escape(base.name).replace(re.escape("{rollout_id}"), "(.+)") + "$")
         if "{rollout_id}" not in base.name or not base.parent.is_dir():
             continue
         found = [match.group(1) for p in base.parent.iterdir() if (match := pattern.match(p.name))]
         numbers = sorted(int(x) for x in found if x.isdigit())
-        rec["rollout_ids"] = [*numbers, *sorted(x for x in found if not x.isdigit())]
+        out[-1] = {**rec, "rollout_ids": [*numbers, *sorted(x for x in found if not x.isdigit())]}
+    return out
 
 
-def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> None:
+def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> dict[str, Any] | None:
     """`replay.fidelity`: the replay's learning metrics against its source run's (issue 21)."""
     from ledger.compare.fidelity import describe, fidelity_of
 
     result = fidelity_of(repo, m, run_dir)
     if result is not None:
-        m["replay"]["fidelity"] = result
         say(f"ledger: replay fidelity against {m['replay_of']}: {describe(result)}")
+    return result
 
 
 def finish(
     repo: Repo,
     cfg: Config,
     staged: staging.Staged,
-    m: dict[str, Any],
+    record: RunRecord,
     code: CodeSnapshot,
     logs: StreamResult | None,
     say: Say,
@@ -476,38 +610,25 @@ def finish(
     """Derive the remaining facts, write manifest and status, commit, drop the staging folder.
 
     `logs` is the log work done on the job's output (`ledger.record.streamed`); None reads it
-    back from the split logs already in the run folder."""
+    back from the split logs already in the run folder. The derived facts (`_derived_facts`) are
+    worked out on the typed record; the redaction scrub and what follows it, on the dict that is
+    written."""
     from ledger import yamlio
     from ledger.record import facts
     from ledger.storage.listing import summary_of
 
     run_dir = staged.run_dir
-    job_argv = (staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
     if logs is None:
         from ledger.record.streamed import logs_result
 
         logs = logs_result(run_dir)
-    m["logs"]["split"] = logs.where
-    add_redacted(m, logs.redacted)
-    from ledger.understand import shim
-
-    records = shim.read_log(staged.dir / shim.LOG_NAME)
-    lines = logs.command_lines
-    _guarded(m, "reading the training command", lambda: facts.settings_section(m, cfg, lines, job_argv, records, environ), say)
-    _guarded(m, "copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, m, set(secrets or ())), say)
-    _guarded(m, "parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, m, logs), say)
-    _guarded(m, "tracking data", lambda: facts.track_data(repo, staged, m, say), say)
-    _guarded(m, "listing the recorded rollout ids", lambda: _note_rollout_ids(staged, m), say)
-    if m.get("replay_of") and isinstance(m.get("replay"), dict):
-        _guarded(m, "comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say), say)
-    for log in ("trainer.log", "engine.log"):
-        if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
-            (run_dir / log).touch()
-    if (run_dir / "heat.log").exists():
-        m["logs"]["heat"] = "heat.log"
+    m = _derived_facts(repo, cfg, staged, record, logs, say, set(secrets or ()), environ).to_dict()
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
     scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
-    _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m, say, logs.md5), say)
+    offloaded = _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m["id"], say, logs.md5), say)
+    if offloaded is not None:
+        m["data"] = [*m["data"], offloaded[0]]
+        m["logs"]["in_dvc"] = offloaded[1]
     from ledger.compare.trackers import find_trackers
 
     m["trackers"] = find_trackers(run_dir / "trainer.log", m.get("settings"))  # the W&B/MLflow run it printed

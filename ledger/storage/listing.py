@@ -20,6 +20,7 @@ from typing import Any
 from ledger.cache import code_version
 from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, SCHEMA, ManifestError, check_manifest
+from ledger.runrecord import RunRecord
 from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.limits import check_depth, load_json
 from ledger.storage.listindex import IndexData, ListIndex, RunRow, build
@@ -149,11 +150,18 @@ class ManifestCache:
 
 
 def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
+    """A run's manifest.yaml as its dict, checked: the schema, the id, every value's type (a
+    `RunRecord` reads it), so a reader never meets a value of the wrong type."""
+    return parse_record(raw, where)[1]
+
+
+def parse_record(raw: bytes, where: str) -> tuple[RunRecord, dict[str, Any]]:
+    """A run's manifest.yaml, typed, and its dict (what `ledger show` prints, diffcore reads)."""
     from ledger import yamlio  # lazily: ruamel costs ~15 ms of every command's start-up
 
     m = check_manifest(check_depth(yamlio.loads(raw, f"{where}/manifest.yaml"), f"{where}/manifest.yaml"), where)
     _check_id(m, where, "manifest.yaml")
-    return m
+    return RunRecord.from_dict(m, where), m
 
 
 def _check_id(data: dict[str, Any], where: str, name: str) -> None:
