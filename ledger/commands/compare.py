@@ -47,28 +47,10 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
         raise UsageError("the same run is named twice", "name each run once")
     ms = [listing.manifests[e.id] for e in entries]
     settings = [m.get("settings") or {} for m in ms]
-    ignore = [*DEFAULT_IGNORE, *cfg.ignore]
-    differ: list[str] = []
-    for other in settings[1:]:
-        for change in changed_settings(settings[0], other, ignore):
-            if change.name not in differ:
-                differ.append(change.name)
-    names_metrics = sorted({k for m in ms for k in (m.get("metrics") or {})})
-    if metric_globs:
-        names_metrics = [n for n in names_metrics if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)]
+    differ = _differing(settings, [*DEFAULT_IGNORE, *cfg.ignore])
+    names_metrics = _metric_names(ms, metric_globs)
     result = CompareResult(
-        runs=[
-            {
-                "id": m["id"],
-                "name": m.get("name"),
-                "state": (m.get("status") or {}).get("state"),
-                "started": m.get("started"),
-                "tags": m.get("tags") or [],
-                "note": m.get("note"),
-                "trackers": m.get("trackers"),
-            }
-            for m in ms
-        ],
+        runs=[_run_info(m) for m in ms],
         settings={k: [s.get(k, ABSENT) for s in settings] for k in sorted(differ)},
         metrics={n: [(m.get("metrics") or {}).get(n) for m in ms] for n in names_metrics},
         all_settings=settings,
@@ -78,6 +60,35 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
 
         result.tables = [load_metrics(repo, e) for e in entries]
     return result
+
+
+def _metric_names(ms: list[dict[str, Any]], globs: tuple[str, ...]) -> list[str]:
+    """The summary metrics any of the runs has, those the globs name (every one without globs)."""
+    names = sorted({k for m in ms for k in (m.get("metrics") or {})})
+    return [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs)] if globs else names
+
+
+def _differing(settings: list[dict[str, Any]], ignore: list[str]) -> list[str]:
+    """The settings that are not the same in every run (each run against the first)."""
+    differ: list[str] = []
+    for other in settings[1:]:
+        for change in changed_settings(settings[0], other, ignore):
+            if change.name not in differ:
+                differ.append(change.name)
+    return differ
+
+
+def _run_info(m: dict[str, Any]) -> dict[str, Any]:
+    """A run's column: who it is (id, name, state, start, tags, note, tracker links)."""
+    return {
+        "id": m["id"],
+        "name": m.get("name"),
+        "state": (m.get("status") or {}).get("state"),
+        "started": m.get("started"),
+        "tags": m.get("tags") or [],
+        "note": m.get("note"),
+        "trackers": m.get("trackers"),
+    }
 
 
 def _num(value: Any) -> str:

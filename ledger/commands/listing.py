@@ -137,47 +137,49 @@ def render_list(result: ListResult) -> str:
     header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
     tags_column = any(m.get("tags") for m in result.rows)
     header += (["TAGS"] if tags_column else []) + list(result.metric_columns)
-    lines = []
-    for m in result.rows:
-        s = summary(m)
-        paused = "-" if s["paused"] is None else f"{s['paused']} ({_fmt_duration(s['paused_s'])})" if s["paused"] else "0"
-        row = [
-            s["id"],
-            s["name"] or "-",
-            s["state"] or "-",
-            "-" if s["exit_code"] is None else str(s["exit_code"]),
-            _fmt_duration(s["duration_s"]),
-            paused,
-            (s["started"] or "-")[:19].replace("T", " "),
-        ]
-        if s["replay_of"]:
-            row[2] += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
-        row += _extra_cells(result, m, tags_column)
-        if result.changes:
-            row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
-        lines.append(row)
-    running = []
-    for live in result.running:
-        state = "running" if live["step"] is None else f"running: step {live['step']}"
-        if live["last_step_at"]:
-            state += f" ({live['last_step_at']})"
-        if live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
-            state = f"orphaned: {live['hint']}"
-        row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
-        row += ["-"] * (len(header) - len(row))
-        if result.changes:
-            row.append("(running)")
-        running.append(row)
+    lines = [_run_row(result, m, tags_column) for m in result.rows]
+    running = [_running_row(result, live, len(header)) for live in result.running]
     lines = running + lines if result.running_first else lines + running
     if result.changes:
         header.append("CHANGED")
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header) - 1)]
-    out = []
-    for r in [header, *lines]:
-        out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in [header, *lines]]
     if any(m.get("replay_of") for m in result.rows):
         out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _started(text: str | None) -> str:
+    return (text or "-")[:19].replace("T", " ")
+
+
+def _run_row(result: ListResult, m: dict[str, Any], tags_column: bool) -> list[str]:
+    """One recorded run's cells."""
+    s = summary(m)
+    paused = "-" if s["paused"] is None else f"{s['paused']} ({_fmt_duration(s['paused_s'])})" if s["paused"] else "0"
+    state = s["state"] or "-"
+    if s["replay_of"]:
+        state += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
+    exit_code = "-" if s["exit_code"] is None else str(s["exit_code"])
+    row = [s["id"], s["name"] or "-", state, exit_code, _fmt_duration(s["duration_s"]), paused, _started(s["started"])]
+    row += _extra_cells(result, m, tags_column)
+    if result.changes:
+        row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
+    return row
+
+
+def _running_row(result: ListResult, live: dict[str, Any], columns: int) -> list[str]:
+    """One running (or orphaned) run's cells: its state and last step, the rest '-'."""
+    state = "running" if live["step"] is None else f"running: step {live['step']}"
+    if live["last_step_at"]:
+        state += f" ({live['last_step_at']})"
+    if live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
+        state = f"orphaned: {live['hint']}"
+    row = [live["id"], live["name"] or "-", state, "-", "-", "-", _started(live["started"])]
+    row += ["-"] * (columns - len(row))
+    if result.changes:
+        row.append("(running)")
+    return row
 
 
 def _extra_cells(result: ListResult, m: dict[str, Any], tags_column: bool) -> list[str]:
