@@ -43,9 +43,9 @@ LONGEST_FIRST = (
     "test_heat_run",
     "test_one_change",
 )
-# Modules that share a worker, one after the other: one private dockerd; and the two that start Ray
-# clusters (two at once fought over Ray's default agent ports: "No available agent to submit job").
-SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker", "test_ray_jobs": "ray", "test_heat_cluster": "ray"}
+# Modules that share a worker, one after the other: one private dockerd. (The two modules that start
+# Ray clusters run side by side: each node of theirs has ports of its own.)
+SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
