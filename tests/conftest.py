@@ -24,7 +24,7 @@ _SCRIPT = Path(sys.executable).parent / "ledger"
 LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"]
 
 
-# `make test` runs the suite on two workers (pytest-xdist, `--dist loadgroup`). A module's tests stay
+# `make test` runs the suite on three workers (pytest-xdist, `--dist loadgroup`). A module's tests stay
 # on one worker, in order (its module-scoped fixtures are made once), and some modules share one
 # (SHARED_WORKER). Workers take modules in this order: the longest first, so both end
 # together. Per-module seconds, serial, on the 2-core machine (`pytest --durations`, December 2026):
@@ -43,9 +43,10 @@ LONGEST_FIRST = (
     "test_heat_run",
     "test_one_change",
 )
-# Modules that share a worker, one after the other: one private dockerd. (The two modules that start
-# Ray clusters run side by side: each node of theirs has ports of its own.)
-SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker"}
+# Modules that share a worker, one after the other: one private dockerd; and the two that start Ray
+# clusters (side by side, a replayed Ray job of one failed: two clusters on one machine share more
+# than their ports).
+SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker", "test_ray_jobs": "ray", "test_heat_cluster": "ray"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
