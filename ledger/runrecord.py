@@ -75,9 +75,10 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def _f(kind: str, default: Any = None, factory: Callable[[], Any] | None = None, section: Any = None) -> Any:
-    """A field: `kind` names its check (`_CHECKS`), or `section`/`sections`/`section?` a nested one."""
-    meta = {"kind": kind, "section": section}
+def _f(kind: str, default: Any = None, factory: Callable[[], Any] | None = None, section: Any = None, sometimes: bool = False) -> Any:
+    """A field: `kind` names its check (`_CHECKS`), or `section`/`sections`/`section?` a nested one.
+    `sometimes`: a key set only when it applies; every other field is a key a new record has."""
+    meta = {"kind": kind, "section": section, "sometimes": sometimes}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -102,15 +103,22 @@ def _corrupt(where: str, path: str, what: str) -> ManifestError:
 class Section:
     """A mapping of the manifest: known keys as fields, the rest kept in `unknown_` (module doc)."""
 
-    ALWAYS: ClassVar[tuple[str, ...]] = ()  # the keys a new record has (`new_manifest`), in order
     _specs: ClassVar[dict[str, tuple[str, Any]]]
+    _always: ClassVar[tuple[str, ...]]
 
-    keys_: tuple[str, ...] | None = field(default=None, repr=False)  # None: `ALWAYS`
+    keys_: tuple[str, ...] | None = field(default=None, repr=False)  # None: `always()`
     unknown_: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.keys_ is None:
-            object.__setattr__(self, "keys_", type(self).ALWAYS)
+            object.__setattr__(self, "keys_", type(self).always())
+
+    @classmethod
+    def always(cls) -> tuple[str, ...]:
+        """The keys a new record has (`new_manifest`), in order: the fields not set `sometimes`."""
+        if "_always" not in cls.__dict__:
+            cls._always = tuple(f.name for f in dataclasses.fields(cls) if f.metadata and not f.metadata["sometimes"])
+        return cls._always
 
     @classmethod
     def specs(cls) -> dict[str, tuple[str, Any]]:
@@ -194,7 +202,6 @@ class Section:
 class Host(Section):
     """`host`: where `ledger run` ran."""
 
-    ALWAYS = ("hostname", "user", "platform", "python")
     hostname: str | None = _f("text")
     user: str | None = _f("text")
     platform: str | None = _f("text")
@@ -205,19 +212,6 @@ class Host(Section):
 class Command(Section):
     """`command`: what was run, and the training command found in it (docs/diff.md)."""
 
-    ALWAYS = (
-        "argv",
-        "cwd",
-        "cwd_in_repo",
-        "repo_root",
-        "launcher",
-        "launcher_sha256",
-        "training_argv",
-        "training_source",
-        "ray_argv",
-        "runtime_env",
-        "added_args",
-    )
     argv: Sequence[str] = _f("list", factory=list)
     cwd: str | None = _f("text")
     cwd_in_repo: str | None = _f("text")
@@ -229,46 +223,32 @@ class Command(Section):
     ray_argv: Sequence[str] | None = _f("list?")
     runtime_env: Mapping[str, Any] | None = _f("map?")
     added_args: Sequence[str] = _f("list", factory=list)
-    # set only when they apply (after the keys above, in the order the recording sets them)
-    launcher_inputs: Sequence[str] = _f("list", factory=list)
-    launcher_path: str | None = _f("text")
-    debug_data: Mapping[str, Any] | None = _f("map?")
-    ledger_env: Mapping[str, Any] | None = _f("map?")
+    # `sometimes`: set only when they apply (after the keys above, in the order the recording sets them)
+    launcher_inputs: Sequence[str] = _f("list", factory=list, sometimes=True)
+    launcher_path: str | None = _f("text", sometimes=True)
+    debug_data: Mapping[str, Any] | None = _f("map?", sometimes=True)
+    ledger_env: Mapping[str, Any] | None = _f("map?", sometimes=True)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Code(Section):
     """`code`: the commit, the uncommitted changes, and the content that counts as code."""
 
-    ALWAYS = ("commit", "branch", "dirty", "patch", "untracked_left_out")
     commit: str | None = _f("text")
     branch: str | None = _f("text")
     dirty: bool | None = _f("bool", False)
     patch: str | None = _f("text")
     untracked_left_out: int | None = _f("int", 0)
-    submodules: Mapping[str, Any] = _f("map", factory=dict)
-    content: str | None = _f("text")
-    ignore: Sequence[str] = _f("list", factory=list)
-    content_without_launcher: str | None = _f("text")
+    submodules: Mapping[str, Any] = _f("map", factory=dict, sometimes=True)
+    content: str | None = _f("text", sometimes=True)
+    ignore: Sequence[str] = _f("list", factory=list, sometimes=True)
+    content_without_launcher: str | None = _f("text", sometimes=True)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Image(Section):
     """`image`: the container image's identity and probes, or the host's packages (`source`)."""
 
-    ALWAYS = (
-        "ref",
-        "id",
-        "digest",
-        "miles_commit",
-        "sglang_version",
-        "sglang_commit",
-        "megatron_commit",
-        "labels",
-        "source",
-        "packages",
-        "errors",
-    )
     ref: str | None = _f("text")
     id: str | None = _f("text")
     digest: str | None = _f("text")
@@ -280,14 +260,13 @@ class Image(Section):
     source: str | None = _f("text")
     packages: Mapping[str, Any] = _f("map", factory=dict)
     errors: Sequence[str] = _f("list", factory=list)
-    host: Mapping[str, Any] | None = _f("map?")  # a host run's python and checkouts
+    host: Mapping[str, Any] | None = _f("map?", sometimes=True)  # a host run's python and checkouts
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Seeds(Section):
     """`seeds`: the seed settings, apart."""
 
-    ALWAYS = ("seed", "rollout_seed")
     seed: Any = _f("any")
     rollout_seed: Any = _f("any")
 
@@ -296,21 +275,19 @@ class Seeds(Section):
 class Logs(Section):
     """`logs`: the file names of the run folder's logs."""
 
-    ALWAYS = ("trainer", "engine", "extra", "metrics", "heat")
     trainer: str | None = _f("text", "trainer.log")
     engine: str | None = _f("text", "engine.log")
     extra: Sequence[str] = _f("list", factory=list)
     metrics: str | None = _f("text")
     heat: str | None = _f("text")
-    split: str | None = _f("text")  # who split the output into the logs
-    in_dvc: Sequence[str] = _f("list", factory=list)  # logs too big for git, tracked with DVC
+    split: str | None = _f("text", sometimes=True)  # who split the output into the logs
+    in_dvc: Sequence[str] = _f("list", factory=list, sometimes=True)  # logs too big for git, tracked with DVC
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Gpu(Section):
     """`gpu`: the heat guard's summary (`heat/monitor.py`); a cluster run adds per-node keys."""
 
-    ALWAYS = ("sensor", "unavailable", "gpus", "peak_temp_c", "pauses", "paused_s", "pause_windows", "guard", "interval_s", "samples")
     sensor: str | None = _f("text")
     unavailable: Any = _f("any")
     gpus: Sequence[Mapping[str, Any]] = _f("list", factory=list)
@@ -327,7 +304,6 @@ class Gpu(Section):
 class DataEntry(Section):
     """One entry of `data`: an output tracked with DVC (`data/dvcops.py`)."""
 
-    ALWAYS = ("role", "path", "dvc_file", "hash", "nfiles", "size", "tracked", "error", "template")
     role: str | None = _f("text")
     path: str | None = _f("text")
     dvc_file: str | None = _f("text")
@@ -337,69 +313,40 @@ class DataEntry(Section):
     tracked: bool | None = _f("bool", False)
     error: str | None = _f("text")
     template: str | None = _f("text")
-    rollout_ids: Sequence[Any] = _f("list", factory=list)
+    rollout_ids: Sequence[Any] = _f("list", factory=list, sometimes=True)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Status(Section):
     """`status`: how the run ended."""
 
-    ALWAYS = ("state", "exit_code", "signal", "duration_s")
     state: str | None = _f("text", "running")
     exit_code: int | None = _f("int")
     signal: str | None = _f("text")
     duration_s: float | None = _f("number")
-    warnings: Sequence[str] = _f("list", factory=list)  # capture errors, said again here
-    escalated: str | None = _f("text")  # the stop went on to SIGKILL
-    ray_job: Mapping[str, Any] | None = _f("map?")  # the submitted Ray job followed to its end
+    warnings: Sequence[str] = _f("list", factory=list, sometimes=True)  # capture errors, said again here
+    escalated: str | None = _f("text", sometimes=True)  # the stop went on to SIGKILL
+    ray_job: Mapping[str, Any] | None = _f("map?", sometimes=True)  # the submitted Ray job followed to its end
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class Replay(Section):
     """`replay`: what a replay replayed (`replay/replay.py`), and its fidelity once recorded."""
 
-    ALWAYS = ("mode", "steps", "mapping", "sets", "extra", "in_image")
     mode: str | None = _f("text")
     steps: Any = _f("any")
     mapping: Mapping[str, Any] | None = _f("map?")
     sets: Any = _f("any")
     extra: Any = _f("any")
     in_image: Any = _f("any")
-    ray: Mapping[str, Any] | None = _f("map?")
-    fidelity: Mapping[str, Any] | None = _f("map?")
-
-
-TOP_KEYS = (
-    "schema",
-    "id",
-    "name",
-    "note",
-    "started",
-    "finished",
-    "host",
-    "command",
-    "code",
-    "image",
-    "seeds",
-    "settings",
-    "logs",
-    "gpu",
-    "data",
-    "status",
-    "replay_of",
-    "replay",
-    "trackers",
-    "redacted",
-    "env_report",
-    "warnings",
-)
+    ray: Mapping[str, Any] | None = _f("map?", sometimes=True)
+    fidelity: Mapping[str, Any] | None = _f("map?", sometimes=True)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
 class RunRecord(Section):
     """A run's manifest, typed. `from_dict` validates (schema first), `to_dict` gives the same dict."""
 
-    ALWAYS = TOP_KEYS
     schema: int = _f("int", SCHEMA)
     id: str = _f("text", "")
     name: str | None = _f("text")
@@ -422,7 +369,7 @@ class RunRecord(Section):
     redacted: Sequence[str] = _f("list", factory=list)
     env_report: Sequence[Any] = _f("list", factory=list)
     warnings: Sequence[str] = _f("list", factory=list)
-    raw_bytes: Mapping[str, str] = _f("map", factory=dict)  # `manifest.storable`: exact bytes of non-UTF-8 text
+    raw_bytes: Mapping[str, str] = _f("map", factory=dict, sometimes=True)  # `manifest.storable`: exact bytes of non-UTF-8 text
 
     @classmethod
     def from_dict(cls: type[S], data: Any, where: str = "manifest", path: str = "") -> S:
