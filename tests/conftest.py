@@ -86,7 +86,6 @@ def isolate_home(home: Path, mp: pytest.MonkeyPatch) -> Path:
     mp.setenv("GIT_CONFIG_NOSYSTEM", "1")
     mp.setenv("DVC_NO_ANALYTICS", "1")
     mp.setenv("DVC_SITE_CACHE_DIR", str(home / "dvc-site"))
-    mp.setenv("LEDGER_YAML_CHECK", "1")  # every YAML document ledger writes is compared with ruamel's text
     mp.delenv("GIT_DIR", raising=False)
     mp.delenv("GIT_WORK_TREE", raising=False)
     # a venv's bin first, so `ledger` and `python3` in subprocesses are this project's
