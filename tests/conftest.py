@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import shutil
@@ -24,11 +25,11 @@ _SCRIPT = Path(sys.executable).parent / "ledger"
 LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"]
 
 
-# `make test` runs the suite on three workers (pytest-xdist, `--dist loadgroup`). A module's tests stay
-# on one worker, in order (its module-scoped fixtures are made once), and some modules share one
-# (SHARED_WORKER). Workers take modules in this order: the longest first, so both end
-# together. Per-module seconds, serial, on the 2-core machine (`pytest --durations`, December 2026):
-# ray_jobs 125, share_replay 47, heat_cluster 44, miles_launchers 29, daily 26, hostile_remote 23.
+# `make test TEST_WORKERS=N` runs the suite on N pytest-xdist workers with `--dist loadfile`: a
+# module's tests stay on one worker, in order (its module-scoped fixtures are made once). Workers
+# take modules in this order: the longest first, so they end together. Per-module seconds, serial,
+# on the 2-core machine (`pytest --durations`, December 2026): ray_jobs 125, share_replay 47,
+# heat_cluster 44, miles_launchers 29, daily 26, hostile_remote 23.
 LONGEST_FIRST = (
     "test_ray_jobs",
     "test_share_replay",
@@ -43,21 +44,12 @@ LONGEST_FIRST = (
     "test_heat_run",
     "test_one_change",
 )
-# Modules that share a worker, one after the other: one private dockerd; and the two that start Ray
-# clusters (side by side, a replayed Ray job of one failed: two clusters on one machine share more
-# than their ports).
-SHARED_WORKER = {"test_image": "docker", "test_image_run": "docker", "test_ray_jobs": "ray", "test_heat_cluster": "ray"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-
-    def module(item: pytest.Item) -> str:
-        return Path(item.nodeid.split("::")[0]).stem
-
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(SHARED_WORKER.get(module(item), module(item))))
-    items.sort(key=lambda item: rank.get(module(item), len(rank)))  # stable: a module keeps its order
+    # stable: a module keeps its order
+    items.sort(key=lambda item: rank.get(Path(item.nodeid.split("::")[0]).stem, len(rank)))
 
 
 def nvml_works() -> bool:
@@ -93,20 +85,27 @@ def isolate_home(home: Path, mp: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def _warm_catalogue(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`home` with ledger's detect-secrets catalogue cache in it (ledger/redact/catalogue.py), as a
-    user has it after their first run: derived once per test process, then copied. A fresh home
-    would derive it again on its first `ledger run` (importing every plugin, ~0.1-0.5 s). The cold
-    path has its own tests (test_catalogue_cache.py)."""
+@functools.cache
+def _derived_catalogue(made: Path) -> Path | None:
+    """ledger's catalogue cache file, derived under `made` once per test process."""
     from ledger.redact import catalogue
 
-    made = tmp_path_factory.getbasetemp() / "catalogue-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CACHE_HOME", str(made))
         cached = catalogue._cache_file()
         if not cached.exists():
             catalogue._cached_entries()
-    if cached.exists():
+    return cached if cached.exists() else None
+
+
+def _warm_catalogue(home: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`home` with ledger's detect-secrets catalogue cache in it (ledger/redact/catalogue.py), as a
+    user has it after their first run: derived once per test process, then copied. A fresh home
+    would derive it again on its first `ledger run` (importing every plugin, ~0.1-0.5 s). The cold
+    path has its own tests (test_catalogue_cache.py)."""
+    made = tmp_path_factory.getbasetemp() / "catalogue-cache"
+    cached = _derived_catalogue(made)
+    if cached is not None:
         into = home / ".cache" / cached.relative_to(made)
         into.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(cached, into)
