@@ -11,6 +11,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,8 +67,6 @@ def inode_clock(folder: Path) -> float:
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError:
-        import time
-
         return time.time()
     try:
         return os.fstat(fd).st_ctime

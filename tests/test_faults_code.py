@@ -5,6 +5,7 @@ setting), and a dirty tracked file whose name is not UTF-8 is stored under its e
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
 from conftest import git, ledger, make_repo
@@ -104,3 +105,13 @@ def test_a_file_the_job_writes_in_its_first_instant_is_not_counted(repo: Path) -
     (repo / "job-output.txt").touch()
     before = sum(p.lstat().st_ctime < since for p in repo.glob("out-*.txt"))
     assert before >= 290 and UntrackedCount(repo, since).result() == before  # job-output.txt is not counted
+
+
+def test_the_inode_clock_of_a_folder_that_cannot_take_a_file_is_the_wall_clock(tmp_path: Path) -> None:
+    from ledger.fsutil import inode_clock
+
+    before = time.time()
+    assert before <= inode_clock(tmp_path / "missing") <= time.time()  # no probe file: time.time()
+    assert list(tmp_path.iterdir()) == []
+    inode_clock(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the probe file is removed again

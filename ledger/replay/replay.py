@@ -225,20 +225,29 @@ class _Checked:
     env: trust.EnvChoice
     foreign: str | None
 
-    def plan(self, argv: list[str], mode: str, **side: Any) -> ReplayPlan:
+    def plan(
+        self,
+        argv: list[str],
+        mode: str,
+        mapping: dict[int, int] | None = None,
+        data_dir: Path | None = None,
+        prepare: Callable[[], None] | None = None,
+    ) -> ReplayPlan:
         return ReplayPlan(
             self.entry.id,
             argv,
             self.cwd,
             mode,
             self.chosen,
+            mapping,
+            data_dir,
             warnings=self.warnings,
             image=self.manifest.get("image") or {},
             env=self.env.taken,
             env_dropped=self.env.dropped,
             foreign=self.foreign,
             manifest=self.manifest,
-            **side,
+            prepare=prepare,
         )
 
 
@@ -254,7 +263,7 @@ def plan_replay(repo: Repo, tip: str, opts: ReplayOptions, remote_hint: str = "o
             sets=run.sets,
             extra=opts.extra,
         )
-        return run.plan(argv, "rollout", mapping=None, data_dir=None, prepare=None)
+        return run.plan(argv, "rollout")
     return _train_side(repo, run, opts, remote_hint)
 
 
