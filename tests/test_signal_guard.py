@@ -64,3 +64,33 @@ def test_a_signal_while_the_main_thread_waits_on_an_import_is_forwarded(tmp_path
     assert proc.returncode == 0, proc.stderr  # was: KeyError: <the main thread's id> out of `import slowmod`
     assert proc.stdout.split()[:2] == ["SIGTERM", "SIGTERM"]  # the job got the SIGTERM ledger got
     assert "forwarded SIGTERM to the job" in proc.stdout
+
+
+def test_a_failure_to_forward_is_said_and_the_next_signal_still_served(tmp_path: Path) -> None:
+    import os
+    import signal
+    import threading
+
+    from ledger.capture.runner import Job, SignalGuard
+
+    said: list[str] = []
+    heard = threading.Event()
+
+    def say(text: str) -> None:
+        said.append(text)
+        heard.set()
+
+    def broken() -> None:
+        raise RuntimeError("the heat guard's lock is gone")
+
+    with SignalGuard(say) as guard:
+        job = Job(["sleep", "30"], tmp_path, dict(os.environ), stop_grace_s=30)
+        guard.attach(job, broken)
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert heard.wait(10)
+        guard.before_forward = lambda: None
+        heard.clear()
+        os.kill(os.getpid(), signal.SIGTERM)  # served still: this one reaches the job
+        result = job.wait()
+    assert said[0] == "ledger: could not forward SIGTERM: the heat guard's lock is gone"
+    assert result.signal_name == "SIGTERM"
