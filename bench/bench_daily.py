@@ -24,8 +24,8 @@ from ledger.compare.logparse import MetricsTable, StepRow, write_metrics_jsonl
 from ledger.compare.summarymetrics import summarize
 from ledger.manifest import new_manifest
 from ledger.storage.git import Repo
-from ledger.storage.listing import summary_of
 from ledger.storage.store import build_run_tree, commit_message
+from ledger.storage.summary import summary_of
 
 SETTINGS = {f"setting-{i}": i * 0.5 for i in range(150)}
 METRICS = [

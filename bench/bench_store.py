@@ -23,8 +23,8 @@ from common import ledger_argv, report, scratch_repo, sh, timeit
 from ledger import yamlio
 from ledger.manifest import new_manifest
 from ledger.storage.git import Repo
-from ledger.storage.listing import summary_of
 from ledger.storage.store import build_run_tree, commit_message
+from ledger.storage.summary import summary_of
 
 SETTINGS = {f"setting-{i}": i * 0.5 for i in range(150)}  # a Miles run has ~150
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,9 @@ from ledger.textfmt import plural
 
 
 def _say(text: str) -> None:
-    from ledger.termstyle import colour_enabled, paint_lines, printable
+    from ledger.termstyle import say
 
-    text = printable(text)  # pulled names and values never reach the terminal as controls
-    click.echo(paint_lines(text) if colour_enabled(sys.stderr) else text, err=True, color=True)
+    say(text)
 
 
 def _show(text: str, nl: bool = True) -> None:
@@ -66,44 +66,29 @@ def init() -> None:
     _say(f"commit the set-up: {result.next_step}")
 
 
+def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """click's options for `ledger run`, made from their one declaration (`ledger.commands.runargs.OPTIONS`)."""
+    from ledger.commands.runargs import OPTIONS
+
+    for o in reversed(OPTIONS):
+        if o.kind == "switch":
+            command = click.option(f"{o.flag}/{o.off}", o.dest, default=None, help=o.help)(command)
+        else:
+            command = click.option(o.flag, o.dest, is_flag=o.kind == "flag", multiple=o.kind == "values", help=o.help)(command)
+    return command
+
+
 @app.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--name", help="A short name for the run (usable wherever a run is named).")
-@click.option("--note", help="Free text stored in the manifest.")
-@click.option("--image", help="Docker image the job runs in (else detected from `docker run`, else .ledger.yaml).")
-@click.option("--no-heat-guard", is_flag=True, help="Record GPU temperatures but never pause the job.")
-@click.option("--data", "data_paths", multiple=True, help="Extra output path to track with DVC (repeatable).")
-@click.option(
-    "--debug-data/--no-debug-data",
-    default=None,
-    help="Add --save-debug-rollout-data/--save-debug-event-data when absent (default: .ledger.yaml).",
-)
+@_run_options
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(
-    name: str | None,
-    note: str | None,
-    image: str | None,
-    no_heat_guard: bool,
-    data_paths: tuple[str, ...],
-    debug_data: bool | None,
-    command: tuple[str, ...],
-) -> int:
+def run(command: tuple[str, ...], **options: Any) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
-    from ledger.commands.run import run_job
+    from ledger.commands.run import run_args
+    from ledger.commands.runargs import RunArgs
 
     if command and command[0] != "--" and command[0].startswith("-"):
         raise _not_an_option(command[0], click.get_current_context())
-    return run_job(
-        Path.cwd(),
-        command,
-        name=name,
-        note=note,
-        image=image,
-        heat_guard=not no_heat_guard,
-        data_paths=data_paths,
-        debug_data=debug_data,
-        say=_say,
-        terminal_fd=_terminal_fd(),
-    )
+    return run_args(RunArgs(command[1:] if command[:1] == ("--",) else command, **options), _say)
 
 
 def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
@@ -116,14 +101,6 @@ def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
     return LedgerError(
         f"ledger run has no option {word}", hint + "ledger's options go before `--`, the job's command after it", exit_code=EXIT_USAGE
     )
-
-
-def _terminal_fd() -> int | None:
-    try:
-        sys.stdout.flush()
-        return sys.stdout.fileno()
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 @app.command("list")
@@ -446,11 +423,12 @@ def replay(run_name: str, sets: tuple[str, ...], extra: tuple[str, ...], seeds: 
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
     from ledger.commands.replay import ReplayOptions
     from ledger.commands.replay import replay as replay_cmd
+    from ledger.termstyle import terminal_fd
 
     # the options above are ReplayOptions' fields by name: one spelling of each, checked by the dataclass
     opts = ReplayOptions(run=run_name, sets=list(sets), extra=[x for x in extra if x != "--"], **options)
     ask = None if opts.yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
-    return replay_cmd(Path.cwd(), opts, seeds, say=_say, terminal_fd=_terminal_fd(), stdout=_show, confirm=ask)
+    return replay_cmd(Path.cwd(), opts, seeds, say=_say, terminal_fd=terminal_fd(), stdout=_show, confirm=ask)
 
 
 @app.command()

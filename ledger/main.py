@@ -7,6 +7,7 @@ import gc
 import os
 import sys
 import threading
+from collections.abc import Callable
 from typing import NoReturn
 
 from ledger.errors import LedgerError
@@ -59,9 +60,32 @@ def _threads_to_wait_for() -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: the exit code of `ledger ARGV` (also run in-process by tests)."""
-    from ledger.cli import run_app
+    args = sys.argv[1:] if argv is None else argv
+    return _answered(lambda: _run_plain(args[1:]) if args[:1] == ["run"] else None, args)
 
+
+def _run_plain(args: list[str]) -> int | None:
+    """`ledger run` with a plain command line (`ledger.commands.runargs.plain_args`), without
+    click; None when click is to read it."""
+    from ledger.commands.runargs import plain_args
+
+    parsed = plain_args(args)
+    if parsed is None:
+        return None
+    from ledger.commands.run import run_args
+    from ledger.termstyle import say
+
+    return run_args(parsed, say)
+
+
+def _answered(fast: Callable[[], int | None], argv: list[str]) -> int:
+    """`fast()`, or click's command line when that gives None; every error one line and its code."""
     try:
+        code = fast()
+        if code is not None:
+            return code
+        from ledger.cli import run_app
+
         return run_app(argv)
     except LedgerError as exc:
         from ledger.termstyle import printable

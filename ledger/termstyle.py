@@ -97,3 +97,23 @@ def printable_bytes(data: bytes) -> bytes:
 
 
 _INVALID = re.compile("[\udc80-\udcff]")
+
+
+def say(text: str) -> None:
+    """One message for the person at the terminal, on stderr: control characters shown escaped,
+    coloured (`paint_lines`) when stderr is a terminal that takes colour."""
+    stream = sys.stderr
+    if stream is None:
+        return
+    text = printable(text)  # pulled names and values never reach the terminal as controls
+    stream.write((paint_lines(text) if colour_enabled(stream) else text) + "\n")
+    stream.flush()
+
+
+def terminal_fd() -> int | None:
+    """stdout's descriptor, for a job to write to the same terminal or file (None when it has none)."""
+    try:
+        sys.stdout.flush()
+        return sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return None

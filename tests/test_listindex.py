@@ -19,9 +19,10 @@ from conftest import git, ledger, make_repo
 from ledger.manifest import new_manifest
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex, RunRow
-from ledger.storage.listing import ManifestCache, load_listing, read_run, summary_of
+from ledger.storage.listing import ManifestCache, load_listing, read_run
 from ledger.storage.runmeta import RunMeta, change_meta
 from ledger.storage.store import RunEntry, build_run_tree, commit_message
+from ledger.storage.summary import summary_of
 
 FILTERS = [
     (),

@@ -33,7 +33,6 @@ from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
 from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status
-from ledger.runref import check_run_name
 from ledger.storage import staging
 from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
 from ledger.storage.store import check_branch_writable, commit_message, write_run
@@ -46,7 +45,7 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 # Modules only the end of a run needs: imported on a thread while the job runs, not before it starts.
-END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.listing", "ledger.compare.logparse")
+END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.summary", "ledger.compare.logparse")
 
 
 @dataclass
@@ -202,6 +201,8 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
         raise StartError("no command to run", "put the command after `--`: ledger run -- bash run.sh")
     try:
         if req.name is not None:
+            from ledger.runref import check_run_name
+
             check_run_name(req.name)
         repo = Repo(req.cwd)
         repo.head_commit()
@@ -615,7 +616,7 @@ def finish(
     written."""
     from ledger import yamlio
     from ledger.record import facts
-    from ledger.storage.listing import summary_of
+    from ledger.storage.summary import summary_of
 
     run_dir = staged.run_dir
     if logs is None:

@@ -325,24 +325,6 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of", "trackers")
-
-
-def summary_of(manifest: dict[str, Any], metrics: dict[str, Any] | None = None) -> dict[str, Any]:
-    """What `ledger list` shows; `settings.json` holds the settings, `manifest.yaml` everything.
-    `metrics`: the summary metrics (`ledger.compare.summarymetrics`), kept under `metrics`."""
-    out = {k: manifest.get(k) for k in SUMMARY_KEYS}
-    gpu = manifest.get("gpu") or {}
-    out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s", "unavailable")}
-    replay = manifest.get("replay") or {}
-    fidelity = replay.get("fidelity") if isinstance(replay, dict) else None
-    if isinstance(fidelity, dict) and fidelity.get("verdict"):
-        out["fidelity"] = fidelity["verdict"]  # a replay's: bitwise / close / diverged / unknown
-    if metrics is not None:
-        out["metrics"] = metrics
-    return out
-
-
 def list_fields(m: dict[str, Any]) -> dict[str, Any]:
     """The fields `ledger list` (and `ledger report`) show for a run."""
     status = m.get("status") or {}

@@ -1,0 +1,752 @@
+"""`ledger run` against real local Ray clusters, one module so that a test worker never runs two
+clusters side by side (`make test TEST_WORKERS=N` keeps a module on one worker): first a one-node
+cluster for Ray Job API runs (issue 9, items 7 and 8; issue 21), then a two-node cluster for the
+heat guard. Each cluster is a class's fixture, so the first is gone before the second starts.
+
+Every cluster is started by its fixture on 127.0.0.1 with free ports and torn down by it
+(`Cluster.shutdown` ends exactly the processes it started; `ray stop` would end every Ray on the
+machine). The driver tests/ray_shapes/train.py has actors named as Miles names them.
+
+The heat guard's cluster: the job is a real `ray job submit` job whose actors run on both nodes
+(custom resources `node1` on the head and `node2` on the second raylet pin them, as Miles pins
+trainer and engine actors with placement groups). The scripted timeline heats GPU 0 of node 2
+only; the whole job, on both nodes, must stop and then resume, and the record must name the node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import LEDGER, git, ledger, make_repo, nvml_works
+
+from ledger.heat.cluster_target import ClusterTarget, collective_timeout, detect_cluster
+from ledger.heat.heatlog import read_heat_log
+
+ray = pytest.importorskip("ray", reason="Ray is the `ray` extra, installed by `make test` (test extra)")
+
+
+DRIVER = Path(__file__).resolve().parent / "ray_shapes" / "train.py"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def ray_repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "proj", {"train.py": DRIVER.read_text()})
+    ledger(repo, "init")
+    return repo
+
+
+def _show(repo: Path) -> dict:
+    return json.loads(ledger(repo, "show", "latest", "--json").stdout)
+
+
+def _logs(repo: Path, m: dict) -> tuple[str, str]:
+    folder = repo / ".." / "logs"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(folder), "experiments"], check=True)
+    run = folder / f"runs/{m['id'][-4:-2]}/{m['id']}"
+    return (run / "trainer.log").read_text(), (run / "engine.log").read_text()
+
+
+def _check_split(trainer: str, engine: str) -> None:
+    # Ray coloured the actor prefixes even into ledger's pipe (miles-facts.md): the split read through them
+    assert engine.startswith("\x1b[") and "\x1b[36m(MegatronTrainRayActor pid=" in trainer
+    assert engine.count("Decode batch") == 3 and "Decode batch" not in trainer
+    assert all("SGLangEngine" in line for line in engine.splitlines())
+    for cell in (0, 1):  # no per-step line of either trainer cell lost to de-duplication
+        for step in range(3):
+            assert f"'train/loss': {0.5 + step + cell / 10}" in trainer
+    assert "repeated" not in trainer
+
+
+# -- issue 21: a Miles-shaped job submitted WITHOUT --no-wait ---------------------------------
+MILES_JOB = Path(__file__).resolve().parent / "ray_shapes" / "miles_job.py"
+
+
+LAUNCHER = Path(__file__).resolve().parent / "ray_shapes" / "run-miles-job.sh"
+
+
+@pytest.fixture
+def miles_repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "proj", {"train.py": MILES_JOB.read_text(), "run.sh": LAUNCHER.read_text()})
+    ledger(repo, "init")
+    return repo
+
+
+def _job_info(url: str, submission_id: str) -> object:
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(url).get_job_info(submission_id)
+
+
+def _trainer_log(repo: Path, m: dict) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _actor_env(log: str) -> dict:
+    [line] = [x for x in log.splitlines() if "ACTOR_ENV " in x]
+    return json.loads(line.split("ACTOR_ENV ", 1)[1])
+
+
+class TestJobApi:
+    """Runs through the Ray Job API and the Ray driver on a one-node cluster."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def cluster(cls) -> Iterator[tuple[str, str]]:
+        from ray.cluster_utils import Cluster
+
+        temp = tempfile.mkdtemp(prefix="lr", dir="/tmp")  # short: Ray's socket paths have a length limit
+        # Ray rewrites a 127.0.0.1 address to the machine's outward IP unless told it is a one-machine
+        # cluster; drivers and the job supervisor inherit this from the cluster and from the tests
+        saved = dict(os.environ)
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        # Ray notes the cluster's address in <RAY_TMPDIR>/ray/ray_current_cluster (default /tmp/ray,
+        # shared with every other Ray on the machine): kept in this cluster's own folder
+        os.environ["RAY_TMPDIR"] = temp
+        os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
+        # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        dash = _free_port()
+        c = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 1,
+                "include_dashboard": True,
+                "dashboard_host": "127.0.0.1",
+                "dashboard_port": dash,
+                "node_ip_address": "127.0.0.1",
+                "gcs_server_port": _free_port(),
+                "temp_dir": temp,
+                "dashboard_agent_listen_port": _free_port(),
+                "runtime_env_agent_port": _free_port(),
+                "metrics_export_port": _free_port(),
+                "metrics_agent_port": _free_port(),
+            },
+        )
+        try:
+            url = f"http://127.0.0.1:{dash}"
+            from ray.job_submission import JobSubmissionClient
+
+            deadline = time.monotonic() + 60
+            while True:  # the job API answers a little after the head is up
+                try:
+                    JobSubmissionClient(url).list_jobs()
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            yield c.address, url
+        finally:
+            c.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)
+            os.environ.clear()
+            os.environ.update(saved)
+
+    def test_driver_run_directly_splits_coloured_actor_lines(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        address, _ = cluster
+        r = ledger(ray_repo, "run", "--no-debug-data", "--", "python3", "train.py", env={"RAY_ADDRESS": address}, timeout=100)
+        assert r.returncode == 0, r.stderr
+        m = _show(ray_repo)
+        assert m["command"]["ledger_env"]["RAY_DEDUP_LOGS"] == "0"
+        _check_split(*_logs(ray_repo, m))
+
+    def test_ray_job_submit_waits_and_no_wait_is_followed(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        _, url = cluster
+        script = str(ray_repo / "train.py")  # a job runs in the cluster's working directory
+        r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--address", url, "--", "python3", script, timeout=100)
+        assert r.returncode == 0, r.stderr
+        m = _show(ray_repo)
+        assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
+        assert m["command"]["training_argv"] == ["python3", script]
+        _check_split(*_logs(ray_repo, m))
+        # --no-wait: the launcher returns at once; ledger follows the job to its real end and state
+        r = ledger(
+            ray_repo,
+            "run",
+            "--no-debug-data",
+            "--",
+            "ray",
+            "job",
+            "submit",
+            "--no-wait",
+            "--address",
+            url,
+            "--",
+            "python3",
+            script,
+            "--exit",
+            "3",
+            timeout=100,
+        )
+        assert r.returncode == 3, r.stderr
+        m = _show(ray_repo)
+        assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
+        assert m["status"]["ray_job"]["status"] == "FAILED"
+        trainer = subprocess.run(
+            ["git", "-C", str(ray_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "driver done" in trainer  # the followed job's logs are in the record
+
+    def test_ctrl_c_stops_a_followed_job(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        _, url = cluster
+        (ray_repo / "slow.py").write_text("import time\nprint('slow start', flush=True)\ntime.sleep(120)\n")
+        proc = subprocess.Popen(
+            [
+                *LEDGER,
+                "run",
+                "--no-debug-data",
+                "--",
+                "ray",
+                "job",
+                "submit",
+                "--no-wait",
+                "--address",
+                url,
+                "--",
+                "python3",
+                str(ray_repo / "slow.py"),
+            ],
+            cwd=ray_repo,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ),
+        )
+        out = ""
+        assert proc.stdout is not None
+        while "slow start" not in out:  # the followed job's own output reached ledger's terminal copy
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"ledger did not end after Ctrl-C: {out}{proc.communicate()[0]}") from None
+        m = _show(ray_repo)
+        assert m["status"]["ray_job"]["status"] == "STOPPED"
+        assert m["status"]["state"] == "killed" and proc.returncode == 130
+
+    def test_ray_own_driver_variables_are_not_settings(self, cluster: tuple[str, str], tmp_path: Path) -> None:
+        """Ray gives every job's driver variables of its own: the job's config with its random
+        submission id and the cluster's GCS address (`_get_driver_env_vars` in Ray's
+        dashboard/modules/job/job_supervisor.py). Miles launchers start their own head under ledger's
+        PATH wrappers, so the python3 wrapper reads the trainer's environment inside the job; seen
+        there, two identical jobs must give the same `env.*` settings."""
+        from ray.job_submission import JobStatus, JobSubmissionClient
+
+        from ledger.understand import envvars
+
+        _, url = cluster
+        client = JobSubmissionClient(url)
+        (tmp_path / "dump_env.py").write_text("import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n")
+        runtime_env = {"env_vars": {"NCCL_ALGO": "Ring"}}
+        seen = []
+        for n in range(2):
+            out = tmp_path / f"env{n}.json"
+            job = client.submit_job(entrypoint=f"python3 {tmp_path / 'dump_env.py'} {out}", runtime_env=runtime_env)
+            deadline = time.monotonic() + 60
+            while client.get_job_status(job) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+                assert time.monotonic() < deadline, client.get_job_logs(job)
+                time.sleep(0.2)
+            assert client.get_job_status(job) == JobStatus.SUCCEEDED, client.get_job_logs(job)
+            seen.append(json.loads(out.read_text()))
+        assert seen[0]["RAY_JOB_CONFIG_JSON_ENV_VAR"] != seen[1]["RAY_JOB_CONFIG_JSON_ENV_VAR"]  # what Ray really sets
+        first, second = (envvars.env_settings(envvars.capture_env(env), runtime_env) for env in seen)
+        assert first == second
+        assert first["env.NCCL_ALGO"] == "Ring" and "env.RAY_ADDRESS" not in first
+
+    def test_ctrl_c_stops_a_waiting_submission_and_keeps_every_file(self, cluster: tuple[str, str], miles_repo: Path) -> None:
+        """The Ray CLI answers Ctrl-C with `Aborted!` and exit 1 while the job runs on: ledger stops
+        the job through the Job API, records the truth, and every rollout file the job wrote is in
+        the record (nothing is written into a committed run's folder afterwards)."""
+        _, url = cluster
+        env = {**os.environ, "RAY_DASHBOARD": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
+        proc = subprocess.Popen(
+            [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+        out = ""
+        assert proc.stdout is not None
+        while "step 2:" not in out:  # the job is training, its rollout files are being written
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.send_signal(signal.SIGINT)
+        try:
+            out += proc.communicate(timeout=90)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"ledger did not end after Ctrl-C: {out}{proc.communicate()[0]}") from None
+        m = _show(miles_repo)
+        ray_job = m["status"]["ray_job"]
+        info = _job_info(url, ray_job["submission_id"])
+        assert str(info.status.value) == "STOPPED", out  # type: ignore[attr-defined]
+        assert ray_job["status"] == "STOPPED" and ray_job["stopped_by_ledger"] is True
+        assert m["status"]["state"] == "killed" and m["status"]["signal"] == "SIGINT" and proc.returncode == 130
+        job_s = (info.end_time - info.start_time) / 1000  # type: ignore[attr-defined]
+        assert m["status"]["duration_s"] >= job_s  # the record lasts until the job really stopped
+        trainer = subprocess.run(
+            ["git", "-C", str(miles_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        written = {line.split("perf ", 1)[1].split(":")[0] for line in trainer.splitlines() if "- perf " in line}
+        rollout = next(d for d in m["data"] if d["role"] == "rollout")
+        assert rollout["nfiles"] == len(written) >= 3 and len(written) < 40
+        assert not (miles_repo / ".ledger" / "staging" / m["id"]).exists()  # nothing wrote after the commit
+        r = ledger(miles_repo, "recover")
+        assert r.returncode == 0 and "removed" not in r.stderr
+
+    def test_waiting_submission_records_the_drivers_exit_code(self, cluster: tuple[str, str], miles_repo: Path) -> None:
+        _, url = cluster
+        r = ledger(
+            miles_repo,
+            "run",
+            "--no-debug-data",
+            "--",
+            "bash",
+            "run.sh",
+            env={"RAY_DASHBOARD": url, "STEPS": "1", "DRIVER_EXIT": "3"},
+            timeout=100,
+        )
+        assert r.returncode == 3, r.stderr  # not the Ray CLI's 1
+        m = _show(miles_repo)
+        assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
+        assert m["status"]["ray_job"]["status"] == "FAILED"
+        assert "exit code 3" in (m["status"]["ray_job"]["message"] or ""), m["status"]["ray_job"]
+        assert m["status"]["ray_job"]["submission_id"].startswith(f"ledger-{m['id']}-")
+
+    def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(
+        self, cluster: tuple[str, str], miles_repo: Path
+    ) -> None:
+        """The replay is submitted to the recorded (reachable) cluster with the recorded runtime env:
+        its MegatronTrainRayActor sees NCCL_ALGO and friends, as the original's did; its settings are
+        what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""
+        _, url = cluster
+        r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD": url}, timeout=150)
+        assert r.returncode == 0, r.stderr
+        source = _show(miles_repo)
+        expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
+        assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
+        r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
+        assert r.returncode == 0, r.stderr
+        m = _show(miles_repo)
+        assert m["replay_of"] == source["id"]
+        assert m["replay"]["ray"] == {"address": url, "how": "recorded address", "local_head": False}
+        assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
+        seen = _actor_env(_trainer_log(miles_repo, m))
+        assert {k: seen[k] for k in expected} == expected  # the actors, not only the driver
+        assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
+        assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
+        assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
+        assert m["replay"]["fidelity"]["steps"] == 3
+        listing = ledger(miles_repo, "list").stdout
+        assert "(bitwise)" in listing
+
+
+cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is installed by `make install` (the test extra)")
+
+
+# Each ticker writes "<unix time> <pid>" lines; it ends 2 s after it noticed it had been stopped
+# (a gap over 1 s between two of its own ticks), or after 90 s.
+JOB = """
+import os, sys, time, ray
+ray.init()
+
+@ray.remote(num_cpus=0)
+class Ticker:
+    def run(self, path):
+        start = last = time.time(); paused_at = None
+        with open(path, "w") as out:
+            while time.time() - start < 90:
+                now = time.time()
+                out.write(f"{now:.3f} {os.getpid()}\\n"); out.flush()
+                if now - last > 1.0 and paused_at is None:
+                    paused_at = now
+                if paused_at is not None and now - paused_at > 2:
+                    return os.getpid()
+                last = now
+                time.sleep(0.05)
+        return os.getpid()
+
+out = sys.argv[1]
+tickers = [Ticker.options(resources={name: 0.5}).remote() for name in ("node1", "node2")]
+print("pids", ray.get([t.run.remote(f"{out}/{name}.ticks") for t, name in zip(tickers, ("node1", "node2"))]))
+"""
+
+
+def _agent_ports() -> dict[str, int]:
+    """A node's agents on ports of their own: every node's agents default to 52365 and others, and
+    whichever bound second lost its HTTP service ("No available agent to submit job" for 90 s when
+    that was the head's, seen on a loaded machine)."""
+    names = ("dashboard_agent_listen_port", "runtime_env_agent_port", "metrics_export_port", "metrics_agent_port")
+    return {name: _free_port() for name in names}
+
+
+def _wait_for_job_agent(dashboard: str) -> None:
+    """A fresh cluster answers 'No available agent to submit job' for a few seconds: wait it out."""
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(dashboard)
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            job = client.submit_job(entrypoint="true")
+            break
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    while not client.get_job_status(job).is_terminal() and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def _configure(repo: Path, timeline: str, interval: float = 0.5, resume_after: float = 1.5) -> None:
+    (repo / "heat.timeline").write_text(timeline)
+    (repo / ".ledger.yaml").write_text(
+        f"heat_guard:\n  interval_s: {interval}\n  pause_at: 85\n  resume_at: 75\n"
+        f"  resume_after: {resume_after}\n  max_pause: 600\n  sensor: {{timeline: heat.timeline}}\n"
+    )
+    (repo / "job.py").write_text(JOB)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "heat config")
+
+
+def _ticks(path: Path) -> list[float]:
+    return [float(line.split()[0]) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _state(pid: int) -> str:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rfind(")") + 2]
+
+
+def _sensor(dashboard: str, entries: list[tuple[float, int, float, str | None]] | None, warnings: list[str]) -> Any:
+    """A ClusterSensor in this process; `entries` None: each node samples NVML."""
+    from ledger.heat.cluster import ClusterSensor
+
+    spec = {"kind": "nvml"} if entries is None else {"kind": "scripted", "path": "test", "entries": entries}
+    sensor = ClusterSensor(ClusterTarget(dashboard, "argv"), spec, 0.5, time.time(), warn=warnings.append)
+    assert sensor.wait_connected(60), warnings
+    return sensor
+
+
+def _wait(what: str, ok: Any, sensor: Any, sample: bool = True, seconds: float = 60) -> None:
+    """Until `ok()`; `sample`: take readings meanwhile (no monitor is running to do it)."""
+    deadline = time.monotonic() + seconds
+    while not ok():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {sensor.cluster_manifest()}"
+        if sample:
+            sensor.sample()
+        time.sleep(0.2)
+
+
+def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
+    """No dashboard at the address: the job still runs, the record says the cluster was not watched."""
+    _configure(repo, "0 0 50\n")
+    port = _free_port()
+    fake = repo / "ray"  # a stand-in `ray` that runs what follows `--`, as `ray job submit` would
+    fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
+    fake.chmod(0o755)
+    r = ledger(
+        repo,
+        "run",
+        "--",
+        str(fake),
+        "job",
+        "submit",
+        "--address",
+        f"http://127.0.0.1:{port}",
+        "--",
+        sys.executable,
+        "-c",
+        "import time; time.sleep(1.5)",
+    )
+    assert r.returncode == 0, r.stderr
+    gpu = json.loads(ledger(repo, "show", "latest", "--json").stdout)["gpu"]
+    assert gpu["cluster"]["connected"] is False
+    # whether the connection attempt failed before the 1.5 s job ended (it did not, under load: was
+    # "not connected yet") or not, the record and the terminal name the address not watched
+    assert f"127.0.0.1:{port}" in gpu["cluster"]["unavailable"]
+    assert "nodes were not watched" in r.stderr and f"127.0.0.1:{port}" in r.stderr
+
+
+def test_cluster_target_and_collective_timeout() -> None:
+    """What `ledger run` reads from a command (shapes as in Miles' bash launchers, see miles-facts.md)."""
+    argv = [
+        "ray",
+        "job",
+        "submit",
+        "--address=http://127.0.0.1:8265",
+        "--submission-id",
+        "s1",
+        "--runtime-env-json",
+        '{"env_vars": {"NCCL_TIMEOUT": "120"}}',
+        "--",
+        "python3",
+        "train.py",
+        "--distributed-timeout-minutes",
+        "5",
+    ]
+    target = detect_cluster(argv, {})
+    assert target == ClusterTarget(
+        "http://127.0.0.1:8265", "argv", "s1", "python3 train.py --distributed-timeout-minutes 5", {"NCCL_TIMEOUT": "120"}
+    )
+    assert detect_cluster(["python3", "train.py"], {}) is None
+    assert detect_cluster(["python3", "train.py"], {"RAY_ADDRESS": "10.0.0.1:6379"}) == ClusterTarget("10.0.0.1:6379", "RAY_ADDRESS")
+    launcher = 'ray start --head\nray job submit --address="http://127.0.0.1:8265" \\\n  -- python3 train.py\n'
+    assert detect_cluster(["bash", "run.sh"], {}, launcher) == ClusterTarget("http://127.0.0.1:8265", "launcher")
+    timeout = collective_timeout(["train.py", "--distributed-timeout-minutes", "5"], {"NCCL_TIMEOUT": "120"})
+    assert timeout is not None and (timeout.seconds, timeout.source) == (120.0, "NCCL_TIMEOUT=120")
+    assert collective_timeout(["train.py"], dict(os.environ, NCCL_TIMEOUT="")) is None
+
+
+class TestHeatOnTwoNodes:
+    """The heat guard on a head and a second raylet (Ray's own test harness)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def cluster(cls) -> Iterator[tuple[str, str, Any]]:
+        """A head (resource node1, with the dashboard the Job API needs) and a second raylet (node2).
+
+        Everything listens on 127.0.0.1 only. Ray replaces a loopback address by the machine's own IP
+        (`services.resolve_ip_for_localhost`) unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, which makes
+        its idea of "this node's IP" the loopback one: set for the cluster, its jobs and ledger alike.
+        This process read the variable when it imported Ray (at collection), so for the tests that
+        connect from here the constant it set is switched too, for this module only.
+        """
+        from ray._private import ray_constants
+
+        saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        patch = pytest.MonkeyPatch()
+        patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
+        dash = _free_port()
+
+        c = cluster_utils.Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 2,
+                "resources": {"node1": 1},
+                "node_ip_address": "127.0.0.1",
+                "include_dashboard": True,
+                "dashboard_host": "127.0.0.1",
+                "dashboard_port": dash,
+                **_agent_ports(),
+            },
+        )
+        try:
+            c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **_agent_ports())
+            c.wait_for_nodes()
+            _wait_for_job_agent(f"http://127.0.0.1:{dash}")
+            yield f"http://127.0.0.1:{dash}", c.address, c
+        finally:
+            c.shutdown()
+            patch.undo()
+            if saved is None:
+                os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+            else:
+                os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
+
+    @pytest.mark.slow
+    def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(self, cluster: tuple[str, str, Any], repo: Path, tmp_path: Path) -> None:
+        dashboard, _gcs, _c = cluster
+        # node 2's GPU 0 is hot from 12 s after its sampler starts to 14 s: time enough for the job's
+        # actors to be up on both nodes first (ledger connects and ray job submit starts meanwhile)
+        _configure(repo, "0 0 50\n0 1 48\n12 node2 0 95\n14 node2 0 50\n")
+        out = tmp_path / "ticks"
+        out.mkdir()
+        r = ledger(
+            repo,
+            "run",
+            "--name",
+            "cluster",
+            "--",
+            "ray",
+            "job",
+            "submit",
+            "--address",
+            dashboard,
+            "--",
+            sys.executable,
+            str(repo / "job.py"),
+            str(out),
+            timeout=170,
+        )
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+        m = json.loads(ledger(repo, "show", "cluster", "--json").stdout)
+        gpu = m["gpu"]
+        assert gpu["sensor"] == "ray-cluster"
+        assert gpu["cluster"]["connected"] is True and gpu["unwatched"] == {}
+        labels = {n["node"] for n in gpu["nodes"]}
+        assert len(gpu["nodes"]) == 2 and all(n["watched"] for n in gpu["nodes"])
+        # per node: its GPUs and peaks; node 2 (the one hot) is the only one that saw 95
+        hot = [n for n in gpu["nodes"] if n["peak_temp_c"].get(0) == 95.0 or n["peak_temp_c"].get("0") == 95.0]
+        assert len(hot) == 1 and [g["index"] for g in hot[0]["gpus"]] == [0, 1]
+        # one pause, triggered by GPU 0 of node 2
+        assert gpu["pauses"] == 1, r.stderr[-3000:]
+        window = gpu["pause_windows"][0]
+        assert window["node"] == hot[0]["node"] and window["gpu"] == 0 and window["temp_c"] == 95.0
+        # heat.log has both nodes
+        folder = f"runs/{m['id'][-4:-2]}/{m['id']}"
+        heat_text = git(repo, "show", f"experiments:{folder}/heat.log")
+        (tmp_path / "heat.log").write_text(heat_text)
+        log = read_heat_log(tmp_path / "heat.log")
+        assert set(log.nodes) == labels
+        assert [(e.kind, e.node, e.gpu) for e in log.events] == [("pause", hot[0]["node"], 0), ("resume", None, None)]
+        # the job's actors on BOTH nodes stopped during the pause and ran again after it
+        pause_start, pause_end = log.pauses[0]
+        assert pause_end is not None
+        # node 2's timeline clock starts at its sampler's first reading (its first heat.log line, a
+        # little later): GPU 0 turns hot at +12 s and cool at +14 s; the guard may resume at +14 s
+        # plus resume_after (1.5 s). How soon each node stops and runs again (target: within two
+        # intervals) is bench/bench_cluster_heat.py's figure: on a loaded machine (two test workers,
+        # two Ray nodes, two cores) a test can say what happened, in what order, not how fast.
+        interval, resume_after = 0.5, 1.5
+        first = min(s.time for s in log.samples if s.sample.node == hot[0]["node"])
+        hot_at, may_resume = first + 12, first + 14 + resume_after
+        for name in ("node1", "node2"):
+            ticks = _ticks(out / f"{name}.ticks")
+            gaps = [(a, b) for a, b in zip(ticks, ticks[1:]) if b - a > 1.0]
+            assert len(gaps) == 1, f"{name}: expected one stop, got {gaps}"
+            stopped, resumed = gaps[0]  # its last tick before the stop, its first tick after it
+            assert stopped <= pause_end and resumed >= pause_end - 0.1  # the gap is the pause
+            # a tick is 0.05 s: its last tick came at most one interval before the GPU turned hot
+            assert stopped >= hot_at - interval, f"{name}: stopped {hot_at - stopped:.2f} s before the GPU turned hot"
+            assert resumed >= may_resume - 0.25, f"{name}: ran again {may_resume - resumed:.2f} s before resume_after passed"
+            assert ticks[-1] > resumed  # it ran on afterwards
+
+    def test_a_pause_that_fails_on_one_node_leaves_no_node_stopped(self, cluster: tuple[str, str, Any]) -> None:
+        """One node's sampler is gone when the guard pauses: the pause fails, and the processes the
+        other node had already stopped run again (else nothing would ever resume them)."""
+        import ray
+
+        dashboard, _gcs, _c = cluster
+        warnings: list[str] = []
+        sensor = _sensor(dashboard, [(0, 0, 50, None)], warnings)
+        # both raylets run on this machine, so a local process can stand for each node's part of the job
+        procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+        try:
+            _wait("both samplers", lambda: len(sensor.gpus()) == 2, sensor)
+            one, two = sorted(sensor._nodes.values(), key=lambda w: "node1" not in w.names)  # noqa: SLF001
+            sensor.find_job = lambda: {"job_id": "test", "submission_id": "test"}
+            sensor.job_processes = lambda job: {one.node_id: [procs[0].pid], two.node_id: [procs[1].pid]}
+            ray.kill(two.handle)  # node 2's sampler dies (its node lost, OOM-killed)
+
+            def dead() -> bool:
+                try:
+                    ray.get(two.handle.info.remote(), timeout=5)
+                except Exception:  # noqa: BLE001 - the actor-died error
+                    return True
+                return False
+
+            _wait("node 2's sampler to die", dead, sensor, sample=False)
+            with pytest.raises(Exception):  # noqa: B017 - Ray's actor-died error, whatever its class
+                sensor.pause()
+            # an actor runs one caller's calls in order: once this answers, node 1 has handled the stop
+            ray.get(one.handle.info.remote(), timeout=30)
+            assert _state(procs[0].pid) != "T", "node 1 stopped its part of the job and nobody resumed it"
+            # nothing left half paused: a second pause/resume on node 1 alone works
+            sensor.job_processes = lambda job: {one.node_id: [procs[0].pid]}
+            sensor.pause()
+            assert _state(procs[0].pid) == "T"
+            sensor.resume()
+            assert _state(procs[0].pid) != "T"
+        finally:
+            sensor.close()
+            for proc in procs:
+                proc.kill()
+                proc.wait()
+
+    @pytest.mark.slow
+    def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(
+        self, cluster: tuple[str, str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """A third node joins during the run and gets a sampler; a node the timeline names no GPU of is
+        recorded as not watched, with the reason; a node that leaves keeps its GPUs in the record."""
+        from ledger.heat import cluster as heat_cluster
+        from ledger.heat.guard import HeatGuard
+        from ledger.heat.monitor import HeatMonitor
+
+        dashboard, _gcs, c = cluster
+        monkeypatch.setattr(heat_cluster, "REFRESH_S", 0.5)
+        warnings: list[str] = []
+        sensor = _sensor(dashboard, [(0, 0, 50, "node2"), (0, 0, 55, "node3"), (0, 1, 56, "node3")], warnings)
+        heat_log = tmp_path / "heat.log"
+        monitor = HeatMonitor(sensor, HeatGuard(), 0.5, heat_log, sensor.pause, sensor.resume, warn=warnings.append)
+        monitor.start()
+        third = None
+        try:
+            _wait("node 2's sampler", lambda: len(sensor.gpus()) == 1, sensor, sample=False)
+            third = c.add_node(num_cpus=1, resources={"node3": 1}, node_ip_address="127.0.0.1", **_agent_ports())
+            c.wait_for_nodes()
+            _wait("readings from the new node", lambda: len(read_heat_log(heat_log).keys) == 3, sensor, sample=False)
+            c.remove_node(third)
+            third = None
+            _wait("the node's leaving", lambda: len(sensor.gpus()) == 1, sensor, sample=False)
+        finally:
+            if third is not None:
+                c.remove_node(third)
+            gpu = monitor.stop().to_manifest()
+        nodes = {n["node"]: n for n in gpu["nodes"]}
+        assert len(nodes) == 3
+        label = {
+            name: next(w.label for w in sensor._nodes.values() if name in w.names)  # noqa: SLF001
+            for name in ("node1", "node2", "node3")
+        }
+        head, second, joined = (nodes[label[name]] for name in ("node1", "node2", "node3"))
+        assert not head["watched"] and gpu["unwatched"][head["node"]] == "no GPU sensor: the heat timeline names no GPU of this node"
+        assert second["watched"] and [g["index"] for g in second["gpus"]] == [0]
+        assert joined["left"] and gpu["unwatched"][joined["node"]] == "the node left the cluster"
+        assert [g["index"] for g in joined["gpus"]] == [0, 1] and joined["peak_temp_c"] == {0: 55.0, 1: 56.0}
+        assert sorted((g["node"], g["index"]) for g in gpu["gpus"]) == sorted(
+            [(second["node"], 0), (joined["node"], 0), (joined["node"], 1)]
+        )
+        assert any("not watched" in w and head["node"] in w for w in warnings), warnings
+
+    @pytest.mark.skipif(nvml_works(), reason="NVML works here (a GPU machine): the no-NVML path cannot be shown")
+    def test_nodes_without_nvml_are_recorded_as_not_watched(self, cluster: tuple[str, str, Any]) -> None:
+        """The real NVML sensor on each node, on a machine without a GPU driver: both nodes unwatched, with NVML's reason."""
+        dashboard, _gcs, _c = cluster
+        warnings: list[str] = []
+        sensor = _sensor(dashboard, None, warnings)
+        try:
+            _wait(
+                "both samplers' answers",
+                lambda: len(sensor.cluster_manifest()["nodes"]) == 2 and all(w.info is not None for w in sensor._nodes.values()),
+                sensor,
+            )  # noqa: SLF001
+            facts = sensor.cluster_manifest()
+        finally:
+            sensor.close()
+        assert sensor.gpus() == [] and len(facts["unwatched"]) == 2
+        assert all(why.startswith("no GPU sensor: ") and len(why) > len("no GPU sensor: ") for why in facts["unwatched"].values())
+        assert sum("is not watched" in w for w in warnings) == 2, warnings
