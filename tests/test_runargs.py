@@ -90,3 +90,10 @@ def test_a_misspelt_option_still_gets_clicks_answer(repo: Path) -> None:
     assert res.stderr.strip() == (
         "ledger: error: ledger run has no option --nmae (did you mean --name? ledger's options go before `--`, the job's command after it)"
     )
+
+
+def test_click_still_takes_a_dash_word_as_an_options_value() -> None:
+    """Left to click, `--name -x` names the run `-x` (which the name check then refuses), as before
+    the options were made from their declaration: an explicit `is_flag=False` would change it."""
+    assert plain_args(["--name", "-x", "--", "true"]) is None
+    assert _click_reads(["--name", "-x", "--", "true"]) == RunArgs(("true",), name="-x")
