@@ -67,8 +67,8 @@ def init() -> None:
 
 
 def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """click's options for `ledger run`, made from their one declaration (`ledger.commands.runargs.OPTIONS`)."""
-    from ledger.commands.runargs import OPTIONS
+    """click's options for `ledger run`, made from their one declaration (`ledger.record.options.OPTIONS`)."""
+    from ledger.record.options import OPTIONS
 
     for o in reversed(OPTIONS):
         if o.kind == "switch":
@@ -85,7 +85,7 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def run(command: tuple[str, ...], **options: Any) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
     from ledger.commands.run import run_args
-    from ledger.commands.runargs import RunArgs
+    from ledger.record.options import RunArgs
 
     if command and command[0] != "--" and command[0].startswith("-"):
         raise _not_an_option(command[0], click.get_current_context())

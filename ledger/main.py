@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_plain(args: list[str]) -> int | None:
-    """`ledger run` with a plain command line (`ledger.commands.runargs.plain_args`), without
+    """`ledger run` with a plain command line (`ledger.record.options.plain_args`), without
     click; None when click is to read it."""
-    from ledger.commands.runargs import plain_args
+    from ledger.record.options import plain_args
 
     parsed = plain_args(args)
     if parsed is None:

@@ -1,4 +1,4 @@
-"""`ledger run`'s command line read without click (`ledger.commands.runargs.plain_args`, the start-up
+"""`ledger run`'s command line read without click (`ledger.record.options.plain_args`, the start-up
 path) gives what click gives, and leaves every other shape to click."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ledger.cli import app
-from ledger.commands.runargs import OPTIONS, RunArgs, plain_args
+from ledger.record.options import OPTIONS, RunArgs, plain_args
 
 PLAIN = [
     ["--", "true"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.commands.runargs import RunArgs
+from ledger.record.options import RunArgs
 from ledger.record.run import RunRequest, Say, record_run
 from ledger.termstyle import terminal_fd
 
