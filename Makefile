@@ -25,12 +25,14 @@ system-deps:
 demo: install
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/demo.sh
 
-# One process by default. TEST_WORKERS=N runs the suite on N pytest-xdist workers, a module on one
-# worker (`--dist loadfile`; xdist's `loadgroup`, which could keep two modules apart, does not group
-# under pytest 9: it renames `item._nodeid`, which pytest 9 no longer reads). Workers can then run the
-# two Ray-cluster modules side by side, and a replayed Ray job failed that way once: CI stays serial.
-# Measured on the 2-core machine: 592 s serial, 388 s on two workers, 357 s on three.
-TEST_WORKERS ?= 0
+# Three pytest-xdist workers by default (TEST_WORKERS=0: one process), a module on one worker
+# (`--dist loadfile`), the longest modules first (LONGEST_FIRST in tests/conftest.py). Three on two
+# cores because the Ray-cluster module (~200 s, tests/test_ray_cluster.py) mostly waits on its
+# cluster: its worker leaves a core to the other two. Its two clusters are fixtures of two classes,
+# so no worker ever runs two clusters side by side. (xdist's `loadgroup` could keep modules apart,
+# but it does not group under pytest 9: it renames `item._nodeid`, which pytest 9 no longer reads.)
+# Measured on the 2-core machine, December 2026: 498 s in one process, 256 s on three workers.
+TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 test: install system-deps
