@@ -74,7 +74,7 @@ def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
         if o.kind == "switch":
             command = click.option(f"{o.flag}/{o.off}", o.dest, default=None, help=o.help)(command)
         else:  # is_flag/multiple only when true: click 8.5 reads an explicit is_flag=False as "the value may be left out"
-            extra = {"is_flag": True} if o.kind == "flag" else {"multiple": True} if o.kind == "values" else {}
+            extra: dict[str, Any] = {"is_flag": True} if o.kind == "flag" else {"multiple": True} if o.kind == "values" else {}
             command = click.option(o.flag, o.dest, help=o.help, **extra)(command)
     return command
 
