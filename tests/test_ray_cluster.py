@@ -677,7 +677,8 @@ class TestHeatOnTwoNodes:
             # nothing left half paused: a second pause/resume on node 1 alone works
             sensor.job_processes = lambda job: {one.node_id: [procs[0].pid]}
             sensor.pause()
-            assert _state(procs[0].pid) == "T"
+            # the signal is sent when pause() returns; the process is stopped once it next runs
+            _wait("node 1's process to stop", lambda: _state(procs[0].pid) == "T", sensor, sample=False, seconds=10)
             sensor.resume()
             assert _state(procs[0].pid) != "T"
         finally:
