@@ -196,9 +196,63 @@ def _code_section(code: CodeSnapshot) -> Code:
 
 
 def prepare(req: RunRequest, say: Say) -> Prepared:
-    """Everything before the job starts. Any failure here is exit 125 and leaves nothing behind."""
+    """Everything before the job starts, in steps: the repository checked (`_opened`), the known
+    secrets and the code snapshot taken with them hidden (`_sealed`), the `command` section
+    (`_redacted_command`), the counted code, the debug-data route and the image facts; staged as
+    manifest.json. Any failure here is exit 125 and leaves nothing behind."""
     if not req.argv:
         raise StartError("no command to run", "put the command after `--`: ledger run -- bash run.sh")
+    repo, cfg = _opened(req)
+    started = utc_now()
+    run_id = new_run_id(started)
+    staged = staging.create(repo.root, run_id)
+    try:
+        staged.set_owner(None)
+        argv = list(req.argv)
+        if req.data_placeholder:
+            argv = [a.replace(req.data_placeholder, str(staged.data_dir)) for a in argv]
+        launcher_path = launcher.is_launcher(argv, req.cwd, list(cfg.training_patterns))
+        launcher_text = launcher_path.read_text(errors="surrogateescape") if launcher_path is not None else None
+        sealed = _sealed(req, cfg, repo, argv, launcher_text)
+        save_secrets(staged.dir, sealed.secrets)  # before any output exists, so `recover` scrubs the same
+        staged.save_code(sealed.code)
+        command, redacted = _redacted_command(req, repo, cfg, argv, sealed, launcher_path, staged.run_dir, say)
+        name = _redacted_words(sealed.redactor, req.name, "name", redacted)
+        note = _redacted_words(sealed.redactor, req.note, "note", redacted)
+        from ledger.record.codeset import record_code
+
+        content = record_code(repo, sealed.code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
+        command = content.command(command)
+        record = RunRecord.new(run_id, iso(started))
+        want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
+        route = jobsetup.DebugRoute(argv, {})
+        if want_debug and req.replay is None:
+            route = jobsetup.debug_data_route(argv, launcher_text, cfg, staged, str(req.cwd), record.image, say)
+            command = route.command(command)
+        image, host_facts = _image_facts(req, cfg, repo, say)
+        record = record.with_(
+            name=name,
+            note=note,
+            host=Host.trusted(basic_host()),
+            command=command,
+            code=content.code(_code_section(sealed.code)),
+            image=record.image.merged(image),
+            replay_of=req.replay_of,
+            replay=None if req.replay is None else Replay.trusted(req.replay),
+            redacted=sorted(redacted),
+            warnings=[content.warning] if content.warning else [],
+        )
+        job_argv = redact.redact_argv(route.job_argv, _extra_names(cfg))[0]
+        staged.write_json("request.json", {"job_argv": [sealed.redactor.redact_text(a) for a in job_argv], "data_paths": req.data_paths})
+        staged.write_json("manifest.json", record.to_dict())  # JSON while staged: cheap, and enough for `recover`
+    except BaseException:
+        staged.remove()
+        raise
+    return Prepared(repo, cfg, staged, record, sealed.code, route.job_argv, sealed.secrets, route.wrapper_flags, launcher_text, host_facts)
+
+
+def _opened(req: RunRequest) -> tuple[Repo, Config]:
+    """The repository and its config, once the run's name is a name and its branch can be written."""
     try:
         if req.name is not None:
             from ledger.runref import check_run_name
@@ -215,75 +269,55 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
         jobsetup.check_writable(repo, cfg.branch)
     except LedgerError as exc:
         raise StartError(exc.message, exc.hint) from exc
-    started = utc_now()
-    run_id = new_run_id(started)
-    staged = staging.create(repo.root, run_id)
-    try:
-        staged.set_owner(None)
-        req_argv = list(req.argv)
-        if req.data_placeholder:
-            req_argv = [a.replace(req.data_placeholder, str(staged.data_dir)) for a in req_argv]
-        launcher_path = launcher.is_launcher(req_argv, req.cwd, list(cfg.training_patterns))
-        launcher_text = launcher_path.read_text(errors="surrogateescape") if launcher_path is not None else None
-        extra = frozenset(n.upper() for n in cfg.secret_names)
-        secrets = known_secrets(
-            req_argv, req.env if req.env is not None else os.environ, [t for t in (launcher_text, req.name, req.note) if t], extra
-        )
-        redactor = Redactor(secrets, cfg.secret_names)
-        code_places: list[list[str]] = []
-        code = repo.code_snapshot(scrub=_code_scrubber(redactor, code_places))
-        # a value hidden in a dirty tracked file (`api_key: ...` in config.yaml) is a known value
-        # from now on: the job may print it in any form
-        secrets |= as_texts(redactor.found_values())
-        redactor = Redactor(secrets, cfg.secret_names)
-        save_secrets(staged.dir, secrets)  # before any output exists, so `recover` scrubs the same
-        staged.save_code(code)
-        redacted: set[str] = set()
-        name = _redacted_words(redactor, req.name, "name", redacted)
-        note = _redacted_words(redactor, req.note, "note", redacted)
-        argv, argv_names = redact.redact_argv(req_argv, extra)
-        command = _command_section(req, repo, [redactor.redact_text(a) for a in argv])
-        redacted.update(f"argv: {n}" for n in argv_names)
-        redacted.update(f"code/{p}: {kind}" for p, kinds in zip(code.scrubbed, code_places) for kind in kinds)
-        for p, kinds in zip(code.scrubbed, code_places):
-            if "pattern:" + LEFT_OUT in kinds:
-                say(f"ledger: warning: {p} is a changed binary file holding secret-shaped bytes; it is left out of the run's code tree")
-        if launcher_path is not None:
-            file_name, digest, names = _copy_launcher(launcher_path, staged.run_dir, redactor)
-            command = command.with_(launcher=file_name, launcher_sha256=digest)
-            redacted.update(names)
-        from ledger.record.codeset import record_code
+    return repo, cfg
 
-        content = record_code(repo, code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
-        command = content.command(command)
-        record = RunRecord.new(run_id, iso(started))
-        want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
-        route = jobsetup.DebugRoute(req_argv, {})
-        if want_debug and req.replay is None:
-            route = jobsetup.debug_data_route(req_argv, launcher_text, cfg, staged, str(req.cwd), record.image, say)
-            command = route.command(command)
-        image, host_facts = _image_facts(req, cfg, repo, say)
-        record = record.with_(
-            name=name,
-            note=note,
-            host=Host.trusted(basic_host()),
-            command=command,
-            code=content.code(_code_section(code)),
-            image=record.image.merged(image),
-            replay_of=req.replay_of,
-            replay=None if req.replay is None else Replay.trusted(req.replay),
-            redacted=sorted(redacted),
-            warnings=[content.warning] if content.warning else [],
-        )
-        staged.write_json(
-            "request.json",
-            {"job_argv": [redactor.redact_text(a) for a in redact.redact_argv(route.job_argv, extra)[0]], "data_paths": req.data_paths},
-        )
-        staged.write_json("manifest.json", record.to_dict())  # JSON while staged: cheap, and enough for `recover`
-    except BaseException:
-        staged.remove()
-        raise
-    return Prepared(repo, cfg, staged, record, code, route.job_argv, secrets, route.wrapper_flags, launcher_text, host_facts)
+
+def _extra_names(cfg: Config) -> frozenset[str]:
+    """The config's own secret variable names (`secrets: names:`), as environment names."""
+    return frozenset(n.upper() for n in cfg.secret_names)
+
+
+@dataclass(frozen=True)
+class Sealed:
+    """The run's known secret values and the code snapshot taken with them hidden (`_sealed`)."""
+
+    secrets: set[str]
+    redactor: Redactor  # hides every value of `secrets`, and every secret shape
+    code: CodeSnapshot
+    code_places: list[list[str]]  # per file of `code.scrubbed`, in order: the kinds hidden in it
+
+
+def _sealed(req: RunRequest, cfg: Config, repo: Repo, argv: list[str], launcher_text: str | None) -> Sealed:
+    """The values to hide (from the argv, the environment, the launcher, the name and note), then
+    the code snapshot with them hidden in its uncommitted files."""
+    words = [t for t in (launcher_text, req.name, req.note) if t]
+    secrets = known_secrets(argv, req.env if req.env is not None else os.environ, words, _extra_names(cfg))
+    redactor = Redactor(secrets, cfg.secret_names)
+    places: list[list[str]] = []
+    code = repo.code_snapshot(scrub=_code_scrubber(redactor, places))
+    # a value hidden in a dirty tracked file (`api_key: ...` in config.yaml) is a known value
+    # from now on: the job may print it in any form
+    secrets |= as_texts(redactor.found_values())
+    return Sealed(secrets, Redactor(secrets, cfg.secret_names), code, places)
+
+
+def _redacted_command(
+    req: RunRequest, repo: Repo, cfg: Config, argv: list[str], sealed: Sealed, launcher_path: Path | None, run_dir: Path, say: Say
+) -> tuple[Command, set[str]]:
+    """The `command` section with secrets hidden (the launcher copied, redacted, into the run
+    folder), and what was hidden where (`redacted`: kinds, never values)."""
+    clean, argv_names = redact.redact_argv(argv, _extra_names(cfg))
+    command = _command_section(req, repo, [sealed.redactor.redact_text(a) for a in clean])
+    redacted = {f"argv: {n}" for n in argv_names}
+    for path, kinds in zip(sealed.code.scrubbed, sealed.code_places):
+        redacted.update(f"code/{path}: {kind}" for kind in kinds)
+        if "pattern:" + LEFT_OUT in kinds:
+            say(f"ledger: warning: {path} is a changed binary file holding secret-shaped bytes; it is left out of the run's code tree")
+    if launcher_path is not None:
+        file_name, digest, names = _copy_launcher(launcher_path, run_dir, sealed.redactor)
+        command = command.with_(launcher=file_name, launcher_sha256=digest)
+        redacted.update(names)
+    return command, redacted
 
 
 @dataclass(frozen=True)
