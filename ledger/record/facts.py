@@ -129,10 +129,20 @@ def training_facts(
         safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()}, _extra(cfg))
         command = command.with_(runtime_env={**runtime_env, "env_vars": safe_env})
         redacted.extend(f"runtime_env: {n}" for n in names)
-    # the trainer's own environment when a wrapper saw it; else ledger's, plus the launcher's exports
-    outer = dict(os.environ if environ is None else environ)
-    for name in command.ledger_env or {}:
-        outer.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
+    env_settings, names = _env_settings(command, cfg, command_lines, records, environ)
+    redacted.extend(f"env: {n}" for n in names)
+    settings.update(env_settings)
+    seeds = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
+    command, warning = _debug_data_reached(command, records, training_argv)
+    settings = _with_record_facts(settings, record, command, cfg, records, training_argv is not None)
+    return TrainingFacts(command, settings, seeds, launcher.env_report(command_lines), redacted, [warning] if warning else [])
+
+
+def _env_settings(
+    command: Command, cfg: Config, command_lines: list[str], records: list[ShimRecord], environ: Mapping[str, str] | None
+) -> tuple[dict[str, Any], list[str]]:
+    """The `env.*` settings (redacted) and the names hidden: the trainer's own environment when a
+    wrapper saw it, else ledger's plus the launcher's exports; never what ledger itself set."""
     pythons = [r for r in records if r.via != "ray"]
     if pythons:
         seen = dict(pythons[-1].env)
@@ -140,28 +150,29 @@ def training_facts(
             seen.pop(name, None)
         env = envvars.capture_env(seen, list(cfg.env_patterns))
     else:
+        outer = dict(os.environ if environ is None else environ)
+        for name in command.ledger_env or {}:
+            outer.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
         outer.update(tracescan.exported_env(command_lines))
         env = envvars.capture_env(outer, list(cfg.env_patterns))
     env_settings = envvars.env_settings(env, dict(command.runtime_env or {}))
     env_settings = {k: _portable(v, command.repo_root) for k, v in env_settings.items()}
-    env_settings, names = redact.redact_env(env_settings, _extra(cfg))
-    redacted.extend(f"env: {n}" for n in names)
-    settings.update(env_settings)
-    seeds = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
-    command, warning = _debug_data_reached(command, records, training_argv)
+    return redact.redact_env(env_settings, _extra(cfg))
+
+
+def _with_record_facts(
+    settings: dict[str, Any], record: RunRecord, command: Command, cfg: Config, records: list[ShimRecord], command_found: bool
+) -> dict[str, Any]:
+    """`settings` with the image's and the code's, less what ledger itself set; sorted by name."""
     image = record.image
-    settings["image.digest"] = image.digest
-    settings["image.miles_commit"] = image.miles_commit
-    settings["image.sglang_version"] = image.sglang_version
-    settings.update(code_settings(command, record.code, training_argv is not None))
-    for name in ledger_set(record.id, command, cfg, settings, records):
-        settings.pop(name, None)
+    out = {**settings, "image.digest": image.digest, "image.miles_commit": image.miles_commit, "image.sglang_version": image.sglang_version}
+    out.update(code_settings(command, record.code, command_found))
+    for name in ledger_set(record.id, command, cfg, out, records):
+        out.pop(name, None)
     for path, sub in record.code.submodules.items():  # its gitlink is in the tree; its edits are not
         if sub.get("dirty"):
-            settings[f"code.submodule.{path}"] = sub.get("patch")
-    return TrainingFacts(
-        command, dict(sorted(settings.items())), seeds, launcher.env_report(command_lines), redacted, [warning] if warning else []
-    )
+            out[f"code.submodule.{path}"] = sub.get("patch")
+    return dict(sorted(out.items()))
 
 
 def code_settings(command: Command, code: Code, command_found: bool) -> dict[str, Any]:
