@@ -129,34 +129,51 @@ def resolve(repo: Repo, tip: str | None, text: str, listing: Listing | None = No
             raise RunNotFound(f"no run with id '{text}'", "`ledger list` shows the runs")
         return entry
     if ref.kind == "latest":
-        runs = run_commits(repo, tip, ref.back + 1)
-        if len(runs) <= ref.back:
-            raise RunNotFound(f"'{text}': only {plural(len(runs), 'run')} recorded", "`ledger list` shows the runs")
-        entry = find_run(repo, tip, runs[ref.back][0])
-        if entry is None:
-            raise RunNotFound(f"'{text}' points at run {runs[ref.back][0]} which has no folder", "the branch is damaged")
-        return entry
+        return _latest(repo, tip, ref, text)
     listing = listing or load_listing(repo, tip)
+    entry = _named(repo, tip, listing, ref, text)
+    if entry is None:
+        raise _not_found(listing, ref)
+    return entry
+
+
+def _latest(repo: Repo, tip: str, ref: RunRef, text: str) -> RunEntry:
+    """`latest` / `latest~N`: the newest run on the branch, or the Nth before it."""
+    runs = run_commits(repo, tip, ref.back + 1)
+    if len(runs) <= ref.back:
+        raise RunNotFound(f"'{text}': only {plural(len(runs), 'run')} recorded", "`ledger list` shows the runs")
+    entry = find_run(repo, tip, runs[ref.back][0])
+    if entry is None:
+        raise RunNotFound(f"'{text}' points at run {runs[ref.back][0]} which has no folder", "the branch is damaged")
+    return entry
+
+
+def _named(repo: Repo, tip: str, listing: Listing, ref: RunRef, text: str) -> RunEntry | None:
+    """NAME / NAME~N (the newest unarchived run of that name, `ledger archive`), else a unique id
+    prefix; None when neither names a run."""
     by_name = runs_named(listing, ref.text, repo, tip)
-    unarchived = [rid for rid in by_name if not listing.manifests[rid].get("archived")]
-    by_name = unarchived or by_name  # NAME: the newest unarchived run of that name (`ledger archive`)
+    by_name = [rid for rid in by_name if not listing.manifests[rid].get("archived")] or by_name
     if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones
         if ref.back >= len(by_name):
             raise RunNotFound(f"'{text}': only {plural(len(by_name), 'run')} named '{ref.text}'", "`ledger list` shows the runs")
         return listing.entries[by_name[-1 - ref.back]]
-    if not ref.back:
-        by_prefix = sorted(rid for rid in listing.entries if rid.startswith(text))
-        if len(by_prefix) == 1:
-            return listing.entries[by_prefix[0]]
-        if len(by_prefix) > 1:
-            shown = ", ".join(by_prefix[:10]) + (" ..." if len(by_prefix) > 10 else "")
-            raise RunNotFound(f"run prefix '{text}' is ambiguous: {shown}", "give more characters of the id")
+    if ref.back:
+        return None
+    by_prefix = sorted(rid for rid in listing.entries if rid.startswith(text))
+    if len(by_prefix) > 1:
+        shown = ", ".join(by_prefix[:10]) + (" ..." if len(by_prefix) > 10 else "")
+        raise RunNotFound(f"run prefix '{text}' is ambiguous: {shown}", "give more characters of the id")
+    return listing.entries[by_prefix[0]] if by_prefix else None
+
+
+def _not_found(listing: Listing, ref: RunRef) -> RunNotFound:
+    """No run of that name: the closest names (a typo), else the most recent runs."""
     names = sorted({m["name"] for m in listing.manifests.values() if m.get("name")})
     import difflib  # only for a run not found
 
     close = difflib.get_close_matches(ref.text, names, n=3, cutoff=0.6)  # a typo: NAME~N too
     if close:
-        raise RunNotFound(f"no run named '{ref.text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
+        return RunNotFound(f"no run named '{ref.text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
     recent = [m["id"] + (f" ({m['name']})" if m.get("name") else "") for m in listing.ordered()[-5:]]
     hint = "recent runs: " + ", ".join(recent) if recent else "`ledger list` shows the runs"
-    raise RunNotFound(f"no run named '{ref.text}'", hint)
+    return RunNotFound(f"no run named '{ref.text}'", hint)
