@@ -433,10 +433,7 @@ def build_report(
         malformed_a=table_a.malformed if table_a else 0,
         malformed_b=table_b.malformed if table_b else 0,
     )
-    for label, table in (("A", table_a), ("B", table_b)):
-        if table is not None and table.malformed:
-            examples = "; ".join(table.malformed_examples[:3])
-            report.warnings.append(f"{table.malformed} malformed metric line(s) in run {label}: {examples}")
+    report.warnings += _malformed_warnings(table_a, table_b)
     if report.refused:
         report.suggested_baselines = suggest_baselines(mb, earlier_runs, ignore)
         report.suggested_baseline = report.suggested_baselines[0] if report.suggested_baselines else None
@@ -453,12 +450,28 @@ def build_report(
         report.learning_unavailable = _learning_gap(table_a, table_b)
     if steps_metric:
         report.steps_metric = steps_metric
-        diffs = None if is_timing(steps_metric) else step_diffs(table_a, table_b, steps_metric)
-        if diffs is not None:
-            report.steps = [StepLine(d.step, d.a, d.b, d.b / d.a if d.a else None, d.diff) for d in diffs]
-        elif table_a is not None and table_b is not None:
-            report.steps = step_table(table_a.rows, table_b.rows, steps_metric)
+        report.steps = _step_lines(table_a, table_b, steps_metric)
     return report
+
+
+def _malformed_warnings(table_a: MetricsTable | None, table_b: MetricsTable | None) -> list[str]:
+    """One warning per run whose log had metric lines that did not parse, with examples."""
+    out = []
+    for label, table in (("A", table_a), ("B", table_b)):
+        if table is not None and table.malformed:
+            examples = "; ".join(table.malformed_examples[:3])
+            out.append(f"{table.malformed} malformed metric line(s) in run {label}: {examples}")
+    return out
+
+
+def _step_lines(table_a: MetricsTable | None, table_b: MetricsTable | None, metric: str) -> list[StepLine]:
+    """`--steps METRIC`: A and B on each common step (a learning metric's difference, or a timing's ratio)."""
+    diffs = None if is_timing(metric) else step_diffs(table_a, table_b, metric)
+    if diffs is not None:
+        return [StepLine(d.step, d.a, d.b, d.b / d.a if d.a else None, d.diff) for d in diffs]
+    if table_a is not None and table_b is not None:
+        return step_table(table_a.rows, table_b.rows, metric)
+    return []
 
 
 def is_repeat(changed: Sequence[Change], replica_keys: Sequence[str] = ()) -> bool:
