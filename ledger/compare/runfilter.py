@@ -134,6 +134,10 @@ class RunFilter:
 
     def keep(self, m: dict[str, Any]) -> bool:
         """Whether a run (its listing fields, settings and summary metrics) passes every condition."""
+        return self._fields_pass(m) and self._where_passes(m)
+
+    def _fields_pass(self, m: dict[str, Any]) -> bool:
+        """The listing fields' conditions: archived, name glob, state, tags, since."""
         if m.get("archived") and not self.archived:
             return False
         if self.name is not None and not fnmatch.fnmatchcase(m.get("name") or "", self.name):
@@ -142,8 +146,10 @@ class RunFilter:
             return False
         if self.tags and not set(self.tags) <= set(m.get("tags") or ()):
             return False
-        if self.since is not None and (m.get("started") or "") < self.since:
-            return False
+        return self.since is None or (m.get("started") or "") >= self.since
+
+    def _where_passes(self, m: dict[str, Any]) -> bool:
+        """Every `--where`: on the setting of that name, else on the summary metric."""
         settings = m.get("settings") or {}
         for w in self.where:
             if w.key in settings:
