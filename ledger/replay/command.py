@@ -88,25 +88,34 @@ def _switch_on(groups: list[FlagGroup], name: str) -> None:
 
 
 def _apply_set(groups: list[FlagGroup], key: str, value: str, negatable: frozenset[str]) -> None:
+    """`--set KEY=VALUE`: a boolean word on a flag that takes no value turns the switch on or off
+    (`no-KEY=true` is `KEY=false`); any other value replaces the flag's values."""
     lowered = value.lower()
-    is_bool = lowered in ("true", "false")
-    force_negation = False
-    has_values = any(g.name == key and (g.values or g.inline) for g in groups)
-    if is_bool and key.startswith("no-") and not has_values:
-        key, lowered, force_negation = key[3:], ("false" if lowered == "true" else "true"), True
-        has_values = any(g.name == key and (g.values or g.inline) for g in groups)
-    if is_bool and not has_values:
-        if lowered == "true":
-            _switch_on(groups, key)
+    if lowered in ("true", "false"):
+        on, forced = lowered == "true", False
+        if key.startswith("no-") and not _has_values(groups, key):
+            key, on, forced = key[3:], not on, True
+        if not _has_values(groups, key):
+            _set_switch(groups, key, on, key in negatable or forced)
             return
-        negated = any(g.name == "no-" + key for g in groups)
-        _drop(groups, key)
-        if (key in negatable or force_negation) and not negated:
-            _append(groups, _group("no-" + key, []))
-        return
     existing = next((g for g in groups if g.name == key), None)
     values = value.split() if existing is not None and len(existing.values) > 1 else [value]
     _set_values(groups, key, values)
+
+
+def _has_values(groups: list[FlagGroup], key: str) -> bool:
+    return any(g.name == key and (g.values or g.inline) for g in groups)
+
+
+def _set_switch(groups: list[FlagGroup], key: str, on: bool, negatable: bool) -> None:
+    """Switch `--KEY` on, or off: dropped, and `--no-KEY` added when the flag has that form."""
+    if on:
+        _switch_on(groups, key)
+        return
+    negated = any(g.name == "no-" + key for g in groups)
+    _drop(groups, key)
+    if negatable and not negated:
+        _append(groups, _group("no-" + key, []))
 
 
 def build_replay_argv(
