@@ -204,35 +204,54 @@ def settle(
             waiting=True,
         )
     status = str(info.status.value) if getattr(info, "status", None) is not None else None
-    stopped = False
-    error: str | None = None
+    stopped, error = False, None
     if stop_signal is not None and status not in TERMINAL:
-        say(f"ledger: the run was stopped; stopping Ray job {submission_id} (it runs on after the Ray CLI exits)")
-        try:
-            client.stop_job(submission_id)
-            stopped = True
-        except Exception as exc:  # noqa: BLE001 - said below with what Ray reports
-            error = f"could not stop Ray job {submission_id}: {exc}"
-        deadline = time.monotonic() + wait_s
-        while status not in TERMINAL and time.monotonic() < deadline:
-            time.sleep(poll_s)
-            try:
-                info = client.get_job_info(submission_id)
-                status = str(info.status.value)
-            except Exception as exc:  # noqa: BLE001 - the cluster went away while we waited
-                error = f"lost the Ray job {submission_id} at {address} while stopping it: {exc}"
-                break
-        if status not in TERMINAL:
-            error = error or (
-                f"Ray job {submission_id} was still {status} {wait_s:g} s after ledger asked Ray "
-                f"to stop it (`ray job stop {submission_id}`)"
-            )
-            say(f"ledger: {error}")
+        stop = _stop(client, address, submission_id, info, status, wait_s, poll_s, say)
+        info, status, stopped, error = stop.info, stop.status, stop.asked, stop.error
     code = _exit_code(status, info, 128 + stop_signal if stopped and stop_signal is not None else None)
     name = signal.Signals(stop_signal).name if stopped and stop_signal is not None else None
     return JobEnd(
         submission_id, address, status, code, stopped, getattr(info, "message", None), error, time.monotonic() - started, name, True
     )
+
+
+@dataclass(frozen=True)
+class _Stopped:
+    """What `_stop` saw: Ray's last answer, whether the stop was asked, what went wrong."""
+
+    info: Any
+    status: str | None
+    asked: bool
+    error: str | None
+
+
+def _stop(
+    client: Any, address: str, submission_id: str, info: Any, status: str | None, wait_s: float, poll_s: float, say: Callable[[str], None]
+) -> _Stopped:
+    """Stop a job still PENDING or RUNNING through the Job API; wait up to `wait_s` for Ray to say
+    it ended (said, with the command to do it by hand, when it did not)."""
+    say(f"ledger: the run was stopped; stopping Ray job {submission_id} (it runs on after the Ray CLI exits)")
+    asked, error = False, None
+    try:
+        client.stop_job(submission_id)
+        asked = True
+    except Exception as exc:  # noqa: BLE001 - said below with what Ray reports
+        error = f"could not stop Ray job {submission_id}: {exc}"
+    deadline = time.monotonic() + wait_s
+    while status not in TERMINAL and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        try:
+            info = client.get_job_info(submission_id)
+            status = str(info.status.value)
+        except Exception as exc:  # noqa: BLE001 - the cluster went away while we waited
+            error = f"lost the Ray job {submission_id} at {address} while stopping it: {exc}"
+            break
+    if status not in TERMINAL:
+        error = error or (
+            f"Ray job {submission_id} was still {status} {wait_s:g} s after ledger asked Ray to stop it (`ray job stop {submission_id}`)"
+        )
+        say(f"ledger: {error}")
+    return _Stopped(info, status, asked, error)
 
 
 def missing_logs(address: str | None, submission_id: str, seen: bytes) -> bytes:
