@@ -343,7 +343,18 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, 
     _kind(_BEARER, "bearer-token", data, acc, out, found)
     _authorization(data, acc, out, found)
     _basic(data, acc, out, found)
-    # round two's syntaxes, each behind a cheap test for the bytes it needs (long lines)
+    _round_two(data, acc, out, secret, found)
+    for kind, pattern in SHAPES:
+        _kind(pattern, kind, data, acc, out, found, 0)
+    for kind, pattern in OWN:
+        _kind(pattern, kind, data, acc, out, found, "v" if b"(?P<v>" in pattern.source else 0)
+    _catalogue_spans(data, acc, out, found)
+    _aws_secrets(data, acc, out, found)
+    return out
+
+
+def _round_two(data: bytes, acc: Redactions, out: list[Span], secret: NameTest, found: set[bytes] | None) -> None:
+    """Round two's syntaxes, each behind a cheap test for the bytes it needs (long lines)."""
     if b"</" in data:
         _named(_XML, data, acc, out, secret, found)
     if b"=>" in data or b":=" in data or b"->" in data:
@@ -358,20 +369,18 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, 
             _kind(pattern, "command-password", data, acc, out, found)
     if b"ookie" in data or b"OOKIE" in data:
         _kind(_COOKIE, "cookie", data, acc, out, found)
-    for kind, pattern in SHAPES:
-        _kind(pattern, kind, data, acc, out, found, 0)
-    for kind, pattern in OWN:
-        _kind(pattern, kind, data, acc, out, found, "v" if b"(?P<v>" in pattern.source else 0)
+
+
+def _catalogue_spans(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
+    """The detect-secrets catalogue's shapes, outside what ledger's own rules hid (which keeps their kind)."""
     lower = data.lower() if any(r.caseless and r.needs for r in catalogue()) else None
-    for rule in catalogue():  # what our own rules hid already keeps their kind
+    for rule in catalogue():
         spans = [sp for sp in rule.spans(data, lower) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
         if spans:
             acc.add_kind(rule.kind)
             out.extend(spans)
             if found is not None:
                 found.update(data[a:b] for a, b in spans)
-    _aws_secrets(data, acc, out, found)
-    return out
 
 
 def _aws_secrets(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
