@@ -278,3 +278,36 @@ def test_failed_pause_turns_the_guard_off(tmp_path: Path) -> None:
     summary = monitor.stop()
     assert warnings == ["could not pause the job, heat guard off: no such process"]
     assert summary.pauses == 0 and not monitor.paused
+
+
+def test_hold_is_called_on_each_tick_while_the_job_stays_paused(tmp_path: Path) -> None:
+    """The hold callback (a cluster stops what the job started since the pause) runs only while
+    paused, never on the tick that pauses; a failing hold is said once and the pause holds."""
+    timeline = tmp_path / "t.txt"
+    timeline.write_text("0 0 50\n0.3 0 95\n")  # hot from 0.3 s, never cool again
+    events: list[str] = []
+    warnings: list[str] = []
+
+    def hold() -> None:
+        events.append("hold")
+        raise RuntimeError("the cluster went away")
+
+    monitor = HeatMonitor(
+        ScriptedSensor(timeline),
+        HeatGuard(pause_at=85, resume_at=75),
+        0.02,
+        tmp_path / "heat.log",
+        pause=lambda: events.append("pause"),
+        resume=lambda: events.append("resume"),
+        warn=warnings.append,
+        hold=hold,
+    )
+    monitor.start()
+    wait_until(lambda: events.count("hold") >= 3)
+    assert monitor.paused
+    summary = monitor.stop()
+    assert events[0] == "pause" and events[-1] == "resume" and set(events[1:-1]) == {"hold"}
+    assert summary.pauses == 1
+    assert [w for w in warnings if "while paused" in w] == [
+        "could not stop what the job started while paused, will keep trying: the cluster went away"
+    ]

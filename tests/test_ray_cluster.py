@@ -687,6 +687,40 @@ class TestHeatOnTwoNodes:
                 proc.kill()
                 proc.wait()
 
+    def test_a_process_the_job_starts_during_a_pause_is_stopped_and_resumed_with_it(self, cluster: tuple[str, str, Any]) -> None:
+        """The driver asked for an actor just before it was stopped; the actor's worker comes up
+        during the pause: the next hold stops it too, and the resume continues it with the rest."""
+        dashboard, _gcs, _c = cluster
+        warnings: list[str] = []
+        sensor = _sensor(dashboard, [(0, 0, 50, None)], warnings)
+        first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        late: subprocess.Popen[bytes] | None = None
+        try:
+            _wait("both samplers", lambda: len(sensor.gpus()) == 2, sensor)
+            one = next(w for w in sensor._nodes.values() if "node1" in w.names)  # noqa: SLF001
+            pids = [first.pid]
+            sensor.find_job = lambda: {"job_id": "test", "submission_id": "test"}
+            sensor.job_processes = lambda job: {one.node_id: list(pids)}
+            sensor.hold()  # not paused: nothing is stopped
+            sensor.pause()
+            _wait("the first process to stop", lambda: _state(first.pid) == "T", sensor, sample=False, seconds=10)
+            late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+            sensor.hold()  # the job has nothing new yet: the late process runs
+            assert _state(late.pid) != "T"
+            pids.append(late.pid)
+            sensor.hold()
+            _wait("the late process to stop", lambda: _state(late.pid) == "T", sensor, sample=False, seconds=10)
+            sensor.hold()  # again: nothing new, nothing asked
+            sensor.resume()
+            assert _state(first.pid) != "T" and _state(late.pid) != "T"
+            assert warnings == []
+        finally:
+            sensor.close()
+            for proc in (first, late):
+                if proc is not None:
+                    proc.kill()
+                    proc.wait()
+
     @pytest.mark.slow
     def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(
         self, cluster: tuple[str, str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

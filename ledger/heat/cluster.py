@@ -171,6 +171,7 @@ class ClusterSensor:
         self._paused_nodes: list[NodeWatch] = []
         self._job: dict[str, Any] | None = None
         self._pause_log: list[dict[str, Any]] = []
+        self._held: dict[str, set[int]] = {}  # node id -> the job's pids stopped there in this pause
         self._closed = False
         self._connecting: threading.Thread | None = None
 
@@ -409,6 +410,7 @@ class ClusterSensor:
             # fails or is late, the others may already have stopped their part of the job, and
             # a pause that raises is never resumed by the monitor
             self._paused_nodes = [w for w, _ in targets]
+            self._held = {w.node_id: set(pids) for w, pids in targets}
             try:
                 results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
             except Exception:
@@ -424,6 +426,33 @@ class ClusterSensor:
             self._pause_log.append(record)
             if missing:
                 self._warn(f"job processes on {len(missing)} node(s) without a sampler were not stopped")
+
+    def hold(self) -> None:
+        """While paused (the monitor's hold callback, each tick): stop the job's processes that
+        came up since the pause, e.g. an actor the driver asked for before it was stopped whose
+        worker started after, so that no part of the job runs on while the GPUs cool."""
+        import ray
+
+        with self._lock:
+            if self._job is None or not self._paused_nodes:
+                return
+            by_node = self.job_processes(self._job)
+            new = {
+                n: [p for p in pids if p not in self._held.get(n, set())]
+                for n, pids in by_node.items()
+                if n in self._nodes and self._nodes[n].handle is not None
+            }
+            targets = [(self._nodes[n], pids) for n, pids in new.items() if pids]
+            if not targets:
+                return
+            refs = [w.handle.signal.remote(pids, "stop") for w, pids in targets]
+            self._paused_nodes += [w for w, _ in targets if all(w is not p for p in self._paused_nodes)]
+            for w, pids in targets:
+                self._held.setdefault(w.node_id, set()).update(pids)
+            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
+            self._pause_log.append(
+                {"action": "stop", "late": True, "at": time.time(), "nodes": {r["node"]: len(r["pids"]) for r in results}}
+            )
 
     def resume(self) -> None:
         """Continue every process stopped on every node (the monitor's resume callback)."""
@@ -443,6 +472,7 @@ class ClusterSensor:
                     failed.append((watch, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
             # a node that did not confirm stays listed, so that close() asks it again
             self._paused_nodes = [w for w, _ in failed]
+            self._held = {}
             self._pause_log.append(
                 {
                     "action": "resume",

@@ -130,6 +130,7 @@ class HeatMonitor:
         clock: Callable[[], float] = time.time,
         warn: Callable[[str], None] = _stderr_line,
         unavailable: str | None = None,
+        hold: Callable[[], None] | None = None,
     ):
         if interval_s <= 0:
             raise ValueError("heat sampling interval must be > 0 seconds")
@@ -139,6 +140,10 @@ class HeatMonitor:
         self._log_path = Path(log_path)
         self._pause_cb = pause
         self._resume_cb = resume
+        # called on each tick while the job stays paused: stop what the job started since (a Ray
+        # actor whose worker came up after the pause); one process group needs none
+        self._hold_cb = hold
+        self._hold_failed = False
         self._clock = clock
         self._warn = warn
         # Re-entrant: the runner may call resume_if_paused() from a signal handler that
@@ -233,8 +238,21 @@ class HeatMonitor:
                     peak = self._summary.peaks.get(key)
                     self._summary.peaks[key] = max(s.temp_c, peak or s.temp_c)
             if self._armed:
+                was_paused = self._guard.paused
                 for action in self._guard.update(now, temps):
                     self._apply(action)
+                if was_paused and self._guard.paused and self._hold_cb is not None:
+                    self._hold()
+
+    def _hold(self) -> None:
+        """The hold callback, a failure said once (the pause itself still holds)."""
+        assert self._hold_cb is not None
+        try:
+            self._hold_cb()
+        except Exception as exc:  # noqa: BLE001 - what was stopped stays stopped
+            if not self._hold_failed:
+                self._warn(f"could not stop what the job started while paused, will keep trying: {exc}")
+                self._hold_failed = True
 
     def _apply(self, action: Action, forced: bool = False) -> None:
         """Carry out one guard action; the caller holds the lock."""

@@ -131,7 +131,7 @@ def start_monitor(
             extra["cluster"] = {**target.to_dict(), "connected": False, "unavailable": exc.reason}
         else:
             say(f"ledger: watching every node of the Ray cluster at {target.address} for heat")
-            monitor = HeatMonitor(cluster, guard, cfg.interval_s, log_path, cluster.pause, cluster.resume, warn=warn)
+            monitor = HeatMonitor(cluster, guard, cfg.interval_s, log_path, cluster.pause, cluster.resume, warn=warn, hold=cluster.hold)
             monitor.start()
             return RunMonitor(monitor, extra)
     sensor = None
