@@ -53,12 +53,13 @@ lint: install
 	$(PY) tools/gen_docs.py --check
 
 # The whole suite under coverage, subprocesses included ([tool.coverage.run] in pyproject.toml).
-# COVERAGE_FLOOR: the figure measured, rounded down (69%, from 18 of the 47 test files: the whole
-# suite covers at least that); raise it after a full run and whenever coverage goes up, never lower it.
-COVERAGE_FLOOR := 69
+# COVERAGE_FLOOR: the figure measured, rounded down (92.2% of 13,807 statements, the whole suite on
+# three workers, December 2026: 320 s on the 2-core machine, against 217 s for `make test`); raise it
+# whenever coverage goes up, never lower it.
+COVERAGE_FLOOR := 92
 coverage: install system-deps
 	rm -f .coverage .coverage.*
-	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m coverage run -m pytest -q -x -p no:cacheprovider
+	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m coverage run -m pytest -q -x -p no:cacheprovider $(XDIST)
 	$(PY) -m coverage combine -q
 	$(PY) -m coverage report --fail-under=$(COVERAGE_FLOOR)
 
