@@ -65,6 +65,7 @@ def _logs(repo: Path, m: dict) -> tuple[str, str]:
 
 
 def _check_split(trainer: str, engine: str) -> None:
+    assert "driver RAY_DEDUP_LOGS=0" in trainer, "ledger's RAY_DEDUP_LOGS=0 did not reach the driver"
     # Ray coloured the actor prefixes even into ledger's pipe (miles-facts.md): the split read through them
     assert engine.startswith("\x1b[") and "\x1b[36m(MegatronTrainRayActor pid=" in trainer
     assert engine.count("Decode batch") == 3 and "Decode batch" not in trainer

@@ -2,6 +2,7 @@
 names them print Miles-format lines; two trainer cells print per-step lines that differ only in
 numbers (what Ray's de-duplication would swallow). Exit code from argv (`--exit N`)."""
 
+import os
 import sys
 import time
 
@@ -35,13 +36,17 @@ class MegatronTrainRayActor:
 
 
 def main() -> int:
+    # what decides whether Ray's log monitor swallows the second cell's lines (ledger sets it to 0)
+    print(f"driver RAY_DEDUP_LOGS={os.environ.get('RAY_DEDUP_LOGS')}", flush=True)
     ray.init()
     engine, manager = SGLangEngine.remote(), RolloutManager.remote()
     cells = [MegatronTrainRayActor.remote(c) for c in range(2)]
     for step in range(STEPS):
         ray.get([engine.run.remote(step), manager.run.remote(step)])
         ray.get([c.run.remote(step) for c in cells])
-    time.sleep(1.5)  # let Ray's log monitor forward the actors' lines before the driver exits
+    # let Ray's log monitor forward the actors' lines before the driver exits (it polls their log
+    # files; 1.5 s was once too short on a loaded 2-core machine)
+    time.sleep(3)
     print("driver done", flush=True)
     return int(sys.argv[sys.argv.index("--exit") + 1]) if "--exit" in sys.argv else 0
 
