@@ -786,3 +786,50 @@ class TestHeatOnTwoNodes:
         assert sensor.gpus() == [] and len(facts["unwatched"]) == 2
         assert all(why.startswith("no GPU sensor: ") and len(why) > len("no GPU sensor: ") for why in facts["unwatched"].values())
         assert sum("is not watched" in w for w in warnings) == 2, warnings
+
+
+# -- after both classes: no other cluster is up on this worker --------------------------------
+def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_pid(tmp_path: Path) -> None:
+    """A submitted run replayed where its recorded cluster is gone (another machine, after `dvc
+    pull`) and no --address is given: ledger starts a Ray head on 127.0.0.1 of its own (ports,
+    folder), a job runs on it, and ledger stops it after, by its own PID, folder removed."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from ledger.replay.raylaunch import choose_target, reachable
+
+    gone = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
+    m = {"command": {"ray_argv": ["ray", "job", "submit", "--address", gone, "--", "python3", "train.py"]}}
+    said: list[str] = []
+    dry = choose_target(m, None, tmp_path, said.append, dry_run=True)
+    assert dry.head is None and dry.how == "local head started by ledger" and said == []  # a dry run starts nothing
+    target = choose_target(m, None, tmp_path, said.append)
+    head = target.head
+    assert head is not None
+    try:
+        assert target.to_record() == {"address": target.address, "how": "local head started by ledger", "local_head": True}
+        assert target.address != gone and reachable(target.address)
+        assert said == [f"ledger: no Ray cluster to replay on; starting a local head for the replay at {target.address}"]
+        client = JobSubmissionClient(target.address)
+        job = client.submit_job(entrypoint="python3 -c 'print(41 + 1)'")
+        deadline = time.monotonic() + 90
+        while not client.get_job_status(job).is_terminal():
+            assert time.monotonic() < deadline, client.get_job_logs(job)
+            time.sleep(0.5)
+        assert client.get_job_status(job) == JobStatus.SUCCEEDED and "42" in client.get_job_logs(job)
+    finally:
+        head.stop()
+    assert head.proc.poll() is not None and not Path(head.temp).exists()
+    assert not reachable(target.address, 1.0)
+    # nothing of the head still runs in its process group (a zombie its parent has not reaped yet is dead)
+    live = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _group_and_state(p) == (head.proc.pid, True)]
+    assert live == [], [(p.name, (p / "cmdline").read_bytes()[:80]) for p in live]
+
+
+def _group_and_state(proc: Path) -> tuple[int, bool] | None:
+    """A /proc entry's process group and whether it runs (not a zombie); None when it is gone."""
+    try:
+        text = (proc / "stat").read_text()
+    except OSError:
+        return None
+    state, _ppid, pgrp = text[text.rfind(")") + 2 :].split()[:3]
+    return int(pgrp), state != "Z"

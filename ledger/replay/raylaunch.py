@@ -184,12 +184,36 @@ class LocalHead:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)  # a process of the head left in its group
-        except (ProcessLookupError, PermissionError):
-            pass
+        # a process of the head left in its group: asked to end, then waited for (a Ray worker
+        # may still hold the ports or a GPU), then killed
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            deadline = time.monotonic() + HEAD_STOP_S
+            while _live_in_group(self.proc.pid) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            if not _live_in_group(self.proc.pid):
+                break
         self.log.close()
         shutil.rmtree(self.temp, ignore_errors=True)
+
+
+def _live_in_group(pgid: int) -> list[int]:
+    """The processes of group `pgid` still running (a zombie, dead but not yet reaped, is not)."""
+    live = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{name}/stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        state, _ppid, pgrp = text[text.rfind(")") + 2 :].split()[:3]
+        if state != "Z" and int(pgrp) == pgid:
+            live.append(int(name))
+    return live
 
 
 def choose_target(m: Mapping[str, Any], address: str | None, cwd: Path, say: Callable[[str], None], dry_run: bool = False) -> RayTarget:
