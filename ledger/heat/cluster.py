@@ -447,9 +447,9 @@ class ClusterSensor:
                 return
             refs = [w.handle.signal.remote(pids, "stop") for w, pids in targets]
             self._paused_nodes += [w for w, _ in targets if all(w is not p for p in self._paused_nodes)]
+            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)  # a failure: asked again next tick
             for w, pids in targets:
                 self._held.setdefault(w.node_id, set()).update(pids)
-            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
             self._pause_log.append(
                 {"action": "stop", "late": True, "at": time.time(), "nodes": {r["node"]: len(r["pids"]) for r in results}}
             )
