@@ -168,12 +168,26 @@ class LocalHead:
         deadline = time.monotonic() + HEAD_START_S
         while not reachable(self.url, 2.0):
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                said = self._last_line()  # read before stop() removes the folder the log is in
                 self.stop()
                 raise LedgerError(
-                    f"the local Ray head for the replay did not start (see `ray start --head` output: exit {self.proc.returncode})",
+                    f"the local Ray head for the replay did not start (`ray start --head` exit {self.proc.returncode}: {said})",
                     "give --address URL of a running cluster",
                 )
             time.sleep(0.5)
+
+    def _last_line(self) -> str:
+        """The last line `ray start` wrote (its reason, when it failed), printable and short."""
+        from ledger.termstyle import printable
+
+        self.log.flush()
+        try:
+            with open(self.log.name, "rb") as f:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
+                lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+        except OSError:
+            lines = []
+        return printable(lines[-1][:300]) if lines else "it printed nothing"
 
     def stop(self) -> None:
         """SIGTERM to the head's own PID, then its process group; its folder removed."""
