@@ -833,3 +833,43 @@ def _group_and_state(proc: Path) -> tuple[int, bool] | None:
         return None
     state, _ppid, pgrp = text[text.rfind(")") + 2 :].split()[:3]
     return int(pgrp), state != "Z"
+
+
+def test_a_local_head_that_ends_at_once_is_tried_once_more_then_said_with_ray_s_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ray start` ending before its Job API answers (a port taken meanwhile): one more try on
+    other ports, then one error with the last line Ray wrote; no folder of either try is left."""
+    from ledger.errors import LedgerError
+    from ledger.replay import raylaunch
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "ray"
+    fake.write_text(
+        '#!/bin/sh\necho "$@" >> "$(dirname "$0")/calls"\necho \'Usage stats collection is disabled.\'\necho \'ConnectionError: port 6379 is already in use\' >&2\nexit 1\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    made: list[str] = []
+    real_mkdtemp = raylaunch.tempfile.mkdtemp
+
+    def mkdtemp(**kw: Any) -> str:
+        made.append(real_mkdtemp(**kw))
+        return made[-1]
+
+    monkeypatch.setattr(raylaunch.tempfile, "mkdtemp", mkdtemp)
+    said: list[str] = []
+    with pytest.raises(LedgerError) as caught:
+        raylaunch.LocalHead(tmp_path, said.append)
+    assert caught.value.message == (
+        "the local Ray head for the replay did not start (`ray start --head`, exit 1: ConnectionError: port 6379 is already in use)"
+    )
+    assert (
+        said[1]
+        == "ledger: the local Ray head did not start (ConnectionError: port 6379 is already in use); trying once more on other ports"
+    )
+    assert len(said) == 3 and said[0].startswith("ledger: no Ray cluster to replay on") and said[2].startswith("ledger: no Ray cluster")
+    calls = (bin_dir / "calls").read_text().splitlines()
+    assert len(calls) == 2 and calls[0] != calls[1]  # other ports the second time
+    assert len(made) == 2 and not any(Path(p).exists() for p in made)

@@ -126,6 +126,25 @@ class LocalHead:
                 "the run was submitted to Ray and no Ray cluster answers, but `ray` is not installed here",
                 "pip install 'ledger[ray]', or give --address URL of a running cluster",
             )
+        # once more on other ports when the first head ends at once: a free port ledger picked may
+        # have been taken by another program before Ray bound it
+        for attempt in (1, 2):
+            said = self._start(ray, cwd, say)
+            if said is None:
+                return
+            if attempt == 1 and self.ended is not None:
+                say(f"ledger: the local Ray head did not start ({said}); trying once more on other ports")
+                continue
+            how = f"exit {self.ended}" if self.ended is not None else f"no Job API after {HEAD_START_S:g} s"
+            raise LedgerError(
+                f"the local Ray head for the replay did not start (`ray start --head`, {how}: {said})",
+                "give --address URL of a running cluster",
+            )
+
+    def _start(self, ray: str, cwd: Path, say: Callable[[str], None]) -> str | None:
+        """Start `ray start --head --block` and wait for its Job API; None once it answers, else
+        the last line it wrote (it is stopped and its folder removed)."""
+        self.ended: int | None = None  # the head's exit code when it ended before its Job API answered
         self.temp = tempfile.mkdtemp(prefix="lrh", dir="/tmp")  # short: Ray's socket paths have a length limit
         self.dashboard_port = _free_port()
         self.url = f"http://127.0.0.1:{self.dashboard_port}"
@@ -169,12 +188,11 @@ class LocalHead:
         while not reachable(self.url, 2.0):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 said = self._last_line()  # read before stop() removes the folder the log is in
+                self.ended = self.proc.returncode  # None: still starting at the deadline
                 self.stop()
-                raise LedgerError(
-                    f"the local Ray head for the replay did not start (`ray start --head` exit {self.proc.returncode}: {said})",
-                    "give --address URL of a running cluster",
-                )
+                return said
             time.sleep(0.5)
+        return None
 
     def _last_line(self) -> str:
         """The last line `ray start` wrote (its reason, when it failed), printable and short."""
