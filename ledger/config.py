@@ -227,6 +227,11 @@ class Config:
         ),
     )
 
+    @property
+    def secret_env_names(self) -> frozenset[str]:
+        """`secrets.names` as the names of environment variables and flags are matched (upper case)."""
+        return frozenset(n.upper() for n in self.secret_names)
+
 
 HEAT = HeatConfig()  # the heat defaults, for modules that take thresholds as arguments
 DEFAULTS = Config()  # every default, for modules that take one as an argument

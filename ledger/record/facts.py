@@ -51,7 +51,7 @@ def _training_facts(
     if direct is not None and ray_argv is None and direct.ray_argv is not None:
         ray_argv, runtime_env = direct.ray_argv, direct.runtime_env
     if ray_argv is not None:
-        command = command.with_(ray_argv=redact.redact_argv(list(ray_argv), _extra(cfg))[0])
+        command = command.with_(ray_argv=redact.redact_argv(list(ray_argv), cfg.secret_env_names)[0])
     if pythons:
         return command.with_(training_source="wrapper"), list(pythons[-1].argv), runtime_env
     if rays and rays[-1].entrypoint:
@@ -120,13 +120,13 @@ def training_facts(
     command, training_argv, runtime_env = _training_facts(record.command, cfg, command_lines, job_argv, records)
     settings: dict[str, Any] = {}
     if training_argv is not None:
-        training_argv, names = redact.redact_argv(training_argv, _extra(cfg))
+        training_argv, names = redact.redact_argv(training_argv, cfg.secret_env_names)
         redacted.extend(f"training_argv: {n}" for n in names)
         command = command.with_(training_argv=training_argv)
         settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
     if runtime_env is not None:
         env_vars: Any = runtime_env.get("env_vars") or {}
-        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()}, _extra(cfg))
+        safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()}, cfg.secret_env_names)
         command = command.with_(runtime_env={**runtime_env, "env_vars": safe_env})
         redacted.extend(f"runtime_env: {n}" for n in names)
     env_settings, names = _env_settings(command, cfg, command_lines, records, environ)
@@ -157,7 +157,7 @@ def _env_settings(
         env = envvars.capture_env(outer, list(cfg.env_patterns))
     env_settings = envvars.env_settings(env, dict(command.runtime_env or {}))
     env_settings = {k: _portable(v, command.repo_root) for k, v in env_settings.items()}
-    return redact.redact_env(env_settings, _extra(cfg))
+    return redact.redact_env(env_settings, cfg.secret_env_names)
 
 
 def _with_record_facts(
@@ -233,10 +233,6 @@ def metrics(run_dir: Path, data_dir: Path, logs: StreamResult) -> tuple[str | No
     else:
         written, malformed = write_run_metrics(run_dir, data_dir, logs.metrics)
     return ("metrics.jsonl" if written else None), (f"{malformed} malformed metric lines in the logs" if malformed else None)
-
-
-def _extra(cfg: Config) -> frozenset[str]:
-    return frozenset(n.upper() for n in cfg.secret_names)
 
 
 def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tuple[list[str], list[str]]:

@@ -242,7 +242,7 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
             redacted=sorted(redacted),
             warnings=[content.warning] if content.warning else [],
         )
-        job_argv = redact.redact_argv(route.job_argv, _extra_names(cfg))[0]
+        job_argv = redact.redact_argv(route.job_argv, cfg.secret_env_names)[0]
         staged.write_json("request.json", {"job_argv": [sealed.redactor.redact_text(a) for a in job_argv], "data_paths": req.data_paths})
         staged.write_json("manifest.json", record.to_dict())  # JSON while staged: cheap, and enough for `recover`
     except BaseException:
@@ -272,11 +272,6 @@ def _opened(req: RunRequest) -> tuple[Repo, Config]:
     return repo, cfg
 
 
-def _extra_names(cfg: Config) -> frozenset[str]:
-    """The config's own secret variable names (`secrets: names:`), as environment names."""
-    return frozenset(n.upper() for n in cfg.secret_names)
-
-
 @dataclass(frozen=True)
 class Sealed:
     """The run's known secret values and the code snapshot taken with them hidden (`_sealed`)."""
@@ -291,7 +286,7 @@ def _sealed(req: RunRequest, cfg: Config, repo: Repo, argv: list[str], launcher_
     """The values to hide (from the argv, the environment, the launcher, the name and note), then
     the code snapshot with them hidden in its uncommitted files."""
     words = [t for t in (launcher_text, req.name, req.note) if t]
-    secrets = known_secrets(argv, req.env if req.env is not None else os.environ, words, _extra_names(cfg))
+    secrets = known_secrets(argv, req.env if req.env is not None else os.environ, words, cfg.secret_env_names)
     redactor = Redactor(secrets, cfg.secret_names)
     places: list[list[str]] = []
     code = repo.code_snapshot(scrub=_code_scrubber(redactor, places))
@@ -306,7 +301,7 @@ def _redacted_command(
 ) -> tuple[Command, set[str]]:
     """The `command` section with secrets hidden (the launcher copied, redacted, into the run
     folder), and what was hidden where (`redacted`: kinds, never values)."""
-    clean, argv_names = redact.redact_argv(argv, _extra_names(cfg))
+    clean, argv_names = redact.redact_argv(argv, cfg.secret_env_names)
     command = _command_section(req, repo, [sealed.redactor.redact_text(a) for a in clean])
     redacted = {f"argv: {n}" for n in argv_names}
     for path, kinds in zip(sealed.code.scrubbed, sealed.code_places):
