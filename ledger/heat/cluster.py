@@ -170,7 +170,6 @@ class ClusterSensor:
         self._nodes: dict[str, NodeWatch] = {}
         self._paused_nodes: list[NodeWatch] = []
         self._job: dict[str, Any] | None = None
-        self._pause_log: list[dict[str, Any]] = []
         self._held: dict[str, set[int]] = {}  # node id -> the job's pids stopped there in this pause
         self._closed = False
         self._connecting: threading.Thread | None = None
@@ -403,8 +402,7 @@ class ClusterSensor:
             job = self.find_job()
             self._job = job
             by_node = self.job_processes(job)
-            missing = [n for n in by_node if n not in self._nodes or self._nodes[n].handle is None]
-            targets = [(self._nodes[n], pids) for n, pids in by_node.items() if n not in missing]
+            targets, missing = self._with_sampler(by_node)
             refs = [w.handle.signal.remote(pids, "stop") for w, pids in targets]
             # every node asked to stop counts as paused before the answers come: when one node
             # fails or is late, the others may already have stopped their part of the job, and
@@ -412,18 +410,10 @@ class ClusterSensor:
             self._paused_nodes = [w for w, _ in targets]
             self._held = {w.node_id: set(pids) for w, pids in targets}
             try:
-                results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
+                ray.get(refs, timeout=SIGNAL_TIMEOUT_S)
             except Exception:
                 self._resume_quietly()
                 raise
-            record = {
-                "action": "stop",
-                "at": time.time(),
-                "job": job.get("submission_id") or job.get("job_id"),
-                "nodes": {r["node"]: len(r["pids"]) for r in results},
-                "not_reached": [n[:12] for n in missing],
-            }
-            self._pause_log.append(record)
             if missing:
                 self._warn(f"job processes on {len(missing)} node(s) without a sampler were not stopped")
 
@@ -437,22 +427,20 @@ class ClusterSensor:
             if self._job is None or not self._paused_nodes:
                 return
             by_node = self.job_processes(self._job)
-            new = {
-                n: [p for p in pids if p not in self._held.get(n, set())]
-                for n, pids in by_node.items()
-                if n in self._nodes and self._nodes[n].handle is not None
-            }
-            targets = [(self._nodes[n], pids) for n, pids in new.items() if pids]
+            new = {n: [p for p in pids if p not in self._held.get(n, set())] for n, pids in by_node.items()}
+            targets, _ = self._with_sampler({n: pids for n, pids in new.items() if pids})
             if not targets:
                 return
             refs = [w.handle.signal.remote(pids, "stop") for w, pids in targets]
             self._paused_nodes += [w for w, _ in targets if all(w is not p for p in self._paused_nodes)]
-            results = ray.get(refs, timeout=SIGNAL_TIMEOUT_S)  # a failure: asked again next tick
+            ray.get(refs, timeout=SIGNAL_TIMEOUT_S)  # a failure: asked again next tick
             for w, pids in targets:
                 self._held.setdefault(w.node_id, set()).update(pids)
-            self._pause_log.append(
-                {"action": "stop", "late": True, "at": time.time(), "nodes": {r["node"]: len(r["pids"]) for r in results}}
-            )
+
+    def _with_sampler(self, by_node: dict[str, list[int]]) -> tuple[list[tuple[NodeWatch, list[int]]], list[str]]:
+        """The nodes of `by_node` whose sampler can be asked, each with its pids; the ids of the others."""
+        missing = [n for n in by_node if n not in self._nodes or self._nodes[n].handle is None]
+        return [(self._nodes[n], pids) for n, pids in by_node.items() if n not in missing], missing
 
     def resume(self) -> None:
         """Continue every process stopped on every node (the monitor's resume callback)."""
@@ -461,26 +449,17 @@ class ClusterSensor:
         with self._lock:
             asked = [(w, w.handle.signal.remote([], "resume")) for w in self._paused_nodes]
             ready, _ = ray.wait([ref for _, ref in asked], num_returns=len(asked), timeout=SIGNAL_TIMEOUT_S)
-            results: list[dict[str, Any]] = []
             failed: list[tuple[NodeWatch, str]] = []
             for watch, ref in asked:
                 try:
                     if ref not in ready:
                         raise TimeoutError(f"no answer in {SIGNAL_TIMEOUT_S:g} s")
-                    results.append(ray.get(ref))
+                    ray.get(ref)  # raises what the node's sampler raised
                 except Exception as exc:  # noqa: BLE001 - said below; close() tries that node again
                     failed.append((watch, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
             # a node that did not confirm stays listed, so that close() asks it again
             self._paused_nodes = [w for w, _ in failed]
             self._held = {}
-            self._pause_log.append(
-                {
-                    "action": "resume",
-                    "at": time.time(),
-                    "nodes": {r["node"]: len(r["pids"]) for r in results},
-                    "not_resumed": {w.label: why for w, why in failed},
-                }
-            )
             if failed:
                 raise RuntimeError("job processes may still be stopped on node(s) " + ", ".join(f"{w.label} ({why})" for w, why in failed))
 
