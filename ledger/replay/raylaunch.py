@@ -129,22 +129,23 @@ class LocalHead:
         # once more on other ports when the first head ends at once: a free port ledger picked may
         # have been taken by another program before Ray bound it
         for attempt in (1, 2):
-            said = self._start(ray, cwd, say)
-            if said is None:
+            failed = self._start(ray, cwd, say)
+            if failed is None:
                 return
-            if attempt == 1 and self.ended is not None:
+            said, ended = failed
+            if attempt == 1 and ended is not None:
                 say(f"ledger: the local Ray head did not start ({said}); trying once more on other ports")
                 continue
-            how = f"exit {self.ended}" if self.ended is not None else f"no Job API after {HEAD_START_S:g} s"
+            how = f"exit {ended}" if ended is not None else f"no Job API after {HEAD_START_S:g} s"
             raise LedgerError(
                 f"the local Ray head for the replay did not start (`ray start --head`, {how}: {said})",
                 "give --address URL of a running cluster",
             )
 
-    def _start(self, ray: str, cwd: Path, say: Callable[[str], None]) -> str | None:
+    def _start(self, ray: str, cwd: Path, say: Callable[[str], None]) -> tuple[str, int | None] | None:
         """Start `ray start --head --block` and wait for its Job API; None once it answers, else
-        the last line it wrote (it is stopped and its folder removed)."""
-        self.ended: int | None = None  # the head's exit code when it ended before its Job API answered
+        the last line it wrote and its exit code (None: still starting at the deadline), once it
+        is stopped and its folder removed."""
         self.temp = tempfile.mkdtemp(prefix="lrh", dir="/tmp")  # short: Ray's socket paths have a length limit
         self.dashboard_port = _free_port()
         self.url = f"http://127.0.0.1:{self.dashboard_port}"
@@ -187,10 +188,9 @@ class LocalHead:
         deadline = time.monotonic() + HEAD_START_S
         while not reachable(self.url, 2.0):
             if self.proc.poll() is not None or time.monotonic() > deadline:
-                said = self._last_line()  # read before stop() removes the folder the log is in
-                self.ended = self.proc.returncode  # None: still starting at the deadline
+                failed = self._last_line(), self.proc.returncode  # read before stop() removes the log
                 self.stop()
-                return said
+                return failed
             time.sleep(0.5)
         return None
 
@@ -198,7 +198,6 @@ class LocalHead:
         """The last line `ray start` wrote (its reason, when it failed), printable and short."""
         from ledger.termstyle import printable
 
-        self.log.flush()
         try:
             with open(self.log.name, "rb") as f:
                 f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
@@ -224,17 +223,16 @@ class LocalHead:
             except (ProcessLookupError, PermissionError):
                 break
             deadline = time.monotonic() + HEAD_STOP_S
-            while _live_in_group(self.proc.pid) and time.monotonic() < deadline:
+            while (running := _group_runs(self.proc.pid)) and time.monotonic() < deadline:
                 time.sleep(0.2)
-            if not _live_in_group(self.proc.pid):
+            if not running:
                 break
         self.log.close()
         shutil.rmtree(self.temp, ignore_errors=True)
 
 
-def _live_in_group(pgid: int) -> list[int]:
-    """The processes of group `pgid` still running (a zombie, dead but not yet reaped, is not)."""
-    live = []
+def _group_runs(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (a zombie, dead but not yet reaped, does not)."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -244,8 +242,8 @@ def _live_in_group(pgid: int) -> list[int]:
             continue  # gone meanwhile
         state, _ppid, pgrp = text[text.rfind(")") + 2 :].split()[:3]
         if state != "Z" and int(pgrp) == pgid:
-            live.append(int(name))
-    return live
+            return True
+    return False
 
 
 def choose_target(m: Mapping[str, Any], address: str | None, cwd: Path, say: Callable[[str], None], dry_run: bool = False) -> RayTarget:
