@@ -287,17 +287,32 @@ def test_hold_is_called_on_each_tick_while_the_job_stays_paused(tmp_path: Path) 
     timeline.write_text("0 0 50\n0.3 0 95\n")  # hot from 0.3 s, never cool again
     events: list[str] = []
     warnings: list[str] = []
+    sensor = ScriptedSensor(timeline)
+    ticks: list[int] = []  # 1, 2, 3, ...: one per sample taken
+    sample = sensor.sample
+
+    def counted() -> list[Sample]:
+        ticks.append(len(ticks) + 1)
+        return sample()
+
+    sensor.sample = counted  # type: ignore[method-assign]
+    on: dict[str, list[int]] = {"pause": [], "hold": []}
 
     def hold() -> None:
         events.append("hold")
+        on["hold"].append(ticks[-1])
         raise RuntimeError("the cluster went away")
 
+    def pause() -> None:
+        events.append("pause")
+        on["pause"].append(ticks[-1])
+
     monitor = HeatMonitor(
-        ScriptedSensor(timeline),
+        sensor,
         HeatGuard(pause_at=85, resume_at=75),
         0.02,
         tmp_path / "heat.log",
-        pause=lambda: events.append("pause"),
+        pause=pause,
         resume=lambda: events.append("resume"),
         warn=warnings.append,
         hold=hold,
@@ -308,6 +323,8 @@ def test_hold_is_called_on_each_tick_while_the_job_stays_paused(tmp_path: Path) 
     summary = monitor.stop()
     assert events[0] == "pause" and events[-1] == "resume" and set(events[1:-1]) == {"hold"}
     assert summary.pauses == 1
+    [paused_on] = on["pause"]
+    assert on["hold"][:3] == [paused_on + 1, paused_on + 2, paused_on + 3]  # each tick after the pause, not the pause's
     assert [w for w in warnings if "while paused" in w] == [
         "could not stop what the job started while paused, will keep trying: the cluster went away"
     ]

@@ -446,8 +446,13 @@ def _ticks(path: Path) -> list[float]:
 
 
 def _state(pid: int) -> str:
+    return _stat_fields(pid)[0]
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: state, ppid, pgrp, ... (raises when it is gone)."""
     text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rfind(")") + 2]
+    return text[text.rfind(")") + 2 :].split()
 
 
 def _sensor(dashboard: str, entries: list[tuple[float, int, float, str | None]] | None, warnings: list[str]) -> Any:
@@ -703,6 +708,7 @@ class TestHeatOnTwoNodes:
             sensor.find_job = lambda: {"job_id": "test", "submission_id": "test"}
             sensor.job_processes = lambda job: {one.node_id: list(pids)}
             sensor.hold()  # not paused: nothing is stopped
+            assert _state(first.pid) != "T"
             sensor.pause()
             _wait("the first process to stop", lambda: _state(first.pid) == "T", sensor, sample=False, seconds=10)
             late = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -711,7 +717,8 @@ class TestHeatOnTwoNodes:
             pids.append(late.pid)
             sensor.hold()
             _wait("the late process to stop", lambda: _state(late.pid) == "T", sensor, sample=False, seconds=10)
-            sensor.hold()  # again: nothing new, nothing asked
+            sensor.hold()  # again: nothing new; both stay stopped
+            assert _state(first.pid) == "T" and _state(late.pid) == "T"
             sensor.resume()
             assert _state(first.pid) != "T" and _state(late.pid) != "T"
             assert warnings == []
@@ -820,19 +827,17 @@ def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_p
         head.stop()
     assert head.proc.poll() is not None and not Path(head.temp).exists()
     assert not reachable(target.address, 1.0)
+
     # nothing of the head still runs in its process group (a zombie its parent has not reaped yet is dead)
-    live = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _group_and_state(p) == (head.proc.pid, True)]
+    def runs_in_its_group(pid: int) -> bool:
+        try:
+            state, _ppid, pgrp = _stat_fields(pid)[:3]
+        except OSError:
+            return False  # gone meanwhile
+        return int(pgrp) == head.proc.pid and state != "Z"
+
+    live = [p for p in Path("/proc").iterdir() if p.name.isdigit() and runs_in_its_group(int(p.name))]
     assert live == [], [(p.name, (p / "cmdline").read_bytes()[:80]) for p in live]
-
-
-def _group_and_state(proc: Path) -> tuple[int, bool] | None:
-    """A /proc entry's process group and whether it runs (not a zombie); None when it is gone."""
-    try:
-        text = (proc / "stat").read_text()
-    except OSError:
-        return None
-    state, _ppid, pgrp = text[text.rfind(")") + 2 :].split()[:3]
-    return int(pgrp), state != "Z"
 
 
 def test_a_local_head_that_ends_at_once_is_tried_once_more_then_said_with_ray_s_reason(
