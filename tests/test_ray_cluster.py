@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from conftest import LEDGER, git, ledger, make_repo, nvml_works
 
+from ledger.fsutil import proc_stat
 from ledger.heat.cluster_target import ClusterTarget, collective_timeout, detect_cluster
 from ledger.heat.heatlog import read_heat_log
 
@@ -446,13 +447,9 @@ def _ticks(path: Path) -> list[float]:
 
 
 def _state(pid: int) -> str:
-    return _stat_fields(pid)[0]
-
-
-def _stat_fields(pid: int) -> list[str]:
-    """/proc/PID/stat after the command name: state, ppid, pgrp, ... (raises when it is gone)."""
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rfind(")") + 2 :].split()
+    fields = proc_stat(pid)
+    assert fields is not None, f"process {pid} is gone"
+    return fields[0]
 
 
 def _sensor(dashboard: str, entries: list[tuple[float, int, float, str | None]] | None, warnings: list[str]) -> Any:
@@ -830,11 +827,8 @@ def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_p
 
     # nothing of the head still runs in its process group (a zombie its parent has not reaped yet is dead)
     def runs_in_its_group(pid: int) -> bool:
-        try:
-            state, _ppid, pgrp = _stat_fields(pid)[:3]
-        except OSError:
-            return False  # gone meanwhile
-        return int(pgrp) == head.proc.pid and state != "Z"
+        fields = proc_stat(pid)  # None: gone meanwhile
+        return fields is not None and int(fields[2]) == head.proc.pid and fields[0] != "Z"
 
     live = [p for p in Path("/proc").iterdir() if p.name.isdigit() and runs_in_its_group(int(p.name))]
     assert live == [], [(p.name, (p / "cmdline").read_bytes()[:80]) for p in live]

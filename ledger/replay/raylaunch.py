@@ -233,15 +233,11 @@ class LocalHead:
 
 def _group_runs(pgid: int) -> bool:
     """Whether a process of group `pgid` still runs (a zombie, dead but not yet reaped, does not)."""
+    from ledger.fsutil import proc_stat
+
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            text = Path(f"/proc/{name}/stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        state, _ppid, pgrp = text[text.rfind(")") + 2 :].split()[:3]
-        if state != "Z" and int(pgrp) == pgid:
+        fields = proc_stat(int(name)) if name.isdigit() else None
+        if fields and fields[0] != "Z" and int(fields[2]) == pgid:
             return True
     return False
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.fsutil import write_atomic
+from ledger.fsutil import proc_stat, write_atomic
 from ledger.storage.git import CodeSnapshot
 
 LEDGER_DIR = ".ledger"
@@ -43,11 +43,8 @@ def ledger_dir(root: Path) -> Path:
 
 def proc_start(pid: int) -> str | None:
     """The kernel's start time of a process (guards against pid reuse)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = proc_stat(pid)
+    return fields[19] if fields else None
 
 
 def pid_alive(pid: int, start: str | None) -> bool:
