@@ -812,7 +812,9 @@ def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_p
     try:
         assert target.to_record() == {"address": target.address, "how": "local head started by ledger", "local_head": True}
         assert target.address != gone and reachable(target.address)
-        assert said == [f"ledger: no Ray cluster to replay on; starting a local head for the replay at {target.address}"]
+        # one line, or three when the first head ended at once and was tried again (the test below)
+        assert said[-1] == f"ledger: no Ray cluster to replay on; starting a local head for the replay at {target.address}"
+        assert len(said) == 1 or (len(said) == 3 and "trying once more on other ports" in said[1])
         client = JobSubmissionClient(target.address)
         job = client.submit_job(entrypoint="python3 -c 'print(41 + 1)'")
         deadline = time.monotonic() + 90
