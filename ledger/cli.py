@@ -428,7 +428,7 @@ def replay(run_name: str, sets: tuple[str, ...], extra: tuple[str, ...], seeds: 
 
     # the options above are ReplayOptions' fields by name: one spelling of each, checked by the dataclass
     opts = ReplayOptions(run=run_name, sets=list(sets), extra=[x for x in extra if x != "--"], **options)
-    ask = None if opts.yes or not sys.stdin.isatty() else (lambda q: click.confirm(q, default=True, err=True))
+    ask = None if opts.yes or not sys.stdin.isatty() else (lambda q, default: click.confirm(q, default=default, err=True))
     return replay_cmd(Path.cwd(), opts, seeds, say=_say, terminal_fd=terminal_fd(), stdout=_show, confirm=ask)
 
 

@@ -172,6 +172,8 @@ def _manifest(repo: Path, seed: str, rid: str, **changes: object) -> bytes:
     for key, value in changes.items():
         if key == "runtime_env":
             m["command"]["runtime_env"] = value
+        elif key == "command":
+            m["command"].update(value)  # type: ignore[call-overload]
         elif key == "settings":
             m["settings"].update(value)  # type: ignore[call-overload]
         else:
@@ -273,6 +275,27 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             },
         )
 
+        # 2b. a run whose recorded working directory is its own pulled data, which ships the script
+        # (`python3 train.py`) or the module (`python3 -m train`) the command names
+        for case, marker in (("cwdscript", "script-ran"), ("cwdmodule", "module-ran")):
+            code = f"open({str(root / marker)!r}, 'w').write('ran')\n".encode()
+            _dvc_object(storage, hashlib.md5(code).hexdigest(), code)
+            md5, n = _listing(storage, {**real, "train.py": hashlib.md5(code).hexdigest()})
+            w.evil[case] = rid = next(ids)
+            flags = TRAIN[2:]
+            program = ["python3", "train.py"] if case == "cwdscript" else ["python3", "-m", "train"]
+            command = {"cwd_in_repo": f".ledger/replay-data/{rid}/rollout", "training_argv": [*program, *flags]}
+            craft(
+                attacker,
+                seed,
+                rid,
+                {
+                    "data/rollout.dvc": _dvc_text(md5, n),
+                    "manifest.yaml": _manifest(attacker, seed, rid, name=case, command=command),
+                    "summary.json": _summary(attacker, seed, rid, name=case),
+                },
+            )
+
         # 3. a run named like the victim's, claiming to start in 2099 (pushed before the victim's `base`)
         w.evil["takeover"] = rid = next(ids)
         craft(
@@ -371,6 +394,29 @@ def test_replay_of_a_pulled_run_without_a_terminal_needs_yes_and_filters_its_env
     assert not (world.root / "site-ran").exists()  # the pulled sitecustomize.py never ran
     show = json.loads(run(v, "show", "env-replay", "--json").stdout)
     assert show["replay_of"] == rid
+
+
+@pytest.mark.parametrize("case", ["cwdscript", "cwdmodule"])
+def test_a_replay_never_runs_a_script_or_module_that_came_with_pulled_data(world: World, case: str) -> None:
+    rid, v = world.evil[case], world.victim
+    assert run(v, "pull", "origin", rid).returncode == 0  # its data (with train.py) is in the DVC cache
+    for args in (["--step", "0", "--yes"], ["--yes"], ["--dry-run"], ["--rollout-only", "--yes"]):
+        r = run(v, "replay", rid, *args)
+        assert r.returncode == 5 and _one_line(r.stderr), (args, r.stderr)
+        assert "inside pulled data" in r.stderr and ".ledger/replay-data" in r.stderr, r.stderr
+    assert not (world.root / "script-ran").exists() and not (world.root / "module-ran").exists()
+    assert not (v / ".ledger" / "replay-data" / rid).exists()
+
+
+def test_a_pulled_runs_question_shows_what_runs_and_defaults_to_no(world: World) -> None:
+    v = world.victim
+    assert run(v, "pull", "origin", world.seed).returncode == 0
+    code, err = run_pty(v, "replay", world.seed, "--step", "0", answer=b"\n")  # Enter: the default
+    assert code == 0 and "not replayed" in err, err
+    assert "[y/N]" in err, err
+    assert f"runs in {v}" in err and f"the script {v / 'examples' / 'toy_grpo' / 'train.py'}" in err, err
+    r = run(v, "replay", "base", "--dry-run")  # the victim's own run: shown the same way
+    assert r.returncode == 0 and f"the script {v / 'examples' / 'toy_grpo' / 'train.py'}" in r.stderr, r.stderr
 
 
 def test_a_name_means_the_newest_run_of_the_branch_not_the_newest_claimed_start(world: World) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledger.record.run import Say
-from ledger.replay.replay import ReplayOptions, replay_run
+from ledger.replay.replay import Confirm, ReplayOptions, replay_run
 from ledger.replay.seeds import parse_seeds, replay_seeds
 from ledger.storage.listing import read_only
 
@@ -22,7 +22,7 @@ def replay(
     say: Say,
     terminal_fd: int | None,
     stdout: Callable[[str], None],
-    confirm: Callable[[str], bool] | None,
+    confirm: Confirm | None,
 ) -> int:
     """Plan and record the replay `opts` asks for; returns its exit code.
 

@@ -28,6 +28,7 @@ from ledger.storage.listing import load_listing, parse_manifest
 from ledger.storage.store import RunEntry, check_ledger_branch, read_file_at
 
 Say = Callable[[str], None]
+Confirm = Callable[[str, bool], bool]  # (question, the answer Enter gives) -> yes
 PLACEHOLDER = "\0LEDGER_RUN_DATA\0"
 
 
@@ -70,6 +71,8 @@ class ReplayPlan:
     prepare: Callable[[], None] | None = None  # writes the data the argv names (after the yes)
     foreign: str | None = None  # who made the run commit, when this clone did not record the run
     manifest: dict[str, Any] = field(default_factory=dict)  # the source run's record (where it ran)
+    script: Path | None = None  # the training script the replay runs, resolved in this checkout
+    module: str | None = None  # or the `-m` module, imported from `cwd` first
 
 
 def _inside(root: Path, path: Path) -> bool:
@@ -218,7 +221,7 @@ class _Checked:
     entry: RunEntry
     manifest: dict[str, Any]
     training: list[str]
-    cwd: Path
+    code: trust.CodePaths
     sets: list[tuple[str, str]]
     chosen: list[int] | None
     warnings: list[str]
@@ -236,7 +239,7 @@ class _Checked:
         return ReplayPlan(
             self.entry.id,
             argv,
-            self.cwd,
+            self.code.cwd,
             mode,
             self.chosen,
             mapping,
@@ -248,6 +251,8 @@ class _Checked:
             foreign=self.foreign,
             manifest=self.manifest,
             prepare=prepare,
+            script=self.code.script,
+            module=self.code.module,
         )
 
 
@@ -293,26 +298,18 @@ def _check_run(repo: Repo, tip: str, opts: ReplayOptions) -> _Checked:
     shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, trust.branch_of(repo)))
     if shared:
         warnings.append(shared)
-    bad_arg = trust.argv_problem(repo, training, repo.root)
-    if bad_arg is not None:
-        raise DataError(
-            f"run {entry.id}'s command runs {bad_arg!r}, a file inside pulled data",
-            "ledger never runs code that came with a record; refusing to replay it",
-        )
+    code = trust.check_code_paths(repo, training, str(command.get("cwd_in_repo") or "."), entry.id, opts.in_image)
     if hidden:
         warnings.append(
             f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; the replay takes them from your environment"
         )
-    cwd_rel = command.get("cwd_in_repo") or "."
-    if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
-        raise UsageError(f"run {entry.id} records a working directory outside the repository", "refusing to replay it")
     from ledger.understand.settings import parse_settings, split_training_command
 
     training = _only_framework_flags(training, m)
     recorded = parse_settings(split_training_command(training)[2])
     warnings += _unknown_sets(entry.id, [s for s in sets if s[0].lstrip("-") not in opts.new_settings], recorded, opts.force)
     sets += _own_outputs(recorded, [k for k, _ in sets])
-    return _Checked(entry, m, training, repo.root / cwd_rel, sets, chosen, warnings, choice, foreign)
+    return _Checked(entry, m, training, code, sets, chosen, warnings, choice, foreign)
 
 
 def _own_outputs(recorded: dict[str, Any], own: list[str]) -> list[tuple[str, str]]:
@@ -423,12 +420,13 @@ def replay_run(
     say: Say,
     terminal_fd: int | None,
     stdout: Callable[[str], None],
-    confirm: Callable[[str], bool] | None = None,
+    confirm: Confirm | None = None,
 ) -> int:
     """Plan the replay, show it, and record it as a run with `replay_of`.
 
     `confirm` (given on a terminal without `--yes`) is asked before the command runs; a no
-    changes nothing and returns 0. A dry run prints the command and writes nothing at all.
+    changes nothing and returns 0. Its default (Enter) is yes for this clone's own runs, no for a
+    run recorded elsewhere. A dry run prints the command and writes nothing at all.
     """
     from ledger.configload import load_config
     from ledger.record.run import RunRequest, record_run
@@ -444,6 +442,7 @@ def replay_run(
     target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.manifest) and not opts.in_image else None
     shown = _shown(plan, target)
     _say_warnings(plan, say)
+    say(f"ledger: the replay runs in {plan.cwd}; {_code_line(plan)}")
     if opts.dry_run:
         stdout(shown)
         return 0
@@ -457,7 +456,7 @@ def replay_run(
         + (f", rollouts {plan.steps} as 0..{len(plan.steps) - 1}" if plan.steps else "")
         + f"): {shown}"
     )
-    if confirm is not None and not confirm("run this command?"):
+    if confirm is not None and not confirm("run this command?", plan.foreign is None):
         say("ledger: not replayed")
         return 0
     if plan.prepare is not None:
@@ -473,6 +472,15 @@ def replay_run(
         argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info, debug_data=False, data_placeholder=PLACEHOLDER, env=env
     )
     return record_run(req, say, terminal_fd).exit_code
+
+
+def _code_line(plan: ReplayPlan) -> str:
+    """What the replay executes, as resolved in this checkout."""
+    if plan.script is not None:
+        return f"it runs the script {plan.script}"
+    if plan.module is not None:
+        return f"it runs the module {plan.module} (imported from that folder first)"
+    return f"it runs {plan.argv[0] if plan.argv else 'nothing'}"
 
 
 def _shown(plan: ReplayPlan, target: Any) -> str:

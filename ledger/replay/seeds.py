@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ledger.errors import UsageError
-from ledger.replay.replay import ReplayOptions, Say, replay_run
+from ledger.replay.replay import Confirm, ReplayOptions, Say, replay_run
 
 SEED_KEY = "seed"
 _SEEDS_RE = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*")
@@ -59,7 +59,7 @@ def replay_seeds(
     say: Say,
     terminal_fd: int | None,
     stdout: Callable[[str], None],
-    confirm: Callable[[str], bool] | None = None,
+    confirm: Confirm | None = None,
 ) -> int:
     """Record one replay of `opts.run` per seed, named NAME-s<seed>; the first failing exit code, else 0."""
     if any(s.split("=", 1)[0].lstrip("-") == SEED_KEY for s in opts.sets):
@@ -67,11 +67,11 @@ def replay_seeds(
     base = _base_name(start, opts)
     answer: list[bool] = []
 
-    def once(question: str) -> bool:  # one question for all the seeds
+    def once(question: str, default: bool) -> bool:  # one question for all the seeds
         if not answer:
             assert confirm is not None
             answer.append(
-                confirm(f"{question} (for seeds {', '.join(map(str, seeds))}: {len(seeds)} replays named {base}-s{seeds[0]} ...)")
+                confirm(f"{question} (for seeds {', '.join(map(str, seeds))}: {len(seeds)} replays named {base}-s{seeds[0]} ...)", default)
             )
         return answer[0]
 

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ledger import yamlio
+from ledger.errors import DataError
 from ledger.runref import own_runs
 from ledger.storage.git import Repo
 from ledger.storage.store import RunEntry, commit_of_run
@@ -83,10 +85,87 @@ def _into_pulled(value: str, places: list[Path]) -> bool:
     return False
 
 
-def argv_problem(repo: Repo, argv: list[str], cwd: Path) -> str | None:
+@dataclass(frozen=True)
+class CodePaths:
+    """Where a replay runs and what it executes, resolved in this checkout and checked."""
+
+    cwd: Path
+    script: Path | None  # the training script, resolved (None for `-m`, `-c` or no python)
+    module: str | None  # `-m MODULE`: imported from `cwd` first
+
+
+def dvc_outputs(repo: Repo) -> list[Path]:
+    """The folders and files the user's own `.dvc` files track in this checkout: data, not code."""
+    listed = repo.git("ls-files", "-z", "--", "*.dvc", check=False).stdout.decode("utf-8", "surrogateescape")
+    outs: list[Path] = []
+    for rel in filter(None, listed.split("\0")):
+        try:
+            doc = yamlio.loads((repo.root / rel).read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):
+            continue
+        for out in (doc.get("outs") or []) if isinstance(doc, dict) else []:
+            path = out.get("path") if isinstance(out, dict) else None
+            if isinstance(path, str) and path:
+                outs.append((repo.root / rel).parent / path)
+    return outs
+
+
+def check_code_paths(repo: Repo, argv: list[str], cwd_rel: str, run_id: str, in_image: bool = False) -> CodePaths:
+    """Every path the replay executes or imports from (the working directory, which is `sys.path[0]`
+    for `-m` and `-c`; each file the program part names; the script, whose folder is `sys.path[0]`)
+    resolved from the recorded working directory: inside this checkout, outside all pulled data.
+
+    A script outside the checkout (an absolute path, as in an image's `/root/miles/train.py`) is
+    taken only with `in_image`, where it names the image's file. Raises DataError naming the path.
+    """
+    root = Path(os.path.realpath(repo.root))
+    places = [*pulled_places(repo), *dvc_outputs(repo)]
+    refuse = "ledger never runs code that came with a record; refusing to replay it"
+    if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
+        raise DataError(f"run {run_id} records a working directory outside the repository ({cwd_rel!r})", refuse)
+    cwd = repo.root / cwd_rel
+    real_cwd = Path(os.path.realpath(cwd))
+    if not (real_cwd == root or root in real_cwd.parents) or _inside_any(cwd, places):
+        raise DataError(f"run {run_id} records a working directory inside pulled data ({cwd_rel})", refuse)
+    bad = _program_problem(argv, cwd, places)
+    if bad is not None:
+        raise DataError(f"run {run_id}'s command runs {bad!r}, a file inside pulled data", refuse)
+    from ledger.understand.settings import split_training_command
+
+    prefix, script, _ = split_training_command(argv)
+    if script is None or prefix[-1:] == ["-m"]:
+        module = script
+        if module is not None:
+            found = _module_file(cwd, module)
+            if found is not None and _inside_any(found, places):
+                raise DataError(f"run {run_id}'s command imports -m {module} from {found}, inside pulled data", refuse)
+        return CodePaths(cwd, None, module)
+    path = Path(os.path.realpath(cwd / script))
+    if _inside_any(path, places):
+        raise DataError(f"run {run_id}'s script {script} is {path}, inside pulled data", refuse)
+    if root not in path.parents and not in_image:
+        raise DataError(
+            f"run {run_id}'s script {script} is {path}, outside this checkout",
+            "replay from the checkout that holds it, or add --in-image to run the image's copy",
+        )
+    return CodePaths(cwd, path, None)
+
+
+def _module_file(cwd: Path, module: str) -> Path | None:
+    """The file `python -m MODULE` would run from `cwd` (its first place on `sys.path`), if there."""
+    parts = module.split(".")
+    if not all(p.isidentifier() for p in parts):
+        return None
+    base = cwd.joinpath(*parts)
+    for candidate in (base.with_name(base.name + ".py"), base / "__main__.py", base / "__init__.py", base):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _program_problem(argv: list[str], cwd: Path, places: list[Path]) -> str | None:
     """The first argument of the program part (the interpreter, its options, the script: all before
-    the first `--flag`) that names a file inside pulled data, if any."""
-    places = pulled_places(repo)
+    the first `--flag`) that names a file inside pulled data, resolved from `cwd`, if any."""
     for arg in argv:
         if arg.startswith("--"):
             break
