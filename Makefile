@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTHON ?= python3
 
-.PHONY: install system-deps demo test test-quick lint coverage bench docs clean
+.PHONY: install system-deps demo test test-load test-quick lint coverage bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,18 @@ demo: install
 TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
+# Every failure is shown (no -x: one flaky test must not hide the rest), each named again in the
+# short summary at the end (-rfE), then pytest's last line says how many failed.
+TEST_ENV = LEDGER_TEST_DEBS=$(abspath $(VENV))/debs
+PYTEST = $(PY) -m pytest -q -rfEs -p no:cacheprovider $(XDIST)
 test: install system-deps
-	LEDGER_TEST_DEBS=$(abspath $(VENV))/debs $(PY) -m pytest -q -x -rs -p no:cacheprovider $(XDIST)
+	$(TEST_ENV) $(PYTEST)
+
+# The suite on a busy machine: a busy loop per core for the whole run, LOAD_RUNS runs in a row
+# (stops at the first failure). docs/development.md has the figures.
+LOAD_RUNS ?= 1
+test-load: install system-deps
+	$(TEST_ENV) bash tools/test_load.sh $(LOAD_RUNS) $(PYTEST)
 
 # The suite without the tests marked slow (pyproject's markers): for iterating; CI runs `make test`.
 test-quick: install

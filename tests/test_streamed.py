@@ -168,6 +168,12 @@ def _init(tmp_path: Path) -> Path:
     return repo
 
 
+# The job's last step: wait (a deadline far above need) until ledger's log worker has started.
+# ledger starts one for a job that prints more than WORKER_AFTER bytes and promises "split: while
+# the job ran" for such a job; how soon the worker starts is the machine's business, not the test's.
+WAIT_FOR_WORKER = 'n=0; while [ ! -e ".ledger/staging/$LEDGER_RUN_ID/streamed.pid" ] && [ $n -lt 6000 ]; do sleep 0.1; n=$((n+1)); done'
+
+
 def _committed(repo: Path, run: str, name: str) -> bytes:
     path = ledger(repo, "path", run).stdout.strip()
     rel = os.path.relpath(path, repo) if os.path.isabs(path) else path
@@ -176,10 +182,10 @@ def _committed(repo: Path, run: str, name: str) -> bytes:
 
 def test_a_big_run_is_split_while_it_runs_and_equals_the_split_after_the_fact(tmp_path: Path) -> None:
     repo = _init(tmp_path)
-    # ~9 MiB in three bursts with pauses: a job long enough for the worker to start and follow it
+    # ~9 MiB in three bursts: a job that ends only once the worker has started to follow it
     gen = f"{sys.executable} {GEN_LOG} --steps 1000 --engine-lines 20"
-    job = ["sh", "-c", f"for i in 1 2 3; do {gen}; sleep 0.5; done"]
-    proc = ledger(repo, "run", "--no-heat-guard", "--no-debug-data", "--", *job)
+    job = ["sh", "-c", f"for i in 1 2 3; do {gen}; done"]
+    proc = ledger(repo, "run", "--no-heat-guard", "--no-debug-data", "--", "sh", "-c", f"{job[2]}; {WAIT_FOR_WORKER}")
     assert proc.returncode == 0, proc.stderr
     manifest = _committed(repo, "latest", "manifest.yaml").decode()
     assert "split: while the job ran" in manifest
@@ -239,7 +245,7 @@ def test_a_big_log_offloaded_to_dvc_with_the_workers_hash_is_stored_under_its_tr
     repo = _init(tmp_path)
     _set_git_max_mb(repo / ".ledger.yaml", 1)
     gen = f"{sys.executable} {GEN_LOG} --steps 1000 --engine-lines 20"
-    proc = ledger(repo, "run", "--no-heat-guard", "--no-debug-data", "--", "sh", "-c", f"for i in 1 2 3; do {gen}; sleep 0.5; done")
+    proc = ledger(repo, "run", "--no-heat-guard", "--no-debug-data", "--", "sh", "-c", f"for i in 1 2 3; do {gen}; done; {WAIT_FOR_WORKER}")
     assert proc.returncode == 0, proc.stderr
     manifest = _committed(repo, "latest", "manifest.yaml").decode()
     assert "split: while the job ran" in manifest and "in_dvc:" in manifest
@@ -335,3 +341,35 @@ def test_the_flood_watch_measures_the_growth_rate_over_half_seconds() -> None:
     now[0] += 0.5
     size[0] += FLOOD_RATE  # 2x FLOOD_RATE
     assert watch.flooding()
+
+
+class _Jumps:
+    """A clock that moves `step` seconds at every reading: minutes pass in a few real seconds."""
+
+    def __init__(self, step: float):
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_a_worker_that_writes_is_waited_for_however_long_and_a_silent_one_is_killed(tmp_path: Path) -> None:
+    from ledger.record.streamed import STALL_S, _wait_while_working
+
+    staged = Staged("x", tmp_path / "staged")
+    staged.run_dir.mkdir(parents=True)
+    log = staged.run_dir / "trainer.log"
+    # writes a line every 50 ms for 3 s, then exits 0: with clock readings STALL_S/3 apart (one a
+    # second) that is far past STALL_S in all, but never STALL_S without progress
+    writer = f"import time\nfor i in range(60):\n    open({str(log)!r}, 'a').write('x\\n')\n    time.sleep(0.05)\n"
+    proc = subprocess.Popen([sys.executable, "-c", writer])
+    deadline = time.monotonic() + 60
+    while not log.exists() and time.monotonic() < deadline:  # started (a busy machine starts it late)
+        time.sleep(0.05)
+    clock = _Jumps(STALL_S / 3)
+    assert _wait_while_working(proc, staged, clock=clock) == 0
+    assert clock.now > STALL_S
+    silent = subprocess.Popen(["sleep", "600"])
+    assert _wait_while_working(silent, staged, clock=_Jumps(STALL_S / 2)) == "timed out"
+    assert silent.returncode == -signal.SIGKILL
