@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import LEDGER, git, ledger, nvml_works
 
+from ledger.heat.heatlog import read_heat_log
+
 COUNTER = "import time\nfor i in range({n}):\n    print(f'tick {{i}} {{time.time():.3f}}', flush=True)\n    time.sleep(0.05)\n"
 
 
@@ -160,7 +162,9 @@ def test_a_cluster_job_without_ray_here_samples_this_machine_and_says_why(tmp_pa
     cfg = HeatConfig(interval_s=0.05, sensor={"timeline": str(tmp_path / "heat.timeline")})
     argv = ["ray", "job", "submit", "--address", "http://10.0.0.1:8265", "--", "python3", "train.py"]
     monitor = start_monitor(cfg, True, tmp_path / "heat.log", lambda _sig: None, said.append, job_argv=argv, env={})
-    time.sleep(0.2)
+    deadline = time.monotonic() + 60  # until a sample is in the log (flushed every tick), however slow
+    while not read_heat_log(tmp_path / "heat.log").samples and time.monotonic() < deadline:
+        time.sleep(0.05)
     gpu = monitor.stop_summary()
     assert gpu["sensor"].startswith("scripted:") and gpu["peak_temp_c"] == {0: 60.0}
     assert gpu["cluster"]["address"] == "http://10.0.0.1:8265" and gpu["cluster"]["connected"] is False

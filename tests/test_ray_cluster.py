@@ -54,6 +54,12 @@ def ray_repo(tmp_path: Path) -> Path:
     return repo
 
 
+def _failed(repo: Path, r: subprocess.CompletedProcess[str]) -> str:
+    """What a failed run said, and the end of the job's own log (Ray's error is there, not in ours)."""
+    tail = ledger(repo, "tail", "latest", "-n", "60")
+    return f"{r.stderr}\n--- the job's log (ledger tail latest) ---\n{tail.stdout}{tail.stderr}"
+
+
 def _show(repo: Path) -> dict:
     return json.loads(ledger(repo, "show", "latest", "--json").stdout)
 
@@ -170,7 +176,7 @@ class TestJobApi:
     def test_driver_run_directly_splits_coloured_actor_lines(self, cluster: tuple[str, str], ray_repo: Path) -> None:
         address, _ = cluster
         r = ledger(ray_repo, "run", "--no-debug-data", "--", "python3", "train.py", env={"RAY_ADDRESS": address}, timeout=100)
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, _failed(ray_repo, r)
         m = _show(ray_repo)
         assert m["command"]["ledger_env"]["RAY_DEDUP_LOGS"] == "0"
         _check_split(*_logs(ray_repo, m))
@@ -179,7 +185,7 @@ class TestJobApi:
         _, url = cluster
         script = str(ray_repo / "train.py")  # a job runs in the cluster's working directory
         r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--address", url, "--", "python3", script, timeout=100)
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, _failed(ray_repo, r)
         m = _show(ray_repo)
         assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
         assert m["command"]["training_argv"] == ["python3", script]
@@ -354,12 +360,12 @@ class TestJobApi:
         what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""
         _, url = cluster
         r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD": url}, timeout=150)
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, _failed(miles_repo, r)
         source = _show(miles_repo)
         expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
         assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
         r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
-        assert r.returncode == 0, r.stderr
+        assert r.returncode == 0, _failed(miles_repo, r)
         m = _show(miles_repo)
         assert m["replay_of"] == source["id"]
         assert m["replay"]["ray"] == {"address": url, "how": "recorded address", "local_head": False}
@@ -493,7 +499,7 @@ def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
         "-c",
         "import time; time.sleep(1.5)",
     )
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, _failed(repo, r)
     gpu = json.loads(ledger(repo, "show", "latest", "--json").stdout)["gpu"]
     assert gpu["cluster"]["connected"] is False
     # whether the connection attempt failed before the 1.5 s job ended (it did not, under load: was
