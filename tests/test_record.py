@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -245,3 +246,16 @@ def test_bad_input_is_one_line_with_documented_codes(tmp_path: Path) -> None:
     r = ledger(repo, "run", "--", "true")
     assert r.returncode == 125 and "not a ledger branch" in r.stderr
     assert not (repo / ".ledger" / "staging").exists() or not any((repo / ".ledger" / "staging").iterdir())
+
+
+def test_any_failure_before_the_job_is_exit_125_with_one_line(repo: Path) -> None:
+    """Not only ledger's own errors: an OSError while staging (the staging folder is a file)."""
+    (repo / ".ledger").mkdir(exist_ok=True)
+    shutil.rmtree(repo / ".ledger" / "staging", ignore_errors=True)
+    (repo / ".ledger" / "staging").write_text("not a folder\n")
+    marker = repo / "ran"
+    r = ledger(repo, "run", "--", "touch", str(marker))
+    assert r.returncode == 125, r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("ledger: error: could not start the run:"), r.stderr
+    assert "internal error" not in r.stderr and not marker.exists()
+    assert git(repo, "branch", "--list", "experiments") == ""  # no run commit, not even the branch

@@ -8,12 +8,13 @@ folder for `ledger recover`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -335,7 +336,8 @@ def record_run(req: RunRequest, say: Say, terminal_fd: int | None) -> RunOutcome
     The stages: `prepare` (the facts before the job), the job (`_run_job`), then `_after_job`
     (the log results and how it ended), `finish` (the derived facts, the commit)."""
     with SignalGuard(say) as guard:
-        prepared = prepare(req, say)
+        with _before_the_job():
+            prepared = prepare(req, say)
         ended = _run_job(req, prepared, guard, terminal_fd, say)
         try:
             return _after_job(prepared, ended, say)
@@ -356,7 +358,8 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
     record = prepared.record.with_(command=prepared.record.command.with_(ledger_env=ledger_env))
     job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
     try:
-        job = Job(prepared.job_argv, req.cwd, env, cfg.stop_grace_s)
+        with _before_the_job():
+            job = Job(prepared.job_argv, req.cwd, env, cfg.stop_grace_s)
     except BaseException:
         staged.remove()
         raise
@@ -401,6 +404,22 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
         monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
         hasher.stop()
     return JobEnd(record, result, capture, follower, monitor, untracked, environ, terminal_fd)
+
+
+@contextlib.contextmanager
+def _before_the_job() -> Iterator[None]:
+    """Any failure before the job starts is exit 125 with one line (a LedgerError keeps its own
+    documented code: 2 for usage, 127 for a command not found); nothing of the run is left."""
+    try:
+        yield
+    except LedgerError:
+        raise
+    except Exception as exc:
+        if os.environ.get("LEDGER_DEBUG"):
+            raise
+        raise StartError(
+            f"could not start the run: {type(exc).__name__}: {exc}", "nothing was recorded; LEDGER_DEBUG=1 shows the traceback"
+        ) from exc
 
 
 def not_recorded(run_id: str, exc: Exception) -> NotRecorded:
