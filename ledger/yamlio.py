@@ -2,9 +2,6 @@
 
 Reading is always safe-mode (C loader when available); writing keeps key order as given so
 manifests diff cleanly. `.ledger.yaml` edits go through round-trip mode to keep user comments.
-Plain documents (a manifest) are written by `ledger.yamlemit`, which writes what the ruamel
-dumper below writes, byte for byte, and hands anything else to it; `ledger run` then never
-imports ruamel.
 """
 
 from __future__ import annotations
@@ -15,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger import yamlemit
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
 
@@ -34,8 +30,8 @@ def _loader() -> YAML:
 
 
 @functools.cache
-def ruamel_dumper() -> YAML:
-    """The dumper whose output `ledger.yamlemit` reproduces."""
+def _dumper() -> YAML:
+    """The dumper of every YAML document ledger writes: block style, keys in the order given."""
     from ruamel.yaml import YAML
 
     y = YAML(typ="safe", pure=True)
@@ -121,17 +117,8 @@ def _problem(exc: Exception) -> str:
 
 def dumps(data: Any) -> str:
     """Serialise plain data (dicts, lists, scalars) to block-style YAML, keys in given order."""
-    try:
-        text = yamlemit.dumps(data)
-    except yamlemit.Unsupported:
-        return ruamel_dumps(data)
-    return text
-
-
-def ruamel_dumps(data: Any) -> str:
-    """`dumps` through ruamel.yaml itself."""
     buf = io.StringIO()
-    ruamel_dumper().dump(data, buf)
+    _dumper().dump(data, buf)
     return buf.getvalue()
 
 
