@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,30 +65,46 @@ def init() -> None:
     _say(f"commit the set-up: {result.next_step}")
 
 
-def _run_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """click's options for `ledger run`, made from their one declaration (`ledger.record.options.OPTIONS`)."""
-    from ledger.record.options import OPTIONS
-
-    for o in reversed(OPTIONS):
-        if o.kind == "switch":
-            command = click.option(f"{o.flag}/{o.off}", o.dest, default=None, help=o.help)(command)
-        else:  # is_flag/multiple only when true: click 8.5 reads an explicit is_flag=False as "the value may be left out"
-            extra: dict[str, Any] = {"is_flag": True} if o.kind == "flag" else {"multiple": True} if o.kind == "values" else {}
-            command = click.option(o.flag, o.dest, help=o.help, **extra)(command)
-    return command
-
-
 @app.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@_run_options
+@click.option("--name", default=None, help="A short name for the run (usable wherever a run is named).")
+@click.option("--note", default=None, help="Free text stored in the manifest.")
+@click.option("--image", default=None, help="Docker image the job runs in (else detected from `docker run`, else .ledger.yaml).")
+@click.option("--no-heat-guard", is_flag=True, help="Record GPU temperatures but never pause the job.")
+@click.option("--data", "data_paths", multiple=True, help="Extra output path to track with DVC (repeatable).")
+@click.option(
+    "--debug-data/--no-debug-data",
+    "debug_data",
+    default=None,
+    help="Add --save-debug-rollout-data/--save-debug-event-data when absent (default: .ledger.yaml).",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def run(command: tuple[str, ...], **options: Any) -> int:
+def run(
+    command: tuple[str, ...],
+    name: str | None,
+    note: str | None,
+    image: str | None,
+    no_heat_guard: bool,
+    data_paths: tuple[str, ...],
+    debug_data: bool | None,
+) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
-    from ledger.commands.run import run_args
-    from ledger.record.options import RunArgs
+    from ledger.commands.run import run_job
+    from ledger.termstyle import terminal_fd
 
     if command and command[0] != "--" and command[0].startswith("-"):
         raise _not_an_option(command[0], click.get_current_context())
-    return run_args(RunArgs(command[1:] if command[:1] == ("--",) else command, **options), _say)
+    return run_job(
+        Path.cwd(),
+        command,
+        name=name,
+        note=note,
+        image=image,
+        heat_guard=not no_heat_guard,
+        data_paths=data_paths,
+        debug_data=debug_data,
+        say=_say,
+        terminal_fd=terminal_fd(),
+    )
 
 
 def _not_an_option(word: str, ctx: click.Context) -> LedgerError:

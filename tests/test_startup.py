@@ -3,10 +3,8 @@
 
 from __future__ import annotations
 
-import gc
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 
@@ -32,8 +30,8 @@ def test_ledger_run_imports_no_yaml_before_the_job_and_never_gitpython(repo: Pat
 
 
 def test_a_run_ends_its_process_with_the_exit_code_atexit_handlers_and_output(repo: Path, tmp_path: Path) -> None:
-    """`ledger run` skips the interpreter's teardown (`ledger.main.entry`), not what a normal exit
-    does: the job's exit code, Python's atexit handlers (coverage's), flushed output."""
+    """`ledger run` ends as a normal exit does: the job's exit code, Python's atexit handlers
+    (coverage's), flushed output."""
     mark = tmp_path / "atexit-ran"
     code = (
         "import atexit, sys\n"
@@ -48,18 +46,3 @@ def test_a_run_ends_its_process_with_the_exit_code_atexit_handlers_and_output(re
     assert res.stdout == "buffered, never flushed by hand"
     assert "ledger: recorded run" in res.stderr and "exit 3" in res.stderr
     assert mark.read_text() == "ran"
-
-
-def test_the_collector_is_paused_for_the_start_only() -> None:
-    from ledger.main import _pause_collector
-
-    assert gc.isenabled()
-    try:
-        _pause_collector(0.05)
-        assert not gc.isenabled()
-        deadline = time.monotonic() + 30
-        while not gc.isenabled() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert gc.isenabled()
-    finally:
-        gc.enable()

@@ -5,25 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.record.options import RunArgs
 from ledger.record.run import RunRequest, Say, record_run
-from ledger.termstyle import terminal_fd
-
-
-def run_args(args: RunArgs, say: Say) -> int:
-    """Record `args.command` as a run, from the current directory; returns the job's exit code."""
-    return run_job(
-        Path.cwd(),
-        args.command,
-        name=args.name,
-        note=args.note,
-        image=args.image,
-        heat_guard=not args.no_heat_guard,
-        data_paths=args.data_paths,
-        debug_data=args.debug_data,
-        say=say,
-        terminal_fd=terminal_fd(),
-    )
 
 
 def run_job(
