@@ -18,10 +18,10 @@ from pathlib import Path
 _SPLIT = """
 import json, resource, sys, time
 from pathlib import Path
-from ledger.capture.stream import split_output
+from ledger.capture.stream import LineSplitter, split_file
 raw, out = Path(sys.argv[1]), Path(sys.argv[2])
 t = time.perf_counter()
-split_output(raw, out / "trainer.log", out / "engine.log")
+split_file(raw, LineSplitter(out / "trainer.log", out / "engine.log"))
 print(json.dumps({"s": time.perf_counter() - t,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
 """

@@ -73,14 +73,3 @@ def inode_clock(folder: Path) -> float:
     finally:
         os.close(fd)
         probe.unlink(missing_ok=True)
-
-
-def proc_stat(pid: int) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, ... as `man 5
-    proc` numbers them from 3); None when the process is gone. The name is skipped by its last
-    `)`: it may hold spaces and parentheses."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 :].split()

@@ -57,7 +57,7 @@ def test_second_ctrl_c_escalates_at_once(repo: Path) -> None:
 PROBE = """\
 import os, resource, subprocess, sys
 from pathlib import Path
-from ledger.capture.stream import OutputCapture, split_output
+from ledger.capture.stream import LineSplitter, OutputCapture, split_file
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 r, w = os.pipe()
 out = Path(sys.argv[1])
@@ -67,7 +67,7 @@ job = subprocess.Popen(["sh", "-c", "head -c 209715200 /dev/zero | tr '\\\\0' x;
 os.close(w)
 job.wait()
 cap.join()
-split_output(out / "raw", out / "t.log", out / "e.log")
+split_file(out / "raw", LineSplitter(out / "t.log", out / "e.log"))
 print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) // 1024)
 """
 

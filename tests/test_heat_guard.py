@@ -25,7 +25,7 @@ def test_pause_at_threshold_names_hottest_gpu() -> None:
     guard = HeatGuard(pause_at=85)
     actions = guard.update(10.0, {0: 85.0, 1: 91.0, 2: 70.0})
     assert actions == [Action(PAUSE, 10.0, gpu=1, temp_c=91.0)]
-    assert guard.paused and guard.paused_since == 10.0
+    assert guard.paused
     # Still hot: no second PAUSE.
     assert guard.update(11.0, {0: 95.0, 1: 95.0, 2: 95.0}) == []
 
@@ -95,8 +95,7 @@ def test_pause_again_after_resume() -> None:
     guard = HeatGuard(resume_after=0)
     assert kinds(guard.update(0, {0: 90})) == ["pause"]
     assert kinds(guard.update(1, {0: 70})) == ["resume"]
-    assert kinds(guard.update(2, {0: 88})) == ["pause"]
-    assert guard.paused_since == 2
+    assert guard.update(2, {0: 88}) == [Action(PAUSE, 2, gpu=0, temp_c=88)]
 
 
 def test_warn_after_max_pause_then_once_a_minute() -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from conftest import LEDGER, REPO_ROOT, git, ledger, make_repo
+from logsplit import split_output
 
-from ledger.capture.stream import split_output
 from ledger.compare.logparse import parse_logs, read_metrics_jsonl
 from ledger.config import DEFAULT_ENGINE_PATTERNS
 from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw

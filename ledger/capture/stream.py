@@ -57,15 +57,6 @@ def _classifier(patterns: tuple[str, ...]) -> re.Pattern[bytes]:
     return re.compile(engine_alternatives(colour_tolerant(patterns)))
 
 
-def classify_line(line: bytes | str, patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS) -> str:
-    """Which log one line of job output belongs to: "engine" or "trainer".
-
-    A pure function of the line (colour codes ignored), the same rule the splitter applies.
-    """
-    data = line.encode("utf-8", "surrogateescape") if isinstance(line, str) else line
-    return "engine" if _classifier(tuple(patterns)).match(data) else "trainer"
-
-
 CHUNK = 1 << 20
 MAX_LINE = 8 << 20
 MAX_COMMAND_LINES = 2000
@@ -430,15 +421,3 @@ def split_file(raw: Path, splitter: LineSplitter, block: int = 4 * CHUNK) -> Lin
             splitter.feed(data)
     splitter.finish()
     return splitter
-
-
-def split_output(
-    raw: Path,
-    trainer_path: Path,
-    engine_path: Path,
-    engine_patterns: Sequence[str] = DEFAULT_ENGINE_PATTERNS,
-    redactor: Redactor | None = None,
-) -> LineSplitter:
-    """Split a whole raw output file into the two logs in one pass: the reference the streamed split
-    (`ledger.record.streamed`, which `ledger recover` also uses) is compared with in tests and bench."""
-    return split_file(raw, LineSplitter(trainer_path, engine_path, engine_patterns, redactor=redactor))

@@ -97,11 +97,6 @@ class HeatGuard:
         """Whether the guard holds the job paused."""
         return self._paused_since is not None
 
-    @property
-    def paused_since(self) -> float | None:
-        """When the current pause began, or None."""
-        return self._paused_since
-
     def update(self, now: float, temps: Mapping[Hashable, float | None]) -> list[Action]:
         """Feed one reading per GPU (None = unknown); returns what to do, usually nothing."""
         s = self.settings

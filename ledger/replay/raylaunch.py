@@ -233,12 +233,14 @@ class LocalHead:
 
 def _group_runs(pgid: int) -> bool:
     """Whether a process of group `pgid` still runs (a zombie, dead but not yet reaped, does not)."""
-    from ledger.fsutil import proc_stat
+    import psutil
 
-    for name in os.listdir("/proc"):
-        fields = proc_stat(int(name)) if name.isdigit() else None
-        if fields and fields[0] != "Z" and int(fields[2]) == pgid:
-            return True
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                return True
+        except (psutil.Error, OSError):
+            continue
     return False
 
 

@@ -525,30 +525,16 @@ class Repo:
         return [r.name for r in gitpython.Repo(str(self.root)).remotes]
 
     def checked_out_branches(self) -> dict[str, Path]:
-        """Branch name -> the worktree that has it checked out, over every worktree of the repo.
-
-        Read from the files `git worktree list` reads (the common dir's HEAD, and each
-        `worktrees/<name>/HEAD` and `gitdir`): no git process and no GitPython import (~80 ms of
-        `ledger run`'s start-up)."""
+        """Branch name -> the worktree that has it checked out, over every worktree of the repo
+        (`git worktree list --porcelain`: a bare repository's HEAD names no checkout)."""
         found: dict[str, Path] = {}
-        heads = []
-        # the main worktree, unless the worktrees hang off a bare repository (whose HEAD names a
-        # branch nobody has checked out; `git worktree list` says "bare" for it)
-        if self.git_dir == self.common_dir or not pygit2.Repository(str(self.common_dir)).is_bare:
-            heads.append((self.common_dir / "HEAD", self.common_dir.parent))
-        for entry in sorted((self.common_dir / "worktrees").glob("*/HEAD")):
-            try:
-                gitdir = Path((entry.parent / "gitdir").read_text().strip())
-            except OSError:
-                continue  # a worktree being removed
-            heads.append((entry, gitdir.parent))
-        for head, where in heads:
-            try:
-                text = head.read_text(encoding="utf-8", errors="surrogateescape").strip()
-            except OSError:
-                continue
-            if text.startswith("ref: refs/heads/"):
-                found.setdefault(text[len("ref: refs/heads/") :], where)
+        where: Path | None = None
+        for line in run_git(self.root, "worktree", "list", "--porcelain", "-z").stdout.split(b"\0"):
+            text = line.decode("utf-8", "surrogateescape")
+            if text.startswith("worktree "):
+                where = Path(text[len("worktree ") :])
+            elif text.startswith("branch refs/heads/") and where is not None:
+                found.setdefault(text[len("branch refs/heads/") :], where)
         return found
 
 

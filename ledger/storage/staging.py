@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
-from ledger.fsutil import proc_stat, write_atomic
+from ledger.fsutil import write_atomic
 from ledger.storage.git import CodeSnapshot
 
 LEDGER_DIR = ".ledger"
@@ -42,18 +42,44 @@ def ledger_dir(root: Path) -> Path:
 
 
 def proc_start(pid: int) -> str | None:
-    """The kernel's start time of a process (guards against pid reuse)."""
-    fields = proc_stat(pid)
-    return fields[19] if fields else None
+    """When a process started, as the system says (seconds since the epoch, as text): with its
+    pid it names one process, never a later one given the same pid. None when it is gone."""
+    import psutil
+
+    try:
+        return repr(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError):
+        return None
+
+
+def _same_start(recorded: str, now: str) -> bool:
+    """Whether two start times name the same start. A record written before December 2026 holds
+    the kernel's clock ticks since boot (field 22 of /proc/PID/stat), which psutil turns into its
+    time the same way: ticks / CLK_TCK + boot time."""
+    if "." in recorded:
+        return recorded == now
+    import psutil
+
+    try:
+        then = int(recorded) / os.sysconf("SC_CLK_TCK") + psutil.boot_time()
+    except (ValueError, OSError):
+        return False
+    return bool(abs(then - float(now)) < 0.05)
 
 
 def pid_alive(pid: int, start: str | None) -> bool:
+    """Whether the process `pid` that started at `start` still runs (any process of that pid
+    when `start` is None)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    if start is None:
+        return True
+    now = proc_start(pid)
+    return now is not None and _same_start(start, now)
     if start is not None and Path("/proc").exists():
         return proc_start(pid) == start
     return True
