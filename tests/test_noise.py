@@ -9,12 +9,12 @@ import statistics
 from typing import Any
 
 import pytest
+from noisesim import Noise, binomial_slack, rejection_rate, run_mean_sd, simulate_run
 
 from ledger.compare.diffcore import build_report
 from ledger.compare.flags import degenerate_flags
 from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.compare.noise import BEYOND, NO_REPLICAS, TRAIN_AXIS, WITHIN, RunSeries, judge, judge_metric
-from ledger.compare.noisesim import Noise, binomial_slack, rejection_rate, run_mean_sd, simulate_run
 from ledger.compare.render import render_text
 from ledger.compare.replicas import find_replicas, replica_globs, session_notes
 from ledger.compare.stats import permutation_p, replica_difference, t_cdf, t_quantile

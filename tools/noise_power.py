@@ -2,7 +2,7 @@
 
     .venv/bin/python tools/noise_power.py [--trials 4000]
 
-Each experiment simulates `n` replicas a side (`ledger.compare.noisesim`: a learning curve, a run
+Each experiment simulates `n` replicas a side (`tools/noisesim.py`: a learning curve, a run
 offset and AR(1) step noise over 20 steps), B shifted by an effect in units of one run's mean SD,
 and judges it with the code `ledger diff` uses (`ledger.compare.noise.judge_metric`). A rate is
 the share judged `beyond noise`: with no effect the false-positive rate, else the power.
@@ -15,8 +15,9 @@ import math
 import random
 import statistics
 
+from noisesim import METRIC, Noise, binomial_slack, rejection_rate, run_mean_sd, simulate_run
+
 from ledger.compare.noise import TRAIN_AXIS, RunSeries, judge_metric
-from ledger.compare.noisesim import METRIC, Noise, binomial_slack, rejection_rate, run_mean_sd, simulate_run
 from ledger.compare.stats import t_quantile
 
 REPLICAS = (2, 3, 5)
