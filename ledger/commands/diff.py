@@ -60,7 +60,7 @@ def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_files: list
 
 def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ma: dict[str, Any], mb: dict[str, Any], report: DiffReport) -> None:
     """Name the files behind a `code` change; say in one line when only files that are not code
-    (documentation, bookkeeping, `code: ignore:`, launcher inputs) differ (issue 22, item 1)."""
+    (documentation, bookkeeping, `code: ignore:`, launcher inputs) differ."""
     from ledger.record.codeset import changed_code_files
 
     ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)

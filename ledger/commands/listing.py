@@ -229,7 +229,7 @@ def render_change_log(result: ListResult) -> str:
             text = "(first run)"
         else:
             text = change_text(changes)
-            if len(changes) == 1:  # a replay is compared with its source (issue 22, item 5)
+            if len(changes) == 1:  # a replay is compared with its source
                 text += (
                     f"   <- comparable with its source {m['replay_of']}"
                     if m.get("replay_of")

@@ -183,7 +183,7 @@ def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequenc
 
 
 def _settings(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    return comparable(manifest)  # one view of the settings for diff, log, list and report (issue 22)
+    return comparable(manifest)  # one view of the settings for diff, log, list and report
 
 
 MAX_BASELINES = 5
@@ -202,7 +202,7 @@ def suggest_baselines(
     limit: int = MAX_BASELINES,
 ) -> list[str]:
     """The ids of the runs started before B that differ from B in exactly one setting, newest
-    first, at most `limit` (issue 22, item 5)."""
+    first, at most `limit`."""
     b_started = b_manifest.get("started") or ""
     candidates = [m for m in earlier if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)]
     candidates.sort(key=lambda m: m.get("started") or "", reverse=True)
@@ -218,8 +218,7 @@ def suggest_baselines(
 def change_log(manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()) -> list[tuple[str, list[Change]]]:
     """For `ledger log`: each run's setting changes against the run before it (none for the first).
 
-    A replay is compared with its source run instead (its `--set`s are what changed, issue 22,
-    item 5), when the source is among the runs."""
+    A replay is compared with its source run instead (its `--set`s are what changed), when the source is among the runs."""
     out: list[tuple[str, list[Change]]] = []
     previous: Mapping[str, Any] | None = None
     by_id = {str(m.get("id")): m for m in manifests_in_order}
@@ -328,7 +327,7 @@ class DiffReport:
     same_samples: bool = False
     metric_unmatched: list[str] = field(default_factory=list)
     metrics_logged: list[str] = field(default_factory=list)
-    # issue 25: A and B are repeats (no setting, or only seeds, differ); each metric judged against
+    # A and B are repeats (no setting, or only seeds, differ); each metric judged against
     # the replicas' noise (`ledger.compare.noise`); degenerate runs (`ledger.compare.flags`)
     repeat: bool = False
     noise: NoiseReport | None = None

@@ -24,7 +24,7 @@ from ledger.compare.diffcore import changed_settings
 from ledger.timefmt import parse_iso
 
 SEED_KEYS = ("seed", "rollout-seed")
-# `code` and `command.entry` (issue 22); `code.tree`/`code.commit`/`code.patch` in older runs
+# `code` and `command.entry`; `code.tree`/`code.commit`/`code.patch` in older runs
 IDENTITY_KEYS = (
     "image.digest",
     "image.miles_commit",

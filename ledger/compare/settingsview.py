@@ -1,4 +1,4 @@
-"""A run's settings as `ledger diff`, `log`, `list --changed` and `report` compare them (issue 22).
+"""A run's settings as `ledger diff`, `log`, `list --changed` and `report` compare them.
 
 One view for every comparison, so the four never disagree:
 

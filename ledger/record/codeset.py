@@ -1,4 +1,4 @@
-"""The `code` setting: the content of the files that count as code (issue 22, item 1).
+"""The `code` setting: the content of the files that count as code.
 
 Two runs compare by what their code *is*, never by commit id: a commit that only touches a README,
 `.dvc/config` or `.ledger.yaml` changes no experiment. The value of the `code` setting is the git

@@ -193,7 +193,7 @@ def code_settings(command: Command, code: Code, command_found: bool) -> dict[str
 def ledger_set(
     run_id: str, command: Command, cfg: Config, settings: Mapping[str, Any], records: list[ShimRecord] | None = None
 ) -> list[str]:
-    """The `env.` settings that are variables ledger itself set for the job (issue 22, item 4):
+    """The `env.` settings that are variables ledger itself set for the job:
     never settings, on any path (the trainer's env, the launcher's exports, the runtime env the
     ray wrapper extended). A run staged before `command.ledger_env` was written (`ledger
     recover`) falls back to the configured job variables, where the value is ledger's."""

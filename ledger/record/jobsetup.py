@@ -1,5 +1,5 @@
 """What `ledger run` sets up around the job: how the debug-data flags reach the trainer, the
-variables and PATH wrappers ledger gives the job, and following a job submitted with `ray job submit --no-wait` (issue 9)."""
+variables and PATH wrappers ledger gives the job, and following a job submitted with `ray job submit --no-wait`."""
 
 from __future__ import annotations
 
@@ -185,8 +185,8 @@ def follow_submitted(staged: staging.Staged, terminal_fd: int | None, say: Say, 
     The run was stopped (`result` killed): every job still running on the cluster is stopped
     through the Job API (`rayjob.settle`), whether it was submitted with `--no-wait` or not.
     Otherwise a job submitted without `--no-wait` is read back (the driver's exit code, Ray's
-    message), and followed if it still runs; the last `--no-wait` job is followed to its end
-    (issue 9, item 8), its logs appended to the run's raw output. Returns the end of the last
+    message), and followed if it still runs; the last `--no-wait` job is followed to its end,
+    its logs appended to the run's raw output. Returns the end of the last
     job submitted (None when nothing was submitted, or Ray never saw it)."""
     from ledger.understand import shim
 
@@ -288,7 +288,7 @@ def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
 
 
 def check_writable(repo: Repo, branch: str) -> None:
-    """Every place the record is written, tried before the job starts (issue 24): the object
+    """Every place the record is written, tried before the job starts: the object
     store, the folder of the branch's ref (where git takes its lock) and `.ledger/`. A read-only
     mount, an immutable folder or missing permissions is one line and exit 125, not an error after
     the job ran. Each is tried by creating and removing a file: `os.access` says yes to root."""

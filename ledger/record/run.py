@@ -636,7 +636,7 @@ def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list
 
 
 def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> dict[str, Any] | None:
-    """`replay.fidelity`: the replay's learning metrics against its source run's (issue 21)."""
+    """`replay.fidelity`: the replay's learning metrics against its source run's."""
     from ledger.compare.fidelity import describe, fidelity_of
 
     result = fidelity_of(repo, m, run_dir)

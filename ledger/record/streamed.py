@@ -179,7 +179,7 @@ class StreamedLogs:
     def _make_room(self) -> bool:
         """The disk is full while a log is written: give the raw file's blocks that are already
         read (split, or held in memory) back to the file system, so that the logs can hold what
-        was captured (issue 24: a disk filled by the raw copy left a 0-byte trainer.log). Marked
+        was captured (a disk filled by the raw copy left a 0-byte trainer.log). Marked
         by an empty `output.punched` (an empty file needs no block of a full disk), so that `ledger
         recover` never splits the emptied start again."""
         start, end = self._punched, self._read_to - self._read_to % 4096

@@ -133,7 +133,7 @@ class CodeSnapshot:
 class UntrackedCount:
     """How many untracked files the code snapshot left out, counted by git itself (`git status
     --porcelain -z -uall`, never writing the index) on a thread while the job runs, so that the time
-    until the job starts does not grow with their number (issue 24). Files changed at or after
+    until the job starts does not grow with their number. Files changed at or after
     `since` (the job's own outputs) are not counted: `since` is read from the inode clock
     (`fsutil.inode_clock`) just before the job starts, as their ctimes are."""
 

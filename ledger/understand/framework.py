@@ -1,7 +1,7 @@
 """Which trainer a training command runs, and so which debug-data flags it accepts.
 
 ledger adds debug-data flags for replay (`--save-debug-rollout-data`, `--save-debug-event-data`)
-only to a trainer known to have them (issue 21, item 5; miles-facts.md):
+only to a trainer known to have them (miles-facts.md):
 
 - Miles: both flags;
 - slime (THUDM/slime): `--save-debug-rollout-data` only (it has no event data, and part of its

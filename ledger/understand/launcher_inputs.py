@@ -1,4 +1,4 @@
-"""The files a launcher takes training flags from, found statically (issue 22, item 2).
+"""The files a launcher takes training flags from, found statically.
 
 A launcher's flags come from more files than the launcher itself. Whatever those files say ends
 up in the training command ledger records, so they are *launcher inputs*: they leave the `code`

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 POSITIONAL_KEY = "_positional"
 
-# Settings that are not experiment settings (issue 22, item 6; docs/diff.md): where a run writes,
+# Settings that are not experiment settings (docs/diff.md): where a run writes,
 # how it reports, which machine and port it used, how it is labelled. They are recorded with the
 # run but never compared; `ignore:` in .ledger.yaml extends the list, and a setting whose value
 # holds the run's own id is left out too (`ignored_settings`). Checked against the flags of
@@ -311,7 +311,7 @@ def _script_in_repo(script: str, command: Mapping[str, Value]) -> str:
 
 
 def entry_point(command: Mapping[str, Value]) -> str | None:
-    """The `command.entry` setting of a manifest's `command` section (issue 22, item 3).
+    """The `command.entry` setting of a manifest's `command` section.
 
     The training script relative to the repository (`train.py`), or `-m MODULE`; behind a
     launcher, `LAUNCHER -> SCRIPT` (the launcher's path relative to the repository). None when
