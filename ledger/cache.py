@@ -5,18 +5,17 @@ reports, image probe answers, host facts), so every failure to read or write a c
 miss, never an error: a damaged, foreign or unreadable entry is simply rebuilt.
 
 Every entry's name carries the version of the code that produced it (`code_version`: a hash of
-the source of the modules each cache names), so a ledger whose parser or report changed never
-reads an entry an older one wrote, and nobody has to remember to bump a version by hand.
+every file of the package), so a ledger whose parser or report changed never reads an entry an
+older one wrote, and nobody has to remember which modules an entry depends on.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
+import os
 import pickle
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,37 +26,48 @@ T = TypeVar("T")
 
 
 @functools.cache
-def code_version(*modules: str) -> str:
-    """A short hash of the source files of `modules` (dotted names, read, never imported)."""
+def code_version(*_modules: str) -> str:
+    """A short hash of every file of the installed `ledger` package (its code and its data files).
+
+    Whatever module computes a cached entry, directly or through another, its source is in the
+    hash: no list of modules to keep up to date, no version to bump by hand. Any change to ledger
+    is a miss for every cache (they are rebuilt from git). The arguments are accepted and ignored."""
+    return tree_version(Path(__file__).resolve().parent)
+
+
+def tree_version(root: Path) -> str:
+    """A short hash of the names and bytes of every file under `root` (bytecode left out)."""
     digest = hashlib.sha256()
-    for name in modules:
-        loaded = sys.modules.get(name)
-        origin = getattr(loaded, "__file__", None) if loaded is not None else None
-        if origin is None:
-            spec = importlib.util.find_spec(name)
-            origin = spec.origin if spec is not None else None
-        digest.update(name.encode() + b"\0")
-        if origin:
-            digest.update(Path(origin).read_bytes())
+    for path in sorted(_package_files(root)):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 
-class LocalCache:
-    """One kind of cached entry (`metrics`, `diffs`, `images`, `host`, ...) of one repository.
+def _package_files(root: Path) -> list[Path]:
+    """The package's files, compiled bytecode left out."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        out += [Path(folder) / f for f in files if not f.endswith((".pyc", ".pyo"))]
+    return out
 
-    `code`: the modules whose code makes the entries (see `code_version`); their version is part of
-    every entry's name."""
+
+class LocalCache:
+    """One kind of cached entry (`metrics`, `diffs`, `images`, `host`, ...) of one repository; the
+    version of ledger's code (`code_version`) is part of every entry's name. (`code` is accepted
+    and ignored: every module is covered.)"""
 
     def __init__(self, common_dir: Path, kind: str, code: Sequence[str] = ()):
         self.dir = Path(common_dir) / "ledger" / kind
-        self.version = code_version(*code) if code else ""
+        self.version = code_version()
 
     @classmethod
     def at(cls, folder: Path, code: Sequence[str] = ()) -> LocalCache:
         """A cache kept in `folder` itself (callers that are handed their cache folder)."""
         cache = cls.__new__(cls)
         cache.dir = Path(folder)
-        cache.version = code_version(*code) if code else ""
+        cache.version = code_version()
         return cache
 
     def path(self, key: str, suffix: str = "") -> Path:

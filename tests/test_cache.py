@@ -2,30 +2,42 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-import pytest
-
-from ledger.cache import LocalCache, code_version
+import ledger
+from ledger.cache import LocalCache, code_version, tree_version
 
 
 def test_an_entry_made_by_other_code_is_a_miss(tmp_path: Path) -> None:
-    made = LocalCache.at(tmp_path, code=("ledger.cache",))
+    made = LocalCache.at(tmp_path)
     made.write_json("k", {"x": 1})
-    assert made.read_json("k") == {"x": 1}
-    assert LocalCache.at(tmp_path, code=("ledger.textfmt",)).read_json("k") is None
-    assert LocalCache.at(tmp_path, code=("ledger.cache",)).read_json("k") == {"x": 1}
+    assert made.read_json("k") == {"x": 1} and made.version == code_version()
+    other = LocalCache.at(tmp_path)
+    other.version = "0123456789ab"  # what another ledger's code hashes to
+    assert other.read_json("k") is None
+    other.write_json("k", {"x": 2})
+    assert LocalCache.at(tmp_path).read_json("k") == {"x": 1}
 
 
-def test_the_version_follows_the_source_without_importing_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    module = tmp_path / "producer_of_entries.py"
-    module.write_text("raise SystemExit('imported')\n")  # reading it must not run it
-    monkeypatch.syspath_prepend(str(tmp_path))
-    before = code_version.__wrapped__("producer_of_entries")
-    module.write_text("raise SystemExit('imported, changed')\n")
-    assert code_version.__wrapped__("producer_of_entries") != before
-    assert "producer_of_entries" not in sys.modules
+def test_the_version_covers_every_file_of_the_package(tmp_path: Path) -> None:
+    """Any module, a data file in a subpackage, a new file: each is a new version; bytecode is not."""
+    root = tmp_path / "pkg"
+    (root / "sub" / "__pycache__").mkdir(parents=True)
+    (root / "a.py").write_text("x = 1\n")
+    (root / "sub" / "rules.json").write_text("[]\n")
+    seen = {tree_version(root)}
+    (root / "sub" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert tree_version(root) in seen
+    for change in (
+        lambda: (root / "a.py").write_text("x = 2\n"),
+        lambda: (root / "sub" / "rules.json").write_text('["new rule"]\n'),
+        lambda: (root / "sub" / "b.py").write_text(""),
+        lambda: (root / "sub" / "b.py").rename(root / "sub" / "c.py"),
+    ):
+        change()
+        assert tree_version(root) not in seen
+        seen.add(tree_version(root))
+    assert code_version() == tree_version(Path(ledger.__file__).parent)
 
 
 def test_the_manifest_cache_keeps_one_table_for_this_parsing_code(tmp_path: Path) -> None:

@@ -273,8 +273,6 @@ def diff_runs(
         force,
         steps_metric,
         cfg.max_age_hours,
-        "learning-2",
-        "code-1",
         sides.key(),
         list(cfg.replica_keys),
     )
