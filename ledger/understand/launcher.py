@@ -28,7 +28,8 @@ from ledger.understand.settings import (
     split_training_command,
 )
 
-_MAX_CONTINUATION = 200
+# lines one quoted argument may span in a command trace before it is read as it stands
+MAX_CONTINUATION = 200
 _XTRACE_RE = re.compile(r"^(\++) (.*)$")
 _EXEC_RE = re.compile(r"^(?:.*?\s)?EXEC: (.*)$")
 _ENV_REPORT_PREFIX = "ENV_REPORT_JSON="
@@ -281,7 +282,7 @@ def find_training_command(lines: Iterable[str], patterns: Sequence[str] = DEFAUL
     """The LAST training command shown in a job's output (xtrace or `EXEC:` lines), else None.
 
     A quoted argument holding a newline spans several output lines; they are joined until the
-    quote closes (at most `_MAX_CONTINUATION` lines, then the command is read as it stands).
+    quote closes (at most `MAX_CONTINUATION` lines, then the command is read as it stands).
     """
     found: TrainingCommand | None = None
     source, text, extra_lines = "", "", 0
@@ -301,7 +302,7 @@ def find_training_command(lines: Iterable[str], patterns: Sequence[str] = DEFAUL
                 continue
             extra_lines = 0
         words, complete = _tokenize(text)
-        if not complete and extra_lines < _MAX_CONTINUATION:
+        if not complete and extra_lines < MAX_CONTINUATION:
             continue
         found = _last_match(words, patterns, source) or found
         source = ""

@@ -17,14 +17,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ledger.fsutil import mapped
-from ledger.understand.launcher import Operator, shell_words
+from ledger.understand.launcher import MAX_CONTINUATION, Operator, shell_words
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ANSI_B = rb"(?:\x1b\[[0-9;]*m)*"
 _XTRACE = re.compile(_ANSI_B + rb"\++ ")  # at a line start: after a newline (found fast), or at 0
 _XTRACE_AFTER_NL = re.compile(rb"\n" + _ANSI_B + rb"\++ ")  # 9x faster than `(?m)^...` on a big log
 _MARKERS = re.compile(rb"EXEC: |ENV_REPORT_JSON=")
-_MAX_CONTINUATION = 200
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -80,11 +79,11 @@ def _logical_line(data: bytes | mmap.mmap, start: int) -> tuple[list[str], bool]
     if "ENV_REPORT_JSON=" in first and "EXEC: " not in first and not first.startswith("+"):
         return lines, False
     text = first
-    while (still_open := _open_quote(text.split("EXEC: ", 1)[-1].lstrip("+ "))) and len(lines) <= _MAX_CONTINUATION and pos < len(data):
+    while (still_open := _open_quote(text.split("EXEC: ", 1)[-1].lstrip("+ "))) and len(lines) <= MAX_CONTINUATION and pos < len(data):
         line, pos = _line_at(data, pos)
         lines.append(line)
         text += "\n" + line
-    return lines, still_open and len(lines) <= _MAX_CONTINUATION and pos >= len(data)
+    return lines, still_open and len(lines) <= MAX_CONTINUATION and pos >= len(data)
 
 
 def exported_env(lines: Iterable[str]) -> dict[str, str]:
