@@ -195,6 +195,17 @@ def _code_section(code: CodeSnapshot) -> Code:
     return section.with_(submodules=code.submodules) if code.submodules else section
 
 
+def _snapshot_notes(code: CodeSnapshot) -> list[str]:
+    """What the code snapshot left out of the run's tree, one line each (said, and in `warnings`)."""
+    notes = []
+    if code.kept_committed:
+        notes.append(
+            f"uncommitted changes to {', '.join(code.kept_committed)} are not recorded: git's, DVC's and ledger's "
+            "configuration goes into a run only as committed"
+        )
+    return notes
+
+
 def prepare(req: RunRequest, say: Say) -> Prepared:
     """Everything before the job starts, in steps: the repository checked (`_opened`), the known
     secrets and the code snapshot taken with them hidden (`_sealed`), the `command` section
@@ -214,6 +225,9 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
         launcher_path = launcher.is_launcher(argv, req.cwd, list(cfg.training_patterns))
         launcher_text = launcher_path.read_text(errors="surrogateescape") if launcher_path is not None else None
         sealed = _sealed(req, cfg, repo, argv, launcher_text)
+        notes = _snapshot_notes(sealed.code)
+        for note_line in notes:
+            say(f"ledger: {note_line}")
         save_secrets(staged.dir, sealed.secrets)  # before any output exists, so `recover` scrubs the same
         staged.save_code(sealed.code)
         command, redacted = _redacted_command(req, repo, cfg, argv, sealed, launcher_path, staged.run_dir, say)
@@ -240,7 +254,7 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
             replay_of=req.replay_of,
             replay=None if req.replay is None else Replay.trusted(req.replay),
             redacted=sorted(redacted),
-            warnings=[content.warning] if content.warning else [],
+            warnings=[*notes, *([content.warning] if content.warning else [])],
         )
         job_argv = redact.redact_argv(route.job_argv, cfg.secret_env_names)[0]
         staged.write_json("request.json", {"job_argv": [sealed.redactor.redact_text(a) for a in job_argv], "data_paths": req.data_paths})

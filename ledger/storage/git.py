@@ -23,6 +23,7 @@ from typing import Any
 import pygit2
 
 from ledger.errors import LedgerError
+from ledger.storage.runtree import Edit, as_committed, patch_id
 
 ZERO_OID = "0" * 40
 MODE_TREE = pygit2.enums.FileMode.TREE
@@ -128,6 +129,8 @@ class CodeSnapshot:
     # changed submodules: path -> {"commit": checked-out commit (the tree's gitlink), "dirty":
     # uncommitted changes to its tracked files, "patch": sha256 of those changes or None}
     submodules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # changed configuration files whose uncommitted changes the tree leaves out (runtree.as_committed)
+    kept_committed: list[str] = field(default_factory=list)
 
 
 class UntrackedCount:
@@ -306,7 +309,8 @@ class Repo:
 
         `scrub` may rewrite the bytes of changed files before they are stored (ledger uses it to
         redact secrets pasted into an uncommitted launcher); files it changes are listed in
-        `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree.
+        `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree. Configuration
+        files (`ledger.storage.runtree.as_committed`) keep HEAD's entry (`kept_committed`).
         """
         head = self.head_commit()
         # libgit2's status compares HEAD, index and working tree like `git status`, in-process and
@@ -317,35 +321,63 @@ class Repo:
         changed = sorted(p for p, flags in status.items() if flags & _CHANGED)
         head_tree = str(self._obj(head).tree_id)
         scrubbed: list[str] = []
-        patch_sha = None
-        tree = head_tree
         submodules: dict[str, dict[str, Any]] = {}
-        if changed:
-            edits: dict[str, tuple[str, int] | None] = {}
-            for rel in changed:
-                sub = self._submodule_state(rel, head_tree)
-                if sub is not None:  # a gitlink to the commit it has checked out, never dropped
-                    submodules[rel] = sub
-                    edits[rel] = (sub["commit"], int(MODE_COMMIT))
-                    continue
-                if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
-                    continue  # a submodule not checked out, or a file replaced by a folder: HEAD's entry stays
-                edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
-            tree = self.tree_with_edits(head_tree, edits)
-            # one id for the uncommitted state: the changed paths and what each now holds
-            text = "".join(f"{rel}\0{edit[1] if edit else 0:o}\0{edit[0] if edit else '-'}\n" for rel, edit in edits.items())
-            patch_sha = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-        dirty = (bool(changed) and tree != head_tree) or any(sub["dirty"] for sub in submodules.values())
+        edits: dict[str, Edit] = {}
+        for rel in changed:
+            if as_committed(rel):
+                continue
+            sub = self._submodule_state(rel, head_tree)
+            if sub is not None:  # a gitlink to the commit it has checked out, never dropped
+                submodules[rel] = sub
+                edits[rel] = (sub["commit"], int(MODE_COMMIT))
+                continue
+            if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
+                continue  # a submodule not checked out, or a file replaced by a folder: HEAD's entry stays
+            edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
+        tree = self.tree_with_edits(head_tree, edits) if edits else head_tree
+        # one id for the uncommitted state, from exactly what the tree changes (a pull recomputes it)
+        patch_sha = patch_id(self.tree_changes(head_tree, tree)) if tree != head_tree else None
+        dirty = tree != head_tree or any(sub["dirty"] for sub in submodules.values())
         return CodeSnapshot(
             commit=head,
             branch=self.current_branch(),
             tree=tree,
             dirty=dirty,
-            patch_sha256=patch_sha if tree != head_tree else None,
+            patch_sha256=patch_sha,
             untracked=None,
             scrubbed=scrubbed,
             submodules=submodules,
+            kept_committed=[rel for rel in changed if as_committed(rel)],
         )
+
+    def tree_changes(self, old: str | None, new: str | None, prefix: str = "") -> dict[str, Edit]:
+        """Every path whose entry differs between two trees (None: absent), as its entry in `new`
+        (None: not there); a folder is walked only where the two folders' ids differ."""
+        a, b = self._entries(old), self._entries(new)
+        out: dict[str, Edit] = {}
+        for name in sorted(a.keys() | b.keys()):
+            was, now = a.get(name), b.get(name)
+            if was == now:
+                continue
+            path = prefix + name
+            was_tree = was is not None and was[1] == MODE_TREE
+            now_tree = now is not None and now[1] == MODE_TREE
+            if not (was_tree or now_tree):
+                out[path] = now
+                continue
+            if was is not None and not was_tree:
+                out[path] = None  # a file replaced by a folder
+            if now is not None and not now_tree:
+                out[path] = now  # a folder replaced by a file
+            out.update(self.tree_changes(was[0] if was and was_tree else None, now[0] if now and now_tree else None, path + "/"))
+        return out
+
+    def _entries(self, tree: str | None) -> dict[str, tuple[str, int]]:
+        """name -> (oid, mode) of a tree's entries; names as paths read from disk carry them
+        (undecodable bytes as surrogates)."""
+        if tree is None:
+            return {}
+        return {e.raw_name.decode("utf-8", "surrogateescape"): (str(e.id), int(e.filemode)) for e in self._obj(tree)}
 
     def _submodule_state(self, rel: str, head_tree: str) -> dict[str, Any] | None:
         """What a submodule at `rel` has checked out (None: `rel` is no submodule, or one that is
@@ -567,6 +599,14 @@ def merge_base(repo: Repo, a: str, b: str) -> str | None:
     except (KeyError, ValueError, pygit2.GitError):
         return None
     return str(found) if found else None
+
+
+def is_commit(repo: Repo, oid: str) -> bool:
+    """Whether `oid` names a commit in this clone's object store."""
+    try:
+        return isinstance(repo._repo[oid], pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
 
 
 def has_object(repo: Repo, oid: str) -> bool:
