@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shlex
 import stat
 import subprocess
 import threading
@@ -57,6 +59,29 @@ class RefLocked(RefMoved):
     """The ref's lock was held by another git process for longer than `REF_LOCK_WAIT_S`."""
 
 
+class RefRefused(GitError):
+    """git refused to move a ref for another reason than a moved value or a lock (a hook's no, a
+    repository git will not work in): trying again cannot help."""
+
+
+class UnsafeRepository(GitError):
+    """git (or libgit2) refuses a repository owned by another user (`safe.directory`)."""
+
+
+# how git says the expected old value no longer holds (refs/files-backend.c): the ref moved
+_CAS_FAILED = ("but expected", "reference already exists", "unable to resolve reference", "reference is missing")
+_DUBIOUS = re.compile(r"dubious ownership in repository at '([^']*)'")
+_NOT_OWNED = re.compile(r"repository path '([^']*)' is not owned by current user")
+
+
+def unsafe_repository(path: str) -> UnsafeRepository:
+    """The one-line refusal of a repository owned by another user, with git's own fix."""
+    return UnsafeRepository(
+        f"git refuses to work in {path}: it is owned by another user (dubious ownership; git's safe.directory check)",
+        f"if you trust it: git config --global --add safe.directory {shlex.quote(path)}",
+    )
+
+
 # how long a ref lock held by another git process is waited for before it counts as stuck: a
 # concurrent `ledger run` or `git update-ref` holds it for milliseconds
 REF_LOCK_WAIT_S = 3.0
@@ -90,6 +115,8 @@ def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
     except FileNotFoundError as exc:
         raise GitError("git is not installed or not on PATH", "install git") from exc
     result = GitResult(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+    if result.returncode != 0 and (dubious := _DUBIOUS.search(result.stderr)):
+        raise unsafe_repository(dubious.group(1))  # never a failure to retry or to read past
     if check and result.returncode != 0:
         lines = result.stderr.strip().splitlines()
         raise GitError(f"`git {' '.join(args)}` failed with exit {result.returncode}: {lines[-1] if lines else ''}")
@@ -195,7 +222,13 @@ class Repo:
             found = None
         if not found:
             raise LedgerError(f"{start} is not inside a git repository", "cd into your project's repository, or run `git init` first")
-        self._repo = pygit2.Repository(found)
+        try:
+            self._repo = pygit2.Repository(found)
+        except pygit2.GitError as exc:
+            owner = _NOT_OWNED.search(str(exc))
+            if owner:  # libgit2 applies git's ownership rule (and reads safe.directory) itself
+                raise unsafe_repository(owner.group(1).rstrip("/")) from exc
+            raise GitError(f"cannot open the repository at {found}: {exc}", "check it with `git status`") from exc
         if self._repo.is_bare:
             raise LedgerError(f"{found} is a bare repository", "run ledger inside a checkout with a working tree")
         self.root = Path(self._repo.workdir).resolve()
@@ -520,9 +553,7 @@ class Repo:
         wait = f"core.filesRefLockTimeout={int(REF_LOCK_WAIT_S * 1000)}"
         proc = run_git(self.root, "-c", wait, "update-ref", "-m", message, ref, new, old or ZERO_OID, check=False)
         if proc.returncode != 0:
-            text = proc.stderr.strip()
-            first = next((line.removeprefix("fatal: ") for line in text.splitlines() if line.strip()), text)
-            raise (RefLocked if ".lock': File exists" in text else RefMoved)(first)
+            raise _ref_failure(ref, proc.stderr)
 
     def gc_auto(self) -> None:
         """Let git pack loose objects when it thinks it is time (`git gc --auto` detaches itself).
@@ -582,6 +613,27 @@ class Repo:
             if text.startswith("ref: refs/heads/"):
                 found.setdefault(text[len("ref: refs/heads/") :], where)
         return found
+
+
+def _ref_failure(ref: str, stderr: str) -> Exception:
+    """What a failed `git update-ref` means: the ref moved (RefMoved: rebuild and try again), its
+    lock outlived the wait (RefLocked), or git refused (RefRefused: a `reference-transaction` hook
+    said no, with what it printed; anything else, with git's last line)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    first = lines[0].removeprefix("fatal: ") if lines else "no message"
+    last = lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"
+    if ".lock': File exists" in stderr:
+        return RefLocked(first)
+    if "aborted by hook" in last:
+        said = list(dict.fromkeys(line for line in lines[:-1] if not line.startswith(("fatal:", "error:", "hint:"))))
+        output = "; ".join(said)[:400] or "no output"
+        return RefRefused(
+            f"git's reference-transaction hook refused to move {ref} (it said: {output})",
+            "ask whoever installed the hook (core.hooksPath or .git/hooks/reference-transaction) to allow it",
+        )
+    if any(s in stderr for s in _CAS_FAILED):
+        return RefMoved(first)
+    return RefRefused(f"git refused to move {ref}: {last}")
 
 
 def _utf8(name: str) -> bool:

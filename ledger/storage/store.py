@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.manifest import run_path
-from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, RefLocked, RefMoved, Repo, is_commit
+from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, GitError, RefLocked, RefMoved, Repo, is_commit
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
 TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)
@@ -191,6 +191,11 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
             ) from exc
         except RefMoved:  # another run landed first: rebuild on its tip
             time.sleep(random.uniform(0.001, 0.02) * min(attempt + 1, 10))
+        except GitError as exc:  # git said no (a hook, a repository it will not work in): no retry helps
+            raise LedgerError(
+                f"could not record run {run_id}: {exc.message}",
+                f"{exc.hint + '; ' if exc.hint else ''}the run is still staged: then `ledger recover` commits it",
+            ) from exc
     raise LedgerError(
         f"could not record run {run_id}: branch '{branch}' kept moving",
         "the run is still staged under .ledger/staging; `ledger recover` commits it",
