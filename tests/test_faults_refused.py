@@ -1,8 +1,8 @@
 """Faults refused cleanly (issue 31, item 7): one line that says what refused and how to fix it.
 
-A repository owned by another user (git's `safe.directory`) and a user's `reference-transaction`
-hook that rejects ledger's ref update: each was an internal error, or 200 retries ending in
-"kept moving".
+A repository owned by another user (git's `safe.directory`), a user's `reference-transaction`
+hook that rejects ledger's ref update, and a 2 GiB dirty file: each was an internal error, 200
+retries ending in "kept moving", or 83 s before the job started with the whole blob in the tree.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import git, ledger
+from conftest import git, head, ledger
 
 from ledger.storage.git import Repo
 from ledger.storage.store import find_run
@@ -105,3 +106,40 @@ def test_a_reference_transaction_hook_that_refuses_is_named_once_and_the_run_sta
     assert tip is not None and find_run(Repo(repo), tip, staged.name) is not None
     m = json.loads(ledger(repo, "show", staged.name, "--json").stdout)
     assert m["status"]["state"] == "finished" and m["status"]["exit_code"] == 0  # the job's true ending
+
+
+GIB2 = 2 << 30
+# `truncate -s 2G f && git hash-object f`: git's blob id of 2 GiB of zeros
+ZEROS_2G_OID = "77e9132b46cb9535f286f18974872f40049d1a89"
+PEEK = (
+    "import glob, json, sys\n"
+    "m = json.load(open(glob.glob('.ledger/staging/*/manifest.json')[0]))\n"
+    "open(sys.argv[1], 'w').write(json.dumps(m['code']['large_files']))\n"
+)
+
+
+def test_a_big_dirty_file_is_recorded_by_size_and_blob_id_and_never_read_before_the_job(repo: Path, tmp_path: Path) -> None:
+    """A tracked file made 2 GiB (sparse: no disk) is not read before the job: the manifest staged
+    when the job starts has its size and no blob id yet; the committed one has git's blob id,
+    computed while the job ran; the run's tree keeps the committed version; one warning says so.
+    Was: 83 s before the job started, and the whole blob in the run's tree."""
+    (repo / "data.bin").write_bytes(b"small\n")
+    git(repo, "add", "data.bin")
+    git(repo, "commit", "-q", "-m", "data")
+    committed = git(repo, "rev-parse", "HEAD:data.bin").strip()
+    with open(repo / "data.bin", "wb") as f:  # 2 GiB of zeros, every one a hole
+        f.truncate(GIB2)
+    seen = tmp_path / "seen.json"
+    r = ledger(repo, "run", "--", sys.executable, "-c", PEEK, str(seen))
+    assert r.returncode == 0, r.stderr
+    notes = [line for line in r.stderr.splitlines() if "data.bin" in line]
+    assert len(notes) == 1 and "code.max_file_mb (64)" in notes[0] and "2.0 GiB" in notes[0], r.stderr
+    at_start = json.loads(seen.read_text())["data.bin"]
+    assert at_start["size"] == GIB2 and at_start["oid"] is None  # what the job started with: not hashed yet
+    rid = json.loads(ledger(repo, "list", "--json").stdout)[0]["id"]
+    m = json.loads(ledger(repo, "show", rid, "--json").stdout)
+    assert m["code"]["dirty"] is True and m["code"]["commit"] == head(repo)
+    assert m["code"]["large_files"]["data.bin"] == {"size": GIB2, "mtime": at_start["mtime"], "oid": ZEROS_2G_OID}
+    assert m["settings"]["code.large.data.bin"] == ZEROS_2G_OID
+    assert any("data.bin" in w for w in m["warnings"])
+    assert git(repo, "rev-parse", "experiments:data.bin").strip() == committed

@@ -25,6 +25,7 @@ from typing import Any
 import pygit2
 
 from ledger.errors import LedgerError
+from ledger.storage.bigfiles import too_big
 from ledger.storage.runtree import Edit, as_committed, patch_id
 
 ZERO_OID = "0" * 40
@@ -158,6 +159,9 @@ class CodeSnapshot:
     submodules: dict[str, dict[str, Any]] = field(default_factory=dict)
     # changed configuration files whose uncommitted changes the tree leaves out (runtree.as_committed)
     kept_committed: list[str] = field(default_factory=list)
+    # changed files too big to read before the job: path -> {"size": bytes, "mtime_ns": ...}; the
+    # tree keeps HEAD's entry (ledger.storage.bigfiles hashes them while the job runs)
+    large: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class UntrackedCount:
@@ -337,13 +341,15 @@ class Repo:
         return bool(self._repo.descendant_of(descendant, ancestor))
 
     # ---- the code a run sees ------------------------------------------------------
-    def code_snapshot(self, scrub: Callable[[bytes], bytes | None] | None = None) -> CodeSnapshot:
+    def code_snapshot(self, scrub: Callable[[bytes], bytes | None] | None = None, max_file_bytes: int | None = None) -> CodeSnapshot:
         """HEAD's tree plus uncommitted changes to tracked files, without touching the index.
 
         `scrub` may rewrite the bytes of changed files before they are stored (ledger uses it to
         redact secrets pasted into an uncommitted launcher); files it changes are listed in
         `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree. Configuration
-        files (`ledger.storage.runtree.as_committed`) keep HEAD's entry (`kept_committed`).
+        files (`ledger.storage.runtree.as_committed`) keep HEAD's entry (`kept_committed`), and so
+        does a changed file over `max_file_bytes`, which is never read here (`large`: its size and
+        mtime; its blob id is computed once the job has started, `ledger.storage.bigfiles`).
         """
         head = self.head_commit()
         # libgit2's status compares HEAD, index and working tree like `git status`, in-process and
@@ -355,6 +361,7 @@ class Repo:
         head_tree = str(self._obj(head).tree_id)
         scrubbed: list[str] = []
         submodules: dict[str, dict[str, Any]] = {}
+        large: dict[str, dict[str, int]] = {}
         edits: dict[str, Edit] = {}
         for rel in changed:
             if as_committed(rel):
@@ -366,11 +373,15 @@ class Repo:
                 continue
             if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
                 continue  # a submodule not checked out, or a file replaced by a folder: HEAD's entry stays
+            big = too_big(self.root / rel, max_file_bytes)
+            if big is not None:  # reading (and scrubbing, compressing) it would hold the job back
+                large[rel] = big
+                continue
             edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
         tree = self.tree_with_edits(head_tree, edits) if edits else head_tree
         # one id for the uncommitted state, from exactly what the tree changes (a pull recomputes it)
         patch_sha = patch_id(self.tree_changes(head_tree, tree)) if tree != head_tree else None
-        dirty = tree != head_tree or any(sub["dirty"] for sub in submodules.values())
+        dirty = tree != head_tree or bool(large) or any(sub["dirty"] for sub in submodules.values())
         return CodeSnapshot(
             commit=head,
             branch=self.current_branch(),
@@ -381,6 +392,7 @@ class Repo:
             scrubbed=scrubbed,
             submodules=submodules,
             kept_committed=[rel for rel in changed if as_committed(rel)],
+            large=large,
         )
 
     def tree_changes(self, old: str | None, new: str | None, prefix: str = "") -> dict[str, Edit]:
