@@ -78,7 +78,7 @@ def populate(repo_dir, n: int, steps: int = 200, tables: int = 0) -> list[str]:
             write_metrics_jsonl(tmp, table)
             files["metrics.jsonl"] = tmp.read_bytes()
         run_tree = repo.tree_with_edits(None, {k: (repo.blob(v), 0o100644) for k, v in files.items()})
-        tree = build_run_tree(repo, code, tip, rid, run_tree)
+        tree = build_run_tree(repo, code.tree, tip, rid, run_tree)
         tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit], commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
         ids.append(rid)
     assert tip is not None

@@ -57,7 +57,7 @@ def populate(repo_dir, n: int) -> None:
                 "engine.log": (log, 0o100644),
             },
         )
-        tree = build_run_tree(repo, code, tip, rid, run_tree)
+        tree = build_run_tree(repo, code.tree, tip, rid, run_tree)
         tip = repo.commit(tree, [tip, code.commit] if tip else [code.commit], commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
     assert tip is not None
     old = repo.branch_tip("experiments")

@@ -148,6 +148,14 @@ class Config:
     code_ignore: tuple[str, ...] = field(
         default=(), metadata=key("code.ignore", "globs of tracked files that are not code (docs, *.md and .dvc/ never are; docs/diff.md)")
     )
+    code_max_file_mb: float = field(
+        default=64.0,
+        metadata=key(
+            "code.max_file_mb",
+            "an uncommitted file bigger than this is not read before the job: the run records its size and blob id, not its content",
+            gt=0,
+        ),
+    )
     engine_patterns: tuple[str, ...] = field(
         default=DEFAULT_ENGINE_PATTERNS,
         metadata=key("logs.engine_patterns", "regexes (at a line start) for engine lines, beside SGLang's", each="regex", merge="extend"),

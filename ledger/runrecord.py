@@ -243,6 +243,8 @@ class Code(Section):
     content: str | None = _f("text", sometimes=True)
     ignore: Sequence[str] = _f("list", factory=list, sometimes=True)
     content_without_launcher: str | None = _f("text", sometimes=True)
+    # changed files over `code.max_file_mb`, not in the tree: path -> {size, mtime, oid (git's blob id or null)}
+    large_files: Mapping[str, Any] = _f("map", factory=dict, sometimes=True)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

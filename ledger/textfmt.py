@@ -96,3 +96,11 @@ def change_text(changes: list[dict[str, Any]]) -> str:
     if not changes:
         return "(no setting changed)"
     return ", ".join(f"{c['name']}: {_change_value(c['a'])} -> {_change_value(c['b'])}" for c in changes)
+
+
+def size_text(n: int) -> str:
+    """A byte count as a person reads it: `2.0 GiB`, `80 MiB`, `12 KiB`, `5 bytes`."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}" if shift == 30 else f"{n >> shift} {unit}"
+    return plural(n, "byte")

@@ -31,6 +31,7 @@ image: radixark/miles:v1
 ignore: [wandb-*]
 code:
   ignore: [notes/]
+  max_file_mb: 16
 logs:
   engine_patterns: ['^\\[engine\\]']
   extra: [ray-logs/*.log]
@@ -66,6 +67,7 @@ FULL_CONFIG = Config(
     image="radixark/miles:v1",
     ignore=("wandb-*",),
     code_ignore=("notes/",),
+    code_max_file_mb=16.0,
     engine_patterns=(*DEFAULTS.engine_patterns, r"^\[engine\]"),
     extra_logs=("ray-logs/*.log",),
     log_git_max_mb=8.0,

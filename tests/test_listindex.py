@@ -55,7 +55,7 @@ def _add_runs(root: Path, first: int, n: int) -> list[str]:
             "settings.json": json.dumps(m["settings"]).encode(),
         }
         run_tree = repo.tree_with_edits(None, {k: (repo.blob(v), 0o100644) for k, v in files.items()})
-        tree = build_run_tree(repo, code, tip, rid, run_tree)
+        tree = build_run_tree(repo, code.tree, tip, rid, run_tree)
         parents = [tip, code.commit] if tip else [code.commit]
         tip = repo.commit(tree, parents, commit_message(rid, m["name"], "exit 0", "1.0s", code.commit))
         ids.append(rid)

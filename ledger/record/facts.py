@@ -172,6 +172,11 @@ def _with_record_facts(
     for path, sub in record.code.submodules.items():  # its gitlink is in the tree; its edits are not
         if sub.get("dirty"):
             out[f"code.submodule.{path}"] = sub.get("patch")
+    from ledger.record.codeset import counts
+
+    for path, big in record.code.large_files.items():  # HEAD's version is in the tree; its own id is here
+        if isinstance(big, Mapping) and counts(path, cfg.code_ignore):
+            out[f"code.large.{path}"] = big.get("oid") or f"{big.get('size')} bytes, {big.get('mtime')}"
     return dict(sorted(out.items()))
 
 

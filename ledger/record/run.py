@@ -35,8 +35,10 @@ from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
 from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status
 from ledger.storage import staging
+from ledger.storage.bigfiles import BlobHashes, describe
 from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
 from ledger.storage.store import check_branch_writable, commit_message, write_run
+from ledger.textfmt import size_text
 from ledger.timefmt import iso, utc_now
 from ledger.understand import launcher
 
@@ -193,7 +195,23 @@ def _command_section(req: RunRequest, repo: Repo, argv: list[str]) -> Command:
 
 def _code_section(code: CodeSnapshot) -> Code:
     section = Code(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked)
-    return section.with_(submodules=code.submodules) if code.submodules else section
+    section = section.with_(submodules=code.submodules) if code.submodules else section
+    return section.with_(large_files=describe(code.large)) if code.large else section
+
+
+def _snapshot_notes(code: CodeSnapshot, max_mb: float) -> list[str]:
+    """What the code snapshot left out of the run's tree, one line each (said, and in `warnings`)."""
+    notes = [
+        f"{rel} is {size_text(seen['size'])}, over code.max_file_mb ({max_mb:g}): the run's tree keeps its committed "
+        "version; its size, mtime and blob id (computed while the job runs) are recorded instead"
+        for rel, seen in code.large.items()
+    ]
+    if code.kept_committed:
+        notes.append(
+            f"uncommitted changes to {', '.join(code.kept_committed)} are not recorded: git's, DVC's and ledger's "
+            "configuration goes into a run only as committed"
+        )
+    return notes
 
 
 def prepare(req: RunRequest, say: Say) -> Prepared:
@@ -215,6 +233,9 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
         launcher_path = launcher.is_launcher(argv, req.cwd, list(cfg.training_patterns))
         launcher_text = launcher_path.read_text(errors="surrogateescape") if launcher_path is not None else None
         sealed = _sealed(req, cfg, repo, argv, launcher_text)
+        notes = _snapshot_notes(sealed.code, cfg.code_max_file_mb)
+        for note_line in notes:
+            say(f"ledger: {note_line}")
         save_secrets(staged.dir, sealed.secrets)  # before any output exists, so `recover` scrubs the same
         staged.save_code(sealed.code)
         command, redacted = _redacted_command(req, repo, cfg, argv, sealed, launcher_path, staged.run_dir, say)
@@ -241,7 +262,7 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
             replay_of=req.replay_of,
             replay=None if req.replay is None else Replay.trusted(req.replay),
             redacted=sorted(redacted),
-            warnings=[content.warning] if content.warning else [],
+            warnings=[*notes, *([content.warning] if content.warning else [])],
         )
         job_argv = redact.redact_argv(route.job_argv, cfg.secret_env_names)[0]
         staged.write_json("request.json", {"job_argv": [sealed.redactor.redact_text(a) for a in job_argv], "data_paths": req.data_paths})
@@ -290,7 +311,7 @@ def _sealed(req: RunRequest, cfg: Config, repo: Repo, argv: list[str], launcher_
     secrets = known_secrets(argv, req.env if req.env is not None else os.environ, words, cfg.secret_env_names)
     redactor = Redactor(secrets, cfg.secret_names)
     places: list[list[str]] = []
-    code = repo.code_snapshot(scrub=_code_scrubber(redactor, places))
+    code = repo.code_snapshot(scrub=_code_scrubber(redactor, places), max_file_bytes=int(cfg.code_max_file_mb * (1 << 20)))
     # a value hidden in a dirty tracked file (`api_key: ...` in config.yaml) is a known value
     # from now on: the job may print it in any form
     secrets |= as_texts(redactor.found_values())
@@ -326,6 +347,7 @@ class JobEnd:
     follower: Follower
     monitor: RunMonitor
     untracked: UntrackedCount  # counted by git while the job ran
+    big: BlobHashes  # the blob ids of files too big to read before the job, hashed while it ran
     environ: dict[str, str]  # ledger's environment (the settings' `env.*` when no wrapper saw the trainer's)
     terminal_fd: int | None
 
@@ -364,6 +386,7 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
         staged.remove()
         raise
     untracked = UntrackedCount(repo.root, job_start)  # while the job runs, not before it
+    big = BlobHashes(repo.root, prepared.code.large)  # likewise: never read before the job starts
     guard.attach(job, lambda: None)
     threading.Thread(target=_import_end_modules, name="ledger-imports", daemon=True).start()
     staged.set_owner(job.pgid)
@@ -403,7 +426,7 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
     finally:
         monitor.resume_if_paused()  # never leave the job stopped, whatever happens to ledger
         hasher.stop()
-    return JobEnd(record, result, capture, follower, monitor, untracked, environ, terminal_fd)
+    return JobEnd(record, result, capture, follower, monitor, untracked, big, environ, terminal_fd)
 
 
 @contextlib.contextmanager
@@ -471,9 +494,14 @@ def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
         warnings.extend(ray_warnings)
     if status.state == "failed" and (hint := jobsetup.refused_debug_flags(staged.run_dir, command, status, say)):
         warnings.append(hint)
+    code = record.code.with_(untracked_left_out=ended.untracked.result())
+    if prepared.code.large:
+        large, unhashed = ended.big.result()
+        code = code.with_(large_files=large)
+        warnings.extend(unhashed)
     record = record.with_(
         command=command,
-        code=record.code.with_(untracked_left_out=ended.untracked.result()),
+        code=code,
         image=image,
         gpu=gpu,
         status=status,

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shlex
 import stat
 import subprocess
 import threading
@@ -23,6 +25,8 @@ from typing import Any
 import pygit2
 
 from ledger.errors import LedgerError
+from ledger.storage.bigfiles import too_big
+from ledger.storage.runtree import Edit, as_committed, patch_id
 
 ZERO_OID = "0" * 40
 MODE_TREE = pygit2.enums.FileMode.TREE
@@ -54,6 +58,29 @@ class RefMoved(Exception):
 
 class RefLocked(RefMoved):
     """The ref's lock was held by another git process for longer than `REF_LOCK_WAIT_S`."""
+
+
+class RefRefused(GitError):
+    """git refused to move a ref for another reason than a moved value or a lock (a hook's no, a
+    repository git will not work in): trying again cannot help."""
+
+
+class UnsafeRepository(GitError):
+    """git (or libgit2) refuses a repository owned by another user (`safe.directory`)."""
+
+
+# how git says the expected old value no longer holds (refs/files-backend.c): the ref moved
+_CAS_FAILED = ("but expected", "reference already exists", "unable to resolve reference", "reference is missing")
+_DUBIOUS = re.compile(r"dubious ownership in repository at '([^']*)'")
+_NOT_OWNED = re.compile(r"repository path '([^']*)' is not owned by current user")
+
+
+def unsafe_repository(path: str) -> UnsafeRepository:
+    """The one-line refusal of a repository owned by another user, with git's own fix."""
+    return UnsafeRepository(
+        f"git refuses to work in {path}: it is owned by another user (dubious ownership; git's safe.directory check)",
+        f"if you trust it: git config --global --add safe.directory {shlex.quote(path)}",
+    )
 
 
 # how long a ref lock held by another git process is waited for before it counts as stuck: a
@@ -89,6 +116,8 @@ def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
     except FileNotFoundError as exc:
         raise GitError("git is not installed or not on PATH", "install git") from exc
     result = GitResult(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
+    if result.returncode != 0 and (dubious := _DUBIOUS.search(result.stderr)):
+        raise unsafe_repository(dubious.group(1))  # never a failure to retry or to read past
     if check and result.returncode != 0:
         lines = result.stderr.strip().splitlines()
         raise GitError(f"`git {' '.join(args)}` failed with exit {result.returncode}: {lines[-1] if lines else ''}")
@@ -128,6 +157,11 @@ class CodeSnapshot:
     # changed submodules: path -> {"commit": checked-out commit (the tree's gitlink), "dirty":
     # uncommitted changes to its tracked files, "patch": sha256 of those changes or None}
     submodules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # changed configuration files whose uncommitted changes the tree leaves out (runtree.as_committed)
+    kept_committed: list[str] = field(default_factory=list)
+    # changed files too big to read before the job: path -> {"size": bytes, "mtime_ns": ...}; the
+    # tree keeps HEAD's entry (ledger.storage.bigfiles hashes them while the job runs)
+    large: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class UntrackedCount:
@@ -192,7 +226,13 @@ class Repo:
             found = None
         if not found:
             raise LedgerError(f"{start} is not inside a git repository", "cd into your project's repository, or run `git init` first")
-        self._repo = pygit2.Repository(found)
+        try:
+            self._repo = pygit2.Repository(found)
+        except pygit2.GitError as exc:
+            owner = _NOT_OWNED.search(str(exc))
+            if owner:  # libgit2 applies git's ownership rule (and reads safe.directory) itself
+                raise unsafe_repository(owner.group(1).rstrip("/")) from exc
+            raise GitError(f"cannot open the repository at {found}: {exc}", "check it with `git status`") from exc
         if self._repo.is_bare:
             raise LedgerError(f"{found} is a bare repository", "run ledger inside a checkout with a working tree")
         self.root = Path(self._repo.workdir).resolve()
@@ -301,12 +341,15 @@ class Repo:
         return bool(self._repo.descendant_of(descendant, ancestor))
 
     # ---- the code a run sees ------------------------------------------------------
-    def code_snapshot(self, scrub: Callable[[bytes], bytes | None] | None = None) -> CodeSnapshot:
+    def code_snapshot(self, scrub: Callable[[bytes], bytes | None] | None = None, max_file_bytes: int | None = None) -> CodeSnapshot:
         """HEAD's tree plus uncommitted changes to tracked files, without touching the index.
 
         `scrub` may rewrite the bytes of changed files before they are stored (ledger uses it to
         redact secrets pasted into an uncommitted launcher); files it changes are listed in
-        `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree.
+        `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree. Configuration
+        files (`ledger.storage.runtree.as_committed`) keep HEAD's entry (`kept_committed`), and so
+        does a changed file over `max_file_bytes`, which is never read here (`large`: its size and
+        mtime; its blob id is computed once the job has started, `ledger.storage.bigfiles`).
         """
         head = self.head_commit()
         # libgit2's status compares HEAD, index and working tree like `git status`, in-process and
@@ -317,35 +360,69 @@ class Repo:
         changed = sorted(p for p, flags in status.items() if flags & _CHANGED)
         head_tree = str(self._obj(head).tree_id)
         scrubbed: list[str] = []
-        patch_sha = None
-        tree = head_tree
         submodules: dict[str, dict[str, Any]] = {}
-        if changed:
-            edits: dict[str, tuple[str, int] | None] = {}
-            for rel in changed:
-                sub = self._submodule_state(rel, head_tree)
-                if sub is not None:  # a gitlink to the commit it has checked out, never dropped
-                    submodules[rel] = sub
-                    edits[rel] = (sub["commit"], int(MODE_COMMIT))
-                    continue
-                if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
-                    continue  # a submodule not checked out, or a file replaced by a folder: HEAD's entry stays
-                edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
-            tree = self.tree_with_edits(head_tree, edits)
-            # one id for the uncommitted state: the changed paths and what each now holds
-            text = "".join(f"{rel}\0{edit[1] if edit else 0:o}\0{edit[0] if edit else '-'}\n" for rel, edit in edits.items())
-            patch_sha = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
-        dirty = (bool(changed) and tree != head_tree) or any(sub["dirty"] for sub in submodules.values())
+        large: dict[str, dict[str, int]] = {}
+        edits: dict[str, Edit] = {}
+        for rel in changed:
+            if as_committed(rel):
+                continue
+            sub = self._submodule_state(rel, head_tree)
+            if sub is not None:  # a gitlink to the commit it has checked out, never dropped
+                submodules[rel] = sub
+                edits[rel] = (sub["commit"], int(MODE_COMMIT))
+                continue
+            if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
+                continue  # a submodule not checked out, or a file replaced by a folder: HEAD's entry stays
+            big = too_big(self.root / rel, max_file_bytes)
+            if big is not None:  # reading (and scrubbing, compressing) it would hold the job back
+                large[rel] = big
+                continue
+            edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
+        tree = self.tree_with_edits(head_tree, edits) if edits else head_tree
+        # one id for the uncommitted state, from exactly what the tree changes (a pull recomputes it)
+        patch_sha = patch_id(self.tree_changes(head_tree, tree)) if tree != head_tree else None
+        dirty = tree != head_tree or bool(large) or any(sub["dirty"] for sub in submodules.values())
         return CodeSnapshot(
             commit=head,
             branch=self.current_branch(),
             tree=tree,
             dirty=dirty,
-            patch_sha256=patch_sha if tree != head_tree else None,
+            patch_sha256=patch_sha,
             untracked=None,
             scrubbed=scrubbed,
             submodules=submodules,
+            kept_committed=[rel for rel in changed if as_committed(rel)],
+            large=large,
         )
+
+    def tree_changes(self, old: str | None, new: str | None, prefix: str = "") -> dict[str, Edit]:
+        """Every path whose entry differs between two trees (None: absent), as its entry in `new`
+        (None: not there); a folder is walked only where the two folders' ids differ."""
+        a, b = self._entries(old), self._entries(new)
+        out: dict[str, Edit] = {}
+        for name in sorted(a.keys() | b.keys()):
+            was, now = a.get(name), b.get(name)
+            if was == now:
+                continue
+            path = prefix + name
+            was_tree = was is not None and was[1] == MODE_TREE
+            now_tree = now is not None and now[1] == MODE_TREE
+            if not (was_tree or now_tree):
+                out[path] = now
+                continue
+            if was is not None and not was_tree:
+                out[path] = None  # a file replaced by a folder
+            if now is not None and not now_tree:
+                out[path] = now  # a folder replaced by a file
+            out.update(self.tree_changes(was[0] if was and was_tree else None, now[0] if now and now_tree else None, path + "/"))
+        return out
+
+    def _entries(self, tree: str | None) -> dict[str, tuple[str, int]]:
+        """name -> (oid, mode) of a tree's entries; names as paths read from disk carry them
+        (undecodable bytes as surrogates)."""
+        if tree is None:
+            return {}
+        return {e.raw_name.decode("utf-8", "surrogateescape"): (str(e.id), int(e.filemode)) for e in self._obj(tree)}
 
     def _submodule_state(self, rel: str, head_tree: str) -> dict[str, Any] | None:
         """What a submodule at `rel` has checked out (None: `rel` is no submodule, or one that is
@@ -488,9 +565,7 @@ class Repo:
         wait = f"core.filesRefLockTimeout={int(REF_LOCK_WAIT_S * 1000)}"
         proc = run_git(self.root, "-c", wait, "update-ref", "-m", message, ref, new, old or ZERO_OID, check=False)
         if proc.returncode != 0:
-            text = proc.stderr.strip()
-            first = next((line.removeprefix("fatal: ") for line in text.splitlines() if line.strip()), text)
-            raise (RefLocked if ".lock': File exists" in text else RefMoved)(first)
+            raise _ref_failure(ref, proc.stderr)
 
     def gc_auto(self) -> None:
         """Let git pack loose objects when it thinks it is time (`git gc --auto` detaches itself).
@@ -538,6 +613,27 @@ class Repo:
         return found
 
 
+def _ref_failure(ref: str, stderr: str) -> Exception:
+    """What a failed `git update-ref` means: the ref moved (RefMoved: rebuild and try again), its
+    lock outlived the wait (RefLocked), or git refused (RefRefused: a `reference-transaction` hook
+    said no, with what it printed; anything else, with git's last line)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    first = lines[0].removeprefix("fatal: ") if lines else "no message"
+    last = lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"
+    if ".lock': File exists" in stderr:
+        return RefLocked(first)
+    if "aborted by hook" in last:
+        said = list(dict.fromkeys(line for line in lines[:-1] if not line.startswith(("fatal:", "error:", "hint:"))))
+        output = "; ".join(said)[:400] or "no output"
+        return RefRefused(
+            f"git's reference-transaction hook refused to move {ref} (it said: {output})",
+            "ask whoever installed the hook (core.hooksPath or .git/hooks/reference-transaction) to allow it",
+        )
+    if any(s in stderr for s in _CAS_FAILED):
+        return RefMoved(first)
+    return RefRefused(f"git refused to move {ref}: {last}")
+
+
 def _utf8(name: str) -> bool:
     try:
         name.encode("utf-8")
@@ -553,6 +649,14 @@ def merge_base(repo: Repo, a: str, b: str) -> str | None:
     except (KeyError, ValueError, pygit2.GitError):
         return None
     return str(found) if found else None
+
+
+def is_commit(repo: Repo, oid: str) -> bool:
+    """Whether `oid` names a commit in this clone's object store."""
+    try:
+        return isinstance(repo._repo[oid], pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
 
 
 def has_object(repo: Repo, oid: str) -> bool:

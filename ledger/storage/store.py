@@ -1,9 +1,12 @@
 """Runs on the experiments branch: write one commit per run, read manifests back.
 
 Layout of a run commit (see README.md, "Storage"):
-  tree    = the code the run saw (HEAD's tree + uncommitted changes to tracked files)
+  tree    = the code the run saw (HEAD's tree + uncommitted changes to tracked files, but to
+            configuration: ledger/storage/runtree.py)
             with `runs/` = HEAD's `runs/` + every earlier run's shard folders + the new run
   parents = [previous tip of the branch, the code commit the run was launched from]
+            ([the code commit] for the branch's first run)
+A pulled commit is checked to be exactly that (ledger/storage/incoming.py).
 Runs live at `runs/<shard>/<id>/`, shard = the first two of the id's four hex digits, so no tree
 on the path to a run grows past a few hundred entries however many runs accumulate.
 """
@@ -18,10 +21,11 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.manifest import run_path
-from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, RefLocked, RefMoved, Repo
+from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, GitError, RefLocked, RefMoved, Repo, is_commit
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
 TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)
+CODE_TRAILER_RE = re.compile(r"^Code-Commit: ([0-9a-f]{40})$", re.M)
 META_TRAILER = "Ledger-Meta"  # a commit that changes only one run's meta.json (storage/runmeta.py)
 META_TRAILER_RE = re.compile(rf"^{META_TRAILER}: (\S+)$", re.M)
 MAX_CAS_ATTEMPTS = 200
@@ -129,7 +133,7 @@ def _runs_tree(repo: Repo, commit_or_tree: str) -> str | None:
     return entry[0] if entry and entry[1] == MODE_TREE else None
 
 
-def build_run_tree(repo: Repo, code: CodeSnapshot, tip: str | None, run_id: str, run_tree: str) -> str:
+def build_run_tree(repo: Repo, code_tree: str, tip: str | None, run_id: str, run_tree: str) -> str:
     """The run commit's tree: code tree + earlier runs' shards + the new run folder."""
     edits: dict[str, tuple[str, int] | None] = {}
     if tip is not None:
@@ -139,7 +143,20 @@ def build_run_tree(repo: Repo, code: CodeSnapshot, tip: str | None, run_id: str,
                 if mode == MODE_TREE and SHARD_RE.match(name):
                     edits[f"runs/{name}"] = (oid, MODE_TREE)
     edits[run_path(run_id)] = (run_tree, MODE_TREE)
-    return repo.tree_with_edits(code.tree, edits)
+    return repo.tree_with_edits(code_tree, edits)
+
+
+def code_commit_of(repo: Repo, message: str, parents: list[str]) -> str | None:
+    """The code commit a run commit was recorded from: its last parent (`[previous tip, code]`,
+    or `[code]` for a branch's first run). A first run rebuilt on push by an earlier ledger lost it
+    from its parents (`[previous tip]`): then its `Code-Commit:` trailer, when this clone has that
+    commit. None: not to be found here."""
+    if len(parents) == 2 or (len(parents) == 1 and not is_ledger_commit(repo, parents[0])):
+        return parents[-1]
+    named = CODE_TRAILER_RE.search(message)
+    if len(parents) == 1 and named and is_commit(repo, named.group(1)):
+        return named.group(1)
+    return None
 
 
 def commit_message(run_id: str, name: str | None, exit_text: str, duration: str, code_commit: str) -> str:
@@ -160,7 +177,7 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
             ) from exc
         if tip is not None and find_run(repo, tip, run_id) is not None:
             return tip  # already landed (a retry after a crash between update and cleanup)
-        tree = build_run_tree(repo, code, tip, run_id, run_tree)
+        tree = build_run_tree(repo, code.tree, tip, run_id, run_tree)
         parents = [tip, code.commit] if tip else [code.commit]
         commit = repo.commit(tree, parents, message)
         try:
@@ -174,6 +191,11 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
             ) from exc
         except RefMoved:  # another run landed first: rebuild on its tip
             time.sleep(random.uniform(0.001, 0.02) * min(attempt + 1, 10))
+        except GitError as exc:  # git said no (a hook, a repository it will not work in): no retry helps
+            raise LedgerError(
+                f"could not record run {run_id}: {exc.message}",
+                f"{exc.hint + '; ' if exc.hint else ''}the run is still staged: then `ledger recover` commits it",
+            ) from exc
     raise LedgerError(
         f"could not record run {run_id}: branch '{branch}' kept moving",
         "the run is still staged under .ledger/staging; `ledger recover` commits it",
