@@ -57,23 +57,21 @@ def test_a_repository_owned_by_another_user_is_refused_naming_safe_directory(rep
     assert r.returncode == 0 and marker.exists(), r.stderr
 
 
-def test_git_refusing_the_repository_at_the_commit_keeps_the_run_staged(repo: Path) -> None:
+def test_git_alone_refusing_the_repository_is_caught_before_the_job(repo: Path) -> None:
     """Where git refuses the repository but libgit2 opens it (git's test knob makes git alone see
-    another owner), the job has run: the commit is refused in one line naming safe.directory, no
-    retries, exit 75, and the run stays staged for `ledger recover`. Was: 200 retries, "kept moving"."""
+    another owner), ledger asks git before the job (which worktree has the branch): one line naming
+    safe.directory, exit 125, nothing run or staged. (A refusal at the commit itself, after the
+    job, keeps the run staged: the hook test below.)"""
     knob = {"GIT_TEST_ASSUME_DIFFERENT_OWNER": "1"}
     probe = subprocess.run(["git", "status"], cwd=repo, env={**os.environ, **knob}, capture_output=True, text=True)
     if "dubious ownership" not in probe.stderr:
         pytest.skip(f"this git ignores GIT_TEST_ASSUME_DIFFERENT_OWNER ({git(repo, 'version').strip()})")
-    r = ledger(repo, "run", "--", "true", env=knob)
+    marker = repo / "ran"
+    r = ledger(repo, "run", "--", "touch", str(marker), env=knob)
     lines = _error_lines(r.stderr)
-    assert r.returncode == 75 and len(lines) == 1, r.stderr
-    assert "safe.directory" in lines[0] and "ledger recover" in lines[0] and "kept moving" not in lines[0], lines
-    assert len(_staged(repo)) == 1
-    assert subprocess.run(["git", "rev-parse", "--verify", "-q", "experiments"], cwd=repo, capture_output=True).returncode != 0
-    r = ledger(repo, "recover")
-    assert r.returncode == 0 and _staged(repo) == [], r.stderr
-    assert json.loads(ledger(repo, "list", "--json").stdout)[0]["exit_code"] == 0
+    assert r.returncode == 125 and len(lines) == 1, r.stderr
+    assert "safe.directory" in lines[0] and "kept moving" not in lines[0], lines
+    assert not marker.exists() and _staged(repo) == []
 
 
 HOOK = """#!/bin/sh
