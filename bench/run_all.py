@@ -30,6 +30,7 @@ def main() -> None:
         ["bench_data.py", *([] if args.full else ["--files", "8"])],
         ["bench_cluster_heat.py", "--interval", "1"],
         ["bench_daily.py", "--runs", "10000", "--repeat", "5" if args.full else "3"],
+        ["bench_limits.py", "--settings", "400000"],
     ]
     failed = 0
     for argv in plan:

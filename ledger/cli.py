@@ -119,6 +119,12 @@ def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
     )
 
 
+def _skipped(broken: dict[str, str]) -> None:
+    """One warning per run a listing skipped (docs/trust.md): what it holds, and every other run works."""
+    for run_id, reason in broken.items():
+        _say(f"ledger: warning: run {run_id} skipped: {reason}")
+
+
 @app.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with settings, summary metrics, tags, note).")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV (with settings, summary metrics, tags, note).")
@@ -168,8 +174,7 @@ def list_cmd(
     result = list_runs(
         Path.cwd(), changed=changed, limit=limit, reverse=reverse, flt=flt, with_settings=as_json or as_csv, metric_globs=metric_globs
     )
-    for run_id, reason in result.broken.items():
-        _say(f"ledger: warning: run {run_id} skipped: {reason}")
+    _skipped(result.broken)
     if result.unpulled:
         _say(f"ledger: {result.unpulled}")
     if as_json:
@@ -284,6 +289,7 @@ def log(limit: int | None, reverse: bool, as_json: bool) -> None:
     from ledger.commands.listing import change_log_json, list_runs, render_change_log
 
     result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
+    _skipped(result.broken)
     if result.unpulled:
         _say(f"ledger: {result.unpulled}")
     if as_json:
@@ -399,6 +405,7 @@ def diff(
         code_diff=code_diff and not as_json,
         partial=partial,
     )
+    _skipped(out.skipped)
     if out.forced_banner:
         _say(out.forced_banner)
     if out.html_path is not None:

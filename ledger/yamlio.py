@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,18 +53,20 @@ MAX_DEPTH = 64
 MAX_BYTES = 16 << 20
 
 
-def loads(text: str | bytes, what: str = "YAML") -> Any:
+def loads(text: str | bytes, what: str = "YAML", max_entries: Mapping[str, int] | None = None) -> Any:
     """Parse YAML text in safe mode; raise YamlError naming `what` on bad input.
 
     Refused before any object is built: more than MAX_BYTES, an anchor or alias, nesting deeper
-    than MAX_DEPTH (checked on the parser's events, which libyaml yields without recursion).
+    than MAX_DEPTH (checked on the parser's events, which libyaml yields without recursion), a
+    top-level key of `max_entries` whose mapping or list holds more entries than its limit there
+    (a manifest's `settings`: the events are read no further than that).
     """
     from ruamel.yaml.error import YAMLError
 
     if len(text) > MAX_BYTES:
         raise YamlError(f"{what} is {len(text)} bytes, more than ledger reads ({MAX_BYTES})", "the record is not one ledger wrote")
     try:
-        _check_events(text, what)
+        _check_events(text, what, max_entries or {})
         return _loader().load(text)
     except YAMLError as exc:
         raise YamlError(f"{what} is not valid YAML: {_problem(exc)}") from exc
@@ -72,21 +74,38 @@ def loads(text: str | bytes, what: str = "YAML") -> Any:
         raise YamlError(f"{what} nests too deep") from exc
 
 
-def _check_events(text: str | bytes, what: str) -> None:
-    from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, NodeEvent
+def _check_events(text: str | bytes, what: str, max_entries: Mapping[str, int]) -> None:
+    from ruamel.yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, MappingStartEvent, NodeEvent
 
     depth = 0
+    key: Any = None  # the top-level key whose value is being read
+    top_mapping, next_is_key = False, False  # the document is a mapping; in it, the next node is a key
+    limit, per_entry, nodes = 0, 1, 0  # the value counted: its limit, its nodes per entry, nodes so far
     for event in _events(text):
         if isinstance(event, AliasEvent) or (isinstance(event, NodeEvent) and event.anchor):
             raise YamlError(
                 f"{what} uses a YAML anchor or alias, which ledger never writes", "the record is not one ledger wrote; it is skipped"
             )
+        if isinstance(event, NodeEvent) and depth == 1 and top_mapping:
+            if next_is_key:
+                key = getattr(event, "value", None)
+            elif isinstance(event, CollectionStartEvent) and key in max_entries:
+                limit, per_entry, nodes = max_entries[key], 2 if isinstance(event, MappingStartEvent) else 1, 0
+            next_is_key = not next_is_key
+        elif isinstance(event, NodeEvent) and depth == 2 and limit:
+            nodes += 1
+            if nodes > limit * per_entry:
+                raise YamlError(f"{what} holds more than {limit:,} {key} (the most ledger reads)", "the record is not one ledger wrote")
         if isinstance(event, CollectionStartEvent):
+            if depth == 0:
+                top_mapping = next_is_key = isinstance(event, MappingStartEvent)
             depth += 1
             if depth > MAX_DEPTH:
                 raise YamlError(f"{what} nests deeper than {MAX_DEPTH} levels", "the record is not one ledger wrote; it is skipped")
         elif isinstance(event, CollectionEndEvent):
             depth -= 1
+            if depth == 1:
+                limit = 0
 
 
 def _events(text: str | bytes) -> Iterator[Any]:

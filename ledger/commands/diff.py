@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ class DiffOutput:
     exit_code: int
     forced_banner: str | None
     html_path: Path | None = None
+    skipped: dict[str, str] = field(default_factory=dict)  # runs the replica search could not read, and why
 
 
 CODE_SETTINGS = ("code", "code.commit", "code.patch", "code.tree")
@@ -282,6 +283,7 @@ def diff_runs(
         if not report.refused:  # a refusal's baseline hint depends on the other runs: not cached
             _store_report(repo, key, report)
     out = _output(repo, tip, ea, eb, report, git_diff, steps_metric, code_diff)
+    out.skipped = dict(sides.skipped)
     if html is not None:
         data = DiffPageInput(
             report,

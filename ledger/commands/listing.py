@@ -283,6 +283,8 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
         return so_far, yamlio.dumps(so_far), running
     listing = load_listing(repo, tip) if tip is not None else None
     entry = resolve(repo, tip, name, listing)
+    if listing is not None:
+        listing.refuse_broken(entry.id)
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
         from ledger.manifest import ManifestError

@@ -109,6 +109,10 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
     )
     listing = load_listing(repo, tip)
     entries = list(listing.entries.values()) if all_data else [resolve(repo, tip, r, listing) for r in runs]
+    for e in entries:  # no data of a run the listing skips (over a read limit: docs/trust.md)
+        if e.id in listing.broken:
+            say(f"ledger: warning: run {e.id} skipped: {listing.broken[e.id]}")
+    entries = [e for e in entries if e.id not in listing.broken]
     texts = [t for e in entries for t in _dvc_texts(repo, e)]
     if not texts:
         if runs or all_data:

@@ -22,6 +22,7 @@ from ledger.compare.logparse import (
     write_metrics_jsonl,
 )
 from ledger.storage.git import Repo
+from ledger.storage.limits import MAX_METRICS, MAX_METRICS_BYTES, MAX_STEPS, check_count, check_size, decoded
 from ledger.storage.store import RunEntry
 
 
@@ -34,13 +35,23 @@ def _cached(cache: LocalCache, key: str, build: Callable[[], MetricsTable]) -> M
     return table
 
 
-def _from_blob(repo: Repo, oid: str, cache: Path) -> MetricsTable:
+def _from_blob(repo: Repo, oid: str, cache: Path, where: str) -> MetricsTable:
+    """A run's metrics.jsonl, through the read limits (`storage/limits.py`): bytes and steps are
+    counted before a line is parsed, metric names after."""
+    check_size(repo.blob_size(oid), MAX_METRICS_BYTES, where)
+    raw = repo.read_blob(oid)
+    lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
+    check_count(lines - raw.startswith(b'{"meta"'), MAX_STEPS, where, "steps")
     text = cache / f".{oid}.{os.getpid()}.jsonl"
-    text.write_bytes(repo.read_blob(oid))
+    text.write_bytes(raw)
     try:
-        return read_metrics_jsonl(text)
+        table = read_metrics_jsonl(text)
     finally:
         text.unlink(missing_ok=True)
+    decoded(where, len(table.rows) + len(table.train_steps))
+    names = {n for row in table.rows.values() for n in row.metrics} | {n for values in table.train_steps.values() for n in values}
+    check_count(len(names), MAX_METRICS, where, "metric names")
+    return table
 
 
 # the code a cached metrics table comes from (see ledger/cache.py)
@@ -48,12 +59,13 @@ METRICS_CODE = ("ledger.compare.metrics_store", "ledger.compare.logparse")
 
 
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
-    """The run's metrics table, or None when it logged no per-step metrics at all."""
+    """The run's metrics table, or None when it logged no per-step metrics at all; ManifestError
+    when its metrics.jsonl is over a read limit (too big, too many steps or metric names)."""
     cache = LocalCache(repo.common_dir, "metrics", code=METRICS_CODE)
     cache.dir.mkdir(parents=True, exist_ok=True)
     blob = repo.tree_entry(entry.tree, "metrics.jsonl")
     if blob is not None:
-        return _cached(cache, blob[0], lambda: _from_blob(repo, blob[0], cache.dir))
+        return _cached(cache, blob[0], lambda: _from_blob(repo, blob[0], cache.dir, f"{entry.path}/metrics.jsonl"))
     parsed = cache.path(f"tree-{entry.tree}", ".jsonl")
     if parsed.exists():
         table = read_metrics_jsonl(parsed)

@@ -24,8 +24,9 @@ from ledger.compare.metrics_store import load_metrics
 from ledger.compare.noise import ROLLOUT_AXIS, RunSeries, judge
 from ledger.compare.replicas import find_replicas, session_notes, within_age
 from ledger.config import DEFAULTS
-from ledger.runrecord import RunRecord
+from ledger.runrecord import ManifestError, RunRecord
 from ledger.storage.git import Repo
+from ledger.storage.limits import load_settings
 from ledger.storage.listing import Listing, load_listing, parse_manifest
 from ledger.storage.store import RunEntry, read_file_at
 
@@ -38,6 +39,7 @@ class Sides:
     replicas_b: list[RunEntry] = field(default_factory=list)
     any_age: bool = False
     max_age_hours: float = DEFAULTS.max_age_hours
+    skipped: dict[str, str] = field(default_factory=dict)  # runs not considered, and why (over a read limit, ...)
 
     def key(self) -> list[str]:
         """What a cached report depends on: every replica's folder tree."""
@@ -50,14 +52,10 @@ def _manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
 
 
 def _settings(repo: Repo, entry: RunEntry, summary: Mapping[str, Any]) -> dict[str, Any]:
-    """A candidate's summary with its settings (settings.json, else the manifest)."""
+    """A candidate's summary with its settings (settings.json, else the manifest), read through
+    the read limits (`storage/limits.py`): ManifestError when refused."""
     if entry.settings_blob is not None:
-        try:
-            settings = json.loads(repo.read_blob(entry.settings_blob))
-        except ValueError:
-            settings = None
-        if isinstance(settings, dict):
-            return {**summary, "settings": settings}
+        return {**summary, "settings": load_settings(repo.read_blob(entry.settings_blob), f"{entry.path}/settings.json")}
     return {**summary, **_manifest(repo, entry)}
 
 
@@ -81,35 +79,45 @@ def find_sides(
     """
     cache = LocalCache(repo.common_dir, "replicas")
     key = hashlib.sha256(
-        json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age, "replicas-1"]).encode()
+        json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age, "replicas-2"]).encode()
     ).hexdigest()
     cached = cache.read_pickle(key, Sides)
     if cached is not None:
         return cached
-    ma, mb = manifest(ea), manifest(eb)
     listing = listing or load_listing(repo, tip)
+    for entry in (ea, eb):
+        listing.refuse_broken(entry.id)
+    ma, mb = manifest(ea), manifest(eb)
     near = [
         m
-        for m in listing.ordered()  # oldest first
+        for m in listing.ordered()  # oldest first, the runs listings skip left out
         if m["id"] not in (ea.id, eb.id)
         and (m.get("status") or {}).get("state") == "finished"
         and (any_age or within_age(ma, m, max_age_hours) or within_age(mb, m, max_age_hours))
     ]
-    candidates = [_settings(repo, listing.entries[m["id"]], m) for m in near]
+    sides = Sides(any_age=any_age, max_age_hours=max_age_hours, skipped=dict(listing.broken))
+    candidates = []
+    for m in near:
+        try:
+            candidates.append(_settings(repo, listing.entries[m["id"]], m))
+        except ManifestError as exc:
+            sides.skipped[m["id"]] = exc.message
     replays: dict[str, Any] = {}
 
     def replay_of(m: Mapping[str, Any]) -> tuple[Any, Any, Any]:
         if "replay" not in m:  # a summary: the step mapping is in the full manifest
             rid = str(m.get("id"))
             if rid not in replays:
-                replays[rid] = _manifest(repo, listing.entries[rid]) if rid in listing.entries else {}
+                try:
+                    replays[rid] = _manifest(repo, listing.entries[rid]) if rid in listing.entries else {}
+                except ManifestError as exc:  # never a replica: its source is unknown
+                    replays[rid], sides.skipped[rid] = {}, exc.message
             m = replays[rid]
         record = RunRecord.partial(m, str(m.get("id")))
         if record.replay is None:
             return record.replay_of, None, None
         return record.replay_of, record.replay.mode, record.replay.mapping
 
-    sides = Sides(any_age=any_age, max_age_hours=max_age_hours)
     for target, entry, out in ((ma, ea, sides.replicas_a), (mb, eb, sides.replicas_b)):
         own = sorted(run_ignored(target.get("settings") or {}, entry.id))
         for m in candidates:
@@ -134,14 +142,15 @@ def attach_noise(
     if report.refused:
         return
     repeat = report.repeat
-    runs_a = [(ea, ma), *((e, _manifest(repo, e)) for e in ([] if repeat else sides.replicas_a))]
-    runs_b = [(eb, mb), *((e, _manifest(repo, e)) for e in ([] if repeat else sides.replicas_b))]
-    side_a = [RunSeries(e.id, load_metrics(repo, e), pauses_from_manifest(m)) for e, m in runs_a]
-    side_b = [RunSeries(e.id, load_metrics(repo, e), pauses_from_manifest(m)) for e, m in runs_b]
+    table_a, table_b = load_metrics(repo, ea), load_metrics(repo, eb)
+    runs_a = [(ea, ma, table_a), *_readable(repo, [] if repeat else sides.replicas_a, report)]
+    runs_b = [(eb, mb, table_b), *_readable(repo, [] if repeat else sides.replicas_b, report)]
+    side_a = [RunSeries(e.id, table, pauses_from_manifest(m)) for e, m, table in runs_a]
+    side_b = [RunSeries(e.id, table, pauses_from_manifest(m)) for e, m, table in runs_b]
     metrics = [(t.metric, ROLLOUT_AXIS) for t in report.timing] + [(r.metric, r.axis) for r in report.learning]
     noise = judge(metrics, side_a, side_b, repeat=repeat)
     noise.any_age, noise.max_age_hours = sides.any_age, sides.max_age_hours
-    others = [("B", mb)] + [(f"A's replica {e.id}", m) for e, m in runs_a[1:]] + [(f"B's replica {e.id}", m) for e, m in runs_b[1:]]
+    others = [("B", mb)] + [(f"A's replica {e.id}", m) for e, m, _ in runs_a[1:]] + [(f"B's replica {e.id}", m) for e, m, _ in runs_b[1:]]
     noise.session = session_notes(ma, others)
     report.noise = noise
     steps = _compared_steps(side_a[0].table, side_b[0].table)
@@ -149,6 +158,18 @@ def attach_noise(
     for series in (*side_a, *side_b):
         flags += degenerate_flags(series.run, series.table, steps)
     report.flags = flags
+
+
+def _readable(repo: Repo, replicas: list[RunEntry], report: DiffReport) -> list[tuple[RunEntry, Mapping[str, Any], MetricsTable | None]]:
+    """The replicas with their manifests and metrics; one whose record is refused (over a read
+    limit) is left out, with a warning naming it."""
+    out: list[tuple[RunEntry, Mapping[str, Any], MetricsTable | None]] = []
+    for entry in replicas:
+        try:
+            out.append((entry, _manifest(repo, entry), load_metrics(repo, entry)))
+        except ManifestError as exc:
+            report.warnings.append(f"replica {entry.id} left out: {exc.message}")
+    return out
 
 
 def baseline_session(repo: Repo, listing: Listing | None, tip: str, report: DiffReport, mb: Mapping[str, Any]) -> None:

@@ -301,6 +301,14 @@ class Repo:
                 out.append(None)
         return out
 
+    def tree_size(self, tree_oid: str) -> int:
+        """How many entries a tree holds (none of them is built)."""
+        return len(self._obj(tree_oid))
+
+    def blob_size(self, oid: str) -> int:
+        """A blob's size in bytes, from its header: the content is not read where git can help it."""
+        return int(self._repo.odb.read_header(pygit2.Oid(hex=oid))[1])
+
     def list_tree(self, tree_oid: str) -> list[tuple[str, str, int]]:
         """(name, oid, mode) of a tree's entries."""
         return [(e.name, str(e.id), int(e.filemode)) for e in self._obj(tree_oid)]

@@ -22,7 +22,7 @@ from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, SCHEMA, ManifestError, check_manifest
 from ledger.runrecord import RunRecord
 from ledger.storage.git import MODE_TREE, Repo
-from ledger.storage.limits import check_depth, load_json
+from ledger.storage.limits import MAX_METRICS, MAX_SETTINGS, check_count, check_depth, check_files, decoded, load_json, load_settings
 from ledger.storage.listindex import IndexData, ListIndex, RunRow, build
 from ledger.storage.store import RunEntry
 
@@ -40,6 +40,11 @@ class Listing:
     def ordered(self) -> list[dict[str, Any]]:
         """Manifests oldest first (by start time, then id)."""
         return sorted(self.manifests.values(), key=lambda m: (m.get("started") or "", m["id"]))
+
+    def refuse_broken(self, run_id: str) -> None:
+        """A verb naming a run that listings skip refuses it, in one line (docs/trust.md)."""
+        if run_id in self.broken:
+            raise ManifestError(f"run {run_id} is refused: {self.broken[run_id]}", "the record is not one ledger wrote; listings skip it")
 
 
 _READ_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("ledger_listing_read_only", default=False)
@@ -159,8 +164,10 @@ def parse_record(raw: bytes, where: str) -> tuple[RunRecord, dict[str, Any]]:
     """A run's manifest.yaml, typed, and its dict (what `ledger show` prints, diffcore reads)."""
     from ledger import yamlio  # lazily: ruamel costs ~15 ms of every command's start-up
 
-    m = check_manifest(check_depth(yamlio.loads(raw, f"{where}/manifest.yaml"), f"{where}/manifest.yaml"), where)
+    what = f"{where}/manifest.yaml"
+    m = check_manifest(check_depth(yamlio.loads(raw, what, max_entries={"settings": MAX_SETTINGS}), what), where)
     _check_id(m, where, "manifest.yaml")
+    decoded(what, len(m.get("settings") or {}))
     return RunRecord.from_dict(m, where), m
 
 
@@ -268,11 +275,13 @@ def _column(index: ListIndex, data: IndexData, kind: str, key: str) -> dict[str,
 def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
     """One run folder from git: its listing fields (summary.json, meta.json over it), settings and
     summary metrics, through the read limits (`storage/limits.py`); a bad record is a broken row."""
+    settings: Any
     try:
+        check_files(repo, e.tree, e.path)
         if e.summary_blob is not None:
             m = check_summary(load_json(repo.read_blob(e.summary_blob), f"{e.path}/summary.json"), e.path)
             if e.settings_blob is not None:
-                settings = load_json(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
+                settings = load_settings(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
             else:
                 settings = _yaml_manifest(repo, e, cache).get("settings")
         elif e.manifest_blob is None:
@@ -322,6 +331,8 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
             "upgrade ledger (`pip install -U ledger`)",
         )
     _check_id(data, where, "summary.json")
+    metrics = data.get("metrics")
+    check_count(len(metrics) if isinstance(metrics, dict) else 0, MAX_METRICS, f"{where}/summary.json", "metric names")
     return data
 
 
