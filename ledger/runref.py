@@ -163,7 +163,10 @@ def _named(repo: Repo, tip: str, listing: Listing, ref: RunRef, text: str) -> Ru
     if len(by_prefix) > 1:
         shown = ", ".join(by_prefix[:10]) + (" ..." if len(by_prefix) > 10 else "")
         raise RunNotFound(f"run prefix '{text}' is ambiguous: {shown}", "give more characters of the id")
-    return listing.entries[by_prefix[0]] if by_prefix else None
+    if not by_prefix:
+        return None
+    # a run the listing could not read is looked up as its full id is: its folder checked again
+    return find_run(repo, tip, by_prefix[0]) if by_prefix[0] in listing.broken else listing.entries[by_prefix[0]]
 
 
 def _not_found(listing: Listing, ref: RunRef) -> RunNotFound:

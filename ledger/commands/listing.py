@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from ledger.compare.runfilter import RunFilter
-from ledger.compare.summarymetrics import KEYS as SUMMARY_KEYS
 from ledger.compare.summarymetrics import metric_value
 from ledger.manifest import duration_text
 from ledger.opening import open_branch
@@ -21,6 +20,7 @@ from ledger.runref import resolve, runs_named
 from ledger.storage.git import Repo
 from ledger.storage.listing import list_fields, load_listing, parse_record
 from ledger.storage.store import read_file_at
+from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.textfmt import MISSING, change_text, plural
 

@@ -22,7 +22,7 @@ from ledger.compare.logparse import (
     write_metrics_jsonl,
 )
 from ledger.storage.git import Repo
-from ledger.storage.store import RunEntry
+from ledger.storage.store import RunEntry, file_oid, read_file_at
 
 
 def _cached(cache: LocalCache, key: str, build: Callable[[], MetricsTable]) -> MetricsTable:
@@ -34,9 +34,9 @@ def _cached(cache: LocalCache, key: str, build: Callable[[], MetricsTable]) -> M
     return table
 
 
-def _from_blob(repo: Repo, oid: str, cache: Path) -> MetricsTable:
+def _from_blob(data: bytes, oid: str, cache: Path) -> MetricsTable:
     text = cache / f".{oid}.{os.getpid()}.jsonl"
-    text.write_bytes(repo.read_blob(oid))
+    text.write_bytes(data)
     try:
         return read_metrics_jsonl(text)
     finally:
@@ -48,12 +48,13 @@ METRICS_CODE = ("ledger.compare.metrics_store", "ledger.compare.logparse")
 
 
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
-    """The run's metrics table, or None when it logged no per-step metrics at all."""
+    """The run's metrics table, or None when it logged no per-step metrics at all; ManifestError
+    when its metrics or logs are not files (`read_file_at`)."""
     cache = LocalCache(repo.common_dir, "metrics", code=METRICS_CODE)
     cache.dir.mkdir(parents=True, exist_ok=True)
-    blob = repo.tree_entry(entry.tree, "metrics.jsonl")
+    blob = file_oid(entry.path, "metrics.jsonl", repo.tree_entry(entry.tree, "metrics.jsonl"))
     if blob is not None:
-        return _cached(cache, blob[0], lambda: _from_blob(repo, blob[0], cache.dir))
+        return _cached(cache, blob, lambda: _from_blob(repo.read_blob(blob), blob, cache.dir))
     parsed = cache.path(f"tree-{entry.tree}", ".jsonl")
     if parsed.exists():
         table = read_metrics_jsonl(parsed)
@@ -61,10 +62,10 @@ def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> M
         with tempfile.TemporaryDirectory(prefix="ledger-logs-") as tmp:
             logs = []
             for name in ("trainer.log", "engine.log"):
-                found = repo.tree_entry(entry.tree, name)
-                if found is not None:
+                data = read_file_at(repo, entry, name)
+                if data is not None:
                     log = Path(tmp) / name
-                    log.write_bytes(repo.read_blob(found[0]))
+                    log.write_bytes(data)
                     logs.append(log)
             table = parse_logs(logs)
         if data_dir is not None and (data_dir / "events").is_dir():

@@ -25,7 +25,7 @@ from ledger.runref import resolve
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing, parse_manifest
-from ledger.storage.store import RunEntry, check_ledger_branch, read_file_at
+from ledger.storage.store import RunEntry, check_ledger_branch, dvc_text, read_file_at
 
 Say = Callable[[str], None]
 Confirm = Callable[[str, bool], bool]  # (question, the answer Enter gives) -> yes
@@ -94,10 +94,10 @@ def _dvc_text(repo: Repo, entry: RunEntry, rec: dict[str, Any]) -> str:
     rel = rec.get("dvc_file") or "data/rollout.dvc"
     if rel.startswith("/") or ".." in Path(rel).parts:
         raise DataError(f"run {entry.id}: data file path {rel!r} escapes the run folder", "the record is not trusted")
-    raw = read_file_at(repo, entry, rel)
+    raw = read_file_at(repo, entry, rel, DataError)
     if raw is None:
         raise DataError(f"run {entry.id} lists rollout data but has no {rel}", "the record is damaged")
-    return raw.decode()
+    return dvc_text(raw, f"{entry.path}/{rel}")
 
 
 REPLAY_DATA = ("replay-data",)
