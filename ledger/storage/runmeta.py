@@ -69,9 +69,13 @@ def parse_meta(raw: bytes) -> RunMeta:
         return RunMeta()
 
 
+TAG_PUNCTUATION = "-_./:"  # besides letters and digits, what a tag may hold (the hint below says so)
+
+
 def check_tag(tag: str) -> None:
-    """A tag is one short word: no spaces, commas or control characters."""
-    if not tag or len(tag) > MAX_TAG_LEN or any(c.isspace() or c == "," or ord(c) < 32 for c in tag):
+    """A tag is one short word: letters, digits and `TAG_PUNCTUATION`, at most `MAX_TAG_LEN`
+    characters (no space, comma, quote, `<`, `=` or control character)."""
+    if not tag or len(tag) > MAX_TAG_LEN or not all(c.isalnum() or c in TAG_PUNCTUATION for c in tag):
         raise UsageError(
             f"tag {tag!r} is not one short word", f"use letters, digits and - _ . / : (at most {MAX_TAG_LEN} characters), e.g. baseline"
         )
