@@ -29,7 +29,7 @@ MAX_CAS_ATTEMPTS = 200
 # record (`RunEntry`'s blobs), the rest its logs; each must be a file, never a folder, a link or a
 # gitlink (a pulled folder can hold anything: a gitlink's commit is in no repository)
 RECORD_FILES = ("manifest.yaml", "summary.json", "settings.json", "meta.json")
-RUN_FILES = (*RECORD_FILES, "status", "trainer.log", "engine.log", "metrics.jsonl", "heat.log")
+RUN_FILES = (*RECORD_FILES, "trainer.log", "engine.log", "metrics.jsonl", "heat.log")
 
 
 class NotALedgerBranch(LedgerError):

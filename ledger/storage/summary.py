@@ -36,10 +36,11 @@ def check_metrics(metrics: Any, where: str) -> dict[str, Any]:
     if not isinstance(metrics, dict):
         raise ManifestError(f"{where}: its 'metrics' is not a mapping", NOT_LEDGERS)
     for name, values in metrics.items():
-        if not isinstance(values, dict):
-            raise ManifestError(f"{where}: metric {name[:80]!r} is not a mapping", NOT_LEDGERS)
+        shown = repr(str(name)[:80])
+        if not isinstance(name, str) or not isinstance(values, dict):
+            raise ManifestError(f"{where}: metric {shown} is not a name with a mapping", NOT_LEDGERS)
         for key in METRIC_KEYS:
             value = values.get(key)
             if key in values and (isinstance(value, bool) or not isinstance(value, (int, float))):
-                raise ManifestError(f"{where}: metric {name[:80]!r} has a {key!r} that is not a number", NOT_LEDGERS)
+                raise ManifestError(f"{where}: metric {shown} has a {key!r} that is not a number", NOT_LEDGERS)
     return metrics
