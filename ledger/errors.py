@@ -33,10 +33,9 @@ class LedgerError(Exception):
             self.exit_code = exit_code
 
     def one_line(self) -> str:
-        text = self.message.replace("\n", " ")
-        if self.hint:
-            text += f" ({self.hint})"
-        return text
+        """The message and its hint on one line (a pulled run's name in either may hold a newline)."""
+        text = self.message + (f" ({self.hint})" if self.hint else "")
+        return text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
 
 
 class UsageError(LedgerError):

@@ -15,10 +15,10 @@ import re
 import secrets
 from typing import Any
 
-from ledger.runrecord import SCHEMA, ManifestError, RunRecord, check_manifest
+from ledger.runrecord import NOT_LEDGERS, SCHEMA, ManifestError, RunRecord, check_manifest
 from ledger.timefmt import iso, utc_now
 
-__all__ = ["SCHEMA", "ManifestError", "RunRecord", "check_manifest", "new_manifest", "new_run_id", "run_path", "shard_of"]
+__all__ = ["NOT_LEDGERS", "SCHEMA", "ManifestError", "RunRecord", "check_manifest", "new_manifest", "new_run_id", "run_path", "shard_of"]
 RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 

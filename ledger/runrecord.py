@@ -35,6 +35,9 @@ class ManifestError(LedgerError):
     """A manifest on the branch is corrupt or from a newer ledger."""
 
 
+NOT_LEDGERS = "the record is not one ledger wrote"  # the hint of a record someone else crafted
+
+
 def check_manifest(data: Any, where: str) -> dict[str, Any]:
     """Validate a manifest read from git; raise ManifestError naming the run and the reason."""
     if not isinstance(data, dict):

@@ -17,10 +17,19 @@ BACK_RE = re.compile(r"^(.+)~(\d+)$")  # NAME~N: the Nth older run of that name
 # what could be the start of a run id (20261201-102332-94d6): never a name, it would shadow ids
 ID_PREFIX_RE = re.compile(r"^\d{1,8}(?:-\d{0,6}(?:-[0-9a-f]{0,4})?)?$")
 CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+NAME_PUNCTUATION = "._-+@:"  # besides letters and digits, what a run name may hold (the fix below says so)
+
+
+def _name_char(c: str) -> bool:
+    # a byte that is not UTF-8 arrives as a surrogate (U+DC80-U+DCFF): a name in another encoding,
+    # stored losslessly (manifest `raw_bytes`), so it counts as a letter
+    return c.isalnum() or c in NAME_PUNCTUATION or "\udc80" <= c <= "\udcff"
 
 
 def check_run_name(name: str) -> None:
-    """Refuse a `--name` that would break commit messages, shadow ids or `latest`, or look like an option."""
+    """Refuse a `--name` that would break commit messages, shadow ids or `latest`, look like an
+    option, or hold anything but letters, digits and `NAME_PUNCTUATION` (a quote, `<`, `=`, a
+    space: a name is a word a shell, a page and a spreadsheet take as it is)."""
     fix = "pick a name of letters, digits and . _ - + @ :, e.g. --name lr-3e-6"
     shown = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     if not name.strip():
@@ -35,6 +44,9 @@ def check_run_name(name: str) -> None:
         raise UsageError(f"--name {shown!r} is reserved (latest, latest~N name the newest runs)", fix)
     if RUN_ID_RE.match(name) or ID_PREFIX_RE.match(name):
         raise UsageError(f"--name {shown!r} looks like a run id or the start of one", fix)
+    bad = sorted({c for c in name if not _name_char(c)})
+    if bad:
+        raise UsageError(f"--name {shown!r} holds {' '.join(repr(c) for c in bad)}, which a name cannot", fix)
 
 
 @dataclass(frozen=True)
@@ -163,7 +175,10 @@ def _named(repo: Repo, tip: str, listing: Listing, ref: RunRef, text: str) -> Ru
     if len(by_prefix) > 1:
         shown = ", ".join(by_prefix[:10]) + (" ..." if len(by_prefix) > 10 else "")
         raise RunNotFound(f"run prefix '{text}' is ambiguous: {shown}", "give more characters of the id")
-    return listing.entries[by_prefix[0]] if by_prefix else None
+    if not by_prefix:
+        return None
+    # a run the listing could not read is looked up as its full id is: its folder checked again
+    return find_run(repo, tip, by_prefix[0]) if by_prefix[0] in listing.broken else listing.entries[by_prefix[0]]
 
 
 def _not_found(listing: Listing, ref: RunRef) -> RunNotFound:

@@ -86,6 +86,15 @@ def printable(text: str) -> str:
     return _CONTROLS.sub(_escaped, text)
 
 
+def printable_cell(text: str) -> str:
+    """`printable`, and a tab or newline shown escaped too (`\\x0a`): a table cell (a pulled run
+    named `a<newline>b`) never splits its row or shifts its columns."""
+    return _LINE_BREAKS.sub(_escaped, printable(text))
+
+
+_LINE_BREAKS = re.compile("[\t\n]")
+
+
 def printable_bytes(data: bytes) -> bytes:
     """Bytes for a terminal: control characters but tab and newline shown escaped (`\\x1b`), C1
     controls too (U+009B is a CSI), and bytes that are not UTF-8 (a bare 0x9b is a CSI on an

@@ -2,12 +2,15 @@
 
 `ledger diff`, `ledger list --changed`, `ledger log` and the heat summary all print values through
 these functions, so a setting one run lacks reads `<absent>` everywhere, and a number that was not
-measured reads `-` everywhere.
+measured reads `-` everywhere. Every CSV and TSV ledger writes goes through `csv_text`, so no
+cell opens in a spreadsheet as a formula (`spreadsheet_cell`).
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 ABSENT_TEXT = "<absent>"  # a setting the run does not have
@@ -61,6 +64,39 @@ def cell(value: Any) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return MISSING
     return str(value)
+
+
+# what a spreadsheet takes for the start of a formula (OWASP, "CSV Injection"): = + - @, and a tab
+# or carriage return before one; a cell that is a plain number (-0.5, +3, 1e-05) is left as it is
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def spreadsheet_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet shows as the text it is: a number stays a number, None is empty,
+    and text that would start a formula (`=HYPERLINK(...)`, `@SUM(1)`, `+cmd|...`) gets a leading
+    `'`, which spreadsheets read as "this is text" (pulled names, notes and metrics are anyone's)."""
+    if value is None:
+        return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    text = str(value)
+    if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def csv_text(header: Sequence[Any], rows: Iterable[Sequence[Any]], sep: str = ",") -> str:
+    """A CSV (`sep` ","), or TSV ("\t"), document: the header, then one line per row, every cell
+    through `spreadsheet_cell`."""
+    import csv  # lazily: only the CSV writers need it
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, delimiter=sep, lineterminator="\n")
+    for row in (header, *rows):
+        writer.writerow([spreadsheet_cell(v) for v in row])
+    return buf.getvalue()
 
 
 def _looks_numeric(text: str) -> bool:

@@ -269,13 +269,14 @@ def test_a_single_point_is_a_visible_marker_and_hostile_names_stay_text(tmp_path
     svg = render(Chart("one step", "rollout", "s", [Series("<img src=x onerror=alert(1)>", [(0.0, 1.5)], hover="<b>")]))
     assert 'data-kind="point"' in svg and "<img" not in svg and "&lt;img src=x" in svg and "<b>" not in svg
     repo = make_repo(tmp_path / "proj", {"README.md": "x\n", "emit.py": EMIT})
-    hostile = "<script>alert(1)<\\script>"
+    # a name holding markup can no longer be recorded (`ledger run --name` takes a word); one that
+    # is pulled is shown as text on the compare page: tests/test_hostile_tree.py
     for scale in ("1", "2"):
         proc = ledger(
             repo,
             "run",
             "--name",
-            hostile if scale == "1" else "ok",
+            "one" if scale == "1" else "ok",
             "--no-debug-data",
             "--",
             sys.executable,
@@ -287,9 +288,8 @@ def test_a_single_point_is_a_visible_marker_and_hostile_names_stay_text(tmp_path
         )
         assert proc.returncode == 0, proc.stderr
     page = tmp_path / "one.html"
-    assert ledger(repo, "compare", hostile, "ok", "--html", str(page)).returncode == 0
+    assert ledger(repo, "compare", "one", "ok", "--html", str(page)).returncode == 0
     html = page.read_text()
-    assert "<script" not in html and "&lt;script&gt;alert(1)" in html
     assert html.count('data-kind="point"') == 4  # 2 metrics x 2 runs of one step each (was: empty charts)
 
 

@@ -45,7 +45,7 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
     entries = [resolve(repo, tip, n, listing) for n in names]
     if len({e.id for e in entries}) < len(entries):
         raise UsageError("the same run is named twice", "name each run once")
-    ms = [listing.manifests[e.id] for e in entries]
+    ms = [listing.fields_of(e) for e in entries]
     settings = [m.get("settings") or {} for m in ms]
     differ = _differing(settings, [*DEFAULT_IGNORE, *cfg.ignore])
     names_metrics = _metric_names(ms, metric_globs)

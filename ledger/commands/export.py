@@ -4,12 +4,12 @@
 Rollout-keyed metrics come one row per rollout id (`step`, with `t_start`/`t_end` in unix
 seconds); metrics logged per train step (`--axis train`) one row per train step. JSON is a list
 of objects (the form `dvc plots` takes); a missing or non-finite value is an empty cell / null.
+A cell a spreadsheet would run as a formula (a pulled metric named `=HYPERLINK(...)`) starts
+with `'` (`textfmt.csv_text`).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from pathlib import Path
@@ -19,6 +19,7 @@ from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError, UsageError
 from ledger.opening import listing_for
 from ledger.runref import resolve
+from ledger.textfmt import csv_text
 
 FORMATS = ("csv", "tsv", "json")
 AXES = ("rollout", "train")
@@ -56,8 +57,4 @@ def render_export(rows: list[dict[str, Any]], fmt: str) -> str:
     columns: list[str] = []
     for row in rows:
         columns += [k for k in row if k not in columns]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, columns, delimiter="," if fmt == "csv" else "\t", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: ("" if v is None else v) for k, v in row.items()} for row in rows)
-    return buf.getvalue()
+    return csv_text(columns, ([row.get(k) for k in columns] for row in rows), "," if fmt == "csv" else "\t")

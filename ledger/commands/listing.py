@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from ledger.compare.runfilter import RunFilter
-from ledger.compare.summarymetrics import KEYS as SUMMARY_KEYS
 from ledger.compare.summarymetrics import metric_value
 from ledger.manifest import duration_text
 from ledger.opening import open_branch
@@ -21,8 +20,10 @@ from ledger.runref import resolve, runs_named
 from ledger.storage.git import Repo
 from ledger.storage.listing import list_fields, load_listing, parse_record
 from ledger.storage.store import read_file_at
+from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.sync import local_only_runs, remote_ref
-from ledger.textfmt import MISSING, change_text, plural
+from ledger.termstyle import printable_cell
+from ledger.textfmt import MISSING, change_text, csv_text, plural
 
 
 @dataclass
@@ -142,8 +143,9 @@ def render_list(result: ListResult) -> str:
     lines = running + lines if result.running_first else lines + running
     if result.changes:
         header.append("CHANGED")
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header) - 1)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in [header, *lines]]
+    table = [[printable_cell(c) for c in row] for row in [header, *lines]]  # a pulled name's newline stays in its cell
+    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in table]
     if any(m.get("replay_of") for m in result.rows):
         out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
     return "\n".join(line.rstrip() for line in out) + "\n"
@@ -193,24 +195,20 @@ def _extra_cells(result: ListResult, m: dict[str, Any], tags_column: bool) -> li
 
 def render_csv(result: ListResult, sep: str = ",") -> str:
     """`ledger list --csv`: one run a row; its listing fields, tags, note, every setting
-    (`settings.NAME`) and every summary metric (`metrics.NAME.last`/`min`/`max` and their steps)."""
-    import csv
-    import io
-
+    (`settings.NAME`) and every summary metric (`metrics.NAME.last`/`min`/`max` and their steps).
+    A cell that would start a spreadsheet formula starts with `'` (`textfmt.csv_text`)."""
     base = ["id", "name", "state", "exit_code", "duration_s", "started", "replay_of", "tags", "note", "archived"]
     settings = sorted({k for m in result.rows for k in (m.get("settings") or {})})
     metrics = sorted({k for m in result.rows for k in (m.get("metrics") or {})})
     header = base + [f"settings.{k}" for k in settings] + [f"metrics.{k}.{w}" for k in metrics for w in SUMMARY_KEYS]
-    buf = io.StringIO()
-    writer = csv.writer(buf, delimiter=sep, lineterminator="\n")
-    writer.writerow(header)
+    rows = []
     for m in result.rows:
         s = summary(m)
         row: list[Any] = [s[k] if k != "tags" else " ".join(s["tags"]) for k in base]
         row += [_cell((m.get("settings") or {}).get(k)) for k in settings]
         row += [_cell(((m.get("metrics") or {}).get(k) or {}).get(w)) for k in metrics for w in SUMMARY_KEYS]
-        writer.writerow(["" if v is None else v for v in row])
-    return buf.getvalue()
+        rows.append(row)
+    return csv_text(header, rows, sep)
 
 
 def _cell(value: Any) -> Any:
@@ -235,7 +233,7 @@ def render_change_log(result: ListResult) -> str:
                     if m.get("replay_of")
                     else "   <- comparable with the run before it"
                 )
-        out.append(f"{label}: {text}")
+        out.append(printable_cell(f"{label}: {text}"))
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 
 

@@ -31,7 +31,7 @@ def tag_run(start: Path, run: str, tags: list[str], remove: bool) -> MetaChange:
     """Add (or with `remove`, take away) tags on one run."""
     if not tags:
         raise UsageError("no tag given", "ledger tag RUN TAG [TAG...]")
-    for t in tags:
+    for t in tags if not remove else ():  # what is added is checked; any tag can be taken away (a pulled one too)
         check_tag(t)
     what = ("untag " if remove else "tag ") + " ".join(tags)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.compare.diffcore import change_log
@@ -21,10 +21,11 @@ DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read ea
 
 @dataclass
 class ReportResult:
-    """The page written and how many runs it shows."""
+    """The page written, how many runs it shows, and the runs left out as unreadable (id -> why)."""
 
     path: Path
     runs: int
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def write_report(start: Path, names: list[str], out: Path) -> ReportResult:
@@ -48,4 +49,4 @@ def write_report(start: Path, names: list[str], out: Path) -> ReportResult:
         rows.append(ReportRow(list_fields(m), "(first run)" if m is ordered[0] else text, load_metrics(repo, entry)))
     heading = f"ledger: {plural(len(rows), 'run')}"
     write_atomic(out, report_page(rows, heading))
-    return ReportResult(out, len(rows))
+    return ReportResult(out, len(rows), dict(listing.broken))

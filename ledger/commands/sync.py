@@ -6,24 +6,30 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledger.configload import load_config
-from ledger.errors import EXIT_DATA, EXIT_OK, LedgerError
+from ledger.errors import EXIT_DATA, EXIT_OK, DataError, LedgerError
 from ledger.runref import resolve
 from ledger.storage import sync
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing
-from ledger.storage.store import RunEntry, check_ledger_branch, find_run
+from ledger.storage.store import RunEntry, check_ledger_branch, dvc_texts, find_run
 from ledger.termstyle import progress
 from ledger.textfmt import plural
 
 Say = Callable[[str], None]
 
 
-def _dvc_texts(repo: Repo, entry: RunEntry) -> list[str]:
-    """The .dvc files of a run folder (data/<role>.dvc)."""
-    data = repo.tree_entry(entry.tree, "data")
-    if data is None:
-        return []
-    return [repo.read_blob(oid).decode() for name, oid, _m in repo.list_tree(data[0]) if name.endswith(".dvc")]
+def _all_texts(repo: Repo, entries: list[RunEntry], say: Say) -> tuple[list[str], int]:
+    """The .dvc files of every run but those whose data folder is not one ledger wrote (each
+    skipped with a warning naming it), and how many were skipped."""
+    texts: list[str] = []
+    skipped = 0
+    for entry in entries:
+        try:
+            texts += dvc_texts(repo, entry)
+        except DataError as exc:
+            say(f"ledger: warning: data of run {entry.id} skipped: {exc.one_line()}")
+            skipped += 1
+    return texts, skipped
 
 
 def _pending_file(repo: Repo) -> Path:
@@ -64,7 +70,7 @@ def push_runs(start: Path, remote: str | None, say: Say) -> int:
     for rid in sorted(local):
         entry = find_run(repo, tip, rid)
         if entry is not None:
-            texts += _dvc_texts(repo, entry)
+            texts += dvc_texts(repo, entry)
     code = EXIT_OK
     if texts:
         from ledger.data.dvcremote import push_data
@@ -108,16 +114,20 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
         + (f" ({plural(len(result.rebuilt), 'local run')} rebuilt on top)" if result.rebuilt else "")
     )
     listing = load_listing(repo, tip)
-    entries = list(listing.entries.values()) if all_data else [resolve(repo, tip, r, listing) for r in runs]
-    for e in entries:  # no data of a run the listing skips (over a read limit: docs/trust.md)
-        if e.id in listing.broken:
-            say(f"ledger: warning: run {e.id} skipped: {listing.broken[e.id]}")
-    entries = [e for e in entries if e.id not in listing.broken]
-    texts = [t for e in entries for t in _dvc_texts(repo, e)]
+    if all_data:  # every readable run; one whose data folder is not ledger's is skipped, not fatal
+        entries = [e for rid, e in sorted(listing.entries.items()) if rid not in listing.broken]
+        texts, skipped = _all_texts(repo, entries, say)
+    else:  # the runs named: one whose data folder is not ledger's is refused (DataError)
+        named = [resolve(repo, tip, r, listing) for r in runs]
+        for e in named:  # no data of a run the listing skips (over a read limit: docs/trust.md)
+            if e.id in listing.broken:
+                say(f"ledger: warning: run {e.id} skipped: {listing.broken[e.id]}")
+        entries = [e for e in named if e.id not in listing.broken]
+        texts, skipped = [t for e in entries for t in dvc_texts(repo, e)], 0
     if not texts:
         if runs or all_data:
             say("ledger: the named runs have no DVC-tracked data")
-        return EXIT_OK
+        return EXIT_DATA if skipped else EXIT_OK
     from ledger.data.dvcremote import fetch_data
 
     fetched = fetch_data(repo.root, texts, cfg.dvc_remote, progress("fetching data"))
@@ -129,5 +139,5 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
             "the branch is pulled all the same, `ledger pull` again retries the data"
         )
         return EXIT_DATA
-    say(f"ledger: fetched data of {plural(len(entries), 'run')} ({fetched.fetched} objects)")
-    return EXIT_OK
+    say(f"ledger: fetched data of {plural(len(entries) - skipped, 'run')} ({fetched.fetched} objects)")
+    return EXIT_DATA if skipped else EXIT_OK

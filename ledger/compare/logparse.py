@@ -391,34 +391,71 @@ def _records(text: str) -> tuple[list[Any], list[int]]:
     return records, bad
 
 
-def _nan_for_null(metrics: dict[str, Any]) -> dict[str, float]:
-    if None in metrics.values():
-        return {k: (math.nan if v is None else v) for k, v in metrics.items()}
-    return metrics
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _record_metrics(raw: Any) -> tuple[dict[str, float], bool]:
+    """A metrics.jsonl record's metrics (null reads as nan), and whether it held anything that is
+    not a number (left out: a pulled `"train/loss": "abc"` never reaches a chart or a statistic)."""
+    if not isinstance(raw, dict):
+        return {}, raw is not None
+    if all(type(v) is float or type(v) is int for v in raw.values()):  # what ledger writes, fast
+        return raw, False
+    out = {k: (math.nan if v is None else v) for k, v in raw.items() if v is None or _is_number(v)}
+    return out, len(out) < len(raw)
+
+
+def _time(value: Any) -> float | None:
+    return float(value) if _is_number(value) else None
+
+
+def _read_meta(table: MetricsTable, meta: Any) -> None:
+    """The first line's `meta`: sources, malformed count and examples, where they have their types."""
+    if not isinstance(meta, dict):
+        return
+    sources, malformed, examples = meta.get("sources"), meta.get("malformed"), meta.get("malformed_examples")
+    if isinstance(sources, list):
+        table.sources = [str(x) for x in sources if isinstance(x, str)]
+    if type(malformed) is int and malformed >= 0:
+        table.malformed += malformed
+    if isinstance(examples, list):
+        table.malformed_examples = ([x for x in examples if isinstance(x, str)] + table.malformed_examples)[:MAX_EXAMPLES]
+
+
+def _read_record(table: MetricsTable, record: Any, where: str) -> None:
+    """One line of metrics.jsonl into `table`; a line whose step is no integer, or whose values
+    are not numbers, counts as malformed (the rest of the line is kept)."""
+    if not isinstance(record, dict):
+        table._note_malformed(f"{where}: not a JSON object")
+        return
+    if "meta" in record and "rollout_id" not in record and "train_step" not in record:
+        _read_meta(table, record["meta"])
+        return
+    step = record.get("rollout_id", record.get("train_step"))
+    if type(step) is not int:
+        table._note_malformed(f"{where}: its step is not an integer")
+        return
+    metrics, bad = _record_metrics(record.get("metrics"))
+    t_start, t_end = record.get("t_start"), record.get("t_end")
+    if bad or any(t is not None and not _is_number(t) for t in (t_start, t_end)):
+        table._note_malformed(f"{where}: a value that is not a number (left out)")
+    if "rollout_id" in record:
+        table.rows[step] = StepRow(step, _time(t_start), _time(t_end), metrics)
+    else:
+        table.train_steps[step] = metrics
 
 
 def read_metrics_jsonl(path: Path) -> MetricsTable:
-    """Read a metrics.jsonl written by `write_metrics_jsonl`; unreadable lines count as malformed."""
+    """Read a metrics.jsonl written by `write_metrics_jsonl`; unreadable lines count as malformed,
+    and so do values of the wrong type (a pulled file is someone else's: see `_read_record`)."""
     records, bad = _records(Path(path).read_text(encoding="utf-8", errors="replace"))
     table = MetricsTable()
+    name = Path(path).name
     for line_no in bad:
-        table._note_malformed(f"{Path(path).name}:{line_no}: not a JSON object")
-    rows = table.rows
-    for record in records:
-        if not isinstance(record, dict):
-            continue
-        if "rollout_id" in record:
-            number = record["rollout_id"]
-            metrics = _nan_for_null(record.get("metrics") or {})
-            rows[number] = StepRow(number, record.get("t_start"), record.get("t_end"), metrics)
-        elif "train_step" in record:
-            table.train_steps[record["train_step"]] = _nan_for_null(record.get("metrics") or {})
-        elif "meta" in record:
-            meta = record["meta"]
-            table.sources = list(meta.get("sources", []))
-            table.malformed += int(meta.get("malformed", 0))
-            examples = list(meta.get("malformed_examples", [])) + table.malformed_examples
-            table.malformed_examples = examples[:MAX_EXAMPLES]
+        table._note_malformed(f"{name}:{line_no}: not a JSON object")
+    for i, record in enumerate(records, 1):
+        _read_record(table, record, f"{name}, record {i}")
     return table
 
 

@@ -23,7 +23,7 @@ from ledger.compare.logparse import (
 )
 from ledger.storage.git import Repo
 from ledger.storage.limits import MAX_METRICS, MAX_METRICS_BYTES, MAX_STEPS, check_count, check_size, decoded
-from ledger.storage.store import RunEntry
+from ledger.storage.store import RunEntry, file_oid, read_file_at
 
 
 def _cached(cache: LocalCache, key: str, build: Callable[[], MetricsTable]) -> MetricsTable:
@@ -60,12 +60,13 @@ METRICS_CODE = ("ledger.compare.metrics_store", "ledger.compare.logparse")
 
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
     """The run's metrics table, or None when it logged no per-step metrics at all; ManifestError
-    when its metrics.jsonl is over a read limit (too big, too many steps or metric names)."""
+    when its metrics.jsonl is over a read limit (too big, too many steps or metric names) or
+    its metrics or logs are not files (`read_file_at`)."""
     cache = LocalCache(repo.common_dir, "metrics", code=METRICS_CODE)
     cache.dir.mkdir(parents=True, exist_ok=True)
-    blob = repo.tree_entry(entry.tree, "metrics.jsonl")
+    blob = file_oid(entry.path, "metrics.jsonl", repo.tree_entry(entry.tree, "metrics.jsonl"))
     if blob is not None:
-        return _cached(cache, blob[0], lambda: _from_blob(repo, blob[0], cache.dir, f"{entry.path}/metrics.jsonl"))
+        return _cached(cache, blob, lambda: _from_blob(repo, blob, cache.dir, f"{entry.path}/metrics.jsonl"))
     parsed = cache.path(f"tree-{entry.tree}", ".jsonl")
     if parsed.exists():
         table = read_metrics_jsonl(parsed)
@@ -73,10 +74,10 @@ def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> M
         with tempfile.TemporaryDirectory(prefix="ledger-logs-") as tmp:
             logs = []
             for name in ("trainer.log", "engine.log"):
-                found = repo.tree_entry(entry.tree, name)
-                if found is not None:
+                data = read_file_at(repo, entry, name)
+                if data is not None:
                     log = Path(tmp) / name
-                    log.write_bytes(repo.read_blob(found[0]))
+                    log.write_bytes(data)
                     logs.append(log)
             table = parse_logs(logs)
         if data_dir is not None and (data_dir / "events").is_dir():

@@ -2,7 +2,8 @@
 
 Computed once when a run is recorded (from its `metrics.jsonl`) and kept in the run's
 `summary.json` under `metrics`, so `ledger list --where 'train/loss<1.0'` and `--metric` read
-one small JSON file per run, never the per-step table. A metric's step is the rollout id for
+one small JSON file per run, never the per-step table (its keys: `storage/summary.py`'s
+`METRIC_KEYS`, checked there when a record is read). A metric's step is the rollout id for
 rollout-keyed metrics, the train step for the ones only logged per train step.
 """
 
@@ -13,8 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from ledger.compare.logparse import MetricsTable, read_metrics_jsonl
-
-KEYS = ("last", "last_step", "min", "min_step", "max", "max_step")
 
 
 def _series(table: MetricsTable) -> dict[str, list[tuple[int, float]]]:

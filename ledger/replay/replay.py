@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import DataError, LedgerError, RunNotFound, UsageError
+from ledger.errors import DataError, LedgerError, RunNotFound, StartError, UsageError
 from ledger.replay import trust
 from ledger.replay.command import build_replay_argv, parse_set
 from ledger.replay.steps import file_name_template, link_steps, parse_steps
-from ledger.runref import resolve
+from ledger.runref import check_run_name, resolve
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing, parse_manifest
-from ledger.storage.store import RunEntry, check_ledger_branch, read_file_at
+from ledger.storage.store import RunEntry, check_ledger_branch, dvc_text, read_file_at
 
 Say = Callable[[str], None]
 Confirm = Callable[[str, bool], bool]  # (question, the answer Enter gives) -> yes
@@ -94,10 +94,10 @@ def _dvc_text(repo: Repo, entry: RunEntry, rec: dict[str, Any]) -> str:
     rel = rec.get("dvc_file") or "data/rollout.dvc"
     if rel.startswith("/") or ".." in Path(rel).parts:
         raise DataError(f"run {entry.id}: data file path {rel!r} escapes the run folder", "the record is not trusted")
-    raw = read_file_at(repo, entry, rel)
+    raw = read_file_at(repo, entry, rel, DataError)
     if raw is None:
         raise DataError(f"run {entry.id} lists rollout data but has no {rel}", "the record is damaged")
-    return raw.decode()
+    return dvc_text(raw, f"{entry.path}/{rel}")
 
 
 REPLAY_DATA = ("replay-data",)
@@ -431,6 +431,11 @@ def replay_run(
     from ledger.configload import load_config
     from ledger.record.run import RunRequest, record_run
 
+    if opts.name is not None:  # at the door: before the plan reads, checks out or asks anything
+        try:
+            check_run_name(opts.name)
+        except UsageError as exc:
+            raise StartError(exc.message, exc.hint) from exc
     repo = Repo(start)
     cfg = load_config(repo.root, repo.common_dir)
     tip = check_ledger_branch(repo, cfg.branch)

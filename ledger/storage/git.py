@@ -48,6 +48,25 @@ _CHANGED = (
 )
 
 
+_KINDS = {
+    int(MODE_BLOB): "file",
+    int(MODE_EXEC): "file",
+    int(MODE_TREE): "folder",
+    int(MODE_LINK): "symbolic link",
+    int(MODE_COMMIT): "gitlink (a submodule's commit)",
+}
+
+
+def entry_kind(mode: int) -> str:
+    """What a tree entry of `mode` is, in words for a message: file, folder, symbolic link, gitlink."""
+    return _KINDS.get(mode, f"entry of mode {mode:o}")
+
+
+def is_file_mode(mode: int) -> bool:
+    """Whether a tree entry is a file whose bytes ledger may read (a blob; not a link or gitlink)."""
+    return mode in (MODE_BLOB, MODE_EXEC)
+
+
 class GitError(LedgerError):
     """A git command or object operation failed."""
 
@@ -270,7 +289,26 @@ class Repo:
         return self.ref_tip(f"refs/heads/{branch}")
 
     def read_blob(self, oid: str) -> bytes:
-        return bytes(self._obj(oid).data)
+        """A blob's bytes; GitError when `oid` names no blob here (a tree, a commit, a gitlink's
+        commit this repository never had): callers check an entry's mode first, this is the guard."""
+        obj = self._lookup(oid)
+        if not isinstance(obj, pygit2.Blob):
+            raise GitError(f"object {oid[:12]} is not a file's content", "the record is not one ledger wrote")
+        return bytes(obj.data)
+
+    def _lookup(self, oid: str) -> Any:
+        try:
+            return self._repo[oid]
+        except (KeyError, ValueError) as exc:
+            raise GitError(f"object {oid[:12]} is not in this repository", "the record is not one ledger wrote") from exc
+
+    def _tree(self, oid: str) -> Any:
+        """The tree of a tree or commit id; GitError for anything else."""
+        obj = self._lookup(oid)
+        tree = obj.tree if isinstance(obj, pygit2.Commit) else obj
+        if not isinstance(tree, pygit2.Tree):
+            raise GitError(f"object {oid[:12]} is not a folder", "the record is not one ledger wrote")
+        return tree
 
     def commit_info(self, oid: str) -> tuple[str, list[str], str]:
         """(message, parent ids, tree id) of a commit."""
@@ -281,24 +319,24 @@ class Repo:
         return int(self._obj(oid).commit_time)
 
     def tree_entry(self, tree_or_commit: str, path: str) -> tuple[str, int] | None:
-        """(oid, filemode) of `path` inside a tree or commit, or None."""
-        obj = self._obj(tree_or_commit)
-        tree = obj.tree if isinstance(obj, pygit2.Commit) else obj
+        """(oid, filemode) of `path` inside a tree or commit, or None (a path through a file is none)."""
         try:
-            entry = tree[path]
+            entry = self._tree(tree_or_commit)[path]
         except KeyError:
             return None
         return str(entry.id), int(entry.filemode)
 
-    def entries_named(self, tree_oid: str, names: tuple[str, ...]) -> list[str | None]:
-        """The blob/tree ids of the given names in one tree (None where absent), one object read."""
-        tree = self._obj(tree_oid)
-        out: list[str | None] = []
+    def entries_named(self, tree_oid: str, names: tuple[str, ...]) -> list[tuple[str, int] | None]:
+        """(oid, filemode) of each of the given names in one tree (None where absent), one object read."""
+        tree = self._tree(tree_oid)
+        out: list[tuple[str, int] | None] = []
         for name in names:
             try:
-                out.append(str(tree[name].id))
+                entry = tree[name]
             except KeyError:
                 out.append(None)
+                continue
+            out.append((str(entry.id), int(entry.filemode)))
         return out
 
     def tree_size(self, tree_oid: str) -> int:
@@ -310,12 +348,13 @@ class Repo:
         return int(self._repo.odb.read_header(pygit2.Oid(hex=oid))[1])
 
     def list_tree(self, tree_oid: str) -> list[tuple[str, str, int]]:
-        """(name, oid, mode) of a tree's entries."""
-        return [(e.name, str(e.id), int(e.filemode)) for e in self._obj(tree_oid)]
+        """(name, oid, mode) of a tree's entries; GitError when `tree_oid` is no tree."""
+        return [(e.name, str(e.id), int(e.filemode)) for e in self._tree(tree_oid)]
 
     def walk_blobs(self, tree_oid: str, prefix: str = "") -> Iterator[tuple[str, str, int]]:
-        """Every blob below a tree as (path, oid, mode)."""
-        for e in self._obj(tree_oid):
+        """Every entry below a tree that is not a tree, as (path, oid, mode): files, links and
+        gitlinks alike, so a caller that reads one checks its mode (`is_file_mode`)."""
+        for e in self._tree(tree_oid):
             path = f"{prefix}{e.name}"
             if e.filemode == MODE_TREE:
                 yield from self.walk_blobs(str(e.id), path + "/")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ledger.errors import EXIT_DATA, LedgerError
 from ledger.manifest import RUN_ID_RE, run_path
-from ledger.storage.git import MODE_TREE, Repo, merge_base
+from ledger.storage.git import MODE_TREE, Repo, entry_kind, is_file_mode, merge_base
 from ledger.storage.runtree import Edit, as_committed, patch_id
 from ledger.storage.store import (
     META_TRAILER_RE,
@@ -81,6 +81,8 @@ def _check_meta_commit(repo: Repo, commit: str) -> None:
     meta = repo.tree_entry(commit, f"{run_path(rid)}/{META_FILE}")
     if meta is None or repo.tree_entry(parents[0], run_path(rid)) is None:
         raise refuse(commit, f"it changes no meta.json of a run its parent has ({run_path(rid)})")
+    if not is_file_mode(meta[1]):
+        raise refuse(commit, f"its {META_FILE} is a {entry_kind(meta[1])}, not a file")
     if len(repo.read_blob(meta[0])) > MAX_META_BYTES:
         raise refuse(commit, f"its {META_FILE} is over {MAX_META_BYTES} bytes")
     parent_tree = repo.commit_info(parents[0])[2]

@@ -30,9 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.errors import LedgerError
 from ledger.manifest import RUN_ID_RE, shard_of
 from ledger.storage.git import MODE_TREE, Repo
-from ledger.storage.store import SHARD_RE, RunEntry
+from ledger.storage.store import SHARD_RE, RunEntry, run_entry
 
 KEEP_TREES = 3  # indexes kept (a few worktrees or branches listed in turn); older ones are dropped
 FORMAT = 1
@@ -257,7 +258,7 @@ class ListIndex:
             if prev is not None and rid in prev.entries and prev.entries[rid].tree == tree_oid:
                 part.add(prev.row(rid))
             else:
-                part.add(read_run(_run_entry(repo, rid, f"runs/{name}/{rid}", tree_oid)))
+                part.add(_read(repo, rid, f"runs/{name}/{rid}", tree_oid, read_run))
         return part
 
     def forget(self) -> None:
@@ -308,6 +309,11 @@ def build(repo: Repo, runs_tree: str, read_run: ReadRun) -> IndexData:
     return ListIndex(None, "").index_of(repo, runs_tree, read_run)
 
 
-def _run_entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
-    manifest, summary, settings, meta = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json", "meta.json"))
-    return RunEntry(run_id, path, tree, manifest, summary, settings, meta)
+def _read(repo: Repo, run_id: str, path: str, tree: str, read_run: ReadRun) -> RunRow:
+    """One run folder's row; a folder whose files are not files (`store.run_entry`) is a broken
+    row, its entry naming none of them."""
+    try:
+        entry = run_entry(repo, run_id, path, tree)
+    except LedgerError as exc:
+        return RunRow(RunEntry(run_id, path, tree, None), None, exc.message)
+    return read_run(entry)

@@ -19,12 +19,13 @@ from typing import Any
 
 from ledger.cache import code_version
 from ledger.errors import LedgerError
-from ledger.manifest import RUN_ID_RE, SCHEMA, ManifestError, check_manifest
+from ledger.manifest import NOT_LEDGERS, RUN_ID_RE, SCHEMA, ManifestError, check_manifest
 from ledger.runrecord import RunRecord
 from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.limits import MAX_METRICS, MAX_SETTINGS, check_count, check_depth, check_files, decoded, load_json, load_settings
 from ledger.storage.listindex import IndexData, ListIndex, RunRow, build
 from ledger.storage.store import RunEntry
+from ledger.storage.summary import check_metrics
 
 
 @dataclass
@@ -36,6 +37,13 @@ class Listing:
     broken: dict[str, str] = field(default_factory=dict)
     setting_keys: set[str] = field(default_factory=set)  # every setting any run has
     metric_names: set[str] = field(default_factory=set)  # every summary metric any run has
+
+    def fields_of(self, entry: RunEntry) -> dict[str, Any]:
+        """A run's listing fields; ManifestError saying why when the run could not be read."""
+        found = self.manifests.get(entry.id)
+        if found is None:
+            raise ManifestError(self.broken.get(entry.id) or f"{entry.path}: not in the listing", NOT_LEDGERS)
+        return found
 
     def ordered(self) -> list[dict[str, Any]]:
         """Manifests oldest first (by start time, then id)."""
@@ -73,7 +81,15 @@ class ManifestCache:
         self.path = common_dir / "ledger" / "manifests.sqlite"
         self._db: sqlite3.Connection | None = None
         # one table per version of the parsing code (ledger/cache.py); older tables are dropped
-        version = code_version(__name__, "ledger.yamlio", "ledger.storage.listindex", "ledger.storage.runmeta", "ledger.storage.limits")
+        version = code_version(
+            __name__,
+            "ledger.yamlio",
+            "ledger.storage.listindex",
+            "ledger.storage.runmeta",
+            "ledger.storage.limits",
+            "ledger.storage.summary",
+            "ledger.storage.store",
+        )
         self._table = f"m_{version}"
         self.index_table = f"x_{version}"
         if _READ_ONLY.get():  # reads what is there, writes nothing (a write is only a cache miss)
@@ -289,13 +305,13 @@ def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
         else:
             m = dict(_yaml_manifest(repo, e, cache))
             settings = m.get("settings")
+        m.pop("settings", None)
+        metrics = check_metrics(m.pop("metrics", None), e.path)
+        if e.meta_blob is not None:
+            with_meta(m, repo.read_blob(e.meta_blob))
     except LedgerError as exc:
         return RunRow(e, None, exc.message)
-    m.pop("settings", None)
-    metrics = m.pop("metrics", None)
-    if e.meta_blob is not None:
-        with_meta(m, repo.read_blob(e.meta_blob))
-    return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics if isinstance(metrics, dict) else {})
+    return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics)
 
 
 def _yaml_manifest(repo: Repo, e: RunEntry, cache: ManifestCache) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 from ledger.errors import LedgerError, UsageError
 from ledger.manifest import run_path
 from ledger.storage.git import MODE_BLOB, RefMoved, Repo
-from ledger.storage.store import META_TRAILER, branch_ref, check_ledger_branch, find_run
+from ledger.storage.store import META_TRAILER, branch_ref, check_ledger_branch, file_oid, find_run
 
 META_FILE = "meta.json"
 MAX_TAG_LEN = 64
@@ -57,11 +57,9 @@ class RunMeta:
 
 
 def read_meta(repo: Repo, commit_or_tree: str, run_id: str) -> RunMeta:
-    """The run's metadata at a commit (empty when it has none)."""
-    found = repo.tree_entry(commit_or_tree, f"{run_path(run_id)}/{META_FILE}")
-    if found is None:
-        return RunMeta()
-    return parse_meta(repo.read_blob(found[0]))
+    """The run's metadata at a commit (empty when it has none; ManifestError when its meta.json is no file)."""
+    oid = file_oid(run_path(run_id), META_FILE, repo.tree_entry(commit_or_tree, f"{run_path(run_id)}/{META_FILE}"))
+    return parse_meta(repo.read_blob(oid)) if oid is not None else RunMeta()
 
 
 def parse_meta(raw: bytes) -> RunMeta:
@@ -71,9 +69,13 @@ def parse_meta(raw: bytes) -> RunMeta:
         return RunMeta()
 
 
+TAG_PUNCTUATION = "-_./:"  # besides letters and digits, what a tag may hold (the hint below says so)
+
+
 def check_tag(tag: str) -> None:
-    """A tag is one short word: no spaces, commas or control characters."""
-    if not tag or len(tag) > MAX_TAG_LEN or any(c.isspace() or c == "," or ord(c) < 32 for c in tag):
+    """A tag is one short word: letters, digits and `TAG_PUNCTUATION`, at most `MAX_TAG_LEN`
+    characters (no space, comma, quote, `<`, `=` or control character)."""
+    if not tag or len(tag) > MAX_TAG_LEN or not all(c.isalnum() or c in TAG_PUNCTUATION for c in tag):
         raise UsageError(
             f"tag {tag!r} is not one short word", f"use letters, digits and - _ . / : (at most {MAX_TAG_LEN} characters), e.g. baseline"
         )

@@ -19,9 +19,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.errors import LedgerError
-from ledger.manifest import run_path
-from ledger.storage.git import MODE_TREE, REF_LOCK_WAIT_S, CodeSnapshot, GitError, RefLocked, RefMoved, Repo, is_commit
+from ledger.errors import DataError, LedgerError
+from ledger.manifest import NOT_LEDGERS, ManifestError, run_path
+from ledger.storage.git import (
+    MODE_TREE,
+    REF_LOCK_WAIT_S,
+    CodeSnapshot,
+    GitError,
+    RefLocked,
+    RefMoved,
+    Repo,
+    entry_kind,
+    is_commit,
+    is_file_mode,
+)
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
 TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)
@@ -29,6 +40,11 @@ CODE_TRAILER_RE = re.compile(r"^Code-Commit: ([0-9a-f]{40})$", re.M)
 META_TRAILER = "Ledger-Meta"  # a commit that changes only one run's meta.json (storage/runmeta.py)
 META_TRAILER_RE = re.compile(rf"^{META_TRAILER}: (\S+)$", re.M)
 MAX_CAS_ATTEMPTS = 200
+# what ledger reads of a run folder (docs/ARCHITECTURE.md, "Run records"): the first four are the
+# record (`RunEntry`'s blobs), the rest its logs; each must be a file, never a folder, a link or a
+# gitlink (a pulled folder can hold anything: a gitlink's commit is in no repository)
+RECORD_FILES = ("manifest.yaml", "summary.json", "settings.json", "meta.json")
+RUN_FILES = (*RECORD_FILES, "trainer.log", "engine.log", "metrics.jsonl", "heat.log")
 
 
 class NotALedgerBranch(LedgerError):
@@ -203,17 +219,34 @@ def write_run(repo: Repo, branch: str, code: CodeSnapshot, run_id: str, run_tree
 
 
 def find_run(repo: Repo, tip: str, run_id: str) -> RunEntry | None:
-    """Look a run up by its full id at `tip` (no listing needed)."""
+    """Look a run up by its full id at `tip` (no listing needed); ManifestError when a file of
+    its folder is not a file (`run_entry`)."""
     path = run_path(run_id)
     entry = repo.tree_entry(tip, path)
     if entry is None or entry[1] != MODE_TREE:
         return None
-    return _entry(repo, run_id, path, entry[0])
+    return run_entry(repo, run_id, path, entry[0])
 
 
-def _entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
-    manifest, summary, settings, meta = repo.entries_named(tree, ("manifest.yaml", "summary.json", "settings.json", "meta.json"))
+def run_entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry:
+    """A run folder's entry, its files checked at the door: ManifestError naming the run and the
+    file when one that ledger reads (`RUN_FILES`) is a folder, a link or a gitlink."""
+    found = repo.entries_named(tree, RUN_FILES)
+    for name, item in zip(RUN_FILES, found):
+        if item is not None:
+            file_oid(path, name, item)
+    manifest, summary, settings, meta = (item[0] if item else None for item in found[: len(RECORD_FILES)])
     return RunEntry(run_id, path, tree, manifest, summary, settings, meta)
+
+
+def file_oid(where: str, name: str, item: tuple[str, int] | None, error: type[LedgerError] = ManifestError) -> str | None:
+    """The blob id of the file `name` of a run folder (None: absent); `error` naming it when the
+    entry is not a file."""
+    if item is None:
+        return None
+    if not is_file_mode(item[1]):
+        raise error(f"{where}: {name} is a {entry_kind(item[1])}, not a file", NOT_LEDGERS)
+    return item[0]
 
 
 def run_commits(repo: Repo, tip: str, limit: int | None = None) -> list[tuple[str, str]]:
@@ -235,6 +268,33 @@ def commit_of_run(repo: Repo, tip: str, run_id: str) -> str | None:
     return None
 
 
-def read_file_at(repo: Repo, entry: RunEntry, name: str) -> bytes | None:
-    found = repo.tree_entry(entry.tree, name)
-    return repo.read_blob(found[0]) if found else None
+def read_file_at(repo: Repo, entry: RunEntry, name: str, error: type[LedgerError] = ManifestError) -> bytes | None:
+    """The bytes of a run folder's file `name` (a path below it), None when absent; `error`
+    naming the run and the file when it is a folder, a link or a gitlink."""
+    oid = file_oid(entry.path, name, repo.tree_entry(entry.tree, name), error)
+    return repo.read_blob(oid) if oid is not None else None
+
+
+def dvc_texts(repo: Repo, entry: RunEntry) -> list[str]:
+    """The .dvc files of a run folder (data/<role>.dvc), as text; DataError naming the run when
+    `data` is not a folder or one of them is not a UTF-8 file."""
+    where = f"{entry.path}/data"
+    found = repo.tree_entry(entry.tree, "data")
+    if found is None:
+        return []
+    if found[1] != MODE_TREE:
+        raise DataError(f"{where} is a {entry_kind(found[1])}, not a folder", NOT_LEDGERS)
+    texts = []
+    for name, oid, mode in repo.list_tree(found[0]):
+        if name.endswith(".dvc"):
+            file_oid(entry.path, f"data/{name}", (oid, mode), DataError)
+            texts.append(dvc_text(repo.read_blob(oid), f"{where}/{name}"))
+    return texts
+
+
+def dvc_text(raw: bytes, where: str) -> str:
+    """A .dvc file's text; DataError when it is not UTF-8."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{where} is not UTF-8 text", NOT_LEDGERS) from exc

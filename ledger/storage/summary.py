@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ledger.manifest import NOT_LEDGERS, ManifestError
+
 SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of", "trackers")
+# per summary metric (`ledger.compare.summarymetrics`): its last, min and max value, the step of each
+METRIC_KEYS = ("last", "last_step", "min", "min_step", "max", "max_step")
 
 
 def summary_of(manifest: dict[str, Any], metrics: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -21,3 +25,22 @@ def summary_of(manifest: dict[str, Any], metrics: dict[str, Any] | None = None) 
     if metrics is not None:
         out["metrics"] = metrics
     return out
+
+
+def check_metrics(metrics: Any, where: str) -> dict[str, Any]:
+    """A record's summary metrics, checked: a mapping of metric name to a mapping whose
+    `METRIC_KEYS` are numbers. A pulled `"last": "abc"` is a ManifestError naming the metric, so
+    no page or table ever meets text where it computes with a number."""
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, dict):
+        raise ManifestError(f"{where}: its 'metrics' is not a mapping", NOT_LEDGERS)
+    for name, values in metrics.items():
+        shown = repr(str(name)[:80])
+        if not isinstance(name, str) or not isinstance(values, dict):
+            raise ManifestError(f"{where}: metric {shown} is not a name with a mapping", NOT_LEDGERS)
+        for key in METRIC_KEYS:
+            value = values.get(key)
+            if key in values and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise ManifestError(f"{where}: metric {shown} has a {key!r} that is not a number", NOT_LEDGERS)
+    return metrics
