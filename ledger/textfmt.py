@@ -96,3 +96,17 @@ def change_text(changes: list[dict[str, Any]]) -> str:
     if not changes:
         return "(no setting changed)"
     return ", ".join(f"{c['name']}: {_change_value(c['a'])} -> {_change_value(c['b'])}" for c in changes)
+
+
+NOTE_WIDTH = 40
+
+
+def note_cell(note: Any) -> str:
+    """A note in a table cell: its first line, cut to NOTE_WIDTH characters (`ledger show` has it whole)."""
+    if not isinstance(note, str) or not note.strip():
+        return MISSING
+    lines = note.strip().splitlines()
+    first = lines[0]
+    if len(first) > NOTE_WIDTH or len(lines) > 1:
+        return first[: NOTE_WIDTH - 1].rstrip() + "…"
+    return first

@@ -201,7 +201,19 @@ def _run_curves(table: MetricsTable | None, y_ranges: Mapping[str, tuple[float, 
 def report_page(rows: Sequence[ReportRow], heading: str) -> str:
     """The whole `ledger report --html` page: the runs table with change sets and curves."""
     y_ranges = shared_y_ranges([row.table for row in rows])
-    head = ["id", "name", "state", "exit", "time", "paused", "started", "changed (vs the run before it)", "curves"]
+    notes = any(row.summary.get("note") for row in rows)
+    head = [
+        "id",
+        "name",
+        "state",
+        "exit",
+        "time",
+        "paused",
+        "started",
+        *(["note"] if notes else []),
+        "changed (vs the run before it)",
+        "curves",
+    ]
     lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
         s = row.summary
@@ -217,6 +229,7 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
             "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s",
             paused,
             (s.get("started") or "-")[:19].replace("T", " "),
+            *([s.get("note") or "-"] if notes else []),
             row.changes,
         ]
         lines.append(
