@@ -169,6 +169,7 @@ class ReportRow:
     summary: Mapping[str, Any]
     changes: str
     table: MetricsTable | None
+    groups: int | None = None  # groups per rollout (`rollout-batch-size`), for the degenerate flag
 
 
 # the report's sparklines: (title with its unit, metric)
@@ -220,7 +221,7 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
         paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
         duration = s.get("duration_s")
         state = (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else "")
-        state += f" {flagged}" if (flagged := degenerate_text(str(s.get("id")), row.table)) else ""
+        state += f" {flagged}" if (flagged := degenerate_text(str(s.get("id")), row.table, row.groups)) else ""
         cells = [
             s.get("id"),
             s.get("name") or "-",
