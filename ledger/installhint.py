@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+RAY_PACKAGE = "'ray[default]'"  # the `ray` extra as pipx injects it (the job API needs [default])
+
 
 def in_pipx_venv(prefix: str | None = None) -> bool:
     """Whether the interpreter running ledger is a pipx venv's (`prefix`: sys.prefix by default)."""

@@ -1,6 +1,6 @@
 """Notes where people look (issue 34, item 2): `ledger note RUN TEXT` is shown by `show`, `list`,
-`compare` and on the diff, compare and report pages, escaped like every other value; and `list
---archived` marks the archived rows (item 6)."""
+`compare` and on the diff, compare and report pages, escaped like every other value; and two of
+item 6: `list --archived` marks the archived rows, a name differing only in case is suggested first."""
 
 from __future__ import annotations
 
@@ -115,3 +115,13 @@ def test_the_report_page_shows_the_note(noted: tuple[Path, dict[str, str]], tmp_
     row_a = html[html.index(f'<tr data-run="{ids["a"]}">') :].split("</tr>", 1)[0]
     assert f"<td>{ESCAPED}</td>" in row_a
     assert "<b>flag" not in html
+
+
+def test_a_name_that_differs_only_in_case_is_suggested_first() -> None:
+    from ledger.runref import RunRef, _not_found
+    from ledger.storage.listing import Listing
+
+    names = {"1": "cfga-s2", "2": "CfgA-s1", "3": "cfgb-s1"}
+    listing = Listing(manifests={rid: {"id": rid, "name": name, "started": rid} for rid, name in names.items()})
+    err = _not_found(listing, RunRef.parse("cfga-s1"))  # item 6: `show cfga-s1` with a run named CfgA-s1
+    assert err.hint is not None and err.hint.startswith("did you mean CfgA-s1 or ")

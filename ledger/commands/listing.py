@@ -80,7 +80,7 @@ def list_runs(
     metric_globs: tuple[str, ...] = (),
 ) -> ListResult:
     """Every run at the branch tip, newest first (`reverse`: oldest first), optionally with what
-    changed from the run before each; `limit` keeps the newest N of those `flt` keeps (archived
+    changed from the run before each; `limit` keeps the newest N of those `flt` keeps, runs in progress first (archived
     runs are left out unless it says); `metric_globs` name the summary metrics to show as columns."""
     repo, cfg, tip = open_branch(start)
     flt = flt or RunFilter()
@@ -89,12 +89,16 @@ def list_runs(
     rows = listing.ordered()
     flt.check_keys(rows, known=listing.setting_keys | listing.metric_names)
     kept = [m for m in rows if flt.keep(m)]
-    shown = kept[-limit:] if limit else kept
     from ledger.record.live import running_runs
 
     recorded = {m["id"] for m in rows}
     running = [r.summary() for r in running_runs(repo.root, orphaned=True) if r.id not in recorded]
     running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+    shown = kept
+    if limit:  # the newest N of all: runs in progress are newer than every recorded run
+        running = running[-limit:]
+        left = limit - len(running)
+        shown = kept[-left:] if left > 0 else []
     result = ListResult(
         shown if reverse else shown[::-1],
         listing.broken,
