@@ -21,8 +21,8 @@ word (`loss`, `train/loss`, `grad_norm`).
 from __future__ import annotations
 
 import ast
+import functools
 import json
-import math
 import mmap
 import re
 from collections.abc import Mapping
@@ -60,9 +60,12 @@ def may_hold_metrics(data: bytes | mmap.mmap) -> bool:
     return any(data.find(word) >= 0 for word in _PREFILTER)
 
 
+_AXIS_NAMES = frozenset((*AXES, "_step"))
+
+
+@functools.lru_cache(maxsize=4096)  # a trainer prints the same few keys on every line
 def _is_axis(key: str) -> bool:
-    last = key.rsplit("/", 1)[-1].lower()
-    return last in AXES or last == "_step"
+    return key.rsplit("/", 1)[-1].lower() in _AXIS_NAMES
 
 
 def flat_numbers(obj: Mapping[Any, Any], prefix: str = "") -> dict[str, float]:
@@ -111,31 +114,31 @@ def _object(text: str) -> dict[Any, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _number(text: str) -> float:
-    lowered = text.lower()
-    return math.nan if lowered.endswith("nan") else float(lowered)
-
-
 def _pairs(text: str) -> dict[str, float]:
+    if "|" not in text:  # the common line: one-word keys (`float` reads `nan`, `NaN`, `-inf` too)
+        return {k: float(v) for k, v in _WORD_PAIR.findall(text) if not _is_axis(k)}
     out: dict[str, float] = {}
-    fields = text.split("|")
-    for part in fields:
-        whole = _FIELD_PAIR.fullmatch(part) if len(fields) > 1 else None
-        found = [whole.groups()] if whole else _WORD_PAIR.findall(part)
-        for key, value in found:
+    for part in text.split("|"):
+        whole = _FIELD_PAIR.fullmatch(part)
+        for key, value in [whole.groups()] if whole else _WORD_PAIR.findall(part):
             if not _is_axis(key.strip()):
-                out[key.strip()] = _number(value)
+                out[key.strip()] = float(value)
     return out
 
 
 def _step(text: str) -> int | None:
+    first = _AXIS.search(text)
+    if first is None:
+        return None
+    if first.group(1).lower() == AXES[0]:  # `step N`, the most specific: no need to look further
+        return int(first.group(2))
     found = {m.group(1).lower(): int(m.group(2)) for m in reversed(list(_AXIS.finditer(text)))}
     return next((found[axis] for axis in AXES if axis in found), None)
 
 
 def parse_line(line: str) -> MetricLine | None:
     """The step and metrics of one printed line, or None when it is not a metric line."""
-    text = _ANSI.sub("", line)
+    text = _ANSI.sub("", line) if "\x1b" in line else line
     obj = _object(text) if "{" in text else None
     if obj is not None:  # `{"step": 3, ...}`, or `step 3: {'loss': 0.4}` (the step outside)
         step = object_step(obj)

@@ -245,7 +245,8 @@ class LogScan:
             done_to = end = len(data) if end < 0 else end
             if end - start > MAX_OTHER_LINE:
                 continue
-            parsed = parse_line(_RAY_REPEATED.sub("", data[start:end].decode("utf-8", "replace")))
+            text = data[start:end].decode("utf-8", "replace")
+            parsed = parse_line(_RAY_REPEATED.sub("", text) if "[repeated " in text else text)
             if parsed is not None:
                 stamp = _LINE_TIMESTAMP.search(data, start, end)
                 self._add_other(parsed, _unix(stamp.groups()) if stamp else None)
