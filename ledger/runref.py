@@ -186,7 +186,15 @@ def _not_found(listing: Listing, ref: RunRef) -> RunNotFound:
     names = sorted({m["name"] for m in listing.manifests.values() if m.get("name")})
     import difflib  # only for a run not found
 
-    close = difflib.get_close_matches(ref.text, names, n=3, cutoff=0.6)  # a typo: NAME~N too
+    # the same name but for case first (`cfga-s1` for `CfgA-s1`), then a typo's nearest (NAME~N too),
+    # compared without case: difflib alone ranks `cfga-s2` above `CfgA-s1`
+    by_case: dict[str, list[str]] = {}
+    for n in names:
+        by_case.setdefault(n.lower(), []).append(n)
+    wanted = ref.text.lower()
+    nearest = [wanted] if wanted in by_case else []
+    nearest += [n for n in difflib.get_close_matches(wanted, list(by_case), n=3, cutoff=0.6) if n != wanted]
+    close = [name for n in nearest for name in by_case[n]][:3]
     if close:
         return RunNotFound(f"no run named '{ref.text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
     recent = [m["id"] + (f" ({m['name']})" if m.get("name") else "") for m in listing.ordered()[-5:]]

@@ -140,3 +140,17 @@ def size_text(n: int) -> str:
         if n >= 1 << shift:
             return f"{n / (1 << shift):.1f} {unit}" if shift == 30 else f"{n >> shift} {unit}"
     return plural(n, "byte")
+
+
+NOTE_WIDTH = 40
+
+
+def note_cell(note: Any) -> str:
+    """A note in a table cell: its first line, cut to NOTE_WIDTH characters (`ledger show` has it whole)."""
+    if not isinstance(note, str) or not note.strip():
+        return MISSING
+    lines = note.strip().splitlines()
+    first = lines[0]
+    if len(first) > NOTE_WIDTH or len(lines) > 1:
+        return first[: NOTE_WIDTH - 1].rstrip() + "…"
+    return first

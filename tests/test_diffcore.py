@@ -256,10 +256,13 @@ def test_timing_unavailable_and_malformed_lines_are_reported() -> None:
         ["trainer.log:7: perf 3: truncated last line"],
     )
     report = build_report(ma, mb, None, broken, ignore=["save"])
-    assert report.timing_unavailable == "run A has no per-step metrics (no metrics.jsonl, logs or events)"
+    # what is really missing: metrics in the formats ledger reads, not "logs" (issue 34, item 1)
+    assert report.timing_unavailable.startswith(
+        "run A recorded no per-step metrics in any format ledger reads (Miles' `step N: {...}` lines, `step N: key=value`"
+    )
     assert report.malformed_b == 2
     assert "2 malformed metric line(s) in run B: trainer.log:7" in " ".join(report.warnings)
-    assert "timing: unavailable (run A has no per-step metrics" in render_text(report)
+    assert "timing: unavailable (run A recorded no per-step metrics" in render_text(report)
     apart = build_report(ma, mb, table({0: 1.0}), table({1: 1.0}), ignore=["save"])
     assert apart.timing_unavailable == "the runs have no rollout step in common"
 

@@ -256,6 +256,14 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path: Path, monkeypatch: py
         plot_heat_png(read_heat_log(path), None, tmp_path / "h.png")
     assert info.value.hint == "pip install 'ledger[plot]'"
     assert not (tmp_path / "h.png").exists()
+    # installed with pipx (its venv holds pipx_metadata.json): pip in the user's shell would miss that venv
+    venv = tmp_path / "pipx-venv"
+    venv.mkdir()
+    (venv / "pipx_metadata.json").write_text("{}")
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    with pytest.raises(LedgerError) as info:
+        plot_heat_png(read_heat_log(path), None, tmp_path / "h.png")
+    assert info.value.hint == "pipx inject ledger matplotlib"
 
 
 def test_node_column_round_trip(tmp_path: Path) -> None:

@@ -152,6 +152,8 @@ def test_cached_versions_follow_installs(tmp_path: Path, bare_venv: Path) -> Non
     assert len(list(cache.iterdir())) == 1
     second = cached_host_facts(cache, python)
     assert second.packages == first.packages and second.executable == first.executable
+    # read afresh or from the cache, the manifest lists them in one order: no reordered diff (issue 34, item 6)
+    assert list(second.to_manifest()["packages"]) == list(first.to_manifest()["packages"]) == sorted(first.packages)
     # a package appears: the site-packages folder changes, so the cached answer is not used
     site = next(bare_venv.parent.parent.glob("lib/python3*/site-packages"))
     (site / "toypkg-9.9.dist-info").mkdir()

@@ -103,3 +103,39 @@ def test_list_shows_a_running_run_then_its_final_state_and_tail_follows_it(repo:
     assert "step" not in done  # a recorded run has no progress fields
     last = ledger(repo, "tail", "live", "-n", "1").stdout
     assert "perf 3:" in last
+
+
+OTHER_FORMAT_JOB = r"""
+import os, sys, time
+for step in range(3):
+    print(f"step {step}: loss={1.0 / (step + 1)} reward=0.5", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+"""
+
+
+def test_list_n_counts_the_run_in_progress_and_shows_another_trainers_step(repo: Path) -> None:
+    for name in ("old", "new"):
+        assert ledger(repo, "run", "--name", name, "--no-debug-data", "--no-heat-guard", "--", "true").returncode == 0
+    (repo / "job.py").write_text(OTHER_FORMAT_JOB)
+    go = repo.parent / "go"
+    run = subprocess.Popen(
+        [*LEDGER, "run", "--name", "live", "--no-debug-data", "--no-heat-guard", "--", "python3", "job.py", str(go)],
+        cwd=repo,
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for("the running run at step 2", lambda: (r := _listed(repo, "live")) and r.get("step") == 2)
+        rows = ledger(repo, "list", "-n", "2").stdout.splitlines()[1:]  # issue 34, item 6: not 3 rows
+        assert [r.split()[1] for r in rows] == ["live", "new"]
+        assert "running: step 2" in rows[0]  # a `step N: key=value` trainer's step (item 1)
+        assert [r["name"] for r in json.loads(ledger(repo, "list", "-n", "1", "--json").stdout)] == ["live"]
+        go.touch()
+        assert run.wait(timeout=60) == 0
+    finally:
+        go.touch()
+        if run.poll() is None:
+            run.kill()
+            run.wait()

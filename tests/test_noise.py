@@ -12,7 +12,7 @@ import pytest
 from noisesim import Noise, binomial_slack, rejection_rate, run_mean_sd, simulate_run
 
 from ledger.compare.diffcore import build_report
-from ledger.compare.flags import degenerate_flags
+from ledger.compare.flags import degenerate_flags, groups_of
 from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.compare.noise import BEYOND, NO_REPLICAS, TRAIN_AXIS, WITHIN, RunSeries, judge, judge_metric
 from ledger.compare.render import render_text
@@ -221,6 +221,45 @@ def test_zero_reward_spread_in_half_the_groups_is_flagged() -> None:
     assert degenerate_flags("r", _rollouts({z: 60.0}))[0].value == pytest.approx(0.6)
     counted = _rollouts({z: 0.25, o: 0.0, "rollout/zero_std/count_0.0": 2, "rollout/zero_std/count_0.5": 2})
     assert degenerate_flags("r", counted)[0].value == pytest.approx(0.5)
+
+
+def test_every_group_on_one_reward_other_than_0_and_1_is_flagged_from_the_recorded_group_count() -> None:
+    # Miles' zero_std counts per rounded reward (miles/ray/rollout/metrics.py): 8 groups, every one all 0.5
+    constant = {
+        "rollout/zero_std/count_0.5": 8,
+        "rollout/zero_std/all_zero_percentage": 0.0,
+        "rollout/zero_std/all_one_percentage": 0.0,
+    }
+    table = _rollouts(constant, constant)
+    (flag,) = degenerate_flags("r", table, groups=groups_of({"rollout-batch-size": 8}))
+    assert flag.flag == "zero-std" and flag.value == 1.0 and flag.steps == [0, 1]
+    # half the groups constant, at 0.5 and at 0.0 alike; the shares alone could not tell
+    mixed = _rollouts({"rollout/zero_std/count_0.5": 2, "rollout/zero_std/count_0.0": 2, "rollout/zero_std/all_zero_percentage": 0.25})
+    assert degenerate_flags("r", mixed, groups=8)[0].value == pytest.approx(0.5)
+    assert degenerate_flags("r", _rollouts({"rollout/zero_std/count_0.5": 3}), groups=8) == []
+    assert groups_of({"rollout-batch-size": "16"}) == 16 and groups_of({}) is None and groups_of({"rollout-batch-size": True}) is None
+
+
+def test_a_recorded_constant_reward_run_is_flagged_on_the_report(tmp_path: Any) -> None:
+    import sys
+    from pathlib import Path
+
+    from conftest import ledger, make_repo
+
+    trainer = (
+        "import argparse\n"
+        "ap = argparse.ArgumentParser(); ap.add_argument('--rollout-batch-size', type=int); a = ap.parse_args()\n"
+        "for r in range(3):\n"
+        "    print(f\"[2026-12-02 03:00:0{r}.000 RolloutManager] rollout.py:1 - perf {r}: {{'rollout/zero_std/count_0.5': "
+        "{a.rollout_batch_size}, 'rollout/zero_std/all_zero_percentage': 0.0, 'rollout/zero_std/all_one_percentage': 0.0, "
+        "'perf/rollout_time': 1.0}}\")\n"
+    )
+    repo = make_repo(Path(tmp_path) / "proj", {"train.py": trainer})
+    proc = ledger(repo, "run", "--no-debug-data", "--no-heat-guard", "--", sys.executable, "train.py", "--rollout-batch-size", "8")
+    assert proc.returncode == 0, proc.stderr
+    page = Path(tmp_path) / "report.html"
+    assert ledger(repo, "report", "--html", str(page)).returncode == 0
+    assert "DEGENERATE: 100% of groups had zero reward spread" in page.read_text()
 
 
 def test_a_quarter_truncated_is_flagged_with_repetition_as_context() -> None:

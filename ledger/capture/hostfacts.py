@@ -73,7 +73,8 @@ class HostFacts:
             "python": self.python,
             "python_version": self.python_version,
             "executable": self.executable,
-            "packages": dict(self.packages),
+            # by name: the cache (sorted JSON) and a fresh read (PACKAGES order) must write the same YAML
+            "packages": dict(sorted(self.packages.items())),
             "checkouts": {name: {"path": c.path, "commit": c.commit, "dirty": c.dirty} for name, c in sorted(self.checkouts.items())},
             "errors": list(self.errors),
         }

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.installhint import RAY_PACKAGE, install_hint
+
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 
@@ -104,7 +106,9 @@ def _follow(
     try:
         client = _client(address)
     except ImportError:
-        return JobEnd(submission_id, address, None, None, False, None, "ray is not installed here (pip install 'ledger[ray]')", 0.0)
+        return JobEnd(
+            submission_id, address, None, None, False, None, f"ray is not installed here ({install_hint('ray', RAY_PACKAGE)})", 0.0
+        )
     except Exception as exc:  # ConnectionError and friends, translated here
         return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0)
     written = bytearray()
@@ -182,7 +186,15 @@ def settle(
         client = _client(address)
     except ImportError:
         return JobEnd(
-            submission_id, address, None, None, False, None, "ray is not installed here (pip install 'ledger[ray]')", 0.0, waiting=True
+            submission_id,
+            address,
+            None,
+            None,
+            False,
+            None,
+            f"ray is not installed here ({install_hint('ray', RAY_PACKAGE)})",
+            0.0,
+            waiting=True,
         )
     except Exception as exc:  # ConnectionError and friends, translated here
         return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0, waiting=True)

@@ -14,7 +14,7 @@ from ledger.errors import UsageError
 from ledger.opening import open_branch
 from ledger.runref import resolve
 from ledger.storage.listing import load_listing
-from ledger.textfmt import ABSENT, is_absent, show_value
+from ledger.textfmt import ABSENT, is_absent, note_cell, show_value
 from ledger.understand.settings import DEFAULT_IGNORE
 
 
@@ -104,6 +104,8 @@ def render_compare(result: CompareResult) -> str:
     """Two tables: differing settings, then summary metrics (last, and min/max under it)."""
     labels = [run_label(r) for r in result.runs]
     rows: list[list[str]] = [["", *labels], ["id", *(r["id"] for r in result.runs)]]
+    if any(r.get("note") for r in result.runs):
+        rows.append(["note", *(note_cell(r.get("note")) for r in result.runs)])
     if result.settings:
         rows.append(["settings that differ:", *[""] * len(labels)])
         rows += [[f"  {k}", *(show_value(v, 40) for v in vs)] for k, vs in result.settings.items()]
@@ -128,7 +130,10 @@ def write_compare_page(result: CompareResult, out: Path, metric_globs: tuple[str
             f"--group-by: no run has a setting '{group_by}'", "name a setting the runs have (`ledger compare` lists those that differ)"
         )
     tables = result.tables or [None] * len(result.runs)
-    runs = [CompareRun(run_label(r), r["id"], s, t, r.get("trackers")) for r, s, t in zip(result.runs, result.all_settings, tables)]
+    runs = [
+        CompareRun(run_label(r), r["id"], s, t, r.get("trackers"), r.get("note"))
+        for r, s, t in zip(result.runs, result.all_settings, tables)
+    ]
     names = metric_names(runs)
     if metric_globs:
         names = [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)]

@@ -25,7 +25,7 @@ from ledger.record.live import LiveRun
 from ledger.runrecord import RunRecord
 from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo, has_object, merge_base
-from ledger.storage.listing import Listing, load_listing, parse_manifest
+from ledger.storage.listing import Listing, load_listing, parse_manifest, with_meta
 from ledger.storage.store import RunEntry, commit_of_run, read_file_at
 from ledger.understand.settings import DEFAULT_IGNORE, ignored_settings
 
@@ -288,8 +288,8 @@ def diff_runs(
         data = DiffPageInput(
             report,
             render_text(report, None, show_steps=False),
-            manifests(ea),
-            manifests(eb),
+            _said(repo, ea, manifests(ea)),
+            _said(repo, eb, manifests(eb)),
             load_metrics(repo, ea),
             load_metrics(repo, eb),
             replica_tables(repo, report, listing or load_listing(repo, tip)),
@@ -297,6 +297,15 @@ def diff_runs(
         write_atomic(html, diff_page(data).encode())
         out.html_path = html
     return out
+
+
+def _said(repo: Repo, entry: RunEntry, manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with what was said about the run since (its meta.json: note, tags) laid over it, for the page."""
+    if entry.meta_blob is None:
+        return manifest
+    shown = dict(manifest)
+    with_meta(shown, repo.read_blob(entry.meta_blob))
+    return shown
 
 
 class _Manifests:

@@ -23,7 +23,7 @@ from ledger.storage.store import read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.termstyle import printable_cell
-from ledger.textfmt import MISSING, change_text, csv_text, plural
+from ledger.textfmt import MISSING, change_text, csv_text, note_cell, plural
 
 
 @dataclass
@@ -81,7 +81,7 @@ def list_runs(
     metric_globs: tuple[str, ...] = (),
 ) -> ListResult:
     """Every run at the branch tip, newest first (`reverse`: oldest first), optionally with what
-    changed from the run before each; `limit` keeps the newest N of those `flt` keeps (archived
+    changed from the run before each; `limit` keeps the newest N of those `flt` keeps, runs in progress first (archived
     runs are left out unless it says); `metric_globs` name the summary metrics to show as columns."""
     repo, cfg, tip = open_branch(start)
     flt = flt or RunFilter()
@@ -90,12 +90,16 @@ def list_runs(
     rows = listing.ordered()
     flt.check_keys(rows, known=listing.setting_keys | listing.metric_names)
     kept = [m for m in rows if flt.keep(m)]
-    shown = kept[-limit:] if limit else kept
     from ledger.record.live import running_runs
 
     recorded = {m["id"] for m in rows}
     running = [r.summary() for r in running_runs(repo.root, orphaned=True) if r.id not in recorded]
     running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+    shown = kept
+    if limit:  # the newest N of all: runs in progress are newer than every recorded run
+        running = running[-limit:]
+        left = limit - len(running)
+        shown = kept[-left:] if left > 0 else []
     result = ListResult(
         shown if reverse else shown[::-1],
         listing.broken,
@@ -137,8 +141,9 @@ def render_list(result: ListResult) -> str:
         return "no runs recorded yet (record one with `ledger run -- CMD`)\n"
     header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
     tags_column = any(m.get("tags") for m in result.rows)
-    header += (["TAGS"] if tags_column else []) + list(result.metric_columns)
-    lines = [_run_row(result, m, tags_column) for m in result.rows]
+    note_column = any(m.get("note") for m in result.rows)
+    header += (["TAGS"] if tags_column else []) + list(result.metric_columns) + (["NOTE"] if note_column else [])
+    lines = [_run_row(result, m, tags_column, note_column) for m in result.rows]
     running = [_running_row(result, live, len(header)) for live in result.running]
     lines = running + lines if result.running_first else lines + running
     if result.changes:
@@ -155,16 +160,20 @@ def _started(text: str | None) -> str:
     return (text or "-")[:19].replace("T", " ")
 
 
-def _run_row(result: ListResult, m: dict[str, Any], tags_column: bool) -> list[str]:
+def _run_row(result: ListResult, m: dict[str, Any], tags_column: bool, note_column: bool) -> list[str]:
     """One recorded run's cells."""
     s = summary(m)
     paused = "-" if s["paused"] is None else f"{s['paused']} ({_fmt_duration(s['paused_s'])})" if s["paused"] else "0"
     state = s["state"] or "-"
     if s["replay_of"]:
         state += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
+    if s["archived"]:  # shown only with --archived
+        state += " (archived)"
     exit_code = "-" if s["exit_code"] is None else str(s["exit_code"])
     row = [s["id"], s["name"] or "-", state, exit_code, _fmt_duration(s["duration_s"]), paused, _started(s["started"])]
     row += _extra_cells(result, m, tags_column)
+    if note_column:
+        row.append(note_cell(s["note"]))
     if result.changes:
         row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
     return row
@@ -289,6 +298,7 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
 
         raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
     record, manifest = parse_record(raw, entry.path)
+    shown, text = with_meta_block(manifest, raw.decode("utf-8", "replace"), repo.read_blob(entry.meta_blob) if entry.meta_blob else None)
     note: str | None = None
     run_name = record.name
     if listing is not None and run_name:
@@ -303,7 +313,23 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
 
         shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, cfg.branch))
         note = f"{note}; {shared}" if note and shared else note or shared
-    return manifest, raw.decode("utf-8", "replace"), note
+    return shown, text, note
+
+
+META_COMMENT = "# said about the run since it was recorded (ledger tag / note / archive); its record follows\n"
+
+
+def with_meta_block(manifest: dict[str, Any], text: str, meta_raw: bytes | None) -> tuple[dict[str, Any], str]:
+    """`ledger show`'s data and text: with a `meta` block first (tags, the note as it is now, the
+    archived flag) when the run has a meta.json; the record itself unchanged after it."""
+    if not meta_raw:
+        return manifest, text
+    from ledger import yamlio
+    from ledger.storage.runmeta import parse_meta
+
+    meta = parse_meta(meta_raw)
+    block = {"tags": list(meta.tags), "note": meta.note if meta.note is not None else manifest.get("note"), "archived": meta.archived}
+    return {"meta": block, **manifest}, META_COMMENT + yamlio.dumps({"meta": block}) + text
 
 
 def run_folder(start: Path, name: str) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.compare.diffcore import change_log
+from ledger.compare.flags import groups_of
 from ledger.compare.metrics_store import load_metrics
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
@@ -46,7 +47,8 @@ def write_report(start: Path, names: list[str], out: Path) -> ReportResult:
         entry = listing.entries.get(m["id"]) or resolve(repo, tip, m["id"], listing)
         # the change set as `ledger list --changed` writes it (short SHAs, long values cut)
         text = change_text([{"name": c.name, "a": c.a, "b": c.b} for c in changes.get(m["id"], [])])
-        rows.append(ReportRow(list_fields(m), "(first run)" if m is ordered[0] else text, load_metrics(repo, entry)))
+        groups = groups_of(m.get("settings"))
+        rows.append(ReportRow(list_fields(m), "(first run)" if m is ordered[0] else text, load_metrics(repo, entry), groups))
     heading = f"ledger: {plural(len(rows), 'run')}"
     write_atomic(out, report_page(rows, heading))
     return ReportResult(out, len(rows), dict(listing.broken))

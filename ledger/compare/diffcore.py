@@ -82,7 +82,7 @@ from ledger.compare.learning import (
     step_diffs,
     unmatched_patterns,
 )
-from ledger.compare.logparse import MetricsTable
+from ledger.compare.logparse import READS, MetricsTable
 from ledger.compare.noise import NoiseReport, noise_json
 from ledger.compare.settingsview import comparable
 from ledger.compare.stats import (
@@ -391,9 +391,12 @@ class DiffReport:
 def _timing_gap(table_a: MetricsTable | None, table_b: MetricsTable | None) -> str | None:
     for label, table in (("A", table_a), ("B", table_b)):
         if table is None:
-            return f"run {label} has no per-step metrics (no metrics.jsonl, logs or events)"
+            return f"run {label} recorded no per-step metrics in any format ledger reads ({READS})"
         if not table.rows:
-            return f"run {label} logged no per-step metrics (no 'perf N:' lines or metric events)"
+            return (
+                f"run {label} logged train-step metrics only (`step N:` lines), "
+                "no per-rollout ones (`perf N:`/`rollout N:` lines or metric events)"
+            )
     assert table_a is not None and table_b is not None
     if not set(table_a.rows) & set(table_b.rows):
         return "the runs have no rollout step in common"
@@ -483,7 +486,7 @@ def is_repeat(changed: Sequence[Change], replica_keys: Sequence[str] = ()) -> bo
 
 def _learning_gap(table_a: MetricsTable | None, table_b: MetricsTable | None) -> str:
     if table_a is None or table_b is None:
-        return "a run has no per-step metrics"
+        return f"run {'A' if table_a is None else 'B'} recorded no per-step metrics in any format ledger reads"
     return "no training metric (loss, grad norm, reward, KL, entropy, clip fraction, eval) on common steps"
 
 

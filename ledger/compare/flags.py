@@ -8,9 +8,13 @@ pulled one is untrusted data, and unpickling it could run code.
 
 On the compared steps a run is flagged
 
-- `zero-std`: when at least half of the groups have zero reward spread (the mean over those steps of
-  all-0 plus all-1 groups; other constant rewards count too where Miles' `zero_std/count_<r>`
-  counts let the total number of groups be worked out): such groups give no policy gradient;
+- `zero-std`: when at least half of the groups have zero reward spread (the mean over those steps):
+  such groups give no policy gradient. Miles counts the groups whose rewards are all `r` as
+  `zero_std/count_<r>`, `r` rounded to one decimal, one count per value; the groups are
+  `--rollout-batch-size` of them (the run's recorded setting), so the share is every count over
+  that number: groups that all got 0.5 count as surely as all-0 and all-1 ones. A run recorded
+  without the setting falls back to the all-0 plus all-1 shares, the other counts added where a
+  count and its share give the number of groups;
 - `truncated`: when at least a quarter of the samples were cut at the length limit,
 
 the thresholds Miles' own dashboard warns at (`miles/dashboard/advisory.py`). Repetition and the
@@ -31,6 +35,7 @@ ZERO_STD_WARN = 0.5
 TRUNCATED_WARN = 0.25
 _ALL_ZERO, _ALL_ONE = "zero_std/all_zero_percentage", "zero_std/all_one_percentage"
 _COUNT = "zero_std/count_"
+GROUPS_SETTING = "rollout-batch-size"  # prompts per rollout: the number of GRPO groups (miles-facts.md)
 _TRUNCATED, _REPETITION = "truncated_ratio", "repetition_frac"
 _LOGPROB_DIFF = "train/train_rollout_logprob_abs_diff"
 
@@ -60,18 +65,28 @@ def _get(metrics: Mapping[str, float], name: str) -> float | None:
     return None
 
 
-def _zero_spread(metrics: Mapping[str, float]) -> float | None:
+def groups_of(settings: Mapping[str, object] | None) -> int | None:
+    """The number of groups per rollout, from a run's recorded `rollout-batch-size` (None when absent)."""
+    value = (settings or {}).get(GROUPS_SETTING)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _zero_spread(metrics: Mapping[str, float], groups: int | None = None) -> float | None:
+    counts = {k.rsplit(_COUNT, 1)[1]: v for k, v in metrics.items() if _COUNT in k and not k.startswith("eval/") and math.isfinite(v)}
+    if groups and counts:  # every constant reward, over the recorded number of groups
+        return min(sum(counts.values()) / groups, 1.0)
     zero, one = _get(metrics, _ALL_ZERO), _get(metrics, _ALL_ONE)
     if zero is None and one is None:
         return None
     share = (zero or 0.0) + (one or 0.0)
-    counts = {k.rsplit(_COUNT, 1)[1]: v for k, v in metrics.items() if _COUNT in k and not k.startswith("eval/") and math.isfinite(v)}
-    groups = None  # total groups, from a count and its share
+    derived = None  # total groups, from a count and its share
     for label, fraction in (("0.0", zero), ("1.0", one)):
         if fraction and counts.get(label):
-            groups = counts[label] / fraction
-    if groups:
-        share += sum(v for k, v in counts.items() if k not in ("0.0", "1.0")) / groups
+            derived = counts[label] / fraction
+    if derived:
+        share += sum(v for k, v in counts.items() if k not in ("0.0", "1.0")) / derived
     return min(share, 1.0)
 
 
@@ -79,8 +94,9 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def degenerate_flags(run: str, table: MetricsTable | None, steps: Iterable[int] | None = None) -> list[RunFlag]:
-    """The flags of one run over `steps` (rollout ids; None: every step it logged)."""
+def degenerate_flags(run: str, table: MetricsTable | None, steps: Iterable[int] | None = None, groups: int | None = None) -> list[RunFlag]:
+    """The flags of one run over `steps` (rollout ids; None: every step it logged); `groups`: its
+    number of groups per rollout (`groups_of` its settings), None when not recorded."""
     if table is None:
         return []
     wanted = sorted(table.rows) if steps is None else sorted(set(steps) & table.rows.keys())
@@ -88,7 +104,7 @@ def degenerate_flags(run: str, table: MetricsTable | None, steps: Iterable[int] 
     for step in wanted:
         metrics = table.rows[step].metrics
         for key, value in (
-            ("zero-std", _zero_spread(metrics)),
+            ("zero-std", _zero_spread(metrics, groups)),
             ("truncated", _get(metrics, _TRUNCATED)),
             (_REPETITION, _get(metrics, _REPETITION)),
         ):

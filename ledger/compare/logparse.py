@@ -21,11 +21,19 @@ that is not a dict literal (a truncated last line, a line cut by another process
 `malformed` with its location, never fatal. Payloads go through `ast.literal_eval` only; `nan`,
 `inf` and numpy-2 reprs such as `np.float64(1.5)` are accepted.
 
+Other trainers' lines (`key=value`, `key: value` and JSON lines naming their step, read by
+`ledger.compare.lineformats`) are rows too, keyed by that step, but only for logs that hold no
+Miles line at all (a Miles run's own lines are the record, whatever else it prints), and never
+from engine.log (the inference engines' lines, no trainer's: `step 4: {...}` there is SGLang's). Once a scan
+has seen a Miles line it stops looking for them; before that, `may_hold_metrics` (substring
+searches) keeps blocks without a step word away from any regex.
+
 `--save-debug-event-data` writes JSON lines `{"type": "metric", "rollout_id": N, "metrics": {...}}`;
 `parse_events` reads them and `merge` lets them win over log numbers, metric by metric.
 
 `metrics.jsonl` (`write_metrics_jsonl`/`read_metrics_jsonl`): a first line `{"meta": {...}}` with
-`version`, `sources`, `malformed`, `malformed_examples`; then one object per rollout id
+`version`, `sources`, `malformed`, `malformed_examples` and `formats` (which of `FORMATS` the
+numbers came from); then one object per rollout id (another trainer's step)
 `{"rollout_id": N, "t_start": s|null, "t_end": s|null, "metrics": {...}}` in id order; then one per
 train step `{"train_step": N, "metrics": {...}}`. Non-finite values are written as null (strict
 JSON) and read back as nan.
@@ -44,10 +52,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.compare.lineformats import FINDER, JSON_LINES, KEY_VALUE, MetricLine, may_hold_metrics, parse_line
 from ledger.fsutil import mapped, write_atomic
 
 METRICS_VERSION = 1
 MAX_EXAMPLES = 5
+MILES_LINES, METRIC_EVENTS = "miles", "metric events"
+# every format ledger reads per-step metrics from, as `MetricsTable.formats` names them
+FORMATS = (MILES_LINES, KEY_VALUE, JSON_LINES, METRIC_EVENTS, "jsonl file", "tensorboard")
+# what a run without per-step metrics is told, naming what ledger reads (docs/recording.md lists them)
+READS = (
+    "Miles' `step N: {...}` lines, `step N: key=value` or `key: value` lines, JSON lines with a step "
+    "(printed, or in a file a --metrics-* flag names), Miles' metric events and TensorBoard event files"
+)
+NO_METRICS = f'no per-step metrics found; ledger reads {READS} (docs/recording.md, "Per-step metrics")'
+ENGINE_LOG = "engine.log"  # the split log of the inference engines' lines (ledger.capture.stream)
+MAX_OTHER_LINE = 64 << 10  # longer lines are no other trainer's metric line (a 200 MB line costs nothing)
+_LINE_TIMESTAMP = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 
 # Candidate lines: the message part of a Miles line. Everything else is checked on the few hits.
 _CANDIDATE = re.compile(rb" - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ")
@@ -87,6 +108,15 @@ class MetricsTable:
     malformed: int = 0
     malformed_examples: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
+    formats: list[str] = field(default_factory=list)  # of FORMATS, in the order first seen
+
+    def has_metrics(self) -> bool:
+        """Whether any step logged anything."""
+        return bool(self.rows or self.train_steps)
+
+    def add_format(self, fmt: str) -> None:
+        if fmt not in self.formats:
+            self.formats.append(fmt)
 
     def _note_malformed(self, where: str) -> None:
         self.malformed += 1
@@ -156,6 +186,9 @@ class LogScan:
         self.last_seen: dict[int, float] = {}
         self.first_ts: float | None = None
         self._no_timestamp_yet: set[str] = set()
+        # other trainers' metric lines (`lineformats`), kept apart: used when no Miles line is seen
+        self.other = MetricsTable()
+        self.other_seen: dict[int, float] = {}
 
     def scan(self, path: Path) -> None:
         with mapped(path) as data:
@@ -198,6 +231,34 @@ class LogScan:
                 self.table._note_malformed(f"{path.name}:{line_no}: {kind} {number}: {why}")
                 continue
             self._add(kind, number, metrics, _unix(head.groups()))
+        if not self.table.has_metrics() and path.name != ENGINE_LOG and may_hold_metrics(data):
+            self._scan_other(data)
+
+    def _scan_other(self, data: bytes | mmap.mmap) -> None:
+        """Other trainers' metric lines in whole lines of `data` (see `ledger.compare.lineformats`)."""
+        done_to = -1
+        for m in FINDER.finditer(data):
+            if m.start() < done_to:
+                continue  # a line already read (several step words on it)
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            end = data.find(b"\n", m.end())
+            done_to = end = len(data) if end < 0 else end
+            if end - start > MAX_OTHER_LINE:
+                continue
+            text = data[start:end].decode("utf-8", "replace")
+            parsed = parse_line(_RAY_REPEATED.sub("", text) if "[repeated " in text else text)
+            if parsed is not None:
+                stamp = _LINE_TIMESTAMP.search(data, start, end)
+                self._add_other(parsed, _unix(stamp.groups()) if stamp else None)
+
+    def _add_other(self, line: MetricLine, ts: float | None) -> None:
+        row = self.other.rows.get(line.step)
+        if row is None:
+            row = self.other.rows[line.step] = StepRow(line.step, None, None, {})
+        row.metrics.update(line.metrics)
+        self.other.add_format(line.fmt)
+        if ts is not None:
+            self.other_seen[line.step] = max(ts, self.other_seen.get(line.step, ts))
 
     def absorb(self, later: LogScan) -> None:
         """Add what `later` scanned (other files) as if it had been scanned after this scan's
@@ -217,10 +278,20 @@ class LogScan:
                 self.table.malformed_examples.append(example)
         self.table.malformed += later.table.malformed
         self.table.sources.extend(s for s in later.table.sources if s not in self.table.sources)
+        for fmt in later.table.formats:
+            self.table.add_format(fmt)
+        for number, row in later.other.rows.items():
+            self.other.rows.setdefault(number, StepRow(number, None, None, {})).metrics.update(row.metrics)
+            if number in later.other_seen:
+                ts = later.other_seen[number]
+                self.other_seen[number] = max(ts, self.other_seen.get(number, ts))
+        for fmt in later.other.formats:
+            self.other.add_format(fmt)
         if later.first_ts is not None:
             self.first_ts = later.first_ts if self.first_ts is None else min(self.first_ts, later.first_ts)
 
     def _add(self, kind: str, number: int, metrics: dict[str, float], ts: float) -> None:
+        self.table.add_format(MILES_LINES)
         if kind in ("step", "critic-step"):  # critic-step N: the PPO critic's train step N
             if kind == "critic-step":
                 metrics = {(k if "/" in k else f"critic/{k}"): v for k, v in metrics.items()}
@@ -237,6 +308,9 @@ class LogScan:
         self.last_seen[number] = max(ts, self.last_seen.get(number, ts))
 
     def finish(self) -> MetricsTable:
+        if not self.table.has_metrics() and self.other.rows:  # no Miles line: the other formats count
+            self.table.rows, self.last_seen = self.other.rows, self.other_seen
+            self.table.formats = list(self.other.formats)
         previous = self.first_ts
         ordered = {}
         for number in sorted(self.table.rows):
@@ -299,6 +373,7 @@ def parse_events(directory: Path) -> MetricsTable:
                     continue
                 rollout_id = _as_int(event.get("rollout_id"))
                 train_step = _as_int(event.get("step"))
+                table.add_format(METRIC_EVENTS)
                 if rollout_id is not None:
                     row = table.rows.get(rollout_id)
                     if row is None:
@@ -317,6 +392,7 @@ def merge(log_table: MetricsTable, event_table: MetricsTable) -> MetricsTable:
         malformed=log_table.malformed + event_table.malformed,
         malformed_examples=(log_table.malformed_examples + event_table.malformed_examples)[:MAX_EXAMPLES],
         sources=log_table.sources + event_table.sources,
+        formats=list(dict.fromkeys(log_table.formats + event_table.formats)),
     )
     for number in sorted(set(log_table.rows) | set(event_table.rows)):
         log_row = log_table.rows.get(number)
@@ -350,6 +426,7 @@ def write_metrics_jsonl(path: Path, table: MetricsTable) -> None:
         "sources": table.sources,
         "malformed": table.malformed,
         "malformed_examples": table.malformed_examples,
+        "formats": table.formats,
     }
     lines = [json.dumps({"meta": meta}, sort_keys=True)]
     for number in sorted(table.rows):
@@ -417,6 +494,9 @@ def _read_meta(table: MetricsTable, meta: Any) -> None:
     sources, malformed, examples = meta.get("sources"), meta.get("malformed"), meta.get("malformed_examples")
     if isinstance(sources, list):
         table.sources = [str(x) for x in sources if isinstance(x, str)]
+    formats = meta.get("formats")
+    if isinstance(formats, list):
+        table.formats = [x for x in formats if isinstance(x, str)]
     if type(malformed) is int and malformed >= 0:
         table.malformed += malformed
     if isinstance(examples, list):
@@ -464,16 +544,38 @@ _ROLLOUT_LINE = re.compile(rb" - (?:perf|rollout) (\d+): ")
 
 def last_step(data: bytes) -> tuple[int, str | None] | None:
     """The last rollout id in a piece of Miles log (`perf N:` / `rollout N:` lines), and the
-    timestamp of that line as `YYYY-MM-DD HH:MM:SS` (None when the line has none)."""
+    timestamp of that line as `YYYY-MM-DD HH:MM:SS` (None when the line has none). Without a
+    Miles line, the step of the last of another trainer's metric lines (`lineformats`)."""
     found = None
     for match in _ROLLOUT_LINE.finditer(data):
         found = match
     if found is None:
-        return None
+        return _last_other_step(data)
     start = data.rfind(b"\n", 0, found.start()) + 1
-    stamp = _ANY_TIMESTAMP.search(data, start, found.start())
-    when = None
-    if stamp:
-        y, mo, d, h, mi, s = (g.decode() for g in stamp.groups()[:6])
-        when = f"{y}-{mo}-{d} {h}:{mi}:{s}"
-    return int(found.group(1)), when
+    return int(found.group(1)), _when(_ANY_TIMESTAMP.search(data, start, found.start()))
+
+
+def _when(stamp: re.Match[bytes] | None) -> str | None:
+    if stamp is None:
+        return None
+    y, mo, d, h, mi, s = (g.decode() for g in stamp.groups()[:6])
+    return f"{y}-{mo}-{d} {h}:{mi}:{s}"
+
+
+LAST_STEP_TRIES = 200  # lines with a step word tried, newest first, before giving up
+
+
+def _last_other_step(data: bytes) -> tuple[int, str | None] | None:
+    if not may_hold_metrics(data):
+        return None
+    tried = 0
+    for line in reversed(data.split(b"\n")):
+        if len(line) > MAX_OTHER_LINE or not may_hold_metrics(line):
+            continue
+        parsed = parse_line(line.decode("utf-8", "replace"))
+        if parsed is not None:
+            return parsed.step, _when(_LINE_TIMESTAMP.search(line))
+        tried += 1
+        if tried >= LAST_STEP_TRIES:
+            break
+    return None

@@ -55,7 +55,7 @@ def _from_blob(repo: Repo, oid: str, cache: Path, where: str) -> MetricsTable:
 
 
 # the code a cached metrics table comes from (see ledger/cache.py)
-METRICS_CODE = ("ledger.compare.metrics_store", "ledger.compare.logparse")
+METRICS_CODE = ("ledger.compare.metrics_store", "ledger.compare.logparse", "ledger.compare.lineformats")
 
 
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:

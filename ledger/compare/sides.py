@@ -18,7 +18,7 @@ from typing import Any
 
 from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
-from ledger.compare.flags import RunFlag, degenerate_flags
+from ledger.compare.flags import RunFlag, degenerate_flags, groups_of
 from ledger.compare.logparse import MetricsTable
 from ledger.compare.metrics_store import load_metrics
 from ledger.compare.noise import ROLLOUT_AXIS, RunSeries, judge
@@ -155,8 +155,8 @@ def attach_noise(
     report.noise = noise
     steps = _compared_steps(side_a[0].table, side_b[0].table)
     flags: list[RunFlag] = []
-    for series in (*side_a, *side_b):
-        flags += degenerate_flags(series.run, series.table, steps)
+    for series, (_entry, m, _table) in zip((*side_a, *side_b), (*runs_a, *runs_b)):
+        flags += degenerate_flags(series.run, series.table, steps, groups_of(m.get("settings")))
     report.flags = flags
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ledger.heat.cluster_target import ClusterTarget
 from ledger.heat.sensor import GpuInfo, Sample
+from ledger.installhint import RAY_PACKAGE, install_hint
 
 REFRESH_S = 5.0  # how often the node list is read again (new nodes get a sampler)
 RETRY_S = 5.0  # how often an unreachable cluster is tried again
@@ -56,7 +57,7 @@ def require_ray() -> None:
     try:
         import ray  # noqa: F401
     except ImportError as exc:
-        raise ClusterUnavailable(f"Ray is not installed where ledger runs ({exc}); pip install 'ledger[ray]'") from exc
+        raise ClusterUnavailable(f"Ray is not installed where ledger runs ({exc}); {install_hint('ray', RAY_PACKAGE)}") from exc
 
 
 def _local_dashboards() -> dict[int, str]:

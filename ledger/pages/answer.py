@@ -80,6 +80,7 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
     links = [f"{label}: {tracker_html(m)}" for label, m in (("A", manifest_a), ("B", manifest_b)) if tracker_html(m)]
     if links:
         head += f'<p class="trackers">{" &nbsp; ".join(links)}</p>'
+    head += notes_html([("A", manifest_a), ("B", manifest_b)])
     lines = [
         head,
         '<table class="answer" data-kind="answer">',
@@ -96,6 +97,13 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
         lines.append('<tr><td colspan="6">no metric both runs logged</td></tr>')
     lines.append("</table>")
     return "\n".join(lines)
+
+
+def notes_html(runs: list[tuple[str, Mapping[str, Any]]]) -> str:
+    """One paragraph per run that has a note (`ledger note`, or its `--note`), escaped: "" when none has."""
+    return "".join(
+        f'<p class="note" data-kind="note">note on {escape(label)}: {escape(str(m["note"]))}</p>' for label, m in runs if m.get("note")
+    )
 
 
 def tracker_html(manifest: Mapping[str, Any]) -> str:

@@ -28,6 +28,7 @@ class CompareRun:
     settings: dict[str, Any]
     table: MetricsTable | None
     trackers: Any = None  # the manifest's `trackers` (W&B/MLflow links the job printed)
+    note: str | None = None  # its note (`ledger note`, or its `--note`)
 
 
 def metric_names(runs: Sequence[CompareRun]) -> list[str]:
@@ -122,6 +123,9 @@ def compare_page(
 
         cells = "".join(f"<td>{tracker_html({'trackers': r.trackers}) or '-'}</td>" for r in runs)
         body.append(f"<tr><th>trackers</th>{cells}</tr>")
+    if any(r.note for r in runs):
+        cells = "".join(f'<td data-kind="note">{escape(r.note or "-")}</td>' for r in runs)
+        body.append(f"<tr><th>note</th>{cells}</tr>")
     body.append("</table>")
     groups: dict[str, list[str]] = {}
     for name in metrics:

@@ -8,6 +8,7 @@ from pathlib import Path
 from ledger.errors import LedgerError
 from ledger.heat.chart import heat_plot
 from ledger.heat.heatlog import HeatLog
+from ledger.installhint import install_hint
 
 
 def plot_heat_png(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, out_path: Path) -> Path:
@@ -18,7 +19,7 @@ def plot_heat_png(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, o
     except ImportError as exc:
         raise LedgerError(
             "plotting needs matplotlib, which is not installed",
-            hint="pip install 'ledger[plot]'",
+            hint=install_hint("plot", "matplotlib"),
         ) from exc
     if not heatlog.samples:
         raise LedgerError("the heat log has no samples to plot")

@@ -169,6 +169,7 @@ class ReportRow:
     summary: Mapping[str, Any]
     changes: str
     table: MetricsTable | None
+    groups: int | None = None  # groups per rollout (`rollout-batch-size`), for the degenerate flag
 
 
 # the report's sparklines: (title with its unit, metric)
@@ -201,14 +202,26 @@ def _run_curves(table: MetricsTable | None, y_ranges: Mapping[str, tuple[float, 
 def report_page(rows: Sequence[ReportRow], heading: str) -> str:
     """The whole `ledger report --html` page: the runs table with change sets and curves."""
     y_ranges = shared_y_ranges([row.table for row in rows])
-    head = ["id", "name", "state", "exit", "time", "paused", "started", "changed (vs the run before it)", "curves"]
+    notes = any(row.summary.get("note") for row in rows)
+    head = [
+        "id",
+        "name",
+        "state",
+        "exit",
+        "time",
+        "paused",
+        "started",
+        *(["note"] if notes else []),
+        "changed (vs the run before it)",
+        "curves",
+    ]
     lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
         s = row.summary
         paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
         duration = s.get("duration_s")
         state = (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else "")
-        state += f" {flagged}" if (flagged := degenerate_text(str(s.get("id")), row.table)) else ""
+        state += f" {flagged}" if (flagged := degenerate_text(str(s.get("id")), row.table, row.groups)) else ""
         cells = [
             s.get("id"),
             s.get("name") or "-",
@@ -217,6 +230,7 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
             "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s",
             paused,
             (s.get("started") or "-")[:19].replace("T", " "),
+            *([s.get("note") or "-"] if notes else []),
             row.changes,
         ]
         lines.append(

@@ -85,7 +85,8 @@ def noise_section(report: DiffReport, tables_a: Sequence[MetricsTable | None], t
     )
 
 
-def degenerate_text(run: str, table: MetricsTable | None) -> str:
-    """`DEGENERATE: ...` for a run of `ledger report` over all its steps ("" when it is not)."""
-    flags = degenerate_flags(run, table)
+def degenerate_text(run: str, table: MetricsTable | None, groups: int | None = None) -> str:
+    """`DEGENERATE: ...` for a run of `ledger report` over all its steps ("" when it is not);
+    `groups`: its number of groups per rollout (`ledger.compare.flags.groups_of`)."""
+    flags = degenerate_flags(run, table, groups=groups)
     return "; ".join(f"DEGENERATE: {f.describe()}" for f in flags)

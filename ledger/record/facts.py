@@ -227,17 +227,35 @@ def _debug_data_reached(command: Command, records: list[ShimRecord], training_ar
     return command.with_(debug_data=debug), None
 
 
-def metrics(run_dir: Path, data_dir: Path, logs: StreamResult) -> tuple[str | None, str | None]:
-    """`metrics.jsonl` from the log metrics the log work parsed, merged with the debug events
-    (the log worker writes it itself and carries back only the outcome). Returns (`logs.metrics`:
-    the file name or None, a warning for malformed lines or None)."""
-    from ledger.compare.logparse import write_run_metrics
+def metrics(
+    run_dir: Path, data_dir: Path, logs: StreamResult, command: Command, started: str | None, environ: Mapping[str, str] | None, say: Say
+) -> tuple[str | None, list[str]]:
+    """`metrics.jsonl` from the log metrics the log work parsed (the log worker writes it itself,
+    with the run's own metric events, and carries back only the outcome), merged with the metric
+    files the run wrote (`ledger.record.metricsources`). Returns (`logs.metrics`: the file name or
+    None, warnings). A run with no per-step metrics says so, naming the formats ledger reads."""
+    from ledger.compare.logparse import NO_METRICS, MetricsTable, read_metrics_jsonl, write_metrics_jsonl, write_run_metrics
+    from ledger.record.metricsources import find_sources, with_metric_files
+    from ledger.timefmt import parse_iso
 
+    extra = find_sources(command, data_dir, os.environ if environ is None else environ, parse_iso(started))
     if logs.metrics is None:
         written, malformed = logs.metrics_written, logs.malformed
     else:
         written, malformed = write_run_metrics(run_dir, data_dir, logs.metrics)
-    return ("metrics.jsonl" if written else None), (f"{malformed} malformed metric lines in the logs" if malformed else None)
+    warnings = [f"{malformed} malformed metric lines in the logs"] if malformed else []
+    if extra:
+        table = read_metrics_jsonl(run_dir / "metrics.jsonl") if written else MetricsTable()
+        table, more = with_metric_files(table, extra)
+        for warning in more:
+            say(f"ledger: {warning}")
+        warnings += more
+        if table.has_metrics():
+            write_metrics_jsonl(run_dir / "metrics.jsonl", table)
+            written = True
+    if not written:
+        say(f"ledger: {NO_METRICS}")
+    return ("metrics.jsonl" if written else None), warnings
 
 
 def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tuple[list[str], list[str]]:

@@ -591,12 +591,12 @@ def _derived_facts(
     if extra is not None:
         redacted.update(extra[1])
         record = record.with_(logs=record.logs.with_(extra=extra[0]), redacted=sorted(redacted))
-    metrics = guarded("parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, logs))
+    ran = record.command
+    metrics = guarded("parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, logs, ran, record.started, environ, say))
     if metrics is not None:
         if metrics[0]:
             record = record.with_(logs=record.logs.with_(metrics=metrics[0]))
-        if metrics[1]:
-            warnings.append(metrics[1])
+        warnings.extend(metrics[1])
     command = record.command
     data: list[dict[str, Any]] = [d.to_dict() for d in record.data]
     tracked = guarded("tracking data", lambda: facts.track_data(repo, staged, command, say))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
+from ledger.installhint import RAY_PACKAGE, install_hint
 
 HEAD_START_S = 90.0
 HEAD_STOP_S = 30.0
@@ -124,7 +125,7 @@ class LocalHead:
         if ray is None:
             raise LedgerError(
                 "the run was submitted to Ray and no Ray cluster answers, but `ray` is not installed here",
-                "pip install 'ledger[ray]', or give --address URL of a running cluster",
+                f"{install_hint('ray', RAY_PACKAGE)}, or give --address URL of a running cluster",
             )
         # once more on other ports when the first head ends at once: a free port ledger picked may
         # have been taken by another program before Ray bound it
