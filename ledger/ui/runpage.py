@@ -24,13 +24,19 @@ from ledger.ui.layout import info_html, run_href
 from ledger.ui.runview import RunView
 
 
+def _state_text(view: RunView) -> str:
+    """`finished`, or a running run's current step: `running: step 3`."""
+    if not view.running:
+        return view.state
+    return "running" if view.step is None else f"running: step {view.step}"
+
+
 def _facts(view: RunView) -> str:
     m = view.manifest
     status = m.get("status") or {}
-    state = view.state
-    if view.running:
-        state = "running" if view.step is None else f"running: step {view.step}"
-        state += f" (logged {view.last_step_at})" if view.last_step_at else ""
+    state = _state_text(view)
+    if view.running and view.last_step_at:
+        state += f" (logged {view.last_step_at})"
     duration = status.get("duration_s")
     command = m.get("command") or {}
     code = m.get("code") or {}
@@ -102,7 +108,7 @@ def _heat(view: RunView) -> str:
     steps = sorted((row.step, row.t_end) for row in table.rows.values() if row.t_end is not None) if table else []
     chart = render(heat_chart(view.heat, steps or None), width=900, height=300)
     summary = render_heat_summary(view.heat, steps or None)
-    return head + f'<div class="side"><div>{chart}</div><pre>{escape(summary)}</pre></div>'
+    return head + f'<div class="side"><div>{chart}</div><pre class="heat">{escape(summary)}</pre></div>'
 
 
 def _data(view: RunView) -> str:
@@ -139,7 +145,8 @@ def run_live(view: RunView) -> str:
     trackers = tracker_html(view.manifest) or "none"
     return "\n".join(
         [
-            f'<h1 data-kind="run" data-state="{escape(view.state)}">{escape(title)}</h1>',
+            f'<h1 data-kind="run" data-state="{escape(view.state)}">{escape(title)} '
+            f'<span class="state-{escape(view.state)}">{escape(_state_text(view))}</span></h1>',
             *(info_html(n) for n in view.notes),
             _facts(view),
             f"<h2>settings</h2>{_settings(view)}",
