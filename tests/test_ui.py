@@ -203,7 +203,7 @@ def test_api_answers_as_the_cli_and_the_server_is_read_only(repo: Path, server: 
 
 
 @needs_chromium
-def test_the_table_lists_the_runs_and_a_filter_narrows_it(server: str, browser: Browser, shots: Path) -> None:
+def test_the_table_lists_the_runs_and_a_filter_narrows_it(repo: Path, server: str, browser: Browser, shots: Path) -> None:
     browser.goto(f"{server}/")
     assert _rows(browser) == ["two", "lr2", "base"]  # newest first, as `ledger list`
     assert f"run {BROKEN} skipped" in browser.text("#live")  # one warning; the rest works
@@ -226,6 +226,14 @@ def test_the_table_lists_the_runs_and_a_filter_narrows_it(server: str, browser: 
     browser.wait_for("location.search.includes('sort=name')", "the sorted address")
     browser.wait_for("document.readyState === 'complete'", "the sorted page")
     assert _rows(browser) == ["base", "lr2", "two"]
+    # archived runs leave the table (it sees the new tip without a reload) unless it shows them
+    browser.evaluate("window.__kept = 'no reload'")
+    assert ledger(repo, "archive", "two").returncode == 0
+    browser.wait_for(f"{_cell_js('two', 'name')} === '' && {_cell_js('lr2', 'name')} === 'lr2'", "the archived run to leave")
+    assert browser.evaluate("window.__kept") == "no reload"
+    browser.goto(f"{server}/?archived=1")
+    assert sorted(_rows(browser)) == ["base", "lr2", "two"]
+    assert ledger(repo, "unarchive", "two").returncode == 0
     assert browser.problems() == []
 
 

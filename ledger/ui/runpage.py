@@ -26,6 +26,8 @@ from ledger.ui.runview import RunView
 
 def _state_text(view: RunView) -> str:
     """`finished`, or a running run's current step: `running: step 3`."""
+    if view.state == "orphaned":
+        return "orphaned"
     if not view.running:
         fidelity = ((view.manifest.get("replay") or {}).get("fidelity") or {}).get("verdict")
         return f"{view.state} (replay: {fidelity})" if view.manifest.get("replay_of") and fidelity else view.state

@@ -22,7 +22,7 @@ from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError, RunNotFound
 from ledger.heat.heatlog import HeatLog, read_heat_log
 from ledger.opening import open_branch
-from ledger.record.live import LiveRun, find_running, partial_run
+from ledger.record.live import ORPHANED_HINT, LiveRun, LogSplitter, find_running, partial_run, running_runs
 from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo
 from ledger.storage.listing import with_meta
@@ -49,11 +49,29 @@ class RunView:
     notes: list[str] = field(default_factory=list)  # what the reader said (a shared name, settings so far)
 
 
-def _tail(start: Path, run_id: str) -> list[str]:
+def _shown(lines: list[bytes]) -> list[str]:
     from ledger.termstyle import printable
 
-    result = tail_run(start, run_id, count=TAIL_LINES)
-    return [printable(line.decode("utf-8", "replace")) for line in result.lines]
+    return [printable(line.decode("utf-8", "replace")) for line in lines]
+
+
+def _tail(start: Path, run_id: str) -> list[str]:
+    """The trainer log's last lines, as `ledger tail` reads them (running or recorded)."""
+    return _shown(tail_run(start, run_id, count=TAIL_LINES).lines)
+
+
+def _orphan_tail(live: LiveRun, cfg: Any) -> list[str]:
+    """An orphaned run's staged output, split and redacted as `ledger tail` does a running run's
+    (`ledger tail` itself names only live or recorded runs)."""
+    splitter = LogSplitter(tuple(cfg.engine_patterns), engine=False)
+    lines: list[bytes] = []
+    try:
+        with open(live.staged.raw_output, "rb") as f:
+            while data := f.read(1 << 20):
+                lines = (lines + splitter.feed(data))[-TAIL_LINES:]
+    except OSError:
+        return []
+    return _shown((lines + splitter.finish())[-TAIL_LINES:])
 
 
 def _heat_from(raw: bytes | None) -> HeatLog | None:
@@ -75,20 +93,29 @@ def _running_view(start: Path, live: LiveRun, cfg: Any) -> RunView:
     except LedgerError:  # a heat log being written may hold a line cut short: no chart until it is whole
         heat = None
     notes = [] if part.settings_complete else ["settings so far: the training command has not shown yet"]
-    notes.append("still running: settings, metrics and logs so far (the record is written when it ends)")
+    if live.orphaned:
+        notes.append(f"orphaned: its `ledger run` is gone; {ORPHANED_HINT}")
+    else:
+        notes.append("still running: settings, metrics and logs so far (the record is written when it ends)")
     return RunView(
         live.id,
         part.manifest,
-        "running",
+        "orphaned" if live.orphaned else "running",
         running=True,
         step=live.step,
         last_step_at=live.last_step_at,
         note=part.manifest.get("note"),
         table=part.table,
         heat=heat,
-        log_tail=_tail(start, live.id),
+        log_tail=_orphan_tail(live, cfg) if live.orphaned else _tail(start, live.id),
         notes=notes,
     )
+
+
+def _orphaned(root: Path, name: str) -> LiveRun | None:
+    """A staged run whose `ledger run` died (the table lists it), by its id or name."""
+    found = [r for r in running_runs(root, orphaned=True) if r.orphaned and name in (r.id, r.manifest.get("name"))]
+    return found[-1] if found else None
 
 
 def _meta(repo: Repo, entry: RunEntry) -> tuple[tuple[str, ...], str | None, bool]:
@@ -103,7 +130,7 @@ def run_view(start: Path, name: str) -> RunView:
     """The run `name` names: in progress first (as `ledger show`), else recorded at the tip."""
     RunRef.parse(name)  # a name with '/' or control characters is refused before anything is read
     repo, cfg, tip = open_branch(start)
-    live = find_running(repo.root, name)
+    live = find_running(repo.root, name) or _orphaned(repo.root, name)
     if live is not None:
         return _running_view(start, live, cfg)
     manifest, _text, shared = show_run(start, name)

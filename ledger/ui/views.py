@@ -37,9 +37,14 @@ def answered(make: Callable[[], Made], title: str, as_json: bool = False) -> Mad
     try:
         return make()
     except LedgerError as exc:
-        if as_json:
-            return Made(status_of(exc), json.dumps({"error": exc.one_line()}))
-        return Made(status_of(exc), error_page(title, exc.one_line()))
+        return refusal(exc, title, as_json)
+
+
+def refusal(exc: LedgerError, title: str, as_json: bool = False) -> Made:
+    """A ledger error as its page (or JSON object): one line, and the status it deserves."""
+    if as_json:
+        return Made(status_of(exc), json.dumps({"error": exc.one_line()}))
+    return Made(status_of(exc), error_page(title, exc.one_line()))
 
 
 def _listed(start: Path, query: TableQuery) -> tuple[ListResult, TableQuery, list[str]]:

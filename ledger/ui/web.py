@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ledger.errors import LedgerError
 from ledger.ui import views
 from ledger.ui.address import host_of
 from ledger.ui.layout import error_page
@@ -90,17 +91,23 @@ class Pages:
         folder = Path(__file__).parent / "static"
         self.static = {name: (folder / name).read_bytes() for name in STATIC}
 
+    def _made(self, request: Request, make: Callable[[str], Made], as_json: bool) -> tuple[str, Made]:
+        """The page for the ledger as it is now: from the memo, else made (and kept)."""
+        try:
+            at = version(self.start, time.time())
+        except LedgerError as exc:  # the repository or its branch went bad: say so on every page
+            return "", views.refusal(exc, "ledger", as_json)
+        live_only = request.headers.get(PART_HEADER) == "live"
+        key = views.query_key(request.url.path, request.query_params.multi_items(), live_only)
+        return at, self.memo.get(at, key, lambda: _guarded(lambda: make(at), as_json))
+
     def _page(self, request: Request, make: Callable[[str, bool], Made]) -> Response:
         live_only = request.headers.get(PART_HEADER) == "live"
-        at = version(self.start, time.time())
-        key = views.query_key(request.url.path, request.query_params.multi_items(), live_only)
-        made = self.memo.get(at, key, lambda: _guarded(lambda: make(at, live_only)))
+        at, made = self._made(request, lambda at: make(at, live_only), as_json=False)
         return Response(made.body, made.status, headers={"X-Ledger-Version": at}, media_type=HTML)
 
     def _json(self, request: Request, make: Callable[[], Made]) -> Response:
-        at = version(self.start, time.time())
-        key = views.query_key(request.url.path, request.query_params.multi_items(), False)
-        made = self.memo.get(at, key, lambda: _guarded(make, as_json=True))
+        at, made = self._made(request, lambda _at: make(), as_json=True)
         return Response(made.body, made.status, headers={"X-Ledger-Version": at}, media_type="application/json")
 
     def table(self, request: Request) -> Response:
@@ -128,7 +135,10 @@ class Pages:
         return self._json(request, lambda: views.api_run_view(self.start, name))
 
     def api_version(self, request: Request) -> Response:
-        return JSONResponse({"version": version(self.start, time.time())})
+        try:
+            return JSONResponse({"version": version(self.start, time.time())})
+        except LedgerError as exc:
+            return JSONResponse({"version": "", "error": exc.one_line()}, status_code=views.status_of(exc))
 
     def static_file(self, request: Request) -> Response:
         name = str(request.path_params["name"])
