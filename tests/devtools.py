@@ -51,11 +51,11 @@ class Browser:
         self.log = profile.with_suffix(".log")
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [CHROMIUM, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
+                [CHROMIUM, *FLAGS, "--no-proxy-server", "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
-                preexec_fn=place_fds,
+                preexec_fn=place_fds,  # only dup2 in the child: safe even with threads in the parent
                 close_fds=False,  # our own fds are close-on-exec; only the placed 3 and 4 pass
             )
         os.close(to_child)

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,9 +109,8 @@ def server(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
         while True:
             assert proc.poll() is None, (logs / "err").read_text()
             try:
-                with urllib.request.urlopen(f"{url}/api/version", timeout=10) as answer:
-                    if answer.status == 200:
-                        break
+                if _request(url, "GET", "/api/version")[0] == 200:
+                    break
             except OSError:
                 if time.monotonic() > deadline:
                     raise
