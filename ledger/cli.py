@@ -518,6 +518,22 @@ def heat(run_name: str, png: Path | None, html: Path | None, as_json: bool) -> N
 
 
 @app.command()
+@click.option("--port", type=click.IntRange(0, 65535), default=None, help="Port to listen on (default: a free one).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; any other than this machine's loopback makes the ledger readable from the network.",
+)
+@click.option("--no-browser", is_flag=True, help="Print the address only; do not open a browser.")
+def ui(port: int | None, host: str, no_browser: bool) -> int:
+    """Serve the ledger in a browser, live and read-only: runs table, run pages, compare, diff (Ctrl-C stops it)."""
+    from ledger.ui.serve import serve
+
+    return serve(Path.cwd(), host, port, not no_browser, say=_say, show=_show)
+
+
+@app.command()
 @click.argument("run_name")
 def path(run_name: str) -> None:
     """Print the folder of a run inside the branch (runs/<shard>/<id>)."""

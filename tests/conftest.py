@@ -37,6 +37,8 @@ LONGEST_FIRST = (
     "test_daily",
     "test_hostile_remote",
     "test_hostile_tree",
+    "test_ui",
+    "test_hostile_pull",
     "test_streamed",
     "test_demo",
     "test_pages",

@@ -10,10 +10,11 @@ from ledger.heat.heatlog import HeatLog
 from ledger.pages.svg import Chart, Series, page, render
 
 
-def heat_page(run_id: str, heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, summary: str) -> str:
-    """One page: temperature per GPU (and node), pauses, thresholds, step ends; the summary beside."""
+def heat_chart(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None) -> Chart:
+    """The heat plot as a chart: temperature per GPU (and node), pauses, thresholds, step ends
+    (also drawn on `ledger ui`'s run page)."""
     plot = heat_plot(heatlog, steps)
-    chart = Chart(
+    return Chart(
         title=plot.title,
         x_label=f"{plot.unit} since start",
         y_label="temperature (C)",
@@ -24,6 +25,11 @@ def heat_page(run_id: str, heatlog: HeatLog, steps: Sequence[tuple[int, float]] 
         vline_label="step boundary",
         hlines=plot.thresholds,
     )
+
+
+def heat_page(run_id: str, heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, summary: str) -> str:
+    """One page: temperature per GPU (and node), pauses, thresholds, step ends; the summary beside."""
+    chart = heat_chart(heatlog, steps)
     body = (
         f'<h1>heat of run {escape(run_id)}</h1>\n<div class="side"><div>{render(chart, width=900, height=360)}'
         f"</div>\n<pre>{escape(summary)}</pre></div>"
