@@ -31,7 +31,6 @@ from typing import Any
 import pytest
 from conftest import LEDGER, git, ledger, make_repo, nvml_works
 
-from ledger.fsutil import proc_stat
 from ledger.heat.cluster_target import ClusterTarget, collective_timeout, detect_cluster
 from ledger.heat.heatlog import read_heat_log
 
@@ -39,6 +38,15 @@ ray = pytest.importorskip("ray", reason="Ray is the `ray` extra, installed by `m
 
 
 DRIVER = Path(__file__).resolve().parent / "ray_shapes" / "train.py"
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, ...); None when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
 
 
 def _free_port() -> int:
