@@ -162,17 +162,18 @@ def test_ledgers_own_default_config_is_not_redacted() -> None:
 
 
 def test_catalogue_is_loaded_and_compiled_for_the_one_pass_scan() -> None:
-    """detect-secrets' provider plugins are the catalogue; each regex is a Hyperscan trigger (as it
-    is, or with its lookarounds dropped) and no plugin runs in the slow per-block fallback."""
+    """detect-secrets' provider plugins and gitleaks' rules are the catalogue; each regex is a
+    Hyperscan trigger (as it is, or with its lookarounds dropped, or gitleaks' keywords) and none runs
+    in the slow per-block fallback; the whole set compiles as it was chosen (no rule checked alone)."""
     from ledger.redact.scanner import catalogue_triggers
 
     rules = catalogue_triggers()
     providers = {r.provider for r, _, _ in rules}
     assert {"Stripe Access Key", "SendGrid API Key", "PyPI Token", "Telegram Bot Token", "Slack Token"} <= providers
     assert "Public IP (ipv4)" not in providers  # an IP address is not a credential
-    assert {path for _, _, path in rules} <= {"as-is", "translated"}
-    assert any(path == "translated" for _, _, path in rules)
-    assert Redactor().engine == "hyperscan"
+    assert {path for _, _, path in rules} == {"as-is", "translated", "keywords"}
+    assert {"linear-api-key", "doppler-api-token", "generic-api-key"} <= providers and len(rules) > 250
+    assert Redactor().engine == "hyperscan" and not scanner._REFUSED
 
 
 def test_ansi_codes_are_seen_through_and_kept_where_nothing_is_secret() -> None:

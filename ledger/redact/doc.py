@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ledger.redact import gitleaks
 from ledger.redact import rules as secretrules
 from ledger.redact.catalogue import SKIPPED, catalogue_version
 from ledger.redact.scanner import Redactor, catalogue_triggers
@@ -82,6 +83,35 @@ def syntax_examples_hidden() -> list[str]:
     return [name for name, example in SYNTAXES if VALUE in Redactor().redact_text(example)]
 
 
+def gitleaks_section() -> list[str]:
+    """The gitleaks rules: where they come from, how each is found, and their ids."""
+    paths: dict[str, list[str]] = {}
+    for r, _, path in catalogue_triggers():
+        if r.plugin == "gitleaks":
+            paths.setdefault(path, []).append(r.provider)
+    total = sum(len(v) for v in paths.values())
+    named = [rid for rid, _ in gitleaks.file_name_rules()]
+    return [
+        "## Provider shapes from gitleaks",
+        "",
+        f"Every rule of gitleaks' default configuration ({total} regexes, and {len(named)} file-name rule: "
+        f"{', '.join(f'`{n}`' for n in named)}),",
+        f"carried as data in ledger/redact/gitleaks_rules.json (gitleaks commit `{gitleaks.data_commit()[:12]}`, MIT",
+        "licence, each rule named by its gitleaks id; `tools/gitleaks_rules.py` writes the file from",
+        "gitleaks' `config/gitleaks.toml`). Their Go RE2 regexes are translated for Python and Hyperscan",
+        "(ledger/redact/re2.py). A rule runs on a text holding one of its keywords; its secret is the",
+        "rule's group, of entropy above the rule's floor, and dropped where gitleaks' allowlists (global and",
+        "the rule's) say it is no secret. A rule gitleaks limits to some paths (`*.tf`, `*.yaml`) runs on",
+        "every text. A hidden value is recorded as `pattern:gitleaks:<rule id>`.",
+        "",
+        f"In the one-pass scan, {len(paths.get('keywords', []))} rules are found by their keywords (a literal "
+        "scan: each keyword is distinctive) and",
+        f"{len(paths.get('as-is', []))} by their own regex (a keyword too common in training logs, such as `token`, or too short).",
+        "",
+        "Rules: " + ", ".join(f"`{rid}`" for rid in sorted(rid for ids in paths.values() for rid in ids)) + ".",
+    ]
+
+
 def render() -> str:
     """The page."""
     out = [
@@ -117,12 +147,15 @@ def render() -> str:
     ]
     seen: dict[tuple[str, str], list[str]] = {}
     for r, _, path in catalogue_triggers():
-        seen.setdefault((r.provider, r.plugin), []).append(path)
+        if r.plugin != "gitleaks":
+            seen.setdefault((r.provider, r.plugin), []).append(path)
     for (provider, plugin), paths in sorted(seen.items()):
         out.append(f"| {provider} | `{plugin}` | {len(paths)} | {', '.join(sorted(set(paths)))} |")
     out += [
         "",
         "Plugins not used: " + "; ".join(f"`{k}` ({v})" for k, v in sorted(SKIPPED.items())) + ".",
+        "",
+        *gitleaks_section(),
         "",
         "## Shapes of our own",
         "",

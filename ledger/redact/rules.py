@@ -372,8 +372,9 @@ def _round_two(data: bytes, acc: Redactions, out: list[Span], secret: NameTest, 
 
 
 def _catalogue_spans(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
-    """The detect-secrets catalogue's shapes, outside what ledger's own rules hid (which keeps their kind)."""
-    lower = data.lower() if any(r.caseless and r.needs for r in catalogue()) else None
+    """The catalogue's shapes (detect-secrets', gitleaks'), outside what ledger's own rules hid
+    (which keeps their kind)."""
+    lower = data.lower()
     for rule in catalogue():
         spans = [sp for sp in rule.spans(data, lower) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
         if spans:

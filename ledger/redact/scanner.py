@@ -100,7 +100,7 @@ def trigger_patterns(
     out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
     if rules_on:
         out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
-        out += [(trigger, r.caseless) for r, trigger, _ in catalogue_triggers() if trigger is not None]
+        out += [(trigger, r.caseless) for r, trigger, _ in _triggers() if trigger is not None]
     out += [(re.escape(lit), False) for lit in sorted(set(literals))]
     # a superset: a head holds the value's first characters, a tail its last ones
     ends = {piece for value in wrapped for piece in (value[:MIN_LENGTH], value[-MIN_LENGTH:])}
@@ -171,18 +171,61 @@ def hyperscan_compiles(pattern: bytes, caseless: bool) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=1)
-def catalogue_triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
+# Set when Hyperscan refused the rules' trigger set: from then on each catalogue trigger is tried
+# on its own first (`catalogue_triggers(checked=True)`), so one refused form costs only its rule.
+_REFUSED: list[bool] = []
+
+
+@functools.lru_cache(maxsize=2)
+def catalogue_triggers(checked: bool = False) -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
     """Each catalogue rule with its Hyperscan trigger and how it got it: ``as-is``, ``translated``
-    (lookarounds dropped), or ``fallback`` (no trigger: its regex scans each block in `re`)."""
+    (lookarounds dropped), ``keywords`` (gitleaks' keywords: a literal scan), or ``fallback`` (no
+    trigger: its regex scans each block in `re`).
+
+    Unchecked (the usual case, `checked` false) each rule's first form is taken: compiling the
+    whole trigger set is the check, one compile instead of one per rule (~1 s for the ~260 rules).
+    Checked, after Hyperscan refused the set, each form is compiled on its own first."""
     out = []
     for rule in catalogue():
-        pick = next(((path, p) for path, p in rule.candidates if hyperscan_compiles(p, rule.caseless)), None)
+        if checked:
+            pick = next(((path, p) for path, p in rule.candidates if hyperscan_compiles(p, rule.caseless)), None)
+        else:
+            pick = next(((path, p) for path, p in rule.candidates), None)
         out.append((rule, pick[1], pick[0]) if pick else (rule, None, "fallback"))
     return tuple(out)
 
 
+def _triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
+    return catalogue_triggers(checked=bool(_REFUSED))
+
+
 _COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
+
+
+def _database(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> Any:
+    """A Hyperscan block database of `patterns` with its own scratch (one per stream, so one per
+    thread); compiled once per process (~0.1-0.4 s), then loaded from its serialized copy (~1 ms)."""
+    key = tuple(patterns)
+    if key not in _COMPILED:
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[p for p, _ in patterns],
+            ids=list(range(len(patterns))),
+            elements=len(patterns),
+            flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
+        )
+        if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
+            del _COMPILED[next(iter(_COMPILED))]  # the least recently used
+        _COMPILED[key] = hyperscan.dumpb(db)
+    _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
+    db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
+    db.scratch = hyperscan.Scratch(db)
+    return db
+
+
+def _combined(patterns: list[tuple[bytes, bool]]) -> re.Pattern[bytes]:
+    """`patterns` as one Python regex (where Hyperscan is missing or refused them)."""
+    return re.compile(b"|".join((b"(?i:" if c else b"(?:") + p + b")" for p, c in patterns))
 
 
 class _Engine:
@@ -192,31 +235,18 @@ class _Engine:
         self._db: Any = None
         self._re: re.Pattern[bytes] | None = None
         self.kind = "none"
+        self.refused = False  # Hyperscan is there but refused a pattern
         if not patterns:
             return
         try:
             import hyperscan
-
-            key = tuple(patterns)
-            if key not in _COMPILED:  # compiling takes ~0.2 s; loading a serialized copy ~1 ms
-                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(
-                    expressions=[p for p, _ in patterns],
-                    ids=list(range(len(patterns))),
-                    elements=len(patterns),
-                    flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
-                )
-                if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
-                    del _COMPILED[next(iter(_COMPILED))]  # the least recently used
-                _COMPILED[key] = hyperscan.dumpb(db)
-            _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
-            # each engine its own database and scratch: one per stream, so one per thread
-            db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
-            db.scratch = hyperscan.Scratch(db)
-            self._db, self.kind = db, "hyperscan"
-        except Exception:  # no wheel for this platform, or a pattern it refuses: same result in re
-            alts = [(b"(?i:" if c else b"(?:") + p + b")" for p, c in patterns]
-            self._re, self.kind = re.compile(b"|".join(alts)), "re"
+        except ImportError:  # no wheel for this platform: the same result in re
+            self._re, self.kind = _combined(patterns), "re"
+            return
+        try:
+            self._db, self.kind = _database(hyperscan, patterns), "hyperscan"
+        except Exception:  # a pattern it refuses (`Redactor._get_engine` then checks each form): re meanwhile
+            self._re, self.kind, self.refused = _combined(patterns), "re", True
 
     def ends(self, data: bytes) -> list[int]:
         """End offsets (exclusive) of the matches in `data`, in no particular order."""
@@ -256,6 +286,7 @@ class _Engines:
     def __init__(self, static: list[tuple[bytes, bool]], literals: list[tuple[bytes, bool]]):
         self.parts = [e for e in (_Engine(static), _Engine(literals)) if e.kind != "none"]
         self.kind = self.parts[0].kind if self.parts else "none"
+        self.refused = any(e.refused for e in self.parts)
 
     def ends(self, data: bytes) -> list[int]:
         """End offsets of the matches of both databases."""
@@ -315,10 +346,11 @@ class Redactor:
 
     def _get_engine(self) -> _Engines:
         if self._engine is None:  # compiled on first use: a one-line redaction never pays for it
-            self._engine = _Engines(
-                trigger_patterns(self.extra, rules_on=self.rules_on),
-                trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped),
-            )
+            literals = trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped)
+            self._engine = _Engines(trigger_patterns(self.extra, rules_on=self.rules_on), literals)
+            if self._engine.refused and not _REFUSED:  # a catalogue form Hyperscan refuses: each tried alone
+                _REFUSED.append(True)
+                self._engine = _Engines(trigger_patterns(self.extra, rules_on=self.rules_on), literals)
         return self._engine
 
     def flagged(self, body: bytes, start: int = 0) -> list[Span]:
@@ -330,7 +362,7 @@ class Redactor:
         view = View(body)
         ends = self._get_engine().ends(view.text)
         if self.rules_on:
-            ends += [m.end() for r, trigger, _ in catalogue_triggers() if trigger is None for m in r.pattern.finditer(view.text)]
+            ends += [m.end() for r, trigger, _ in _triggers() if trigger is None for m in r.pattern.finditer(view.text)]
         hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends if view.at(max(end - 1, 0)) >= start})
         if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
             return hits
