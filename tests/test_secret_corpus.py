@@ -13,6 +13,7 @@ from secret_corpus import (
     ORDINARY,
     ORDINARY_ROUND_TWO,
     ansi_lines,
+    catalogue_lines,
     escaped_forms,
     named_lines,
     pem_block,
@@ -20,6 +21,8 @@ from secret_corpus import (
     provider_lines,
     provider_tokens,
     rand,
+    round_three_lines,
+    round_three_tokens,
     shape_lines,
     syntax_lines,
     tokens,
@@ -33,6 +36,10 @@ from ledger.redact.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_pa
 
 TOK = tokens()
 CORPUS = shape_lines(TOK) + named_lines() + prefixed_lines() + provider_lines(provider_tokens()) + syntax_lines() + ansi_lines(TOK)
+# round three: the shapes the issue found leaking, every Authorization scheme, and a generated value
+# of every catalogue rule (detect-secrets' plugins and gitleaks' default rules)
+ROUND_THREE = round_three_lines(round_three_tokens())
+CORPUS += ROUND_THREE + catalogue_lines()
 
 
 @pytest.mark.parametrize(("line", "secret"), CORPUS)

@@ -50,6 +50,10 @@ SKIPPED = {
     "PrivateKeyDetector": "ledger's PEM rule masks the whole key block, line by line",
 }
 _TOKEN = re.compile(rb"[A-Za-z0-9_\-]")
+# A group this short is structure, not the credential: the whole match is hidden instead (in
+# detect-secrets' rules a short group opening the match, a prefix such as ``(ghp|gho)_``; in
+# gitleaks' a short secret, such as one repeat of ``([a-z0-9]{4}-){3}`` in a webhook URL)
+SHORT_GROUP = 8
 # one lookaround group (no nested parentheses inside, which is all the catalogue uses)
 _LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.|\([^()]*\))*\)")
 
@@ -103,7 +107,7 @@ class CatalogueRule:
             return [sp for m in self.pattern.finditer(data) if (sp := self._gitleaks_span(data, m)) is not None]
         out: list[tuple[int, int]] = []
         for m in self.pattern.finditer(data):
-            if self.pattern.groups and m.group(1):
+            if self.pattern.groups and m.group(1) and (m.start(1) > m.start() or len(m.group(1)) >= SHORT_GROUP):
                 out.append(m.span(1))
             elif (sp := _widened(data, *m.span())) is not None:
                 out.append(sp)
@@ -129,7 +133,7 @@ class CatalogueRule:
         line = data[start : len(data) if end < 0 else end]
         if any(a.allows(secret, m.group(), line) for a in (*global_allowlists(), *self.allow)):
             return None
-        return span
+        return span if span[1] - span[0] >= SHORT_GROUP else _widened(data, *m.span())
 
 
 def _widened(data: bytes, start: int, end: int) -> tuple[int, int] | None:
