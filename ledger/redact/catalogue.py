@@ -37,6 +37,7 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -328,6 +329,47 @@ def catalogue() -> tuple[CatalogueRule, ...]:
         except (KeyError, TypeError, ValueError):
             continue
     return tuple(rules)
+
+
+Gate = tuple[bytes, bool, tuple[int, ...]]  # a literal, whether caseless, the rules needing it
+
+
+@functools.lru_cache(maxsize=1)
+def _gates() -> tuple[tuple[int, ...], tuple[Gate, ...], dict[bytes, tuple[Gate, ...]]]:
+    """The catalogue indexed by what each rule needs (a literal, a keyword): the rules needing
+    nothing, every gate, and the gates by their first two bytes in lower case (a short text is
+    tested only against the gates its own byte pairs can start; one-byte gates under ``b""``)."""
+    always: list[int] = []
+    by_gate: dict[tuple[bytes, bool], list[int]] = {}
+    for i, rule in enumerate(catalogue()):
+        gates = [(k, True) for k in rule.keywords] or ([(rule.needs, rule.caseless)] if rule.needs else [])
+        for gate in gates:
+            by_gate.setdefault(gate, []).append(i)
+        if not gates:
+            always.append(i)
+    every = tuple((lit, caseless, tuple(idx)) for (lit, caseless), idx in by_gate.items())
+    by_pair: dict[bytes, list[Gate]] = {}
+    for gate in every:
+        by_pair.setdefault(gate[0][:2].lower() if len(gate[0]) >= 2 else b"", []).append(gate)
+    return tuple(always), every, {k: tuple(v) for k, v in by_pair.items()}
+
+
+def rules_for(data: bytes, lower: bytes) -> list[CatalogueRule]:
+    """The catalogue rules that may match `data` (`lower`: `data.lower()`), in catalogue order:
+    a rule is tried only where what it needs is (~280 gates; one `in` test each on a long text,
+    a dictionary look-up per byte pair on a short one, such as a manifest's strings)."""
+    always, every, by_pair = _gates()
+    if len(lower) > 256:
+        gates: Iterable[Gate] = every
+    else:
+        pairs = {lower[i : i + 2] for i in range(len(lower) - 1)}
+        gates = [g for pair in pairs for g in by_pair.get(pair, ())] + list(by_pair.get(b"", ()))
+    hit = set(always)
+    for lit, caseless, idx in gates:
+        if lit in (lower if caseless else data):
+            hit.update(idx)
+    rules = catalogue()
+    return [rules[i] for i in sorted(hit)]
 
 
 def catalogue_version() -> str:

@@ -30,7 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
-from ledger.redact.catalogue import catalogue
+from ledger.redact.catalogue import rules_for
 from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
@@ -388,7 +388,7 @@ def _catalogue_spans(data: bytes, acc: Redactions, out: list[Span], found: set[b
     """The catalogue's shapes (detect-secrets', gitleaks'), outside what ledger's own rules hid
     (which keeps their kind)."""
     lower = data.lower()
-    for rule in catalogue():
+    for rule in rules_for(data, lower):
         spans = [sp for sp in rule.spans(data, lower) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
         if spans:
             acc.add_kind(rule.kind)

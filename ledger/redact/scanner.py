@@ -40,7 +40,7 @@ from typing import Any, BinaryIO
 
 from ledger.redact import rules
 from ledger.redact.catalogue import CatalogueRule, catalogue
-from ledger.redact.names import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
+from ledger.redact.names import KNOWN_VALUE, MASK, SECRET_IN_NAME, Redactions, is_secret_name, keeps_value, plain_label
 from ledger.redact.variants import MIN_LENGTH, variants
 
 Span = tuple[int, int]
@@ -558,23 +558,42 @@ class Redactor:
         return out
 
     def redact_obj(self, obj: Any, acc: Redactions, skip: frozenset[str] = frozenset()) -> Any:
-        """A JSON-like object (the manifest): values under secret-named keys, and every string."""
+        """A JSON-like object (the manifest): values under secret-named keys, every string, and
+        every key (`redact_label`: a key is written too)."""
         if isinstance(obj, dict):
             out: dict[Any, Any] = {}
             for key, value in obj.items():
                 if key in skip:
                     out[key] = value
-                elif isinstance(key, str) and isinstance(value, str) and self._secret(key) and not keeps_value(key, value):
-                    acc.add_name(key)
-                    out[key] = MASK
+                    continue
+                name = self.redact_label(key, acc) if isinstance(key, str) else key
+                while name in out:  # two keys hidden alike stay two
+                    name = f"{name} #{len(out)}"
+                hidden = name != key
+                if isinstance(key, str) and isinstance(value, str) and (hidden or self._secret(key)) and not keeps_value(key, value):
+                    acc.add_name(name)
+                    out[name] = MASK
                 else:
-                    out[key] = self.redact_obj(value, acc)
+                    out[name] = self.redact_obj(value, acc)
             return out
         if isinstance(obj, (list, tuple)):
             return type(obj)(self.redact_obj(v, acc) for v in obj)
         if isinstance(obj, str):
             return self.redact_text(obj, acc)
         return obj
+
+    def redact_label(self, label: str, acc: Redactions | None = None) -> str:
+        """A name ledger writes (a key, a setting's name, a file's place in `redacted`): one that
+        cannot be a name is `HIDDEN_LABEL`, one holding a secret shape or known value is masked
+        (recorded as ``secret-in-a-name``). The rules see the label alone, so a name that only
+        reads as secret (``secrets.yaml``) is kept."""
+        acc = acc if acc is not None else Redactions()
+        plain = plain_label(label)
+        found = Redactions()
+        clean = self.redact_text(plain, found) if plain == label else plain
+        if clean != label:
+            acc.add_kind(SECRET_IN_NAME)
+        return clean
 
     def redact_file(self, src: Path, dest: Path | None = None, acc: Redactions | None = None) -> bool:
         """Redact a file into `dest` (default: in place, atomically); True when anything changed.
