@@ -342,10 +342,10 @@ def _gates() -> tuple[tuple[int, ...], tuple[Gate, ...], dict[bytes, tuple[Gate,
     always: list[int] = []
     by_gate: dict[tuple[bytes, bool], list[int]] = {}
     for i, rule in enumerate(catalogue()):
-        gates = [(k, True) for k in rule.keywords] or ([(rule.needs, rule.caseless)] if rule.needs else [])
-        for gate in gates:
-            by_gate.setdefault(gate, []).append(i)
-        if not gates:
+        needs = [(k, True) for k in rule.keywords] or ([(rule.needs, rule.caseless)] if rule.needs else [])
+        for need in needs:
+            by_gate.setdefault(need, []).append(i)
+        if not needs:
             always.append(i)
     every = tuple((lit, caseless, tuple(idx)) for (lit, caseless), idx in by_gate.items())
     by_pair: dict[bytes, list[Gate]] = {}
