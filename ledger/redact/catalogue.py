@@ -55,6 +55,9 @@ _TOKEN = re.compile(rb"[A-Za-z0-9_\-]")
 # detect-secrets' rules a short group opening the match, a prefix such as ``(ghp|gho)_``; in
 # gitleaks' a short secret, such as one repeat of ``([a-z0-9]{4}-){3}`` in a webhook URL)
 SHORT_GROUP = 8
+# a match with none of these inside is one token, hidden whole whatever its group (a group inside it
+# names a piece of the token, not the credential; in `name = value` the group is the value)
+_ONE_TOKEN = re.compile(rb"[^\s'\"`=:,;<>|(){}\[\]]+")
 # one lookaround group (no nested parentheses inside, which is all the catalogue uses)
 _LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.|\([^()]*\))*\)")
 
@@ -134,7 +137,10 @@ class CatalogueRule:
         line = data[start : len(data) if end < 0 else end]
         if any(a.allows(secret, m.group(), line) for a in (*global_allowlists(), *self.allow)):
             return None
-        return span if span[1] - span[0] >= SHORT_GROUP else _widened(data, *m.span())
+        whole = _widened(data, *m.span())
+        if whole is not None and (span[1] - span[0] < SHORT_GROUP or _ONE_TOKEN.fullmatch(data, *whole)):
+            return whole  # the group is a piece of one token (jwt-base64's `(?P<alg>...)`): all of it goes
+        return span
 
 
 def _widened(data: bytes, start: int, end: int) -> tuple[int, int] | None:

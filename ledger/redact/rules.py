@@ -351,19 +351,27 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, 
     _named(_COLON, data, acc, out, secret, found)
     _named(_SPACED, data, acc, out, secret, found)
     _named(_DOTTED, data, acc, out, secret, found)
+    _round_two(data, acc, out, secret, found)
+    return out + shape_spans(data, acc, found, out)
+
+
+def shape_spans(data: bytes, acc: Redactions, found: set[bytes] | None = None, hidden: list[Span] | None = None) -> list[Span]:
+    """Spans of the secrets that need no name: credentials in URLs and Authorization headers,
+    token shapes (ours, the catalogue's), AWS secret keys beside their ids. What a data file is
+    scanned for (`ledger.redact.filescan`); `hidden`: spans found already, whose kinds win."""
+    out: list[Span] = list(hidden or [])
     _kind(_URL, "url-credentials", data, acc, out, found)
     _kind(_URL_TOKEN, "url-credentials", data, acc, out, found)
     _kind(_BEARER, "bearer-token", data, acc, out, found)
     _authorization(data, acc, out, found)
     _basic(data, acc, out, found)
-    _round_two(data, acc, out, secret, found)
     for kind, pattern in SHAPES:
         _kind(pattern, kind, data, acc, out, found, 0)
     for kind, pattern in OWN:
         _kind(pattern, kind, data, acc, out, found, "v" if b"(?P<v>" in pattern.source else 0)
     _catalogue_spans(data, acc, out, found)
     _aws_secrets(data, acc, out, found)
-    return out
+    return out[len(hidden or []) :]
 
 
 def _round_two(data: bytes, acc: Redactions, out: list[Span], secret: NameTest, found: set[bytes] | None) -> None:

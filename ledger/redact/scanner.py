@@ -353,6 +353,14 @@ class Redactor:
                 self._engine = _Engines(trigger_patterns(self.extra, rules_on=self.rules_on), literals)
         return self._engine
 
+    def trigger_ends(self, data: bytes) -> list[int]:
+        """End offsets of every trigger match in `data`, in no order: where a secret the rules or
+        the known values would hide may end (no match: nothing in `data` is hidden)."""
+        ends = self._get_engine().ends(data)
+        if self.rules_on:
+            ends += [m.end() for r, trigger, _ in _triggers() if trigger is None for m in r.pattern.finditer(data)]
+        return ends
+
     def flagged(self, body: bytes, start: int = 0) -> list[Span]:
         """Sorted spans of the lines of `body[start:]` that `redact_line` must see, in order.
 
@@ -360,9 +368,7 @@ class Redactor:
         or opened here). Does not change the state: call `redact_line` on each span in order.
         """
         view = View(body)
-        ends = self._get_engine().ends(view.text)
-        if self.rules_on:
-            ends += [m.end() for r, trigger, _ in _triggers() if trigger is None for m in r.pattern.finditer(view.text)]
+        ends = self.trigger_ends(view.text)
         hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends if view.at(max(end - 1, 0)) >= start})
         if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
             return hits
