@@ -11,9 +11,11 @@ scanned as it is and without its NUL bytes (UTF-16/32 text, numpy string arrays)
 no name (`ledger.redact.rules.shape_spans`: the catalogue's and our own token shapes, credentials in
 URLs and Authorization headers), on the bytes and on their printable runs (a token in a pickle ends
 at an opcode byte, not at the space a rule may want), PEM private-key headers, and the run's known
-secret values in every printed form (`ledger.redact.variants`). A zip archive's members (a `.pt` file's pickle and tensor
-storages, compressed or not) are scanned the same way, each streamed from the archive, and their
-names with them; a member that cannot be read (encrypted, damaged) holds the file back. A file named
+secret values in every printed form (`ledger.redact.variants`). A zip archive's members (a `.pt`
+file's pickle and tensor storages, compressed or not) are scanned the same way, each streamed from
+the archive, and their names with them; then the archive's own bytes but for its stored members'
+(the same bytes: scanned once); a member that cannot be read (encrypted, damaged) holds the file
+back. A file named
 as gitleaks' file rules say (`*.p12`, `*.pfx`: `ledger.redact.gitleaks.file_name_rules`) is held
 back by its name.
 
@@ -70,17 +72,22 @@ def scan_output(redactor: Redactor, root: Path) -> list[Hit]:
 def scan_file(redactor: Redactor, path: Path, name: str) -> list[Hit]:
     """The hits in one file (`name`: how the hit names it), each rule once per file or member."""
     hits = [Hit(name, f"file-name:gitleaks:{rid}") for rid, rx in file_name_rules() if rx.search(name)]
-    with open(path, "rb") as f:
-        hits += [Hit(name, kind) for kind in sorted(_stream_kinds(redactor, f))]
-    if zipfile.is_zipfile(path):
-        hits += _zip_hits(redactor, path, name)
-    return hits
+    member_hits, stored = _zip_hits(redactor, path, name) if zipfile.is_zipfile(path) else ([], [])
+    with open(path, "rb") as f:  # the file's own bytes, but for the stored members' (scanned already)
+        kinds: set[str] = set()
+        for start, end in _gaps(stored, os.fstat(f.fileno()).st_size):
+            f.seek(start)
+            kinds |= _stream_kinds(redactor, _Slice(f, end - start))
+    return hits + [Hit(name, kind) for kind in sorted(kinds)] + member_hits
 
 
-def _zip_hits(redactor: Redactor, path: Path, name: str) -> list[Hit]:
+def _zip_hits(redactor: Redactor, path: Path, name: str) -> tuple[list[Hit], list[tuple[int, int]]]:
+    """The hits in each member of a zip archive (its name, its bytes read through the archive:
+    decompressed), and where the stored members' bytes lie in the file."""
     hits: list[Hit] = []
+    stored: list[tuple[int, int]] = []
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(path) as archive, open(path, "rb") as raw:
             for info in archive.infolist():
                 where = f"{name}!{info.filename}"
                 kinds = kinds_in(redactor, info.filename.encode("utf-8", "surrogateescape"))
@@ -89,13 +96,49 @@ def _zip_hits(redactor: Redactor, path: Path, name: str) -> list[Hit]:
                         kinds |= _stream_kinds(redactor, member)
                 except (OSError, RuntimeError, zipfile.BadZipFile, NotImplementedError, EOFError):
                     kinds.add(UNREADABLE)  # encrypted, damaged or of an unknown compression: not known clean
+                else:
+                    if info.compress_type == zipfile.ZIP_STORED:
+                        start = _data_offset(raw, info)
+                        stored.append((start, start + info.compress_size))
                 hits += [Hit(where, kind) for kind in sorted(kinds)]
-    except (OSError, zipfile.BadZipFile):  # not a readable archive after all: its bytes were scanned
-        pass
-    return hits
+    except (OSError, zipfile.BadZipFile):  # not a readable archive after all: its bytes are scanned whole
+        return [], []
+    return hits, stored
 
 
-def _windows(f: IO[bytes]) -> Iterator[bytes]:
+def _data_offset(raw: IO[bytes], info: zipfile.ZipInfo) -> int:
+    """Where a member's bytes start: after its local header (30 bytes, its name, its extra field)."""
+    raw.seek(info.header_offset + 26)
+    lengths = raw.read(4)
+    return info.header_offset + 30 + int.from_bytes(lengths[:2], "little") + int.from_bytes(lengths[2:], "little")
+
+
+def _gaps(covered: list[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """The ranges of a file of `size` bytes outside the `covered` ones."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for start, end in sorted(covered):
+        if start > pos:
+            out.append((pos, start))
+        pos = max(pos, end)
+    if pos < size or size == 0:
+        out.append((pos, size))
+    return out
+
+
+class _Slice:
+    """`size` bytes of an open file from where it stands, read like a file."""
+
+    def __init__(self, f: IO[bytes], size: int):
+        self.f, self.left = f, size
+
+    def read(self, n: int) -> bytes:
+        data = self.f.read(min(n, self.left))
+        self.left -= len(data)
+        return data
+
+
+def _windows(f: IO[bytes] | _Slice) -> Iterator[bytes]:
     """The stream in windows of up to `CHUNK` + `OVERLAP` bytes, each starting `OVERLAP` bytes
     before the previous one ended."""
     tail = b""
@@ -105,7 +148,7 @@ def _windows(f: IO[bytes]) -> Iterator[bytes]:
         tail = window[-OVERLAP:]
 
 
-def _stream_kinds(redactor: Redactor, f: IO[bytes]) -> set[str]:
+def _stream_kinds(redactor: Redactor, f: IO[bytes] | _Slice) -> set[str]:
     kinds: set[str] = set()
     for window in _windows(f):
         kinds |= kinds_in(redactor, window)
