@@ -34,10 +34,14 @@ from typing import Any
 from ledger.redact.re2 import relax, to_python
 
 DATA = Path(__file__).with_name("gitleaks_rules.json")
-# Keywords too common in training logs to be a rule's trigger (the rule's regex is its trigger
-# instead, see `trigger_of`): SGLang's decode lines print "token" on every line.
-COMMON_KEYWORDS = frozenset({"token", "access", "secret", "passwd", "password", "credential", "creds", "test_", "live_", "intra", "linear"})
-MIN_KEYWORD_TRIGGER = 5
+# Keywords too common in training logs (or inside common words) to be a rule's trigger (the rule's
+# regex is its trigger instead, see `trigger_of`): SGLang's decode lines print "token" on every line,
+# "compat." holds "pat.", Megatron's argument dump "linear".
+COMMON_KEYWORDS = frozenset(
+    {"token", "access", "secret", "passwd", "password", "credential", "creds", "test_", "live_", "intra", "linear"}
+    | {"api-", "pat.", "sat.", "_pub"}
+)
+MIN_KEYWORD_TRIGGER = 4
 
 
 @dataclass(frozen=True)
