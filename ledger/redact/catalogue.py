@@ -55,6 +55,7 @@ _TOKEN = re.compile(rb"[A-Za-z0-9_\-]")
 # detect-secrets' rules a short group opening the match, a prefix such as ``(ghp|gho)_``; in
 # gitleaks' a short secret, such as one repeat of ``([a-z0-9]{4}-){3}`` in a webhook URL)
 SHORT_GROUP = 8
+_LEAD_CHAR = re.compile(rb"[\w.-]")
 # a match with none of these inside is one token, hidden whole whatever its group (a group inside it
 # names a piece of the token, not the credential; in `name = value` the group is the value)
 _ONE_TOKEN = re.compile(rb"[^\s'\"`=:,;<>|(){}\[\]]+")
@@ -83,6 +84,7 @@ class CatalogueRule:
     entropy: float = 0.0
     group: int = 0
     allow: tuple[Allowlist, ...] = ()
+    lead: int = 0  # word characters the match may take before the regex's own start (`gitleaks.without_lead`)
 
     @property
     def kind(self) -> str:
@@ -135,7 +137,10 @@ class CatalogueRule:
         start = data.rfind(b"\n", 0, m.start()) + 1
         end = data.find(b"\n", m.end())
         line = data[start : len(data) if end < 0 else end]
-        if any(a.allows(secret, m.group(), line) for a in (*global_allowlists(), *self.allow)):
+        at = m.start()
+        while self.lead and at > start and m.start() - at < self.lead and _LEAD_CHAR.match(data, at - 1):
+            at -= 1
+        if any(a.allows(secret, data[at : m.end()], line) for a in (*global_allowlists(), *self.allow)):
             return None
         whole = _widened(data, *m.span())
         if whole is not None and (span[1] - span[0] < SHORT_GROUP or _ONE_TOKEN.fullmatch(data, *whole)):
@@ -330,6 +335,7 @@ def catalogue() -> tuple[CatalogueRule, ...]:
                     float(e.get("entropy") or 0.0),
                     int(e.get("group") or 0),
                     tuple(Allowlist.from_entry(a) for a in e.get("allow") or ()),
+                    int(e.get("lead") or 0),
                 )
             )
         except (KeyError, TypeError, ValueError):

@@ -124,8 +124,23 @@ def trigger_of(regex: str, keywords: Sequence[str]) -> tuple[str, str]:
     return "as-is", pattern
 
 
+# The lazy lead of gitleaks' keyword-assignment rules, `[\w.-]{0,50}?` before the keyword (twice
+# in some: `[\w.-]{0,50}?(?i)[\w.-]{0,50}?okta...`). It only moves where the match starts, yet costs
+# Python's re 50 (or 2,500) tries at every position of a text holding the keyword: the regex is run
+# without it and the match's start moved back over as many of those characters (`lead`).
+_LEAD = re.compile(r"^(\(\?i\))?\[\\w\.-\]\{0,(\d+)\}\?(\(\?i:\[\\w\.-\]\{0,(\d+)\}\?)?")
+
+
+def without_lead(regex: str) -> tuple[str, int]:
+    """`regex` without its lazy lead, and how many characters the lead may take."""
+    m = _LEAD.match(regex)
+    if m is None:
+        return regex, 0
+    return (m.group(1) or "") + ("(?i:" if m.group(3) else "") + regex[m.end() :], int(m.group(2)) + int(m.group(4) or 0)
+
+
 def _entry(rule: dict[str, Any]) -> dict[str, Any]:
-    regex = to_python(str(rule["regex"]))
+    regex, lead = without_lead(to_python(str(rule["regex"])))
     keywords = [str(k).lower() for k in rule.get("keywords") or []]
     path, trigger = trigger_of(regex, keywords)
     return {
@@ -139,6 +154,7 @@ def _entry(rule: dict[str, Any]) -> dict[str, Any]:
         "keywords": keywords,
         "entropy": float(rule.get("entropy") or 0.0),
         "group": int(rule.get("secretGroup") or 0),
+        "lead": lead,
         "allow": [_allowlist(a).to_entry() for a in rule.get("allowlists") or []],
     }
 

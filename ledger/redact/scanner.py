@@ -426,18 +426,27 @@ class Redactor:
         return [view.span(s, e) for s, e in spans], pem_open
 
     def _pieces(self, line: bytes) -> list[Span]:
-        """A known value's head at the end of this line or its tail at the start (wrapped)."""
+        """A known value's head at the end of this line or its tail at the start (wrapped): each
+        piece at least `MIN_LENGTH` long and shorter than the value (`wrap_pieces`). A head holds
+        the value's first `MIN_LENGTH` bytes and a tail its last ones, so only where those are is
+        a piece compared (a line costs a few finds per value, not one per split of it)."""
         out: list[Span] = []
         if not self.wrapped or len(line) < MIN_LENGTH:
             return out
         stripped = line.lstrip(b" \t")
         lead = len(line) - len(stripped)
         for value in self.wrapped:
-            for head, tail in wrap_pieces(value):
-                if line.endswith(head):
-                    out.append((len(line) - len(head), len(line)))
-                if stripped.startswith(tail):
-                    out.append((lead, lead + len(tail)))
+            n = len(value)
+            i = line.find(value[:MIN_LENGTH], max(0, len(line) - (n - MIN_LENGTH)))
+            while i >= 0:  # the line ends with value[:k], MIN_LENGTH <= k <= n - MIN_LENGTH
+                if len(line) - i >= MIN_LENGTH and value.startswith(line[i:]):
+                    out.append((i, len(line)))
+                i = line.find(value[:MIN_LENGTH], i + 1)
+            j = stripped.find(value[-MIN_LENGTH:], 0, n - MIN_LENGTH)
+            while j >= 0:  # the line starts with value[n - t:], MIN_LENGTH <= t <= n - MIN_LENGTH
+                if value.endswith(stripped[: j + MIN_LENGTH]):
+                    out.append((lead, lead + j + MIN_LENGTH))
+                j = stripped.find(value[-MIN_LENGTH:], j + 1, n - MIN_LENGTH)
         return out
 
     def redact_line(self, line: bytes, acc: Redactions | None = None) -> bytes:
