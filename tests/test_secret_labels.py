@@ -48,7 +48,7 @@ def test_manifest_keys_and_redacted_entries_are_labels() -> None:
     key, tok = pgp_key(), round_three_tokens()
     known = "kv-" + rand(20)
     m = {
-        "settings": {key.lstrip("-"): True, f"env.{tok['linear']}": "1", "lr": 1, known: "x", "x" * 120: "long"},
+        "settings": {key.lstrip("-"): True, f"env.{tok['linear']}": "1", "lr": 1, known: "x", "x" * 300: "long"},
         "command": {"argv": ["train.py", f"--{tok['groq']}=1"]},
         "redacted": [f"argv: {key.lstrip('-')}", f"code/{tok['doppler']}/config.yaml: api_key", "code/secrets.yaml: api_key"],
     }

@@ -17,7 +17,7 @@ from pathlib import Path
 from ledger.redact import filescan, gitleaks
 from ledger.redact import rules as secretrules
 from ledger.redact.catalogue import SKIPPED, catalogue_version
-from ledger.redact.names import HIDDEN_LABEL
+from ledger.redact.names import HIDDEN_LABEL, MAX_LABEL
 from ledger.redact.scanner import Redactor, catalogue_triggers
 
 VALUE = "Xq7pL2vR9tK4wZ8m"  # stands for the secret in each example; never a real credential
@@ -259,7 +259,7 @@ def labels_section() -> list[str]:
         "",
         "What ledger writes about a secret is checked like the secret: a setting's name, every key of",
         "the manifest and each part of a `redacted` entry go through the rules (`Redactor.redact_label`),",
-        "and a text that cannot be a name (more than 100 characters, a line break, a control character:",
+        f"and a text that cannot be a name (more than {MAX_LABEL} characters, a line break, a control character:",
         f"a PGP key block taken for a flag) is written as `{HIDDEN_LABEL}`. A value that only starts with dashes",
         "(`-----BEGIN PGP PRIVATE KEY BLOCK-----`) is a flag's value, not a flag. The manifest's `redacted`",
         'lists `"<where>: <name or pattern:kind>"` (`trainer.log: pattern:hf-token`, `code/config.yaml: api_key`,',

@@ -59,7 +59,7 @@ _TRIVIAL = frozenset({"", "none", "null", "nil", "true", "false", MASK, f"'{MASK
 # A label ledger writes (a setting's name, a manifest key, a `redacted` entry) is a name as code
 # spells one: one printable line, short. Anything else (a 400-byte PGP key block read as a flag) is
 # not written; `HIDDEN_LABEL` stands in its place.
-MAX_LABEL = 100
+MAX_LABEL = 256  # a path is a label too (`code/...` in `redacted`, a launcher input)
 HIDDEN_LABEL = "<not a name: hidden>"
 SECRET_IN_NAME = "secret-in-a-name"
 
