@@ -122,6 +122,12 @@ def _everything_stored(repo: Path, *more: Path, users: set[str] = frozenset()) -
     return b"".join(out)
 
 
+def _ledger_folder(repo: Path) -> bytes:
+    """Every file ledger keeps under `.ledger/` (staging, untracked outputs), but for the data files
+    it held back: the user's own files, kept raw on this machine and never committed or pushed."""
+    return b"".join(p.read_bytes() for p in sorted((repo / ".ledger").rglob("*")) if p.is_file() and "held-back" not in p.parts)
+
+
 def _prepare(repo: Path) -> dict[str, str]:
     assert ledger(repo, "init").returncode == 0
     (repo / ".ledger.yaml").write_text("logs:\n  git_max_mb: 0.02\n  extra: ['extra.log']\n")
@@ -231,7 +237,7 @@ def test_no_planted_secret_reaches_git_or_dvc(repo: Path) -> None:
     pushed = ledger(repo, "push")
     assert pushed.returncode == 0, pushed.stderr
     assert storage.is_dir() and any(p.is_file() for p in storage.rglob("*"))  # the big log went to the DVC remote
-    stored = _everything_stored(repo, shared, storage, users=users)
+    stored = _everything_stored(repo, shared, storage, users=users) + _ledger_folder(repo)
     assert b"line of value: ***" in stored and b"step 299:" in stored  # the logs are really searched
     leaked = [s for s in must_not if s.encode("utf-8", "surrogateescape") in stored or s.encode("latin-1", "ignore") in stored]
     for s in leaked:
@@ -276,7 +282,7 @@ def test_recovered_run_gets_the_same_scrub(repo: Path) -> None:
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
     assert m["status"]["state"] == "lost"
     assert any("known-value" in e for e in m["redacted"])  # the known-value scrub ran
-    stored = _everything_stored(repo)
+    stored = _everything_stored(repo) + _ledger_folder(repo)
     leaked = [s for s in must_not if s.encode() in stored]
     assert leaked == []
     try:  # the job's process group, in case recover could not end it
@@ -317,7 +323,7 @@ def pgp_key() -> str:
 
 def test_rollout_data_holding_secrets_never_reaches_dvc(repo: Path) -> None:
     """Each rollout but the first holds a secret somewhere in its zip: the run's known value (in a
-    deflated pickle, base64'd, as UTF-32 in a storage), a round-three shape, a catalogue shape; the
+    deflated pickle, base64'd, as UTF-32 in a storage), a round-three shape, a value of each catalogue rule; the
     `--data` file outside the staging folder one more. None reaches git, the DVC cache or remote, or
     a `.ledger` folder other than the held-back copies; the manifest names each file and rule. A PGP
     key given as a flag's value is no setting name and no `redacted` entry."""
@@ -329,7 +335,6 @@ def test_rollout_data_holding_secrets_never_reaches_dvc(repo: Path) -> None:
     git(repo, "commit", "-q", "-m", "trainer")
     known = "kv" + rand(30, "abcdef0123456789")
     r3 = round_three_tokens()
-    line, shape = catalogue_lines()[-1]
     import base64
 
     rollouts = [
@@ -338,8 +343,9 @@ def test_rollout_data_holding_secrets_never_reaches_dvc(repo: Path) -> None:
         ("fine", base64.b64encode(f'{{"key": "{known}"}}'.encode()).decode(), True),
         ("fine", known, False),
         (f"deploy with {r3['postman']}", "", False),
-        (line, "", True),
     ]
+    samples = catalogue_lines()  # a value of every catalogue rule, one rollout each
+    rollouts += [(line, "", i % 2 == 0) for i, (line, _) in enumerate(samples)]
     key = pgp_key()
     env = {"WANDB_API_KEY": known, "PLANTED": json.dumps({"rollouts": rollouts, "sample": r3["supabase"]})}
     r = ledger(repo, "run", "--data", "out", "--", "python3", "train.py", "--signing-key", key, env=env)
@@ -347,14 +353,14 @@ def test_rollout_data_holding_secrets_never_reaches_dvc(repo: Path) -> None:
     m = json.loads(ledger(repo, "show", "latest", "--json").stdout)
     rollout = next(d for d in m["data"] if d["role"] == "rollout")
     held = {(h["file"].split("!")[0], h["rule"]) for h in rollout["held_back"]}
-    assert rollout["tracked"] and rollout["rollout_ids"] == [0] and {f for f, _ in held} == {"1.pt", "2.pt", "3.pt", "4.pt", "5.pt"}
+    assert rollout["tracked"] and rollout["rollout_ids"] == [0] and {f for f, _ in held} == {f"{i}.pt" for i in range(1, len(rollouts))}
     assert {("1.pt", "known-value"), ("2.pt", "known-value"), ("3.pt", "known-value"), ("4.pt", "gitleaks:postman-api-token")} <= held
     other = next(d for d in m["data"] if d["role"] == "other")
     # (PLANTED's values are known ones too: a variable's value holding a shape is a known value)
     assert not other["tracked"] and {"file": "samples.jsonl", "rule": "supabase-token"} in other["held_back"]
     assert "held back" in r.stderr and known not in r.stderr
     kept = repo / ".ledger" / "untracked" / m["id"] / "held-back" / "rollout"
-    assert sorted(p.name for p in kept.iterdir()) == ["1.pt", "2.pt", "3.pt", "4.pt", "5.pt"]  # the user's data is not lost
+    assert sorted(p.name for p in kept.iterdir()) == sorted(f"{i}.pt" for i in range(1, len(rollouts)))  # the user's data is kept
     assert (repo / "out" / "samples.jsonl").is_file()
     assert set(m["settings"]) >= {"signing-key"} and all("PGP" not in k and "\n" not in k for k in m["settings"])
     shared, storage = repo.parent / "shared.git", repo.parent / "dvc-storage"
@@ -366,10 +372,9 @@ def test_rollout_data_holding_secrets_never_reaches_dvc(repo: Path) -> None:
     pushed = ledger(repo, "push")
     assert pushed.returncode == 0, pushed.stderr
     assert any(p.is_file() for p in storage.rglob("*"))  # rollout 0 went to the remote
-    ledger_files = [p for p in (repo / ".ledger").rglob("*") if p.is_file() and "held-back" not in p.parts]
-    stored = _everything_stored(repo, shared, storage) + b"".join(p.read_bytes() for p in ledger_files)
+    stored = _everything_stored(repo, shared, storage) + _ledger_folder(repo)
     stored_lower = stored.lower()
-    must_not = [known, known.encode("utf-32-le").decode("latin-1"), r3["postman"], r3["supabase"], shape]
+    must_not = [known, known.encode("utf-32-le").decode("latin-1"), r3["postman"], r3["supabase"], *(v for _, v in samples)]
     must_not += [ln for ln in key.splitlines() if len(ln) >= 6]
     leaked = [s for s in must_not if s.encode("latin-1") in stored or s.encode("latin-1").lower() in stored_lower]
     assert leaked == [], f"{len(leaked)} of {len(must_not)} planted values leaked"
