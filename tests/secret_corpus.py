@@ -13,6 +13,7 @@ private key blocks. Each line below is (text, the secret that must not survive).
 from __future__ import annotations
 
 import base64
+import functools
 import importlib
 import json
 import random
@@ -438,6 +439,11 @@ def rule_sample(rule: object, tries: int = 400) -> tuple[str, str]:
 
 def catalogue_lines() -> list[tuple[str, str]]:
     """A generated value of every catalogue rule, each in a log line (see `rule_sample`)."""
+    return list(_catalogue_lines())
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue_lines() -> tuple[tuple[str, str], ...]:
     from ledger.redact.catalogue import catalogue
 
-    return [rule_sample(rule) for rule in catalogue()]
+    return tuple(rule_sample(rule) for rule in catalogue())
