@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from ledger.redact import gitleaks
 from ledger.redact.catalogue import catalogue
 from ledger.redact.re2 import to_python
@@ -51,3 +53,28 @@ def test_entropy_keywords_and_allowlists_are_gitleaks_reading() -> None:
     linear = _rule("linear-api-key")
     token = b"lin_api_" + b"Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7d"
     assert linear.spans(b"use " + token) == [(4, 4 + len(token))] and not linear.spans(b"use lin_api_short")
+
+
+def test_a_trigger_hyperscan_refuses_costs_only_its_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trigger set is compiled as chosen, once; when Hyperscan refuses it (here a rule whose
+    only form has a lookbehind), each form is tried alone: that rule scans in `re`, the rest stays
+    in the one-pass scan, and what the rule finds is still hidden."""
+    from ledger.redact import catalogue as cat
+    from ledger.redact import scanner
+
+    odd = cat.CatalogueRule("odd-token", "test", rb"(?<=odd=)[a-z]{12}", 0, False, (("as-is", rb"(?<=odd=)[a-z]{12}"),), b"odd=")
+    rules = (*cat.catalogue(), odd)
+    monkeypatch.setattr(cat, "catalogue", lambda: rules)
+    monkeypatch.setattr(scanner, "catalogue", lambda: rules)
+    monkeypatch.setattr(scanner, "_REFUSED", [])
+    scanner.catalogue_triggers.cache_clear()
+    cat._gates.cache_clear()
+    try:
+        r = scanner.Redactor()
+        assert r.redact_lines(b"x odd=abcdefghijkl y\n") == b"x odd=*** y\n"
+        assert r.engine == "hyperscan" and scanner._REFUSED == [True]
+        paths = {t[0].provider: t[2] for t in scanner.catalogue_triggers(checked=True)}
+        assert paths["odd-token"] == "fallback" and paths["linear-api-key"] == "keywords"
+    finally:
+        scanner.catalogue_triggers.cache_clear()
+        cat._gates.cache_clear()
