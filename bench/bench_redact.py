@@ -59,12 +59,17 @@ def ere(pattern: bytes) -> str:
 
     p = pattern.decode()
     p = re.sub(r"\(\?P<\w+>", "(", p)
-    p = re.sub(r"\(\?[imx]*:", "(", p).replace("(?:", "(")
+    p = re.sub(r"\(\?[a-zA-Z-]*:", "(", p).replace("(?:", "(")  # (?i: (?-i: (?s: too: grep -i covers case
+    p = re.sub(r"^\(\?[a-z]+\)", "", p).replace("\\x60", "`").replace("\\Z", "$").replace("\\z", "$")
     p = re.sub(r"([*+?}])\?", r"\1", p)  # lazy quantifiers: same lines match
-    classes = {r"\d": "0-9", r"\s": "[:space:]", r"\w": "[:alnum:]_", r"\-": "-", r"\/": "/", r"\\": "\\\\"}
-    out, i, in_class = [], 0, False
+    classes = {r"\d": "0-9", r"\s": "[:space:]", r"\w": "[:alnum:]_", r"\/": "/", r"\\": "\\\\", r"\.": "."}
+    out, i, in_class, dash = [], 0, False, False
     while i < len(p):
         two = p[i : i + 2]
+        if in_class and two == r"\-":  # a literal "-" inside a class must come last for ERE
+            dash = True
+            i += 2
+            continue
         if in_class and two in classes:
             out.append(classes[two])
             i += 2
@@ -77,6 +82,9 @@ def ere(pattern: bytes) -> str:
             in_class = True
         elif p[i] == "]" and in_class and out[-1] not in ("[", "[^"):
             in_class = False
+            if dash:
+                out.append("-")
+                dash = False
         out.append(two if p[i] == "\\" else p[i])
         i += 2 if p[i] == "\\" else 1
     text = "".join(out)
@@ -85,7 +93,8 @@ def ere(pattern: bytes) -> str:
 
 
 def catalogue_patterns() -> list[str]:
-    """ERE equivalents of the triggers added in round two (own shapes, catalogue, syntaxes)."""
+    """ERE equivalents of the triggers added in round two (own shapes, catalogue, syntaxes) and
+    round three (gitleaks' rules: their keywords, or their regex)."""
     import re
 
     from ledger.redact.scanner import trigger_patterns
@@ -95,7 +104,7 @@ def catalogue_patterns() -> list[str]:
     for p, _ in trigger_patterns()[base - 8 :]:
         e = ere(p)
         probe = subprocess.run(["grep", "-cE", e, "/dev/null"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if probe.returncode > 1:  # a class ERE cannot say as written: its literal start (a superset)
+        if probe.returncode > 1 or probe.stderr:  # a class ERE cannot say as written: its literal start (a superset)
             e = re.escape(re.match(r"[A-Za-z0-9:/_.-]*", p.decode()).group()).replace("\\-", "-")  # type: ignore[union-attr]
         out.append(e)
     return out

@@ -319,6 +319,8 @@ class DataEntry(Section):
     error: str | None = _f("text")
     template: str | None = _f("text")
     rollout_ids: Sequence[Any] = _f("list", factory=list, sometimes=True)
+    # files of the output holding secret text, kept out of DVC: {"file": ..., "rule": ...} (record/heldback.py)
+    held_back: Sequence[Mapping[str, Any]] = _f("list", factory=list, sometimes=True)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

@@ -13,9 +13,12 @@ private key blocks. Each line below is (text, the secret that must not survive).
 from __future__ import annotations
 
 import base64
+import functools
+import importlib
 import json
 import random
 import string
+import sys
 import urllib.parse
 
 _RNG = random.Random(20261201)
@@ -285,3 +288,162 @@ ORDINARY_ROUND_TWO = [
     "token_1 = (ids[0] + 1, ids[1] + 1)",
     "saved /root/ckpt/iter_0000100/mp_rank_00/model_optim_rng.pt (sha256 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08)",
 ]
+
+
+def round_three_tokens() -> dict[str, str]:
+    """Round three's provider shapes, from each issuer's public description of its format: Linear
+    API keys (``lin_api_`` + 40), Doppler personal tokens (``dp.pt.`` + 43), Sentry user and
+    organisation tokens (``sntryu_`` + 64 hex; ``sntrys_`` + base64 JSON with a region URL + ``_``
+    + 43), Pulumi (``pul-`` + 40 hex), Heroku (``HRKU-AA`` + 58), Atlassian API tokens (``ATATT3`` +
+    186), Terraform Cloud (14 + ``.atlasv1.`` + 67), Replicate (``r8_`` + 37), Groq (``gsk_`` + 52),
+    Perplexity (``pplx-`` + 48), Postman (``PMAK-`` + 24 hex ``-`` 34 hex), PlanetScale
+    (``pscale_tkn_``/``pscale_pw_`` + 43), Fly.io (``fo1_`` + 43; macaroons ``fm2_`` + base64),
+    Supabase (``sbp_`` + 40 hex)."""
+    b64 = ALNUM + "+/"
+    org = base64.b64encode(
+        json.dumps({"iat": 1764547200.5, "url": "https://sentry.io", "region_url": "https://us.sentry.io", "org": "acme"}).encode()
+    )
+    return {
+        "linear": "lin" + "_api_" + rand(40),
+        "doppler": "dp" + ".pt." + rand(43),
+        "sentry-user": "sntr" + "yu_" + rand(64, HEX),
+        "sentry-org": "sntr" + "ys_" + org.decode().rstrip("=") + "_" + rand(43, b64),
+        "pulumi": "pu" + "l-" + rand(40, HEX),
+        "heroku": "HR" + "KU-AA" + rand(58, ALNUM + "_-"),
+        "atlassian": "ATA" + "TT3" + rand(186, ALNUM + "_-"),
+        "terraform": rand(14, string.ascii_lowercase + string.digits)
+        + ".atlas"
+        + "v1."
+        + rand(67, string.ascii_lowercase + string.digits + "_-"),
+        "replicate": "r8" + "_" + rand(37),
+        "groq": "gs" + "k_" + rand(52),
+        "perplexity": "pp" + "lx-" + rand(48),
+        "postman": "PM" + "AK-" + rand(24, HEX) + "-" + rand(34, HEX),
+        "planetscale": "pscale" + "_tkn_" + rand(43, ALNUM + "_"),
+        "planetscale-pw": "pscale" + "_pw_" + rand(43, ALNUM + "_"),
+        "fly": "fo" + "1_" + rand(43, ALNUM + "_-"),
+        "fly-macaroon": "fm" + "2_" + rand(120, b64),
+        "supabase": "sb" + "p_" + rand(40, HEX),
+    }
+
+
+def round_three_lines(tok: dict[str, str]) -> list[tuple[str, str]]:
+    """Round three's shapes in ordinary sentences, and credentials after every Authorization
+    scheme: Okta's ``SSWS`` (a token of no catalogue shape), Fly's ``FlyV1``, Digest's parameters
+    (RFC 7616), AWS SigV4 and an unknown vendor scheme."""
+    out = [(f"[2026-11-29 10:00:00] deploy with {v} done", v) for v in tok.values()]
+    okta = "00" + rand(40, ALNUM + "_-")
+    digest = rand(32, HEX)
+    sig = rand(64, HEX)
+    vendor = "1000." + rand(32, HEX) + "." + rand(32, HEX)
+    out += [
+        (f"> Authorization: SSWS {okta}", okta),
+        (f"requests: headers={{'Authorization': 'SSWS {okta}x', 'Accept': '*/*'}}", okta + "x"),
+        (f"> Authorization: FlyV1 {tok['fly-macaroon']}", tok["fly-macaroon"]),
+        (f'> Authorization: Digest username="trainer", realm="api", nonce="{rand(24, HEX)}", uri="/v1", response="{digest}"', digest),
+        (f"Authorization: AWS4-HMAC-SHA256 Credential=AKID/20261129/us-east-1/s3/aws4_request, Signature={sig}", sig),
+        (f"> Authorization: Zoho-oauthtoken {vendor}", vendor),
+    ]
+    return out
+
+
+# --- a value of every catalogue rule, generated from the rule's own regex ------------------------
+# The catalogue's ~260 regexes (detect-secrets' plugins, gitleaks' default rules) are facts we carry,
+# not shapes we designed; a sample is generated from each regex (sre's parse tree, printable
+# characters, shortest repeats a little longer) and kept only when the rule itself finds it there,
+# so a rule that cannot match anything it describes (a bad RE2 translation) fails its test.
+_PRINTABLE = [chr(c) for c in range(0x21, 0x7F)] + [" "]
+_SRE = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
+_C = importlib.import_module("re._constants" if sys.version_info >= (3, 11) else "sre_constants")
+_CATEGORY = {
+    "CATEGORY_DIGIT": str.isdigit,
+    "CATEGORY_NOT_DIGIT": lambda c: not c.isdigit(),
+    "CATEGORY_WORD": lambda c: c.isalnum() or c == "_",
+    "CATEGORY_NOT_WORD": lambda c: not (c.isalnum() or c == "_"),
+    "CATEGORY_SPACE": str.isspace,
+    "CATEGORY_NOT_SPACE": lambda c: not c.isspace(),
+}
+
+
+def _in_class(items: list[tuple[object, object]], c: str) -> bool:
+    negate = False
+    hit = False
+    for op, arg in items:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif name == "LITERAL":
+            hit |= ord(c) == arg
+        elif name == "RANGE":
+            lo, hi = arg  # type: ignore[misc]
+            hit |= lo <= ord(c) <= hi
+        elif name == "CATEGORY":
+            hit |= _CATEGORY[str(arg)](c)
+    return hit != negate
+
+
+def _pick(chars: list[str], rng: random.Random) -> str:
+    alnum = [c for c in chars if c.isalnum()]
+    return rng.choice(alnum if alnum and rng.random() < 0.85 else chars)
+
+
+def _generate(parsed: object, rng: random.Random, plain: bool) -> str:
+    out: list[str] = []
+    for op, arg in parsed:  # type: ignore[attr-defined]
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name == "NOT_LITERAL":
+            out.append(_pick([c for c in _PRINTABLE if ord(c) != arg], rng))
+        elif name == "ANY":
+            out.append(_pick(_PRINTABLE[:-1], rng))
+        elif name == "IN":
+            out.append(_pick([c for c in _PRINTABLE if _in_class(arg, c)] or [" "], rng))
+        elif name == "CATEGORY":
+            out.append(_pick([c for c in _PRINTABLE if _CATEGORY[str(arg)](c)] or [" "], rng))
+        elif name == "BRANCH":
+            branches = arg[1]
+            out.append(_generate(branches[0] if plain else rng.choice(branches), rng, plain))
+        elif name in ("SUBPATTERN", "ATOMIC_GROUP"):
+            out.append(_generate(arg[-1] if name == "SUBPATTERN" else arg, rng, plain))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            lo, hi, sub = arg
+            hi = min(hi, lo + 40)
+            n = lo if lo == hi or (lo == 0 and plain) else (min(hi, lo + 8) if plain else rng.randint(lo, hi))
+            out.append("".join(_generate(sub, rng, plain) for _ in range(n)))
+        # AT (anchors, boundaries), ASSERT, ASSERT_NOT, GROUPREF: nothing of their own
+    return "".join(out)
+
+
+def rule_sample(rule: object, tries: int = 400) -> tuple[str, str]:
+    """(a log line holding a value of `rule`, the value) for a catalogue rule (`CatalogueRule`),
+    found by the rule itself on that line; AssertionError when no try gives one."""
+    source: bytes = rule.source  # type: ignore[attr-defined]
+    parsed = _SRE.parse(source.decode("latin-1"), rule.flags)  # type: ignore[attr-defined]
+    rng = random.Random("sample:" + rule.provider + source.decode("latin-1"))  # type: ignore[attr-defined]
+    keywords = [k.decode() for k in getattr(rule, "keywords", ())]
+    for attempt in range(tries):
+        value = _generate(parsed, rng, plain=attempt < 2)
+        # a rule runs where one of its keywords is (gitleaks reads them from the whole file)
+        said = "" if not keywords or any(k in value.lower() for k in keywords) else f"({keywords[0]}) "
+        # the value inside a sentence, or ending the line (a rule may take all that follows it)
+        line = f"[2026-11-29 10:00:00] {said}using {value}" + ("" if attempt % 2 else " for upload")
+        spans = rule.spans(line.encode())  # type: ignore[attr-defined]
+        # the value that must not survive: the longest word of what the rule hides (a YAML rule
+        # hides `name: value`)
+        secret = max((w for a, b in spans for w in line[a:b].split()), key=len, default="")
+        if len(secret) >= 6:
+            return line, secret
+    raise AssertionError(f"no sample found for {rule.provider}: {source[:120]!r}")  # type: ignore[attr-defined]
+
+
+def catalogue_lines() -> list[tuple[str, str]]:
+    """A generated value of every catalogue rule, each in a log line (see `rule_sample`)."""
+    return list(_catalogue_lines())
+
+
+@functools.lru_cache(maxsize=1)
+def _catalogue_lines() -> tuple[tuple[str, str], ...]:
+    from ledger.redact.catalogue import catalogue
+
+    return tuple(rule_sample(rule) for rule in catalogue())

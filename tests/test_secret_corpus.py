@@ -13,6 +13,7 @@ from secret_corpus import (
     ORDINARY,
     ORDINARY_ROUND_TWO,
     ansi_lines,
+    catalogue_lines,
     escaped_forms,
     named_lines,
     pem_block,
@@ -20,6 +21,8 @@ from secret_corpus import (
     provider_lines,
     provider_tokens,
     rand,
+    round_three_lines,
+    round_three_tokens,
     shape_lines,
     syntax_lines,
     tokens,
@@ -33,6 +36,10 @@ from ledger.redact.scanner import OVERLAP, WINDOW, Redactor, _Engine, trigger_pa
 
 TOK = tokens()
 CORPUS = shape_lines(TOK) + named_lines() + prefixed_lines() + provider_lines(provider_tokens()) + syntax_lines() + ansi_lines(TOK)
+# round three: the shapes the issue found leaking, every Authorization scheme, and a generated value
+# of every catalogue rule (detect-secrets' plugins and gitleaks' default rules)
+ROUND_THREE = round_three_lines(round_three_tokens())
+CORPUS += ROUND_THREE + catalogue_lines()
 
 
 @pytest.mark.parametrize(("line", "secret"), CORPUS)
@@ -162,17 +169,18 @@ def test_ledgers_own_default_config_is_not_redacted() -> None:
 
 
 def test_catalogue_is_loaded_and_compiled_for_the_one_pass_scan() -> None:
-    """detect-secrets' provider plugins are the catalogue; each regex is a Hyperscan trigger (as it
-    is, or with its lookarounds dropped) and no plugin runs in the slow per-block fallback."""
+    """detect-secrets' provider plugins and gitleaks' rules are the catalogue; each regex is a
+    Hyperscan trigger (as it is, or with its lookarounds dropped, or gitleaks' keywords) and none runs
+    in the slow per-block fallback; the whole set compiles as it was chosen (no rule checked alone)."""
     from ledger.redact.scanner import catalogue_triggers
 
     rules = catalogue_triggers()
     providers = {r.provider for r, _, _ in rules}
     assert {"Stripe Access Key", "SendGrid API Key", "PyPI Token", "Telegram Bot Token", "Slack Token"} <= providers
     assert "Public IP (ipv4)" not in providers  # an IP address is not a credential
-    assert {path for _, _, path in rules} <= {"as-is", "translated"}
-    assert any(path == "translated" for _, _, path in rules)
-    assert Redactor().engine == "hyperscan"
+    assert {path for _, _, path in rules} == {"as-is", "translated", "keywords"}
+    assert {"linear-api-key", "doppler-api-token", "generic-api-key"} <= providers and len(rules) > 250
+    assert Redactor().engine == "hyperscan" and not scanner._REFUSED
 
 
 def test_ansi_codes_are_seen_through_and_kept_where_nothing_is_secret() -> None:

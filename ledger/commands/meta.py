@@ -31,8 +31,12 @@ def tag_run(start: Path, run: str, tags: list[str], remove: bool) -> MetaChange:
     """Add (or with `remove`, take away) tags on one run."""
     if not tags:
         raise UsageError("no tag given", "ledger tag RUN TAG [TAG...]")
+    from ledger.redact.scanner import secret_kinds_in_name
+
     for t in tags if not remove else ():  # what is added is checked; any tag can be taken away (a pulled one too)
         check_tag(t)
+        if kinds := secret_kinds_in_name(t):  # a tag goes raw into meta.json and the commit message, as a name
+            raise UsageError(f"a tag holds what looks like a secret ({', '.join(kinds)})", "tag the run without credentials, e.g. baseline")
     what = ("untag " if remove else "tag ") + " ".join(tags)
 
     def edit(m: RunMeta) -> RunMeta:

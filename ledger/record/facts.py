@@ -281,9 +281,12 @@ def data_entry(record: Any) -> dict[str, Any]:
     return {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
 
 
-def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say) -> list[dict[str, Any]] | None:
-    """The run's outputs tracked with DVC: the `data` section (None: no output exists)."""
+def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say, redactor: Redactor) -> list[dict[str, Any]] | None:
+    """The run's outputs tracked with DVC: the `data` section (None: no output exists). Each file
+    is scanned first with `redactor` (the run's known values): one holding secret text is held
+    back (`ledger.record.heldback`) and never reaches the DVC cache."""
     from ledger.data.outputs import find_outputs
+    from ledger.record.heldback import screen_outputs
 
     req = staged.read_json("request.json") or {}
     # the whole job argv when no training command was found: find_outputs looks past `ray ... --`
@@ -300,18 +303,29 @@ def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say) -
     present = [(role, path, tmpl) for role, path, tmpl in outputs if path.exists()]
     if not present:
         return None
+    screened = screen_outputs(redactor, staged, present, say)
+    kept = [s for s in screened if s.track]
     from ledger.data.dvcops import track_outputs
 
-    records = track_outputs(repo.root, staged.run_dir, [(role, path) for role, path, _ in present], [staged.dir])
+    records = iter(track_outputs(repo.root, staged.run_dir, [(s.role, s.path) for s in kept], [staged.dir]) if kept else [])
     data = []
-    for rec, (_, _, tmpl) in zip(records, present):
-        entry = data_entry(rec)
+    for s in screened:
+        entry = data_entry(next(records)) if s.track else _untracked_entry(s.role, s.error)
         # a template inside the run's own data folder is recorded relative to the run folder
+        tmpl = s.template
         entry["template"] = tmpl.replace(str(staged.data_dir), "data", 1) if tmpl.startswith(str(staged.data_dir)) else tmpl
+        if s.held:
+            entry["held_back"] = s.held
         data.append(entry)
-        if entry.get("error"):
+        if entry.get("error") and not s.held:
             say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
     return data
+
+
+def _untracked_entry(role: str, error: str | None) -> dict[str, Any]:
+    """The `data` entry of an output nothing of which is tracked (its files held back)."""
+    keys = {"role": role, "path": f"data/{role}", "dvc_file": f"data/{role}.dvc", "hash": None, "nfiles": None, "size": None}
+    return {**keys, "tracked": False, "error": error}
 
 
 EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git

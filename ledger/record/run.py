@@ -599,7 +599,9 @@ def _derived_facts(
         warnings.extend(metrics[1])
     command = record.command
     data: list[dict[str, Any]] = [d.to_dict() for d in record.data]
-    tracked = guarded("tracking data", lambda: facts.track_data(repo, staged, command, say))
+    # the run's known values, and the values the rules removed from its logs: a data file holding one is held back
+    screen = Redactor(secrets | as_texts(logs.found), cfg.secret_names)
+    tracked = guarded("tracking data", lambda: facts.track_data(repo, staged, command, say, screen))
     if tracked is not None:
         data = tracked
     with_ids = guarded("listing the recorded rollout ids", lambda: _with_rollout_ids(staged, data, str(command.cwd)))

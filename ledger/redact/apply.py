@@ -6,9 +6,16 @@ environments are first redacted by name (`ledger.redact.names.is_secret_name`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 from ledger.redact.names import MASK, Redactions, is_secret_name, keeps_value
+
+# A flag as an argv spells one: dashes, then a name (`ledger.understand.settings.is_flag` reads
+# settings the same way). A value that only starts with dashes (`-----BEGIN PGP PRIVATE KEY
+# BLOCK-----`, given after `--signing-key`) is a value, and text before an `=` that is no flag
+# name (a line of an armoured key) is no name.
+_FLAG = re.compile(r"--?[A-Za-z0-9_][\w.:/+-]*")
 
 
 def _redact_str(text: str, acc: Redactions) -> str:
@@ -41,9 +48,9 @@ def redact_argv(argv: Sequence[str], extra: frozenset[str] = frozenset()) -> tup
     while i < len(argv):
         arg = argv[i]
         i += 1
-        if arg.startswith("-") and "=" not in arg and is_secret_name(arg, extra) and i < len(argv):
+        if _FLAG.fullmatch(arg) and is_secret_name(arg, extra) and i < len(argv):
             value = argv[i]
-            if not value.startswith("--"):
+            if not _FLAG.match(value):
                 i += 1
                 out.append(arg)
                 if keeps_value(arg, value):
@@ -54,7 +61,7 @@ def redact_argv(argv: Sequence[str], extra: frozenset[str] = frozenset()) -> tup
                 continue
         if arg.startswith("-") and "=" in arg:
             name, value = arg.split("=", 1)
-            if is_secret_name(name, extra) and not keeps_value(name, value):
+            if _FLAG.fullmatch(name) and is_secret_name(name, extra) and not keeps_value(name, value):
                 acc.add_name(name)
                 out.append(f"{name}={MASK}")
                 continue

@@ -1,4 +1,5 @@
-"""Provider token shapes taken from a maintained catalogue at run time: Yelp's `detect-secrets`.
+"""Provider token shapes taken from maintained catalogues: Yelp's `detect-secrets` (at run time) and
+gitleaks' default rules (carried as data: `ledger.redact.gitleaks`).
 
 A list of shapes typed in by hand trails the providers, so the shapes of provider tokens come from
 the plugin classes of the installed `detect-secrets` package: every `RegexBasedDetector` subclass
@@ -19,7 +20,12 @@ every Ray log holds some), and the private-key marker (our PEM rule masks the wh
 only its first line). The keyword and high-entropy detectors are not regex catalogues (they are not
 `RegexBasedDetector`s) and are not used either: entropy fires on every checkpoint hash.
 
-Without the package (a broken install), the catalogue is empty and our own rules still run.
+gitleaks' rules join them as the same `CatalogueRule`s (keywords, entropy and allowlists as
+gitleaks reads them, see `ledger.redact.gitleaks`); their trigger is the rule's keywords where
+each is distinctive (a literal scan), else the rule's regex. Both are derived once per user and
+cached (`_cached_entries`).
+
+Without the package (a broken install), the catalogue is gitleaks' rules alone, and our own rules still run.
 """
 
 from __future__ import annotations
@@ -31,17 +37,28 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ledger.fsutil import write_atomic
+from ledger.redact import gitleaks, re2
+from ledger.redact.gitleaks import Allowlist, entropy
 
 SKIPPED = {
     "IPPublicDetector": "an IP address is not a credential; Ray and SGLang logs print many",
     "PrivateKeyDetector": "ledger's PEM rule masks the whole key block, line by line",
 }
 _TOKEN = re.compile(rb"[A-Za-z0-9_\-]")
+# A group this short is structure, not the credential: the whole match is hidden instead (in
+# detect-secrets' rules a short group opening the match, a prefix such as ``(ghp|gho)_``; in
+# gitleaks' a short secret, such as one repeat of ``([a-z0-9]{4}-){3}`` in a webhook URL)
+SHORT_GROUP = 8
+_LEAD_CHAR = re.compile(rb"[\w.-]")
+# a match with none of these inside is one token, hidden whole whatever its group (a group inside it
+# names a piece of the token, not the credential; in `name = value` the group is the value)
+_ONE_TOKEN = re.compile(rb"[^\s'\"`=:,;<>|(){}\[\]]+")
 # one lookaround group (no nested parentheses inside, which is all the catalogue uses)
 _LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.|\([^()]*\))*\)")
 
@@ -50,47 +67,105 @@ _LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.|\([^()]*\))*\)")
 class CatalogueRule:
     """One catalogue regex: its provider, the rule, and how the trigger scan finds it."""
 
-    provider: str  # the plugin's secret_type, e.g. "Stripe Access Key"
-    plugin: str  # the plugin class name
+    provider: str  # detect-secrets: the plugin's secret_type ("Stripe Access Key"); gitleaks: the rule id
+    plugin: str  # the plugin class name, or "gitleaks"
     source: bytes  # the regex, compiled on first use (`pattern`): most texts lack its literal
     flags: int  # re flags of `source`
     caseless: bool
-    # the trigger forms to try in Hyperscan, in order: ("as-is", ...), ("translated", ...); none
-    # for a verbose pattern (scanned by `pattern` itself: "fallback"); the scanner picks
+    # the trigger forms to try in Hyperscan, in order (the scanner picks): ("as-is", ...),
+    # ("translated", ...), ("keywords", ...); none for a verbose pattern (scanned by `pattern`
+    # itself: "fallback")
     candidates: tuple[tuple[str, bytes], ...]
     needs: bytes  # a literal every match holds (lower case when caseless; empty: none known)
+    # gitleaks' rules (`ledger.redact.gitleaks`): a text must hold one of the keywords (lower case);
+    # the secret is group `group` (0: the first group that matched), of entropy above `entropy`,
+    # and no allowlist drops it
+    keywords: tuple[bytes, ...] = ()
+    entropy: float = 0.0
+    group: int = 0
+    allow: tuple[Allowlist, ...] = ()
+    lead: int = 0  # word characters the match may take before the regex's own start (`gitleaks.without_lead`)
 
     @property
     def kind(self) -> str:
-        """The kind recorded in `redacted` (``catalogue:stripe-access-key``)."""
+        """The kind recorded in `redacted` (``catalogue:stripe-access-key``, ``gitleaks:linear-api-key``)."""
+        if self.plugin == "gitleaks":
+            return "gitleaks:" + self.provider
         return "catalogue:" + re.sub(r"[^a-z0-9]+", "-", self.provider.lower()).strip("-")
 
     @functools.cached_property
     def pattern(self) -> re.Pattern[bytes]:
-        """The compiled rule (compiling all ~40 costs ~0.1 s, so each is compiled when first needed)."""
+        """The compiled rule (compiling all ~260 costs ~1 s, so each is compiled when first needed)."""
         return re.compile(self.source, self.flags)
 
+    def applies(self, data: bytes, lower: bytes | None = None) -> bool:
+        """Whether `data` holds what every match needs: the literal, or one of the keywords."""
+        if self.keywords:
+            low = lower if lower is not None else data.lower()
+            return any(k in low for k in self.keywords)
+        return not self.needs or self.needs in (data if not self.caseless else lower if lower is not None else data.lower())
+
     def spans(self, data: bytes, lower: bytes | None = None) -> list[tuple[int, int]]:
-        """Spans this rule hides in `data` (`lower`: `data.lower()`, for caseless rules' test)."""
+        """Spans this rule hides in `data` (`lower`: `data.lower()`, for the keyword test)."""
+        if not self.applies(data, lower):
+            return []
+        if self.plugin == "gitleaks":
+            return [sp for m in self.pattern.finditer(data) if (sp := self._gitleaks_span(data, m)) is not None]
         out: list[tuple[int, int]] = []
-        if self.needs and self.needs not in (data if not self.caseless else lower if lower is not None else data.lower()):
-            return out
         for m in self.pattern.finditer(data):
-            if self.pattern.groups and m.group(1):
+            if self.pattern.groups and m.group(1) and (m.start(1) > m.start() or len(m.group(1)) >= SHORT_GROUP):
                 out.append(m.span(1))
-                continue
-            start, end = m.span()
-            while start < end and data[start : start + 1] in b" \t=:\"'":  # delimiters the regex ate
-                start += 1
-            while end > start and data[end - 1 : end] in b" \t\"'\r\n":
-                end -= 1
-            while start > 0 and _TOKEN.match(data, start - 1):
-                start -= 1
-            while end < len(data) and _TOKEN.match(data, end):
-                end += 1
-            if end > start:
-                out.append((start, end))
+            elif (sp := _widened(data, *m.span())) is not None:
+                out.append(sp)
         return out
+
+    def _gitleaks_span(self, data: bytes, m: re.Match[bytes]) -> tuple[int, int] | None:
+        """The secret of one match as gitleaks reads it, None when it is no finding."""
+        if self.group and self.pattern.groups >= self.group:
+            span: tuple[int, int] | None = m.span(self.group) if m.group(self.group) else None
+        else:
+            span = next((m.span(g) for g in range(1, self.pattern.groups + 1) if m.group(g)), None)
+        if span is None:
+            if self.pattern.groups and self.group:
+                return None
+            span = _widened(data, *m.span())
+            if span is None:
+                return None
+        secret = data[span[0] : span[1]]
+        if self.entropy and entropy(secret) <= self.entropy:
+            return None
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        end = data.find(b"\n", m.end())
+        line = data[start : len(data) if end < 0 else end]
+        at = m.start()
+        while self.lead and at > start and m.start() - at < self.lead and _LEAD_CHAR.match(data, at - 1):
+            at -= 1
+        if any(a.allows(secret, data[at : m.end()], line) for a in (*global_allowlists(), *self.allow)):
+            return None
+        whole = _widened(data, *m.span())
+        if whole is not None and (span[1] - span[0] < SHORT_GROUP or _ONE_TOKEN.fullmatch(data, *whole)):
+            return whole  # the group is a piece of one token (jwt-base64's `(?P<alg>...)`): all of it goes
+        return span
+
+
+def _widened(data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """A whole match without the delimiters the regex ate, widened over adjacent token characters
+    (a longer real token than the pattern describes is hidden whole); None when nothing is left."""
+    while start < end and data[start : start + 1] in b" \t=:\"'":
+        start += 1
+    while end > start and data[end - 1 : end] in b" \t\"'\r\n":
+        end -= 1
+    while start > 0 and _TOKEN.match(data, start - 1):
+        start -= 1
+    while end < len(data) and _TOKEN.match(data, end):
+        end += 1
+    return (start, end) if end > start else None
+
+
+@functools.lru_cache(maxsize=1)
+def global_allowlists() -> tuple[Allowlist, ...]:
+    """gitleaks' global allowlist, read when a gitleaks rule first finds something."""
+    return (Allowlist.from_entry(gitleaks.global_allowlist()),)
 
 
 def required_literal(pattern: bytes, caseless: bool) -> bytes:
@@ -126,12 +201,6 @@ def translate(pattern: str) -> str:
     return pattern
 
 
-def relax(pattern: str) -> str:
-    """A trigger for `pattern` that is cheaper to compile: bounded repeats with an upper bound
-    (``{20,50}``, ``.{0,20}?``) left open (a superset: the rule itself checks the bound)."""
-    return re.sub(r"\{(\d+),\d+\}\??", r"{\1,}", pattern)
-
-
 def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
     import inspect  # only to build the catalogue, once per user (`_cached_entries`)
     import pkgutil
@@ -164,8 +233,13 @@ def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
 
 
 def _entries() -> list[dict[str, Any]]:
-    """The catalogue as plain data, derived from the installed plugins (importing them and
-    compiling their regexes costs ~0.5 s, so the result is cached per user by `_cached_entries`)."""
+    """The catalogue as plain data: detect-secrets' plugins, then gitleaks' rules (importing the
+    plugins and compiling their regexes costs ~0.5 s, translating gitleaks' ~10 ms, so the result is
+    cached per user by `_cached_entries`)."""
+    return _detect_secrets_entries() + gitleaks.entries()
+
+
+def _detect_secrets_entries() -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     for plugin, provider, patterns in _plugins():
         for p in patterns:
@@ -177,8 +251,10 @@ def _entries() -> list[dict[str, Any]]:
                 continue
             if p.flags & re.VERBOSE and re.search(r"[\s#]", p.pattern):  # verbose for real
                 candidates: list[list[str]] = []
-            else:
-                candidates = [["as-is", relax(p.pattern)], ["translated", relax(translate(p.pattern))]]
+            elif translate(p.pattern) == p.pattern:
+                candidates = [["as-is", re2.relax(p.pattern)]]
+            else:  # Hyperscan has no lookarounds: the pattern without them, a superset
+                candidates = [["translated", re2.relax(translate(p.pattern))]]
             needs = required_literal(p.pattern.encode(), caseless)
             entries.append(
                 {
@@ -209,10 +285,13 @@ def _installed_key() -> str:
 
 
 def _cache_file() -> Path:
-    """Per user, named by the installed plugins and by this module's own source (an entry made by
-    other code, or from other plugins, is never read)."""
+    """Per user, named by the installed plugins and by the source of the code and data that derive
+    the entries (an entry made by other code, or from other plugins or rules, is never read)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / "catalogue"
-    code = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for source in (Path(__file__), Path(gitleaks.__file__), Path(re2.__file__), gitleaks.DATA):
+        h.update(source.read_bytes() if source.is_file() else b"absent")
+    code = h.hexdigest()[:16]
     return base / f"{_installed_key()}-{code}.json"
 
 
@@ -252,11 +331,57 @@ def catalogue() -> tuple[CatalogueRule, ...]:
                     bool(e["caseless"]),
                     tuple((str(k), str(v).encode()) for k, v in e["candidates"]),
                     str(e["needs"]).encode("latin-1"),
+                    tuple(str(k).encode() for k in e.get("keywords") or ()),
+                    float(e.get("entropy") or 0.0),
+                    int(e.get("group") or 0),
+                    tuple(Allowlist.from_entry(a) for a in e.get("allow") or ()),
+                    int(e.get("lead") or 0),
                 )
             )
         except (KeyError, TypeError, ValueError):
             continue
     return tuple(rules)
+
+
+Gate = tuple[bytes, bool, tuple[int, ...]]  # a literal, whether caseless, the rules needing it
+
+
+@functools.lru_cache(maxsize=1)
+def _gates() -> tuple[tuple[int, ...], tuple[Gate, ...], dict[bytes, tuple[Gate, ...]]]:
+    """The catalogue indexed by what each rule needs (a literal, a keyword): the rules needing
+    nothing, every gate, and the gates by their first two bytes in lower case (a short text is
+    tested only against the gates its own byte pairs can start; one-byte gates under ``b""``)."""
+    always: list[int] = []
+    by_gate: dict[tuple[bytes, bool], list[int]] = {}
+    for i, rule in enumerate(catalogue()):
+        needs = [(k, True) for k in rule.keywords] or ([(rule.needs, rule.caseless)] if rule.needs else [])
+        for need in needs:
+            by_gate.setdefault(need, []).append(i)
+        if not needs:
+            always.append(i)
+    every = tuple((lit, caseless, tuple(idx)) for (lit, caseless), idx in by_gate.items())
+    by_pair: dict[bytes, list[Gate]] = {}
+    for gate in every:
+        by_pair.setdefault(gate[0][:2].lower() if len(gate[0]) >= 2 else b"", []).append(gate)
+    return tuple(always), every, {k: tuple(v) for k, v in by_pair.items()}
+
+
+def rules_for(data: bytes, lower: bytes) -> list[CatalogueRule]:
+    """The catalogue rules that may match `data` (`lower`: `data.lower()`), in catalogue order:
+    a rule is tried only where what it needs is (~280 gates; one `in` test each on a long text,
+    a dictionary look-up per byte pair on a short one, such as a manifest's strings)."""
+    always, every, by_pair = _gates()
+    if len(lower) > 256:
+        gates: Iterable[Gate] = every
+    else:
+        pairs = {lower[i : i + 2] for i in range(len(lower) - 1)}
+        gates = [g for pair in pairs for g in by_pair.get(pair, ())] + list(by_pair.get(b"", ()))
+    hit = set(always)
+    for lit, caseless, idx in gates:
+        if lit in (lower if caseless else data):
+            hit.update(idx)
+    rules = catalogue()
+    return [rules[i] for i in sorted(hit)]
 
 
 def catalogue_version() -> str:

@@ -5,6 +5,11 @@ A value is replaced by ``***``; the name (or the kind of pattern) that caused it
 themselves work on bytes (`ledger.redact.rules`); every writer goes through one
 `ledger.redact.scanner.Redactor`, which adds the run's known secret values and the fast scan.
 
+Names and kinds are labels, and labels never hold secret text: a name that cannot be one (a PEM
+block given where a flag was expected) is recorded as `HIDDEN_LABEL` (`plain_label`), and the
+manifest's keys and `redacted` entries go through the rules before they are written
+(`ledger.redact.scanner.Redactor.redact_label`).
+
 The name rule (`is_secret_name`). A name (flag without dashes, variable, JSON key) is split into
 parts at ``-``, ``_``, ``.`` and camelCase boundaries, upper-cased. It is secret when
 - any part is a strong word: SECRET(S), PASSWORD(S), PASSWD, PASSPHRASE, CREDENTIAL(S), PRIVATE,
@@ -51,6 +56,13 @@ _QUALIFIERS = frozenset(
 )
 _TRIVIAL = frozenset({"", "none", "null", "nil", "true", "false", MASK, f"'{MASK}'", f'"{MASK}"'})
 
+# A label ledger writes (a setting's name, a manifest key, a `redacted` entry) is a name as code
+# spells one: one printable line, short. Anything else (a 400-byte PGP key block read as a flag) is
+# not written; `HIDDEN_LABEL` stands in its place.
+MAX_LABEL = 256  # a path is a label too (`code/...` in `redacted`, a launcher input)
+HIDDEN_LABEL = "<not a name: hidden>"
+SECRET_IN_NAME = "secret-in-a-name"
+
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _PARTS = re.compile(r"[-_.\s]+")
 
@@ -77,6 +89,12 @@ def is_secret_name(name: str, extra: frozenset[str] = frozenset()) -> bool:
     return last in _TAIL or last.endswith(_TAIL_ENDS) or any(p in _STRONG or p in extra for p in parts)
 
 
+def plain_label(text: str) -> str:
+    """`text` when it can be a name (one printable line of at most `MAX_LABEL` characters), else
+    `HIDDEN_LABEL`. Secret shapes inside a plain label are the rules' (`Redactor.redact_label`)."""
+    return text if len(text) <= MAX_LABEL and text.isprintable() else HIDDEN_LABEL
+
+
 def keeps_value(name: str, value: str) -> bool:
     """True when `value` is not a secret although `name` looks secret (counts, empty, None)."""
     bare = value.strip().strip("'\"\\").strip()
@@ -94,8 +112,9 @@ class Redactions:
     kinds: set[str] = field(default_factory=set)
 
     def add_name(self, name: str) -> None:
-        """Record a flag/variable/key name whose value was hidden."""
-        self.names.add(name.lstrip("-"))
+        """Record a flag/variable/key name whose value was hidden (a text that cannot be a name is
+        recorded as `HIDDEN_LABEL`: the record of what was hidden never holds what was)."""
+        self.names.add(plain_label(name.lstrip("-")))
 
     def add_kind(self, kind: str) -> None:
         """Record a pattern kind (``hf-token``, ``url-credentials``, ...) that was hidden."""

@@ -17,8 +17,8 @@ Shapes redacted whatever the name (public formats of each issuer): Hugging Face 
 OpenAI/Anthropic ``sk-``/``sk-proj-``/``sk-ant-``, GitHub ``ghp_ gho_ ghs_ ghu_ ghr_`` and
 ``github_pat_``, GitLab ``glpat-``, Slack ``xox[abposr]-``, AWS key ids ``AKIA``/``ASIA`` (and a
 40-character secret key on the same line), Google API keys ``AIza`` + 35, JWTs ``eyJ..``.``..``,
-``Authorization: Bearer``/``Basic`` values (and any value after an ``Authorization`` header
-name), credentials in URLs, and PEM/OpenSSH private key blocks
+``Authorization: Bearer``/``Basic`` values (and the credential of any other scheme after an
+``Authorization`` header name, Digest's parameters included), credentials in URLs, and PEM/OpenSSH private key blocks
 (`pem_step`: a block spread over several lines is masked line by line, keeping the line count).
 """
 
@@ -30,7 +30,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
-from ledger.redact.catalogue import catalogue
+from ledger.redact.catalogue import rules_for
 from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
@@ -133,12 +133,17 @@ _URL = Rx(rb"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<user>[^/\s:@'\"]*):(?P<v>[^/\s@'\"]
 # https://TOKEN@host: a token alone as the user part (GitHub's documented form)
 _URL_TOKEN = Rx(rb"\bhttps?://(?P<v>[A-Za-z0-9_.~-]{16,})@", b"http")
 _BEARER = Rx(rb"(?i)\bbearer\s+(?P<v>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{8,})")
-# after an Authorization header name any value is a credential (RFC 9110 11.6.2): with a scheme
-# (Bearer, GitHub's `token`, ...) whatever follows it; without one a token-looking value. Basic
-# and Digest have their own forms (`_BASIC`; Digest's parameters are not single values).
+# after an Authorization header name any value is a credential (RFC 9110 11.6.2), whatever its
+# scheme (`<scheme> <credential>`): a known token scheme (Bearer, GitHub's `token`, Okta's `SSWS`,
+# Fly's `FlyV1`, ...) with whatever follows it; any other scheme with a token68 that looks like a
+# credential (a digit or a symbol in it, or 20 characters), or with parameters (Digest, OAuth,
+# AWS4-HMAC-SHA256: `name=value, ...`, hidden to the end of the value); no scheme, a
+# token-looking value. Basic has its own form (`_BASIC`: base64 of `user:password`).
 _AUTHZ = Rx(
-    rb"""(?i)\bauthorization\\?["']?[ \t]*[:=][ \t]*\\?["']?(?!(?:basic|digest)\s)"""
-    rb"""(?:(?:bearer|token|bot|negotiate|apikey|key)[ \t]+(?P<v>[A-Za-z0-9._~+/=-]{6,})"""
+    rb"""(?i)\b(?:proxy-)?authorization\\?["']?[ \t]*[:=][ \t]*\\?["']?(?!basic\s)"""
+    rb"""(?:(?:bearer|token|bot|negotiate|apikey|api-key|key|ssws|flyv1|dpop)[ \t]+(?P<v>[A-Za-z0-9._~+/=,-]{6,})"""
+    rb"""|[A-Za-z][A-Za-z0-9._~+-]*[ \t]+(?P<params>[A-Za-z][\w-]*[ \t]*=[^\r\n']*[^\s'])"""
+    rb"""|[A-Za-z][A-Za-z0-9._~+-]*[ \t]+(?P<cred>(?=[A-Za-z0-9._~+/-]*[\d._~+/-])[A-Za-z0-9._~+/-]{8,}=*|[A-Za-z0-9._~+/-]{20,}=*)"""
     rb"""|(?P<raw>(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{12,}|[A-Za-z0-9._~+/=-]{20,}))"""
 )
 _BASIC = Rx(rb"(?i)(?P<auth>authorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<v>[A-Za-z0-9+/]{6,}={0,2})")
@@ -174,6 +179,10 @@ OWN_SHAPES: tuple[tuple[str, bytes], ...] = (
     ("digitalocean-token", rb"\bdo[por]_v1_[a-f0-9]{64}"),
     ("slack-app-token", rb"\bxapp-[0-9]+-[A-Za-z0-9-]{20,}"),
     ("grafana-token", rb"\b(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/=_-]{32,})"),
+    ("replicate-token", rb"\br8_[A-Za-z0-9]{37,}"),
+    ("groq-key", rb"\bgsk_[A-Za-z0-9]{48,}"),
+    ("supabase-token", rb"\b(?:sbp_[a-f0-9]{40}|sb_secret_[A-Za-z0-9_-]{20,})"),
+    ("fly-token", rb"\bFlyV1[ \t]+(?P<v>fm[12][ar]?_[A-Za-z0-9+/=_,-]{20,})"),
     ("wandb-key", rb"(?i:\bwandb)[ \t]+login[ \t]+(?:-[\w-]+(?:[ \t]+|=)(?:https?://\S+[ \t]+)?)*(?P<v>(?:local-)?[A-Za-z0-9_-]{40,})"),
 )
 # a literal each match holds (`catalogue.required_literal` of each, which a test checks): a
@@ -193,6 +202,10 @@ _OWN_NEEDS = {
     "slack-app-token": b"xapp-",
     "grafana-token": b"gl",
     "wandb-key": b"login",
+    "replicate-token": b"r8_",
+    "groq-key": b"gsk_",
+    "supabase-token": b"sb",
+    "fly-token": b"FlyV1",
 }
 OWN = tuple((kind, Rx(p, _OWN_NEEDS.get(kind, b""))) for kind, p in OWN_SHAPES)
 
@@ -300,7 +313,7 @@ def _kind(pattern: Rx, kind: str, data: bytes, acc: Redactions, out: list[Span],
 def _authorization(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
     """The value of an ``Authorization`` header (`_AUTHZ`), whatever its characters."""
     for m in _AUTHZ.finditer(data):
-        group = "v" if m.group("v") is not None else "raw"
+        group = next(g for g in ("v", "params", "cred", "raw") if m.group(g) is not None)
         if m.span(group) in out:
             continue  # `_BEARER` hid it already
         acc.add_kind("authorization-header")
@@ -338,19 +351,27 @@ def rule_spans(data: bytes, acc: Redactions, secret: NameTest = is_secret_name, 
     _named(_COLON, data, acc, out, secret, found)
     _named(_SPACED, data, acc, out, secret, found)
     _named(_DOTTED, data, acc, out, secret, found)
+    _round_two(data, acc, out, secret, found)
+    return out + shape_spans(data, acc, found, out)
+
+
+def shape_spans(data: bytes, acc: Redactions, found: set[bytes] | None = None, hidden: list[Span] | None = None) -> list[Span]:
+    """Spans of the secrets that need no name: credentials in URLs and Authorization headers,
+    token shapes (ours, the catalogue's), AWS secret keys beside their ids. What a data file is
+    scanned for (`ledger.redact.filescan`); `hidden`: spans found already, whose kinds win."""
+    out: list[Span] = list(hidden or [])
     _kind(_URL, "url-credentials", data, acc, out, found)
     _kind(_URL_TOKEN, "url-credentials", data, acc, out, found)
     _kind(_BEARER, "bearer-token", data, acc, out, found)
     _authorization(data, acc, out, found)
     _basic(data, acc, out, found)
-    _round_two(data, acc, out, secret, found)
     for kind, pattern in SHAPES:
         _kind(pattern, kind, data, acc, out, found, 0)
     for kind, pattern in OWN:
         _kind(pattern, kind, data, acc, out, found, "v" if b"(?P<v>" in pattern.source else 0)
     _catalogue_spans(data, acc, out, found)
     _aws_secrets(data, acc, out, found)
-    return out
+    return out[len(hidden or []) :]
 
 
 def _round_two(data: bytes, acc: Redactions, out: list[Span], secret: NameTest, found: set[bytes] | None) -> None:
@@ -372,9 +393,10 @@ def _round_two(data: bytes, acc: Redactions, out: list[Span], secret: NameTest, 
 
 
 def _catalogue_spans(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:
-    """The detect-secrets catalogue's shapes, outside what ledger's own rules hid (which keeps their kind)."""
-    lower = data.lower() if any(r.caseless and r.needs for r in catalogue()) else None
-    for rule in catalogue():
+    """The catalogue's shapes (detect-secrets', gitleaks'), outside what ledger's own rules hid
+    (which keeps their kind)."""
+    lower = data.lower()
+    for rule in rules_for(data, lower):
         spans = [sp for sp in rule.spans(data, lower) if not any(a <= sp[0] and sp[1] <= b for a, b in out)]
         if spans:
             acc.add_kind(rule.kind)

@@ -6,8 +6,9 @@ values). What is left:
   in a form no rule knows (``using X``): they are removed from every log in a second pass that
   looks for those literal values only (fast: one literal scan, rewrite only where found);
 - small files written by ledger itself (``heat.log``, ``metrics.jsonl``) get the full scan;
-- the manifest: every string, and every value under a secret-named key.
-The manifest's ``redacted`` lists ``"<where>: <name or pattern:kind>"``, never a value.
+- the manifest: every string and key, and every value under a secret-named key.
+The manifest's ``redacted`` lists ``"<where>: <name or pattern:kind>"``, never a value: each of
+its parts is a label, checked by the same rules before it is written (`clean_entry`).
 """
 
 from __future__ import annotations
@@ -117,12 +118,22 @@ def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: 
 
 
 def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
-    """Every string of the manifest, and every value under a secret-named key (in place)."""
+    """Every string and key of the manifest, and every value under a secret-named key (in place);
+    then the `redacted` entries themselves (`clean_entry`)."""
     acc = Redactions()
-    clean = Redactor(set(secrets) | as_texts(found), extra_names).redact_obj(m, acc, skip=frozenset({"redacted"}))
+    redactor = Redactor(set(secrets) | as_texts(found), extra_names)
+    clean = redactor.redact_obj(m, acc, skip=frozenset({"redacted"}))
     m.clear()
     m.update(clean)
     add_redacted(m, acc.at("manifest"))
+    m["redacted"] = sorted({clean_entry(redactor, str(e)) for e in m.get("redacted") or []})
+
+
+def clean_entry(redactor: Redactor, entry: str) -> str:
+    """A ``"<where>: <name or pattern:kind>"`` entry with each part a label (`Redactor.redact_label`):
+    a file's place or a name holding secret text never reaches the record of what was hidden."""
+    where, sep, item = entry.partition(": ")
+    return redactor.redact_label(where) + sep + redactor.redact_label(item) if sep else redactor.redact_label(entry)
 
 
 def as_texts(values: Iterable[bytes]) -> set[str]:

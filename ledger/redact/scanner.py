@@ -40,7 +40,7 @@ from typing import Any, BinaryIO
 
 from ledger.redact import rules
 from ledger.redact.catalogue import CatalogueRule, catalogue
-from ledger.redact.names import KNOWN_VALUE, MASK, Redactions, is_secret_name, keeps_value
+from ledger.redact.names import KNOWN_VALUE, MASK, SECRET_IN_NAME, Redactions, is_secret_name, keeps_value, plain_label
 from ledger.redact.variants import MIN_LENGTH, variants
 
 Span = tuple[int, int]
@@ -100,7 +100,7 @@ def trigger_patterns(
     out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
     if rules_on:
         out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
-        out += [(trigger, r.caseless) for r, trigger, _ in catalogue_triggers() if trigger is not None]
+        out += [(trigger, r.caseless) for r, trigger, _ in _triggers() if trigger is not None]
     out += [(re.escape(lit), False) for lit in sorted(set(literals))]
     # a superset: a head holds the value's first characters, a tail its last ones
     ends = {piece for value in wrapped for piece in (value[:MIN_LENGTH], value[-MIN_LENGTH:])}
@@ -171,18 +171,61 @@ def hyperscan_compiles(pattern: bytes, caseless: bool) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=1)
-def catalogue_triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
+# Set when Hyperscan refused the rules' trigger set: from then on each catalogue trigger is tried
+# on its own first (`catalogue_triggers(checked=True)`), so one refused form costs only its rule.
+_REFUSED: list[bool] = []
+
+
+@functools.lru_cache(maxsize=2)
+def catalogue_triggers(checked: bool = False) -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
     """Each catalogue rule with its Hyperscan trigger and how it got it: ``as-is``, ``translated``
-    (lookarounds dropped), or ``fallback`` (no trigger: its regex scans each block in `re`)."""
+    (lookarounds dropped), ``keywords`` (gitleaks' keywords: a literal scan), or ``fallback`` (no
+    trigger: its regex scans each block in `re`).
+
+    Unchecked (the usual case, `checked` false) each rule's first form is taken: compiling the
+    whole trigger set is the check, one compile instead of one per rule (~1 s for the ~260 rules).
+    Checked, after Hyperscan refused the set, each form is compiled on its own first."""
     out = []
     for rule in catalogue():
-        pick = next(((path, p) for path, p in rule.candidates if hyperscan_compiles(p, rule.caseless)), None)
+        if checked:
+            pick = next(((path, p) for path, p in rule.candidates if hyperscan_compiles(p, rule.caseless)), None)
+        else:
+            pick = next(((path, p) for path, p in rule.candidates), None)
         out.append((rule, pick[1], pick[0]) if pick else (rule, None, "fallback"))
     return tuple(out)
 
 
+def _triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
+    return catalogue_triggers(checked=bool(_REFUSED))
+
+
 _COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
+
+
+def _database(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> Any:
+    """A Hyperscan block database of `patterns` with its own scratch (one per stream, so one per
+    thread); compiled once per process (~0.1-0.4 s), then loaded from its serialized copy (~1 ms)."""
+    key = tuple(patterns)
+    if key not in _COMPILED:
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[p for p, _ in patterns],
+            ids=list(range(len(patterns))),
+            elements=len(patterns),
+            flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
+        )
+        if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
+            del _COMPILED[next(iter(_COMPILED))]  # the least recently used
+        _COMPILED[key] = hyperscan.dumpb(db)
+    _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
+    db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
+    db.scratch = hyperscan.Scratch(db)
+    return db
+
+
+def _combined(patterns: list[tuple[bytes, bool]]) -> re.Pattern[bytes]:
+    """`patterns` as one Python regex (where Hyperscan is missing or refused them)."""
+    return re.compile(b"|".join((b"(?i:" if c else b"(?:") + p + b")" for p, c in patterns))
 
 
 class _Engine:
@@ -192,31 +235,18 @@ class _Engine:
         self._db: Any = None
         self._re: re.Pattern[bytes] | None = None
         self.kind = "none"
+        self.refused = False  # Hyperscan is there but refused a pattern
         if not patterns:
             return
         try:
             import hyperscan
-
-            key = tuple(patterns)
-            if key not in _COMPILED:  # compiling takes ~0.2 s; loading a serialized copy ~1 ms
-                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(
-                    expressions=[p for p, _ in patterns],
-                    ids=list(range(len(patterns))),
-                    elements=len(patterns),
-                    flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
-                )
-                if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
-                    del _COMPILED[next(iter(_COMPILED))]  # the least recently used
-                _COMPILED[key] = hyperscan.dumpb(db)
-            _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
-            # each engine its own database and scratch: one per stream, so one per thread
-            db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
-            db.scratch = hyperscan.Scratch(db)
-            self._db, self.kind = db, "hyperscan"
-        except Exception:  # no wheel for this platform, or a pattern it refuses: same result in re
-            alts = [(b"(?i:" if c else b"(?:") + p + b")" for p, c in patterns]
-            self._re, self.kind = re.compile(b"|".join(alts)), "re"
+        except ImportError:  # no wheel for this platform: the same result in re
+            self._re, self.kind = _combined(patterns), "re"
+            return
+        try:
+            self._db, self.kind = _database(hyperscan, patterns), "hyperscan"
+        except Exception:  # a pattern it refuses (`Redactor._get_engine` then checks each form): re meanwhile
+            self._re, self.kind, self.refused = _combined(patterns), "re", True
 
     def ends(self, data: bytes) -> list[int]:
         """End offsets (exclusive) of the matches in `data`, in no particular order."""
@@ -256,6 +286,7 @@ class _Engines:
     def __init__(self, static: list[tuple[bytes, bool]], literals: list[tuple[bytes, bool]]):
         self.parts = [e for e in (_Engine(static), _Engine(literals)) if e.kind != "none"]
         self.kind = self.parts[0].kind if self.parts else "none"
+        self.refused = any(e.refused for e in self.parts)
 
     def ends(self, data: bytes) -> list[int]:
         """End offsets of the matches of both databases."""
@@ -315,11 +346,20 @@ class Redactor:
 
     def _get_engine(self) -> _Engines:
         if self._engine is None:  # compiled on first use: a one-line redaction never pays for it
-            self._engine = _Engines(
-                trigger_patterns(self.extra, rules_on=self.rules_on),
-                trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped),
-            )
+            literals = trigger_patterns(literals=self.needles, rules_on=False, wrapped=self.wrapped)
+            self._engine = _Engines(trigger_patterns(self.extra, rules_on=self.rules_on), literals)
+            if self._engine.refused and not _REFUSED:  # a catalogue form Hyperscan refuses: each tried alone
+                _REFUSED.append(True)
+                self._engine = _Engines(trigger_patterns(self.extra, rules_on=self.rules_on), literals)
         return self._engine
+
+    def trigger_ends(self, data: bytes) -> list[int]:
+        """End offsets of every trigger match in `data`, in no order: where a secret the rules or
+        the known values would hide may end (no match: nothing in `data` is hidden)."""
+        ends = self._get_engine().ends(data)
+        if self.rules_on:
+            ends += [m.end() for r, trigger, _ in _triggers() if trigger is None for m in r.pattern.finditer(data)]
+        return ends
 
     def flagged(self, body: bytes, start: int = 0) -> list[Span]:
         """Sorted spans of the lines of `body[start:]` that `redact_line` must see, in order.
@@ -328,9 +368,7 @@ class Redactor:
         or opened here). Does not change the state: call `redact_line` on each span in order.
         """
         view = View(body)
-        ends = self._get_engine().ends(view.text)
-        if self.rules_on:
-            ends += [m.end() for r, trigger, _ in catalogue_triggers() if trigger is None for m in r.pattern.finditer(view.text)]
+        ends = self.trigger_ends(view.text)
         hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends if view.at(max(end - 1, 0)) >= start})
         if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
             return hits
@@ -388,18 +426,27 @@ class Redactor:
         return [view.span(s, e) for s, e in spans], pem_open
 
     def _pieces(self, line: bytes) -> list[Span]:
-        """A known value's head at the end of this line or its tail at the start (wrapped)."""
+        """A known value's head at the end of this line or its tail at the start (wrapped): each
+        piece at least `MIN_LENGTH` long and shorter than the value (`wrap_pieces`). A head holds
+        the value's first `MIN_LENGTH` bytes and a tail its last ones, so only where those are is
+        a piece compared (a line costs a few finds per value, not one per split of it)."""
         out: list[Span] = []
         if not self.wrapped or len(line) < MIN_LENGTH:
             return out
         stripped = line.lstrip(b" \t")
         lead = len(line) - len(stripped)
         for value in self.wrapped:
-            for head, tail in wrap_pieces(value):
-                if line.endswith(head):
-                    out.append((len(line) - len(head), len(line)))
-                if stripped.startswith(tail):
-                    out.append((lead, lead + len(tail)))
+            n = len(value)
+            i = line.find(value[:MIN_LENGTH], max(0, len(line) - (n - MIN_LENGTH)))
+            while i >= 0:  # the line ends with value[:k], MIN_LENGTH <= k <= n - MIN_LENGTH
+                if len(line) - i >= MIN_LENGTH and value.startswith(line[i:]):
+                    out.append((i, len(line)))
+                i = line.find(value[:MIN_LENGTH], i + 1)
+            j = stripped.find(value[-MIN_LENGTH:], 0, n - MIN_LENGTH)
+            while j >= 0:  # the line starts with value[n - t:], MIN_LENGTH <= t <= n - MIN_LENGTH
+                if value.endswith(stripped[: j + MIN_LENGTH]):
+                    out.append((lead, lead + j + MIN_LENGTH))
+                j = stripped.find(value[-MIN_LENGTH:], j + 1, n - MIN_LENGTH)
         return out
 
     def redact_line(self, line: bytes, acc: Redactions | None = None) -> bytes:
@@ -526,23 +573,42 @@ class Redactor:
         return out
 
     def redact_obj(self, obj: Any, acc: Redactions, skip: frozenset[str] = frozenset()) -> Any:
-        """A JSON-like object (the manifest): values under secret-named keys, and every string."""
+        """A JSON-like object (the manifest): values under secret-named keys, every string, and
+        every key (`redact_label`: a key is written too)."""
         if isinstance(obj, dict):
             out: dict[Any, Any] = {}
             for key, value in obj.items():
                 if key in skip:
                     out[key] = value
-                elif isinstance(key, str) and isinstance(value, str) and self._secret(key) and not keeps_value(key, value):
-                    acc.add_name(key)
-                    out[key] = MASK
+                    continue
+                name = self.redact_label(key, acc) if isinstance(key, str) else key
+                while name in out:  # two keys hidden alike stay two
+                    name = f"{name} #{len(out)}"
+                hidden = name != key
+                if isinstance(key, str) and isinstance(value, str) and (hidden or self._secret(key)) and not keeps_value(key, value):
+                    acc.add_name(name)
+                    out[name] = MASK
                 else:
-                    out[key] = self.redact_obj(value, acc)
+                    out[name] = self.redact_obj(value, acc)
             return out
         if isinstance(obj, (list, tuple)):
             return type(obj)(self.redact_obj(v, acc) for v in obj)
         if isinstance(obj, str):
             return self.redact_text(obj, acc)
         return obj
+
+    def redact_label(self, label: str, acc: Redactions | None = None) -> str:
+        """A name ledger writes (a key, a setting's name, a file's place in `redacted`): one that
+        cannot be a name is `HIDDEN_LABEL`, one holding a secret shape or known value is masked
+        (recorded as ``secret-in-a-name``). The rules see the label alone, so a name that only
+        reads as secret (``secrets.yaml``) is kept."""
+        acc = acc if acc is not None else Redactions()
+        plain = plain_label(label)
+        found = Redactions()
+        clean = self.redact_text(plain, found) if plain == label else plain
+        if clean != label:
+            acc.add_kind(SECRET_IN_NAME)
+        return clean
 
     def redact_file(self, src: Path, dest: Path | None = None, acc: Redactions | None = None) -> bool:
         """Redact a file into `dest` (default: in place, atomically); True when anything changed.

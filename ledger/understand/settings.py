@@ -3,8 +3,8 @@
 `parse_settings(["--lr", "1e-6", "--colocate", "--no-offload-train"])` gives
 `{"lr": 1e-06, "colocate": True, "offload-train": False}`. The rules, in the order they apply:
 
-- a token is a flag when it starts with `-`, is not `-` or `--`, and is not a number
-  (`-1`, `-0.5`, `-1e-5` are values);
+- a token is a flag when one or two dashes and a name start it, and it is not a number
+  (`-1`, `-0.5`, `-1e-5`, `-`, and `-----BEGIN ...` are values);
 - `--key=value` is one flag with one value, even when the value starts with `-`;
 - `--key v1 v2 ...` takes every following non-flag token: one value is a scalar, more a list;
 - a bare `--key` is `True`, a bare `--no-key` is `key: False`;
@@ -106,14 +106,19 @@ class FlagGroup:
     inline: bool = False  # written as --key=value
 
 
+_FLAG_START = re.compile(r"--?[^\s=-]")
+
+
 def is_number(token: str) -> bool:
     """True when `token` reads as an int or float literal (signs and exponents allowed)."""
     return _FLOAT_RE.fullmatch(token) is not None
 
 
 def is_flag(token: str) -> bool:
-    """True when `token` starts a flag (`--x`, `-x`), not a value such as `-1` or `-`."""
-    return token.startswith("-") and token not in ("-", "--") and not is_number(token)
+    """True when `token` starts a flag (`--x`, `-x`), not a value such as `-1`, `-`, or a text that
+    only starts with dashes (`-----BEGIN PGP PRIVATE KEY BLOCK-----...`, a key given as a value:
+    read as a flag it became a setting's name, issue 31)."""
+    return _FLAG_START.match(token) is not None and not is_number(token)
 
 
 def flag_groups(args: Sequence[str]) -> list[FlagGroup]:
