@@ -32,12 +32,15 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import os
+import platform
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ledger.fsutil import write_atomic
 from ledger.redact import rules
 from ledger.redact.catalogue import CatalogueRule, catalogue
 from ledger.redact.names import KNOWN_VALUE, MASK, SECRET_IN_NAME, Redactions, is_secret_name, keeps_value, plain_label
@@ -202,25 +205,72 @@ def _triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
 _COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
 
 
-def _database(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> Any:
+def _database(hyperscan: Any, patterns: list[tuple[bytes, bool]], persist: bool = False) -> Any:
     """A Hyperscan block database of `patterns` with its own scratch (one per stream, so one per
-    thread); compiled once per process (~0.1-0.4 s), then loaded from its serialized copy (~1 ms)."""
+    thread): compiled once per process (~0.1-0.4 s), then loaded from its serialized copy (~1 ms).
+    With `persist` (the rules' triggers: no secret in them, never a run's known values) the
+    serialized copy is also kept in the per-user cache (`_db_file`), so a new process loads it."""
     key = tuple(patterns)
     if key not in _COMPILED:
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(
-            expressions=[p for p, _ in patterns],
-            ids=list(range(len(patterns))),
-            elements=len(patterns),
-            flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
-        )
+        serialized = _load_db_file(hyperscan, patterns) if persist else None
+        if serialized is None:
+            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+            db.compile(
+                expressions=[p for p, _ in patterns],
+                ids=list(range(len(patterns))),
+                elements=len(patterns),
+                flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
+            )
+            serialized = hyperscan.dumpb(db)
+            if persist:
+                _save_db_file(hyperscan, patterns, serialized)
         if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
             del _COMPILED[next(iter(_COMPILED))]  # the least recently used
-        _COMPILED[key] = hyperscan.dumpb(db)
+        _COMPILED[key] = serialized
     _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
     db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
     db.scratch = hyperscan.Scratch(db)
     return db
+
+
+def _db_digest(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> bytes:
+    """What names a serialized database: every pattern and its flag, the Hyperscan binding's
+    version and the machine's architecture (sha256)."""
+    h = hashlib.sha256(f"{getattr(hyperscan, '__version__', '?')}\0{platform.machine()}\0".encode())
+    for pattern, caseless in patterns:
+        h.update(len(pattern).to_bytes(8, "little") + pattern + (b"i" if caseless else b"-"))
+    return h.digest()
+
+
+def _db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> Path:
+    """Where the serialized database of `patterns` is kept for this user."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / "hyperscan"
+    return base / f"{_db_digest(hyperscan, patterns).hex()[:32]}.db"
+
+
+def _load_db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> bytes | None:
+    """The cached serialized database, or None: absent, unreadable, damaged, made for other patterns
+    (its first bytes are the digest of the patterns it was compiled from) or for another platform
+    (Hyperscan refuses to load it) are all a miss, never an error."""
+    path = _db_file(hyperscan, patterns)
+    try:
+        data = path.read_bytes()
+        if data[:32] != _db_digest(hyperscan, patterns):
+            return None
+        hyperscan.loadb(data[32:], hyperscan.HS_MODE_BLOCK)  # checks its own header, version and platform
+    except Exception:  # noqa: BLE001 - any failure is a miss: the database is compiled again
+        return None
+    return data[32:]
+
+
+def _save_db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]], data: bytes) -> None:
+    """Keep the serialized database for the next process (an unwritable cache is only a miss)."""
+    path = _db_file(hyperscan, patterns)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, _db_digest(hyperscan, patterns) + data)
+    except OSError:
+        pass
 
 
 def _combined(patterns: list[tuple[bytes, bool]]) -> re.Pattern[bytes]:
@@ -231,7 +281,7 @@ def _combined(patterns: list[tuple[bytes, bool]]) -> re.Pattern[bytes]:
 class _Engine:
     """Finds the end offsets of trigger matches in a block (Hyperscan, or Python's re)."""
 
-    def __init__(self, patterns: list[tuple[bytes, bool]]):
+    def __init__(self, patterns: list[tuple[bytes, bool]], persist: bool = False):
         self._db: Any = None
         self._re: re.Pattern[bytes] | None = None
         self.kind = "none"
@@ -244,7 +294,7 @@ class _Engine:
             self._re, self.kind = _combined(patterns), "re"
             return
         try:
-            self._db, self.kind = _database(hyperscan, patterns), "hyperscan"
+            self._db, self.kind = _database(hyperscan, patterns, persist), "hyperscan"
         except Exception:  # a pattern it refuses (`Redactor._get_engine` then checks each form): re meanwhile
             self._re, self.kind, self.refused = _combined(patterns), "re", True
 
@@ -284,7 +334,7 @@ class _Engines:
     by each (the literal one is a pure literal matcher, many GB/s)."""
 
     def __init__(self, static: list[tuple[bytes, bool]], literals: list[tuple[bytes, bool]]):
-        self.parts = [e for e in (_Engine(static), _Engine(literals)) if e.kind != "none"]
+        self.parts = [e for e in (_Engine(static, persist=True), _Engine(literals)) if e.kind != "none"]
         self.kind = self.parts[0].kind if self.parts else "none"
         self.refused = any(e.refused for e in self.parts)
 

@@ -1,0 +1,62 @@
+"""What a real short job pays under `ledger run`: `python3 job.py` printing N Miles-shaped step
+lines, bare and under `ledger run`, interleaved in the same run (target: at most 0.25 s above the
+bare job, median of the pairs). The first `ledger run` of a fresh home compiles the rules' Hyperscan
+database and derives the secret catalogue; it is reported apart (cold), then every pair is warm.
+
+    .venv/bin/python bench/bench_shortjob.py [--lines 1000] [--pairs 11]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import ledger_argv, report, scratch_repo, sh
+
+JOB = """import sys
+for i in range(int(sys.argv[1])):
+    print(f"[2026-12-03 10:00:00] train.py:88 - step {i}: {{'train/loss': {1 / (i + 1):.4f}, 'train/grad_norm': 1.1}}")
+"""
+
+
+def _timed(argv: list[str], cwd: Path) -> float:
+    t = time.perf_counter()
+    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lines", type=int, default=1000)
+    ap.add_argument("--pairs", type=int, default=11)
+    args = ap.parse_args()
+    repo = scratch_repo("shortjob")
+    (repo / "job.py").write_text(JOB)
+    sh(ledger_argv("init"), cwd=repo)
+    sh(["git", "add", "-A"], cwd=repo)
+    sh(["git", "commit", "-q", "-m", "job"], cwd=repo)
+    job = [sys.executable, "job.py", str(args.lines)]
+    under = ledger_argv("run", "--no-heat-guard", "--", *job)
+    cold = _timed(under, repo) - _timed(job, repo)
+    bare, led = [], []
+    for _ in range(args.pairs):
+        bare.append(_timed(job, repo))
+        led.append(_timed(under, repo))
+    above = statistics.median(b - a for a, b in zip(bare, led))
+    report(
+        f"a real short job ({args.lines} step lines) bare and under `ledger run`, {args.pairs} interleaved pairs (bench/bench_shortjob.py)",
+        [
+            ("bare job (median)", f"{statistics.median(bare):.3f} s"),
+            ("under ledger run (median)", f"{statistics.median(led):.3f} s"),
+            ("above the bare job (median of pairs)", f"{above:.3f} s (target <= 0.25 s)"),
+            ("first run of a fresh home, above bare", f"{cold:.3f} s (compiles and caches the rules' database)"),
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
