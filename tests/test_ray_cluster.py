@@ -117,6 +117,13 @@ def _actor_env(log: str) -> dict:
     return json.loads(line.split("ACTOR_ENV ", 1)[1])
 
 
+def _check_run_env(seen: dict, run_id: str) -> None:
+    """The job's actor saw the run's LEDGER_RUN_ID and LEDGER_DATA_DIR (docs/recording.md): a Ray
+    job gets the cluster's environment plus its runtime env, never the submitter's (issue 33)."""
+    assert seen["LEDGER_RUN_ID"] == run_id, seen
+    assert (seen["LEDGER_DATA_DIR"] or "").endswith(f"/.ledger/staging/{run_id}/data"), seen
+
+
 class TestJobApi:
     """Runs through the Ray Job API and the Ray driver on a one-node cluster."""
 
@@ -189,7 +196,10 @@ class TestJobApi:
         m = _show(ray_repo)
         assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
         assert m["command"]["training_argv"] == ["python3", script]
-        _check_split(*_logs(ray_repo, m))
+        trainer, engine = _logs(ray_repo, m)
+        _check_split(trainer, engine)
+        # the run's id reached the job's actors (through the runtime env ledger's wrapper extended)
+        assert f"actor LEDGER_RUN_ID={m['id']}" in trainer, "LEDGER_RUN_ID did not reach the job's actors"
         # --no-wait: the launcher returns at once; ledger follows the job to its real end and state
         r = ledger(
             ray_repo,
@@ -220,6 +230,7 @@ class TestJobApi:
             check=True,
         ).stdout
         assert "driver done" in trainer  # the followed job's logs are in the record
+        assert f"actor LEDGER_RUN_ID={m['id']}" in trainer  # a --no-wait job's actors see it too
 
     def test_ctrl_c_stops_a_followed_job(self, cluster: tuple[str, str], ray_repo: Path) -> None:
         _, url = cluster
@@ -364,6 +375,7 @@ class TestJobApi:
         source = _show(miles_repo)
         expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
         assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
+        _check_run_env(_actor_env(_trainer_log(miles_repo, source)), source["id"])
         r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
         assert r.returncode == 0, _failed(miles_repo, r)
         m = _show(miles_repo)
@@ -372,6 +384,7 @@ class TestJobApi:
         assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
         seen = _actor_env(_trainer_log(miles_repo, m))
         assert {k: seen[k] for k in expected} == expected  # the actors, not only the driver
+        _check_run_env(seen, m["id"])  # the replay's own id, not its source's
         assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
         assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
         assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]

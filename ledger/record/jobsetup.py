@@ -155,9 +155,16 @@ def job_env(
         "LEDGER_DATA_DIR": str(staged.data_dir),
     }  # bulky outputs here are tracked with DVC
     ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
-    job_vars = {k: v for k, v in cfg.job_env.items() if k not in env}
+    # a Ray job's driver and actors get the cluster's environment plus the runtime env, never the
+    # submitter's: the `ray` wrapper merges all of these into the runtime env's env_vars (issue 33)
     wrappers = shim.install(
-        staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns), wrapper_flags, list(cfg.env_patterns), env, job_vars
+        staged.dir / "bin",
+        staged.dir / shim.LOG_NAME,
+        list(cfg.training_patterns),
+        wrapper_flags,
+        list(cfg.env_patterns),
+        env,
+        dict(ledger_env),
     )
     if cfg.debug_framework:
         wrappers[shim.ENV_FRAMEWORK] = cfg.debug_framework
