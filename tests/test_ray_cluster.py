@@ -344,6 +344,51 @@ class TestJobApi:
         r = ledger(miles_repo, "recover")
         assert r.returncode == 0 and "removed" not in r.stderr
 
+    def test_a_sigkilled_ledgers_ray_job_is_recorded_as_it_ended_with_every_file(
+        self, cluster: tuple[str, str], miles_repo: Path, tmp_path: Path
+    ) -> None:
+        """ledger dies (SIGKILL) while its waiting Ray job runs (issue 33, item 2). `ledger recover`
+        asks Ray: while the job runs on, the run stays staged and is listed as running on Ray; once
+        it ended (`--follow`), the run is recorded with Ray's state, the driver's exit code, the
+        job's true duration, what it printed after ledger died and every rollout file it wrote."""
+        _, url = cluster
+        gate = tmp_path / "gate"  # the job holds before step 2 until it exists: ended on a condition
+        env = {**os.environ, "RAY_DASHBOARD": url, "STEPS": "4", "HOLD": str(gate)}
+        proc = subprocess.Popen(
+            [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+        out = ""
+        assert proc.stdout is not None
+        while "step 1:" not in out:  # the job is training and holds before step 2
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.kill()  # ledger alone: the launcher runs in its own process group, the job on the cluster
+        proc.wait()
+        try:
+            [staged] = list((miles_repo / ".ledger" / "staging").iterdir())
+            r = ledger(miles_repo, "recover", timeout=120)
+            assert r.returncode == 0, r.stderr
+            assert f"ledger: run {staged.name}: Ray job ledger-{staged.name}-0 is still RUNNING at {url}; the run stays staged" in r.stderr
+            assert staged.is_dir() and "recovered 0 runs" in r.stderr
+            row = next(line for line in ledger(miles_repo, "list").stdout.splitlines() if line.startswith(staged.name))
+            assert "running on Ray" in row and "ledger recover --follow" in row, row
+        finally:
+            gate.touch()  # never leave the job holding on the class's cluster
+        r = ledger(miles_repo, "recover", "--follow", timeout=150)
+        assert r.returncode == 0, r.stderr
+        m = _show(miles_repo)
+        assert m["id"] == staged.name and not staged.exists()
+        ray_job = m["status"]["ray_job"]
+        assert (m["status"]["state"], m["status"]["exit_code"], ray_job["status"]) == ("finished", 0, "SUCCEEDED"), m["status"]
+        info = _job_info(url, ray_job["submission_id"])
+        assert m["status"]["duration_s"] >= (info.end_time - info.start_time) / 1000  # type: ignore[attr-defined]
+        trainer = _trainer_log(miles_repo, m)
+        assert "step 3:" in trainer and "driver done" in trainer  # printed after ledger died, read from Ray
+        rollout = next(d for d in m["data"] if d["role"] == "rollout")
+        assert rollout["nfiles"] == 4 and rollout["rollout_ids"] == [0, 1, 2, 3]
+        assert not (miles_repo / ".ledger" / "untracked" / m["id"]).exists()
+
     def test_waiting_submission_records_the_drivers_exit_code(self, cluster: tuple[str, str], miles_repo: Path) -> None:
         _, url = cluster
         r = ledger(
@@ -519,6 +564,38 @@ def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
     # "not connected yet") or not, the record and the terminal name the address not watched
     assert f"127.0.0.1:{port}" in gpu["cluster"]["unavailable"]
     assert "nodes were not watched" in r.stderr and f"127.0.0.1:{port}" in r.stderr
+
+
+def test_recover_with_ray_unreachable_keeps_the_run_staged(repo: Path, tmp_path: Path) -> None:
+    """A dead ledger's run submitted to a Ray that no longer answers: `ledger recover` says so in
+    one line and keeps the run staged; `--no-ray` records it as lost without asking (issue 33)."""
+    port = _free_port()  # nothing listens there
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    started = tmp_path / "started"
+    # a stand-in `ray` (the real one is behind ledger's wrapper, which records the submission first)
+    (bin_dir / "ray").write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 300\n")
+    (bin_dir / "ray").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    submit = f"ray job submit --address http://127.0.0.1:{port} -- python3 train.py"
+    proc = subprocess.Popen([*LEDGER, "run", "--no-debug-data", "--", "bash", "-c", submit], cwd=repo, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    [staged] = list((repo / ".ledger" / "staging").iterdir())
+    r = ledger(repo, "recover", timeout=120)
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "Ray not reachable" in line]
+    assert len(said) == 1 and said[0].startswith(f"ledger: run {staged.name}: Ray not reachable at http://127.0.0.1:{port}")
+    assert "the run stays staged" in said[0] and staged.is_dir()
+    r = ledger(repo, "recover", "--no-ray", timeout=120)
+    assert r.returncode == 0 and not staged.exists(), r.stderr
+    assert json.loads(ledger(repo, "show", staged.name, "--json").stdout)["status"]["state"] == "lost"
 
 
 def test_cluster_target_and_collective_timeout() -> None:

@@ -211,7 +211,7 @@ def follow_submitted(staged: staging.Staged, terminal_fd: int | None, say: Say, 
         if isinstance(end, Missing):
             continue
         if end.stopped_by_ledger:
-            _append_missing_logs(staged, record, terminal_fd)
+            append_missing_logs(staged, record, terminal_fd)
         if stop_signal is None and end.status in ("PENDING", "RUNNING"):
             end = _follow(staged, record, terminal_fd, say)  # the Ray CLI died, the job runs on
         ends.append((record, end))
@@ -224,7 +224,7 @@ def follow_submitted(staged: staging.Staged, terminal_fd: int | None, say: Say, 
     return ends[-1][1]
 
 
-def _append_missing_logs(staged: staging.Staged, record: Any, terminal_fd: int | None) -> None:
+def append_missing_logs(staged: staging.Staged, record: Any, terminal_fd: int | None) -> None:
     """What the stopped job printed after the Ray CLI stopped tailing it, into the run's output."""
     from ledger.capture.rayjob import missing_logs
 

@@ -11,4 +11,4 @@ RUNTIME_ENV_JSON="{
 }"
 ray job submit --address="${RAY_DASHBOARD}" --runtime-env-json="${RUNTIME_ENV_JSON}" \
    -- python3 "${SCRIPT:-$(pwd)/train.py}" --num-rollout "${STEPS:-3}" --lr 0.1 --step-sleep "${STEP_SLEEP:-0}" \
-   --exit "${DRIVER_EXIT:-0}"
+   --exit "${DRIVER_EXIT:-0}" ${HOLD:+--hold "$HOLD"}
