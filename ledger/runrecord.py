@@ -340,6 +340,7 @@ class Replay(Section):
     extra: Any = _f("any")
     in_image: Any = _f("any")
     ray: Mapping[str, Any] | None = _f("map?", sometimes=True)
+    code_left_out: Sequence[str] = _f("list", factory=list, sometimes=True)  # the source's launcher files, left out of `code`
     fidelity: Mapping[str, Any] | None = _f("map?", sometimes=True)
 
 

@@ -275,6 +275,25 @@ def test_a_replay_is_compared_with_its_source_and_its_sets() -> None:
     assert [(c.name, c.a, c.b) for c in changes["rep"]] == [("lr", 1, 2)]  # was: lr 7 -> 2 and bs 3 -> absent
 
 
+def test_a_replay_and_its_source_differ_only_in_the_training_settings_it_set() -> None:
+    """Issue 33: what makes a run a replay (train-only on the recorded rollouts, the chosen steps'
+    `--num-rollout`, its entry without the source's launcher) is not the one setting that differs
+    from its own source; a `--set` of one of them is, and against any other run they all count."""
+    source = _run("src", "2026-01-01T01:00:00Z", lr=1, **{"num-rollout": 3, "command.entry": "run.sh -> train.py"})
+    mechanics = {"num-rollout": 2, "debug-train-only": True, "command.entry": "train.py"}
+    replay = {**_run("rep", "2026-01-01T03:00:00Z", lr=2, **mechanics), "replay_of": "src", "replay": {"sets": ["lr=2"], "steps": [1, 2]}}
+    report = build_report(source, replay, None, None)
+    assert [c.name for c in report.changed] == ["lr"] and not report.refused
+    assert [c.name for c in build_report(replay, source, None, None).changed] == ["lr"]  # either order
+    assert [c.name for c in dict(change_log([source, replay]))["rep"]] == ["lr"]  # `ledger log` agrees
+    replay["replay"]["sets"] = ["lr=2", "--num-rollout=2"]
+    assert [c.name for c in build_report(source, replay, None, None).changed] == ["lr", "num-rollout"]
+    other = {**source, "id": "other"}  # the same settings, but not the replay's source
+    assert [c.name for c in build_report(other, replay, None, None).changed] == ["command.entry", "debug-train-only", "lr", "num-rollout"]
+    elsewhere = {**replay, "settings": {**replay["settings"], "command.entry": "train_async.py"}}
+    assert "command.entry" in [c.name for c in build_report(source, elsewhere, None, None).changed]
+
+
 # ---------------------------------------------------------------- item 6: not experiment settings
 
 

@@ -34,6 +34,7 @@ from conftest import LEDGER, git, ledger, make_repo, nvml_works
 from ledger.fsutil import proc_stat
 from ledger.heat.cluster_target import ClusterTarget, collective_timeout, detect_cluster
 from ledger.heat.heatlog import read_heat_log
+from ledger.replay.raylaunch import CODE_FROM_CHECKOUT
 
 ray = pytest.importorskip("ray", reason="Ray is the `ray` extra, installed by `make test` (test extra)")
 
@@ -129,10 +130,22 @@ class TestJobApi:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def cluster(cls) -> Iterator[tuple[str, str]]:
+    def head_cwd(cls) -> Iterator[Path]:
+        """Where the class's cluster was started: a job without a working_dir runs there (a Miles
+        launcher starts its head in the Miles checkout, so its `python3 train.py` is that one)."""
+        temp = Path(tempfile.mkdtemp(prefix="lr", dir="/tmp"))  # short: Ray's socket paths have a length limit
+        try:
+            (temp / "cwd").mkdir()
+            yield temp / "cwd"
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def cluster(cls, head_cwd: Path) -> Iterator[tuple[str, str]]:
         from ray.cluster_utils import Cluster
 
-        temp = tempfile.mkdtemp(prefix="lr", dir="/tmp")  # short: Ray's socket paths have a length limit
+        temp = str(head_cwd.parent)
         # Ray rewrites a 127.0.0.1 address to the machine's outward IP unless told it is a one-machine
         # cluster; drivers and the job supervisor inherit this from the cluster and from the tests
         saved = dict(os.environ)
@@ -144,22 +157,27 @@ class TestJobApi:
         # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         dash = _free_port()
-        c = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 1,
-                "include_dashboard": True,
-                "dashboard_host": "127.0.0.1",
-                "dashboard_port": dash,
-                "node_ip_address": "127.0.0.1",
-                "gcs_server_port": _free_port(),
-                "temp_dir": temp,
-                "dashboard_agent_listen_port": _free_port(),
-                "runtime_env_agent_port": _free_port(),
-                "metrics_export_port": _free_port(),
-                "metrics_agent_port": _free_port(),
-            },
-        )
+        here = os.getcwd()
+        os.chdir(head_cwd)  # the head's processes (and every job without a working_dir) run there
+        try:
+            c = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 1,
+                    "include_dashboard": True,
+                    "dashboard_host": "127.0.0.1",
+                    "dashboard_port": dash,
+                    "node_ip_address": "127.0.0.1",
+                    "gcs_server_port": _free_port(),
+                    "temp_dir": temp,
+                    "dashboard_agent_listen_port": _free_port(),
+                    "runtime_env_agent_port": _free_port(),
+                    "metrics_export_port": _free_port(),
+                    "metrics_agent_port": _free_port(),
+                },
+            )
+        finally:
+            os.chdir(here)
         try:
             url = f"http://127.0.0.1:{dash}"
             from ray.job_submission import JobSubmissionClient
@@ -176,7 +194,6 @@ class TestJobApi:
             yield c.address, url
         finally:
             c.shutdown()
-            shutil.rmtree(temp, ignore_errors=True)
             os.environ.clear()
             os.environ.update(saved)
 
@@ -307,7 +324,7 @@ class TestJobApi:
         the job through the Job API, records the truth, and every rollout file the job wrote is in
         the record (nothing is written into a committed run's folder afterwards)."""
         _, url = cluster
-        env = {**os.environ, "RAY_DASHBOARD": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
+        env = {**os.environ, "RAY_DASHBOARD_ADDR": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
         proc = subprocess.Popen(
             [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
         )
@@ -353,7 +370,7 @@ class TestJobApi:
         job's true duration, what it printed after ledger died and every rollout file it wrote."""
         _, url = cluster
         gate = tmp_path / "gate"  # the job holds before step 2 until it exists: ended on a condition
-        env = {**os.environ, "RAY_DASHBOARD": url, "STEPS": "4", "HOLD": str(gate)}
+        env = {**os.environ, "RAY_DASHBOARD_ADDR": url, "STEPS": "4", "HOLD": str(gate)}
         proc = subprocess.Popen(
             [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
         )
@@ -398,7 +415,7 @@ class TestJobApi:
             "--",
             "bash",
             "run.sh",
-            env={"RAY_DASHBOARD": url, "STEPS": "1", "DRIVER_EXIT": "3"},
+            env={"RAY_DASHBOARD_ADDR": url, "STEPS": "1", "DRIVER_EXIT": "3"},
             timeout=100,
         )
         assert r.returncode == 3, r.stderr  # not the Ray CLI's 1
@@ -415,7 +432,7 @@ class TestJobApi:
         its MegatronTrainRayActor sees NCCL_ALGO and friends, as the original's did; its settings are
         what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""
         _, url = cluster
-        r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD": url}, timeout=150)
+        r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD_ADDR": url}, timeout=150)
         assert r.returncode == 0, _failed(miles_repo, r)
         source = _show(miles_repo)
         expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
@@ -425,10 +442,19 @@ class TestJobApi:
         assert r.returncode == 0, _failed(miles_repo, r)
         m = _show(miles_repo)
         assert m["replay_of"] == source["id"]
-        assert m["replay"]["ray"] == {"address": url, "how": "recorded address", "local_head": False}
         assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
+        # the replay and its source, at the same commit, differ in no training setting: not in
+        # `code` (the source's launcher run.sh left it, and leaves the replay's too), nor in what
+        # makes it a replay (train-only, its entry without the launcher) (issue 33, item 3)
+        d = ledger(miles_repo, "diff", source["id"], m["id"], "--json")
+        assert d.returncode == 0, d.stdout + d.stderr
+        assert json.loads(d.stdout)["changed"] == []
+        assert m["settings"]["code"] == source["settings"]["code"] and m["replay"]["code_left_out"] == ["run.sh"]
         seen = _actor_env(_trainer_log(miles_repo, m))
-        assert {k: seen[k] for k in expected} == expected  # the actors, not only the driver
+        # the actors, not only the driver; Ray puts the uploaded working_dir (this checkout) first
+        # on their PYTHONPATH, so this checkout's packages are the ones imported
+        first, _, rest = seen["PYTHONPATH"].partition(":")
+        assert "working_dir_files" in first and {**seen, "PYTHONPATH": rest}.items() >= expected.items(), seen
         _check_run_env(seen, m["id"])  # the replay's own id, not its source's
         assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
         assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
@@ -436,6 +462,44 @@ class TestJobApi:
         assert m["replay"]["fidelity"]["steps"] == 3
         listing = ledger(miles_repo, "list").stdout
         assert "(bitwise)" in listing
+        assert m["replay"]["ray"] == {
+            "address": url,
+            "how": "recorded address",
+            "local_head": False,
+            "working_dir": str(miles_repo),  # this checkout's code, never the cluster's working directory
+            "code_from": CODE_FROM_CHECKOUT,
+        }
+
+    def test_a_replay_on_the_recorded_cluster_runs_this_checkouts_code(
+        self, cluster: tuple[str, str], head_cwd: Path, miles_repo: Path
+    ) -> None:
+        """A Miles launcher starts its head in its own checkout and submits `python3 train.py`
+        without a working_dir: the job runs the head's working directory's train.py. A replay of
+        such a run, from a checkout whose train.py has changed since, on the recorded cluster (still
+        up) must run this checkout's train.py, as its record says (issue 33, item 3)."""
+        _, url = cluster
+        (head_cwd / "train.py").write_text(MILES_JOB.read_text())  # the original checkout's, where the head started
+        try:
+            r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD_ADDR": url, "SCRIPT": "train.py"}, timeout=150)
+            assert r.returncode == 0, _failed(miles_repo, r)
+            source = _show(miles_repo)
+            assert source["command"]["training_argv"][:2] == ["python3", "train.py"]
+            assert "working_dir" not in (source["command"]["runtime_env"] or {})
+            marked = MILES_JOB.read_text().replace(
+                "    ray.init()\n", "    ray.init()\n    print('REPLAYED CHECKOUT MARK', flush=True)\n", 1
+            )
+            assert marked != MILES_JOB.read_text()
+            (miles_repo / "train.py").write_text(marked)
+            git(miles_repo, "commit", "-q", "-am", "a marker in this checkout's train.py")
+            r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
+            assert r.returncode == 0, _failed(miles_repo, r)
+        finally:
+            (head_cwd / "train.py").unlink()
+        m = _show(miles_repo)
+        assert m["replay_of"] == source["id"] and m["replay"]["ray"]["how"] == "recorded address"
+        assert "REPLAYED CHECKOUT MARK" in _trainer_log(miles_repo, m), "the replay ran the cluster's train.py, not this checkout's"
+        assert m["replay"]["ray"]["working_dir"] == str(miles_repo) and m["replay"]["ray"]["code_from"] == CODE_FROM_CHECKOUT
+        assert m["code"]["commit"] == git(miles_repo, "rev-parse", "HEAD").strip()
 
 
 cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is installed by `make install` (the test extra)")

@@ -65,6 +65,8 @@ class RunRequest:
     env: dict[str, str] | None = None
     # replaced in argv by the new run's data folder (a replay's own outputs land there)
     data_placeholder: str | None = None
+    # a replay's: its source's launcher files, left out of its `code` too (`codeset.record_code`)
+    code_left_out: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,9 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
         note = _redacted_words(sealed.redactor, req.note, "note", redacted)
         from ledger.record.codeset import record_code
 
-        content = record_code(repo, sealed.code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
+        content = record_code(
+            repo, sealed.code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns, req.code_left_out
+        )
         command = content.command(command)
         record = RunRecord.new(run_id, iso(started))
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
