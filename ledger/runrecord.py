@@ -269,6 +269,7 @@ class Seeds(Section):
 
     seed: Any = _f("any")
     rollout_seed: Any = _f("any")
+    defaults: Mapping[str, Any] = _f("map", factory=dict, sometimes=True)  # key -> where a default was read (none passed)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

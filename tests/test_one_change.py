@@ -178,6 +178,10 @@ def test_a_python_launcher_model_file_edit_is_the_flag_alone(tmp_path: Path) -> 
     assert "scripts/models/tiny-instruct.py" in m["command"]["launcher_inputs"]
     assert "miles/utils/misc.py" not in m["command"]["launcher_inputs"]
     assert m["settings"]["command.entry"] == "scripts/run_tiny.py -> train.py"
+    # like every Miles launcher, it passes no seed: the trainer runs with Miles' defaults, recorded
+    # as such (this shape's miles package has no arguments.py: ledger's table) (issue 33, item 4)
+    assert (m["seeds"]["seed"], m["seeds"]["rollout_seed"]) == (1234, 42), m["seeds"]
+    assert set(m["seeds"]["defaults"]) == {"seed", "rollout_seed"} and "seed" not in m["settings"]
     variant = repo / "scripts/models/tiny-instruct.py"
     variant.write_text(variant.read_text().replace("500000", "1000000"))
     assert ledger(repo, *run, "rope", "--", "python3", "scripts/run_tiny.py", env=env).returncode == 0
