@@ -19,7 +19,7 @@ from conftest import ledger, make_repo
 from ledger.understand.seeddefaults import parser_defaults, seed_defaults
 
 # a fork's defaults (7 and 9, not 1234 and 42): the record must show the parser's, not the table's
-ARGUMENTS = '''\
+ARGUMENTS = """\
 import argparse
 
 
@@ -69,7 +69,7 @@ def parse_args():
     parser = argparse.ArgumentParser()
     get_miles_extra_args_provider()(parser)
     return parser.parse_args()
-'''
+"""
 
 TRAIN = """\
 from miles.utils.arguments import parse_args
