@@ -245,10 +245,14 @@ def _debug_data_reached(command: Command, records: list[ShimRecord], training_ar
     if not debug or debug.get("via") != "wrapper":
         return command, None
     debug = {**debug, "added": sorted({flag for r in records for flag in r.added})}
-    from ledger.data.outputs import EVENTS_FLAG, ROLLOUT_FLAG, find_outputs
+    from ledger.data.outputs import ROLLOUT_FLAG, find_outputs
+    from ledger.understand.framework import FLAGS
 
     present = {o.flag for o in find_outputs(training_argv or [])}
-    if training_argv is None or not ({ROLLOUT_FLAG, EVENTS_FLAG} <= present or "--dump-details" in present):
+    # the flags the trainer's framework has (slime: the rollout flag alone, issue 33); the rollout
+    # flag, which a replay needs, for a framework that declares its own
+    wanted = set(FLAGS.get(str(debug.get("framework")), ())) or {ROLLOUT_FLAG}
+    if training_argv is None or not (wanted <= present or "--dump-details" in present):
         debug["via"] = None
         return command.with_(debug_data=debug), "the debug-data flags did not reach the training command: this run cannot be replayed"
     return command.with_(debug_data=debug), None
