@@ -424,6 +424,28 @@ class TestJobApi:
         assert m["status"]["ray_job"]["status"] == "FAILED"
         assert "exit code 3" in (m["status"]["ray_job"]["message"] or ""), m["status"]["ray_job"]
         assert m["status"]["ray_job"]["submission_id"].startswith(f"ledger-{m['id']}-")
+        # the launcher names its cluster through a variable: the heat sensor took the cluster the
+        # job was submitted to (the ray wrapper's record), never Ray's default address (issue 33)
+        watched = m["gpu"]["cluster"]
+        assert (watched["address"], watched["source"]) == (url, "submitted"), watched
+        assert watched["submission_id"] == m["status"]["ray_job"]["submission_id"]
+
+    def test_the_heat_sensor_attaches_only_to_a_cluster_the_job_submitted_to(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        """A launcher names the class's live cluster but never submits to it: the heat sensor never
+        connects there as a driver (it did, to whatever Ray listened at the address) (issue 33)."""
+        from ray.job_submission import JobSubmissionClient
+
+        _, url = cluster
+        launcher = f'#!/bin/bash\nset -ex\nsubmit() {{\n  ray job submit --address="{url}" -- python3 train.py\n}}\necho trained here\n'
+        (ray_repo / "run.sh").write_text(launcher)
+        r = ledger(ray_repo, "run", "--no-debug-data", "--", "bash", "run.sh", timeout=100)
+        assert r.returncode == 0, _failed(ray_repo, r)
+        m = _show(ray_repo)
+        watched = m["gpu"]["cluster"]
+        assert watched["connected"] is False and watched["address"] == url, watched
+        assert watched["unavailable"] == f"the job submitted to no Ray cluster while it ran (its launcher names {url})"
+        heat_drivers = [j for j in JobSubmissionClient(url).list_jobs() if m["id"] in str((j.metadata or {}).get("ledger"))]
+        assert heat_drivers == []
 
     def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(
         self, cluster: tuple[str, str], miles_repo: Path

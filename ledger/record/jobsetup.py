@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ledger.config import Config
 from ledger.errors import LedgerError
@@ -16,6 +16,9 @@ from ledger.runrecord import Command, Image, Status
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import launcher
+
+if TYPE_CHECKING:
+    from ledger.heat.cluster_target import Submitted
 
 Say = Callable[[str], None]
 RAW_OUTPUT = staging.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
@@ -171,6 +174,19 @@ def job_env(
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
     return {**ledger_env, **wrappers}, recorded
+
+
+def last_submission(staged: staging.Staged) -> Callable[[], Submitted | None]:
+    """The last `ray job submit` the job made, as ledger's `ray` wrapper recorded it (None until
+    it made one): the cluster the heat sensor attaches to when only the launcher's text names one."""
+    from ledger.heat.cluster_target import DEFAULT_DASHBOARD, Submitted
+    from ledger.understand import shim
+
+    def last() -> Submitted | None:
+        records = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray"]
+        return Submitted(records[-1].address or DEFAULT_DASHBOARD, records[-1].submission_id) if records else None
+
+    return last
 
 
 def _stop_signal(result: Any) -> int | None:

@@ -393,6 +393,7 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
         env=env,
         launcher_text=prepared.launcher_text,
         pgid=job.pgid,
+        submitted=jobsetup.last_submission(staged),
     )
     guard.before_forward = monitor.resume_if_paused
     from ledger.data.prehash import PreHasher
