@@ -447,58 +447,17 @@ class TestJobApi:
         heat_drivers = [j for j in JobSubmissionClient(url).list_jobs() if m["id"] in str((j.metadata or {}).get("ledger"))]
         assert heat_drivers == []
 
-    def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(
-        self, cluster: tuple[str, str], miles_repo: Path
+    def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_runs_this_checkout_and_is_bitwise(
+        self, cluster: tuple[str, str], head_cwd: Path, miles_repo: Path
     ) -> None:
         """The replay is submitted to the recorded (reachable) cluster with the recorded runtime env:
         its MegatronTrainRayActor sees NCCL_ALGO and friends, as the original's did; its settings are
-        what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""
-        _, url = cluster
-        r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD_ADDR": url}, timeout=150)
-        assert r.returncode == 0, _failed(miles_repo, r)
-        source = _show(miles_repo)
-        expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
-        assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
-        _check_run_env(_actor_env(_trainer_log(miles_repo, source)), source["id"])
-        r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
-        assert r.returncode == 0, _failed(miles_repo, r)
-        m = _show(miles_repo)
-        assert m["replay_of"] == source["id"]
-        assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
-        # the replay and its source, at the same commit, differ in no training setting: not in
-        # `code` (the source's launcher run.sh left it, and leaves the replay's too), nor in what
-        # makes it a replay (train-only, its entry without the launcher) (issue 33, item 3)
-        d = ledger(miles_repo, "diff", source["id"], m["id"], "--json")
-        assert d.returncode == 0, d.stdout + d.stderr
-        assert json.loads(d.stdout)["changed"] == []
-        assert m["settings"]["code"] == source["settings"]["code"] and m["replay"]["code_left_out"] == ["run.sh"]
-        seen = _actor_env(_trainer_log(miles_repo, m))
-        # the actors, not only the driver; Ray puts the uploaded working_dir (this checkout) first
-        # on their PYTHONPATH, so this checkout's packages are the ones imported
-        first, _, rest = seen["PYTHONPATH"].partition(":")
-        assert "working_dir_files" in first and {**seen, "PYTHONPATH": rest}.items() >= expected.items(), seen
-        _check_run_env(seen, m["id"])  # the replay's own id, not its source's
-        assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
-        assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
-        assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
-        assert m["replay"]["fidelity"]["steps"] == 3
-        listing = ledger(miles_repo, "list").stdout
-        assert "(bitwise)" in listing
-        assert m["replay"]["ray"] == {
-            "address": url,
-            "how": "recorded address",
-            "local_head": False,
-            "working_dir": str(miles_repo),  # this checkout's code, never the cluster's working directory
-            "code_from": CODE_FROM_CHECKOUT,
-        }
+        what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit.
 
-    def test_a_replay_on_the_recorded_cluster_runs_this_checkouts_code(
-        self, cluster: tuple[str, str], head_cwd: Path, miles_repo: Path
-    ) -> None:
-        """A Miles launcher starts its head in its own checkout and submits `python3 train.py`
-        without a working_dir: the job runs the head's working directory's train.py. A replay of
-        such a run, from a checkout whose train.py has changed since, on the recorded cluster (still
-        up) must run this checkout's train.py, as its record says (issue 33, item 3)."""
+        The launcher submits `python3 train.py` without a working_dir, as Miles' do: the job runs
+        the cluster's working directory's train.py (a Miles launcher starts its head in its own
+        checkout). A replay from a checkout whose train.py changed since, on that cluster (still
+        up), must run this checkout's train.py, as its record says (issue 33, item 3)."""
         _, url = cluster
         (head_cwd / "train.py").write_text(MILES_JOB.read_text())  # the original checkout's, where the head started
         try:
@@ -507,6 +466,40 @@ class TestJobApi:
             source = _show(miles_repo)
             assert source["command"]["training_argv"][:2] == ["python3", "train.py"]
             assert "working_dir" not in (source["command"]["runtime_env"] or {})
+            expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
+            assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
+            _check_run_env(_actor_env(_trainer_log(miles_repo, source)), source["id"])
+            r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
+            assert r.returncode == 0, _failed(miles_repo, r)
+            m = _show(miles_repo)
+            assert m["replay_of"] == source["id"]
+            assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
+            # the replay and its source, at the same commit, differ in no training setting: not in
+            # `code` (the source's launcher run.sh left it, and leaves the replay's too), nor in what
+            # makes it a replay (train-only, its entry without the launcher) (issue 33, item 3)
+            d = ledger(miles_repo, "diff", source["id"], m["id"], "--json")
+            assert d.returncode == 0, d.stdout + d.stderr
+            assert json.loads(d.stdout)["changed"] == []
+            assert m["settings"]["code"] == source["settings"]["code"] and m["replay"]["code_left_out"] == ["run.sh"]
+            seen = _actor_env(_trainer_log(miles_repo, m))
+            # the actors, not only the driver; Ray puts the uploaded working_dir (this checkout) first
+            # on their PYTHONPATH, so this checkout's packages are the ones imported
+            first, _, rest = seen["PYTHONPATH"].partition(":")
+            assert "working_dir_files" in first and {**seen, "PYTHONPATH": rest}.items() >= expected.items(), seen
+            _check_run_env(seen, m["id"])  # the replay's own id, not its source's
+            assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
+            assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
+            assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
+            assert m["replay"]["fidelity"]["steps"] == 3
+            assert "(bitwise)" in ledger(miles_repo, "list").stdout
+            assert m["replay"]["ray"] == {
+                "address": url,
+                "how": "recorded address",
+                "local_head": False,
+                "working_dir": str(miles_repo),  # this checkout's code, never the cluster's working directory
+                "code_from": CODE_FROM_CHECKOUT,
+            }
+            # this checkout's train.py changes (a marker): a replay runs it, not the cluster's
             marked = MILES_JOB.read_text().replace(
                 "    ray.init()\n", "    ray.init()\n    print('REPLAYED CHECKOUT MARK', flush=True)\n", 1
             )
@@ -520,7 +513,6 @@ class TestJobApi:
         m = _show(miles_repo)
         assert m["replay_of"] == source["id"] and m["replay"]["ray"]["how"] == "recorded address"
         assert "REPLAYED CHECKOUT MARK" in _trainer_log(miles_repo, m), "the replay ran the cluster's train.py, not this checkout's"
-        assert m["replay"]["ray"]["working_dir"] == str(miles_repo) and m["replay"]["ray"]["code_from"] == CODE_FROM_CHECKOUT
         assert m["code"]["commit"] == git(miles_repo, "rev-parse", "HEAD").strip()
 
 
