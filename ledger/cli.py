@@ -478,11 +478,17 @@ def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
 
 
 @app.command()
-def recover() -> None:
-    """Commit every staged run whose ledger process died, with state `lost`."""
+@click.option("--follow", is_flag=True, help="Wait for a run's Ray job still running to end, then record the run.")
+@click.option("--no-ray", is_flag=True, help="Do not ask Ray about a run's jobs: record it as lost (its cluster is gone).")
+def recover(follow: bool, no_ray: bool) -> None:
+    """Commit every staged run whose ledger process died, with state `lost`.
+
+    A run that submitted Ray jobs is recorded as Ray says they ended; one whose job still runs
+    stays staged (`--follow` waits for its end), and so does one whose Ray does not answer.
+    """
     from ledger.commands.recover import recover_runs
 
-    result = recover_runs(Path.cwd(), _say)
+    result = recover_runs(Path.cwd(), _say, follow=follow, ask_ray=not no_ray)
     _say(f"ledger: recovered {plural(len(result.runs), 'run')}")
 
 

@@ -274,6 +274,7 @@ class Seeds(Section):
 
     seed: Any = _f("any")
     rollout_seed: Any = _f("any")
+    defaults: Mapping[str, Any] = _f("map", factory=dict, sometimes=True)  # key -> where a default was read (none passed)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -347,6 +348,7 @@ class Replay(Section):
     extra: Any = _f("any")
     in_image: Any = _f("any")
     ray: Mapping[str, Any] | None = _f("map?", sometimes=True)
+    code_left_out: Sequence[str] = _f("list", factory=list, sometimes=True)  # the source's launcher files, left out of `code`
     fidelity: Mapping[str, Any] | None = _f("map?", sometimes=True)
 
 

@@ -4,9 +4,12 @@ rollout flag only, an unknown trainer none; replay passes only flags the framewo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from conftest import ledger, make_repo
+
+SHAPES_BIN = Path(__file__).resolve().parent / "miles_shapes" / "bin"  # stand-in `ray` and `pkill`
 
 SLIME_TRAIN = """\
 import argparse
@@ -67,6 +70,52 @@ def test_slime_run_gets_the_rollout_flag_only_and_its_replay_no_miles_flag(tmp_p
     assert "--load-debug-rollout-data" in argv and "--debug-train-only" in argv
     assert not any(a.startswith("--save-debug-event-data") for a in argv)
     assert replay["replay"]["fidelity"]["verdict"] == "bitwise"
+
+
+# in the shape of THUDM/slime's scripts/run-qwen3-4B.sh (624b824a): the kill preamble before `set -ex`,
+# argument arrays, a multi-line runtime env, `ray start --head`, `ray job submit ... -- python3
+# train.py ${ARRAYS[@]}`, no "$@"
+SLIME_LAUNCHER = """\
+#!/bin/bash
+pkill -9 sglang
+sleep 0
+ray stop --force
+pkill -9 ray
+
+set -ex
+ROLLOUT_ARGS=(
+   --num-rollout 2
+)
+OPTIMIZER_ARGS=(
+   --lr 0.5
+)
+ray start --head --node-ip-address 127.0.0.1 --num-gpus 0 --disable-usage-stats
+RUNTIME_ENV_JSON="{
+  \\"env_vars\\": {
+    \\"PYTHONPATH\\": \\"/root/Megatron-LM/\\"
+  }
+}"
+ray job submit --address="http://127.0.0.1:8265" \\
+   --runtime-env-json="${RUNTIME_ENV_JSON}" \\
+   -- python3 train.py \\
+   ${ROLLOUT_ARGS[@]} \\
+   ${OPTIMIZER_ARGS[@]}
+"""
+
+
+def test_slime_behind_a_launcher_gets_the_rollout_flag_through_the_wrapper(tmp_path: Path) -> None:
+    """Issue 33: the wrapper added slime's one debug flag, and the record said `via: null` (it
+    wanted Miles' two); the flags of the trainer's framework are what must reach it."""
+    repo = make_repo(tmp_path / "proj", {"train.py": SLIME_TRAIN, "slime/__init__.py": "", "run.sh": SLIME_LAUNCHER})
+    ledger(repo, "init")
+    env = {"PATH": f"{SHAPES_BIN}{os.pathsep}{os.environ['PATH']}"}
+    r = ledger(repo, "run", "--", "bash", "run.sh", env=env)
+    assert r.returncode == 0, r.stderr
+    m = _show(repo)
+    debug = m["command"]["debug_data"]
+    assert (debug["via"], debug["framework"], debug["added"]) == ("wrapper", "slime", ["--save-debug-rollout-data"]), debug
+    assert "cannot be replayed" not in " ".join(m["warnings"])
+    assert next(d for d in m["data"] if d["role"] == "rollout")["rollout_ids"] == [0, 1]
 
 
 def test_unknown_trainer_gets_no_flag_and_a_refused_flag_says_how_to_turn_it_off(tmp_path: Path) -> None:

@@ -571,6 +571,26 @@ def test_listing_paths_are_checked_before_anything_is_written(relpaths: list[str
     assert check_listing(json.dumps([{"md5": "0" * 32, "relpath": "a/b.pt"}]).encode(), "x") == [("a/b.pt", "0" * 32)]
 
 
+def test_a_replays_runtime_env_loads_code_only_from_this_checkout(tmp_path: Path) -> None:
+    """Issue 33: a replay submitted to Ray runs the code of its runtime env's working_dir (this
+    checkout unless the record names one) and py_modules: a recorded one inside pulled data or
+    outside the checkout is refused; the upload leaves out pulled data and git's objects."""
+    from ledger.errors import DataError
+    from ledger.replay.trust import check_runtime_paths, upload_excludes
+    from ledger.storage.git import Repo
+
+    repo = Repo(make_repo(tmp_path / "r"))
+    root = repo.root
+    check_runtime_paths(repo, {"working_dir": str(root), "py_modules": ["src"]}, root, "r1")
+    check_runtime_paths(repo, {"working_dir": "s3://bucket/code.zip"}, root, "r1")  # a remote package: Ray fetches it
+    for bad in ({"working_dir": ".ledger/replay-data/x/rollout"}, {"py_modules": [str(root / "runs" / "ab")]}, {"working_dir": "/tmp"}):
+        with pytest.raises(DataError) as caught:
+            check_runtime_paths(repo, bad, root, "r1")
+        assert caught.value.hint == "ledger never runs code that came with a record; refusing to replay it"
+    assert upload_excludes(repo, root) == ["/.dvc", "/.git", "/.ledger", "/runs"]
+    assert upload_excludes(repo, root / "sub") == []  # nothing pulled sits inside it
+
+
 def test_the_miles_runtime_env_is_kept_and_code_loading_variables_are_not(tmp_path: Path) -> None:
     """The variables Miles' launchers pass in their Ray runtime env (../shared/miles-facts.md) are
     what a trainer needs: all kept. Those that load code are left out; into pulled data, never."""

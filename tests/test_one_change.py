@@ -178,6 +178,10 @@ def test_a_python_launcher_model_file_edit_is_the_flag_alone(tmp_path: Path) -> 
     assert "scripts/models/tiny-instruct.py" in m["command"]["launcher_inputs"]
     assert "miles/utils/misc.py" not in m["command"]["launcher_inputs"]
     assert m["settings"]["command.entry"] == "scripts/run_tiny.py -> train.py"
+    # like every Miles launcher, it passes no seed: the trainer runs with Miles' defaults, recorded
+    # as such (this shape's miles package has no arguments.py: ledger's table) (issue 33, item 4)
+    assert (m["seeds"]["seed"], m["seeds"]["rollout_seed"]) == (1234, 42), m["seeds"]
+    assert set(m["seeds"]["defaults"]) == {"seed", "rollout_seed"} and "seed" not in m["settings"]
     variant = repo / "scripts/models/tiny-instruct.py"
     variant.write_text(variant.read_text().replace("500000", "1000000"))
     assert ledger(repo, *run, "rope", "--", "python3", "scripts/run_tiny.py", env=env).returncode == 0
@@ -273,6 +277,25 @@ def test_a_replay_is_compared_with_its_source_and_its_sets() -> None:
     replay = {**_run("rep", "2026-01-01T03:00:00Z", lr=2), "replay_of": "src", "replay": {"sets": ["lr=2"]}}
     changes = dict(change_log([source, other, replay]))
     assert [(c.name, c.a, c.b) for c in changes["rep"]] == [("lr", 1, 2)]  # was: lr 7 -> 2 and bs 3 -> absent
+
+
+def test_a_replay_and_its_source_differ_only_in_the_training_settings_it_set() -> None:
+    """Issue 33: what makes a run a replay (train-only on the recorded rollouts, the chosen steps'
+    `--num-rollout`, its entry without the source's launcher) is not the one setting that differs
+    from its own source; a `--set` of one of them is, and against any other run they all count."""
+    source = _run("src", "2026-01-01T01:00:00Z", lr=1, **{"num-rollout": 3, "command.entry": "run.sh -> train.py"})
+    mechanics = {"num-rollout": 2, "debug-train-only": True, "command.entry": "train.py"}
+    replay = {**_run("rep", "2026-01-01T03:00:00Z", lr=2, **mechanics), "replay_of": "src", "replay": {"sets": ["lr=2"], "steps": [1, 2]}}
+    report = build_report(source, replay, None, None)
+    assert [c.name for c in report.changed] == ["lr"] and not report.refused
+    assert [c.name for c in build_report(replay, source, None, None).changed] == ["lr"]  # either order
+    assert [c.name for c in dict(change_log([source, replay]))["rep"]] == ["lr"]  # `ledger log` agrees
+    replay["replay"]["sets"] = ["lr=2", "--num-rollout=2"]
+    assert [c.name for c in build_report(source, replay, None, None).changed] == ["lr", "num-rollout"]
+    other = {**source, "id": "other"}  # the same settings, but not the replay's source
+    assert [c.name for c in build_report(other, replay, None, None).changed] == ["command.entry", "debug-train-only", "lr", "num-rollout"]
+    elsewhere = {**replay, "settings": {**replay["settings"], "command.entry": "train_async.py"}}
+    assert "command.entry" in [c.name for c in build_report(source, elsewhere, None, None).changed]
 
 
 # ---------------------------------------------------------------- item 6: not experiment settings

@@ -33,6 +33,7 @@ from conftest import LEDGER, git, ledger, make_repo, nvml_works
 
 from ledger.heat.cluster_target import ClusterTarget, collective_timeout, detect_cluster
 from ledger.heat.heatlog import read_heat_log
+from ledger.replay.raylaunch import CODE_FROM_CHECKOUT
 
 ray = pytest.importorskip("ray", reason="Ray is the `ray` extra, installed by `make test` (test extra)")
 
@@ -125,15 +126,34 @@ def _actor_env(log: str) -> dict:
     return json.loads(line.split("ACTOR_ENV ", 1)[1])
 
 
+def _check_run_env(seen: dict, run_id: str) -> None:
+    """The job's actor saw the run's LEDGER_RUN_ID and LEDGER_DATA_DIR (docs/recording.md): a Ray
+    job gets the cluster's environment plus its runtime env, never the submitter's (issue 33)."""
+    assert seen["LEDGER_RUN_ID"] == run_id, seen
+    assert (seen["LEDGER_DATA_DIR"] or "").endswith(f"/.ledger/staging/{run_id}/data"), seen
+
+
 class TestJobApi:
     """Runs through the Ray Job API and the Ray driver on a one-node cluster."""
 
     @pytest.fixture(scope="class")
     @classmethod
-    def cluster(cls) -> Iterator[tuple[str, str]]:
+    def head_cwd(cls) -> Iterator[Path]:
+        """Where the class's cluster was started: a job without a working_dir runs there (a Miles
+        launcher starts its head in the Miles checkout, so its `python3 train.py` is that one)."""
+        temp = Path(tempfile.mkdtemp(prefix="lr", dir="/tmp"))  # short: Ray's socket paths have a length limit
+        try:
+            (temp / "cwd").mkdir()
+            yield temp / "cwd"
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def cluster(cls, head_cwd: Path) -> Iterator[tuple[str, str]]:
         from ray.cluster_utils import Cluster
 
-        temp = tempfile.mkdtemp(prefix="lr", dir="/tmp")  # short: Ray's socket paths have a length limit
+        temp = str(head_cwd.parent)
         # Ray rewrites a 127.0.0.1 address to the machine's outward IP unless told it is a one-machine
         # cluster; drivers and the job supervisor inherit this from the cluster and from the tests
         saved = dict(os.environ)
@@ -145,22 +165,27 @@ class TestJobApi:
         # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
         dash = _free_port()
-        c = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 1,
-                "include_dashboard": True,
-                "dashboard_host": "127.0.0.1",
-                "dashboard_port": dash,
-                "node_ip_address": "127.0.0.1",
-                "gcs_server_port": _free_port(),
-                "temp_dir": temp,
-                "dashboard_agent_listen_port": _free_port(),
-                "runtime_env_agent_port": _free_port(),
-                "metrics_export_port": _free_port(),
-                "metrics_agent_port": _free_port(),
-            },
-        )
+        here = os.getcwd()
+        os.chdir(head_cwd)  # the head's processes (and every job without a working_dir) run there
+        try:
+            c = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 1,
+                    "include_dashboard": True,
+                    "dashboard_host": "127.0.0.1",
+                    "dashboard_port": dash,
+                    "node_ip_address": "127.0.0.1",
+                    "gcs_server_port": _free_port(),
+                    "temp_dir": temp,
+                    "dashboard_agent_listen_port": _free_port(),
+                    "runtime_env_agent_port": _free_port(),
+                    "metrics_export_port": _free_port(),
+                    "metrics_agent_port": _free_port(),
+                },
+            )
+        finally:
+            os.chdir(here)
         try:
             url = f"http://127.0.0.1:{dash}"
             from ray.job_submission import JobSubmissionClient
@@ -177,7 +202,6 @@ class TestJobApi:
             yield c.address, url
         finally:
             c.shutdown()
-            shutil.rmtree(temp, ignore_errors=True)
             os.environ.clear()
             os.environ.update(saved)
 
@@ -197,7 +221,10 @@ class TestJobApi:
         m = _show(ray_repo)
         assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
         assert m["command"]["training_argv"] == ["python3", script]
-        _check_split(*_logs(ray_repo, m))
+        trainer, engine = _logs(ray_repo, m)
+        _check_split(trainer, engine)
+        # the run's id reached the job's actors (through the runtime env ledger's wrapper extended)
+        assert f"actor LEDGER_RUN_ID={m['id']}" in trainer, "LEDGER_RUN_ID did not reach the job's actors"
         # --no-wait: the launcher returns at once; ledger follows the job to its real end and state
         r = ledger(
             ray_repo,
@@ -228,6 +255,7 @@ class TestJobApi:
             check=True,
         ).stdout
         assert "driver done" in trainer  # the followed job's logs are in the record
+        assert f"actor LEDGER_RUN_ID={m['id']}" in trainer  # a --no-wait job's actors see it too
 
     def test_ctrl_c_stops_a_followed_job(self, cluster: tuple[str, str], ray_repo: Path) -> None:
         _, url = cluster
@@ -304,7 +332,7 @@ class TestJobApi:
         the job through the Job API, records the truth, and every rollout file the job wrote is in
         the record (nothing is written into a committed run's folder afterwards)."""
         _, url = cluster
-        env = {**os.environ, "RAY_DASHBOARD": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
+        env = {**os.environ, "RAY_DASHBOARD_ADDR": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
         proc = subprocess.Popen(
             [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
         )
@@ -341,6 +369,51 @@ class TestJobApi:
         r = ledger(miles_repo, "recover")
         assert r.returncode == 0 and "removed" not in r.stderr
 
+    def test_a_sigkilled_ledgers_ray_job_is_recorded_as_it_ended_with_every_file(
+        self, cluster: tuple[str, str], miles_repo: Path, tmp_path: Path
+    ) -> None:
+        """ledger dies (SIGKILL) while its waiting Ray job runs (issue 33, item 2). `ledger recover`
+        asks Ray: while the job runs on, the run stays staged and is listed as running on Ray; once
+        it ended (`--follow`), the run is recorded with Ray's state, the driver's exit code, the
+        job's true duration, what it printed after ledger died and every rollout file it wrote."""
+        _, url = cluster
+        gate = tmp_path / "gate"  # the job holds before step 2 until it exists: ended on a condition
+        env = {**os.environ, "RAY_DASHBOARD_ADDR": url, "STEPS": "4", "HOLD": str(gate)}
+        proc = subprocess.Popen(
+            [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+        out = ""
+        assert proc.stdout is not None
+        while "step 1:" not in out:  # the job is training and holds before step 2
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.kill()  # ledger alone: the launcher runs in its own process group, the job on the cluster
+        proc.wait()
+        try:
+            [staged] = list((miles_repo / ".ledger" / "staging").iterdir())
+            r = ledger(miles_repo, "recover", timeout=120)
+            assert r.returncode == 0, r.stderr
+            assert f"ledger: run {staged.name}: Ray job ledger-{staged.name}-0 is still RUNNING at {url}; the run stays staged" in r.stderr
+            assert staged.is_dir() and "recovered 0 runs" in r.stderr
+            row = next(line for line in ledger(miles_repo, "list").stdout.splitlines() if line.startswith(staged.name))
+            assert "running on Ray" in row and "ledger recover --follow" in row, row
+        finally:
+            gate.touch()  # never leave the job holding on the class's cluster
+        r = ledger(miles_repo, "recover", "--follow", timeout=150)
+        assert r.returncode == 0, r.stderr
+        m = _show(miles_repo)
+        assert m["id"] == staged.name and not staged.exists()
+        ray_job = m["status"]["ray_job"]
+        assert (m["status"]["state"], m["status"]["exit_code"], ray_job["status"]) == ("finished", 0, "SUCCEEDED"), m["status"]
+        info = _job_info(url, ray_job["submission_id"])
+        assert m["status"]["duration_s"] >= (info.end_time - info.start_time) / 1000  # type: ignore[attr-defined]
+        trainer = _trainer_log(miles_repo, m)
+        assert "step 3:" in trainer and "driver done" in trainer  # printed after ledger died, read from Ray
+        rollout = next(d for d in m["data"] if d["role"] == "rollout")
+        assert rollout["nfiles"] == 4 and rollout["rollout_ids"] == [0, 1, 2, 3]
+        assert not (miles_repo / ".ledger" / "untracked" / m["id"]).exists()
+
     def test_waiting_submission_records_the_drivers_exit_code(self, cluster: tuple[str, str], miles_repo: Path) -> None:
         _, url = cluster
         r = ledger(
@@ -350,7 +423,7 @@ class TestJobApi:
             "--",
             "bash",
             "run.sh",
-            env={"RAY_DASHBOARD": url, "STEPS": "1", "DRIVER_EXIT": "3"},
+            env={"RAY_DASHBOARD_ADDR": url, "STEPS": "1", "DRIVER_EXIT": "3"},
             timeout=100,
         )
         assert r.returncode == 3, r.stderr  # not the Ray CLI's 1
@@ -359,33 +432,96 @@ class TestJobApi:
         assert m["status"]["ray_job"]["status"] == "FAILED"
         assert "exit code 3" in (m["status"]["ray_job"]["message"] or ""), m["status"]["ray_job"]
         assert m["status"]["ray_job"]["submission_id"].startswith(f"ledger-{m['id']}-")
+        # the launcher names its cluster through a variable: the heat sensor took the cluster the
+        # job was submitted to (the ray wrapper's record), never Ray's default address (issue 33)
+        watched = m["gpu"]["cluster"]
+        assert (watched["address"], watched["source"]) == (url, "submitted"), watched
+        assert watched["submission_id"] == m["status"]["ray_job"]["submission_id"]
 
-    def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_and_is_bitwise(
-        self, cluster: tuple[str, str], miles_repo: Path
+    def test_the_heat_sensor_attaches_only_to_a_cluster_the_job_submitted_to(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        """A launcher names the class's live cluster but never submits to it: the heat sensor never
+        connects there as a driver (it did, to whatever Ray listened at the address) (issue 33)."""
+        from ray.job_submission import JobSubmissionClient
+
+        _, url = cluster
+        launcher = f'#!/bin/bash\nset -ex\nsubmit() {{\n  ray job submit --address="{url}" -- python3 train.py\n}}\necho trained here\n'
+        (ray_repo / "run.sh").write_text(launcher)
+        r = ledger(ray_repo, "run", "--no-debug-data", "--", "bash", "run.sh", timeout=100)
+        assert r.returncode == 0, _failed(ray_repo, r)
+        m = _show(ray_repo)
+        watched = m["gpu"]["cluster"]
+        assert watched["connected"] is False and watched["address"] == url, watched
+        assert watched["unavailable"] == f"the job submitted to no Ray cluster while it ran (its launcher names {url})"
+        heat_drivers = [j for j in JobSubmissionClient(url).list_jobs() if m["id"] in str((j.metadata or {}).get("ledger"))]
+        assert heat_drivers == []
+
+    def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_runs_this_checkout_and_is_bitwise(
+        self, cluster: tuple[str, str], head_cwd: Path, miles_repo: Path
     ) -> None:
         """The replay is submitted to the recorded (reachable) cluster with the recorded runtime env:
         its MegatronTrainRayActor sees NCCL_ALGO and friends, as the original's did; its settings are
-        what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit."""
+        what was submitted; trained on the recorded rollouts, its losses are the original's, bit for bit.
+
+        The launcher submits `python3 train.py` without a working_dir, as Miles' do: the job runs
+        the cluster's working directory's train.py (a Miles launcher starts its head in its own
+        checkout). A replay from a checkout whose train.py changed since, on that cluster (still
+        up), must run this checkout's train.py, as its record says (issue 33, item 3)."""
         _, url = cluster
-        r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD": url}, timeout=150)
-        assert r.returncode == 0, _failed(miles_repo, r)
-        source = _show(miles_repo)
-        expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
-        assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
-        r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
-        assert r.returncode == 0, _failed(miles_repo, r)
+        (head_cwd / "train.py").write_text(MILES_JOB.read_text())  # the original checkout's, where the head started
+        try:
+            r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD_ADDR": url, "SCRIPT": "train.py"}, timeout=150)
+            assert r.returncode == 0, _failed(miles_repo, r)
+            source = _show(miles_repo)
+            assert source["command"]["training_argv"][:2] == ["python3", "train.py"]
+            assert "working_dir" not in (source["command"]["runtime_env"] or {})
+            expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
+            assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
+            _check_run_env(_actor_env(_trainer_log(miles_repo, source)), source["id"])
+            r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
+            assert r.returncode == 0, _failed(miles_repo, r)
+            m = _show(miles_repo)
+            assert m["replay_of"] == source["id"]
+            assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
+            # the replay and its source, at the same commit, differ in no training setting: not in
+            # `code` (the source's launcher run.sh left it, and leaves the replay's too), nor in what
+            # makes it a replay (train-only, its entry without the launcher) (issue 33, item 3)
+            d = ledger(miles_repo, "diff", source["id"], m["id"], "--json")
+            assert d.returncode == 0, d.stdout + d.stderr
+            assert json.loads(d.stdout)["changed"] == []
+            assert m["settings"]["code"] == source["settings"]["code"] and m["replay"]["code_left_out"] == ["run.sh"]
+            seen = _actor_env(_trainer_log(miles_repo, m))
+            # the actors, not only the driver; Ray puts the uploaded working_dir (this checkout) first
+            # on their PYTHONPATH, so this checkout's packages are the ones imported
+            first, _, rest = seen["PYTHONPATH"].partition(":")
+            assert "working_dir_files" in first and {**seen, "PYTHONPATH": rest}.items() >= expected.items(), seen
+            _check_run_env(seen, m["id"])  # the replay's own id, not its source's
+            assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
+            assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
+            assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
+            assert m["replay"]["fidelity"]["steps"] == 3
+            assert "(bitwise)" in ledger(miles_repo, "list").stdout
+            assert m["replay"]["ray"] == {
+                "address": url,
+                "how": "recorded address",
+                "local_head": False,
+                "working_dir": str(miles_repo),  # this checkout's code, never the cluster's working directory
+                "code_from": CODE_FROM_CHECKOUT,
+            }
+            # this checkout's train.py changes (a marker): a replay runs it, not the cluster's
+            marked = MILES_JOB.read_text().replace(
+                "    ray.init()\n", "    ray.init()\n    print('REPLAYED CHECKOUT MARK', flush=True)\n", 1
+            )
+            assert marked != MILES_JOB.read_text()
+            (miles_repo / "train.py").write_text(marked)
+            git(miles_repo, "commit", "-q", "-am", "a marker in this checkout's train.py")
+            r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
+            assert r.returncode == 0, _failed(miles_repo, r)
+        finally:
+            (head_cwd / "train.py").unlink()
         m = _show(miles_repo)
-        assert m["replay_of"] == source["id"]
-        assert m["replay"]["ray"] == {"address": url, "how": "recorded address", "local_head": False}
-        assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
-        seen = _actor_env(_trainer_log(miles_repo, m))
-        assert {k: seen[k] for k in expected} == expected  # the actors, not only the driver
-        assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
-        assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
-        assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
-        assert m["replay"]["fidelity"]["steps"] == 3
-        listing = ledger(miles_repo, "list").stdout
-        assert "(bitwise)" in listing
+        assert m["replay_of"] == source["id"] and m["replay"]["ray"]["how"] == "recorded address"
+        assert "REPLAYED CHECKOUT MARK" in _trainer_log(miles_repo, m), "the replay ran the cluster's train.py, not this checkout's"
+        assert m["code"]["commit"] == git(miles_repo, "rev-parse", "HEAD").strip()
 
 
 cluster_utils = pytest.importorskip("ray.cluster_utils", reason="Ray is installed by `make install` (the test extra)")
@@ -514,6 +650,38 @@ def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
     # "not connected yet") or not, the record and the terminal name the address not watched
     assert f"127.0.0.1:{port}" in gpu["cluster"]["unavailable"]
     assert "nodes were not watched" in r.stderr and f"127.0.0.1:{port}" in r.stderr
+
+
+def test_recover_with_ray_unreachable_keeps_the_run_staged(repo: Path, tmp_path: Path) -> None:
+    """A dead ledger's run submitted to a Ray that no longer answers: `ledger recover` says so in
+    one line and keeps the run staged; `--no-ray` records it as lost without asking (issue 33)."""
+    port = _free_port()  # nothing listens there
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    started = tmp_path / "started"
+    # a stand-in `ray` (the real one is behind ledger's wrapper, which records the submission first)
+    (bin_dir / "ray").write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 300\n")
+    (bin_dir / "ray").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    submit = f"ray job submit --address http://127.0.0.1:{port} -- python3 train.py"
+    proc = subprocess.Popen([*LEDGER, "run", "--no-debug-data", "--", "bash", "-c", submit], cwd=repo, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    [staged] = list((repo / ".ledger" / "staging").iterdir())
+    r = ledger(repo, "recover", timeout=120)
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "Ray not reachable" in line]
+    assert len(said) == 1 and said[0].startswith(f"ledger: run {staged.name}: Ray not reachable at http://127.0.0.1:{port}")
+    assert "the run stays staged" in said[0] and staged.is_dir()
+    r = ledger(repo, "recover", "--no-ray", timeout=120)
+    assert r.returncode == 0 and not staged.exists(), r.stderr
+    assert json.loads(ledger(repo, "show", staged.name, "--json").stdout)["status"]["state"] == "lost"
 
 
 def test_cluster_target_and_collective_timeout() -> None:

@@ -360,9 +360,10 @@ def test_a_worker_that_writes_is_waited_for_however_long_and_a_silent_one_is_kil
     staged = Staged("x", tmp_path / "staged")
     staged.run_dir.mkdir(parents=True)
     log = staged.run_dir / "trainer.log"
-    # writes a line every 50 ms for 3 s, then exits 0: with clock readings STALL_S/3 apart (one a
-    # second) that is far past STALL_S in all, but never STALL_S without progress
-    writer = f"import time\nfor i in range(60):\n    open({str(log)!r}, 'a').write('x\\n')\n    time.sleep(0.05)\n"
+    # writes a line every 50 ms for 5 s (at least, however fast the machine), then exits 0: with
+    # clock readings STALL_S/3 apart (one a second) that is past STALL_S in all, but never STALL_S
+    # without progress (3 s gave 3 readings on an idle machine: exactly STALL_S, not past it)
+    writer = f"import time\nfor i in range(100):\n    open({str(log)!r}, 'a').write('x\\n')\n    time.sleep(0.05)\n"
     proc = subprocess.Popen([sys.executable, "-c", writer])
     deadline = time.monotonic() + 60
     while not log.exists() and time.monotonic() < deadline:  # started (a busy machine starts it late)

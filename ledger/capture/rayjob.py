@@ -57,6 +57,11 @@ class Missing:
     reason: str
 
 
+def _not_found(text: str) -> bool:
+    """Whether a Job API error says Ray has no job of that id (a 404)."""
+    return "404" in text or "does not exist" in text or "not found" in text.lower()
+
+
 def _client(address: str) -> Any:
     from ray.job_submission import JobSubmissionClient  # lazily: ray is the optional extra `ray`
 
@@ -202,7 +207,7 @@ def settle(
         info = client.get_job_info(submission_id)
     except Exception as exc:  # Ray answers 404 for an id it never saw
         text = str(exc)
-        if "404" in text or "does not exist" in text or "not found" in text.lower():
+        if _not_found(text):
             return Missing(submission_id, text.splitlines()[0] if text else "no such job")
         return JobEnd(
             submission_id,
@@ -283,3 +288,68 @@ def missing_logs(address: str | None, submission_id: str, seen: bytes) -> bytes:
             rest = logs[at + len(line) :]
             return rest[1:] if rest.startswith(b"\n") else rest
     return logs
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What Ray says of one job now (`job_state`); `error` set when Ray could not be asked."""
+
+    submission_id: str
+    address: str
+    status: str | None = None
+    exit_code: int | None = None  # as `settle` gives it, once the job ended
+    message: str | None = None
+    start_s: float | None = None  # unix seconds, from Ray's job info
+    end_s: float | None = None
+    error: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in TERMINAL
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def job_state(address: str | None, submission_id: str) -> JobState | Missing:
+    """Ask the Job API at `address` how job `submission_id` stands (`ledger recover`)."""
+    address = address or DEFAULT_ADDRESS
+    try:
+        client = _client(address)
+    except ImportError:
+        return JobState(submission_id, address, error="ray is not installed here (pip install 'ledger[ray]')")
+    except Exception as exc:  # ConnectionError and friends, translated here
+        return JobState(submission_id, address, error=f"Ray not reachable at {address}: {_first_line(exc)}")
+    try:
+        info = client.get_job_info(submission_id)
+    except Exception as exc:  # Ray answers 404 for an id it never saw
+        if _not_found(str(exc)):
+            return Missing(submission_id, _first_line(exc))
+        return JobState(submission_id, address, error=f"Ray at {address} did not say how job {submission_id} stands: {_first_line(exc)}")
+    status = str(info.status.value) if getattr(info, "status", None) is not None else None
+
+    def seconds(name: str) -> float | None:
+        value = getattr(info, name, None)  # milliseconds since the epoch, 0 or None until known
+        return value / 1000.0 if isinstance(value, (int, float)) and value > 0 else None
+
+    return JobState(
+        submission_id,
+        address,
+        status,
+        _exit_code(status, info, None),
+        getattr(info, "message", None),
+        seconds("start_time"),
+        seconds("end_time"),
+    )
+
+
+def wait_ended(address: str | None, submission_id: str, poll_s: float = 1.0) -> JobState | Missing:
+    """`job_state` once the job has ended (or Ray can no longer be asked); Ctrl-C stops the wait
+    (KeyboardInterrupt), never the job."""
+    while True:
+        state = job_state(address, submission_id)
+        if isinstance(state, Missing) or state.error is not None or state.ended:
+            return state
+        time.sleep(poll_s)

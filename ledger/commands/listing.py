@@ -184,7 +184,9 @@ def _running_row(result: ListResult, live: dict[str, Any], columns: int) -> list
     state = "running" if live["step"] is None else f"running: step {live['step']}"
     if live["last_step_at"]:
         state += f" ({live['last_step_at']})"
-    if live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
+    if live.get("on_ray"):  # its ledger died, its Ray job runs on (`ledger recover` saw it)
+        state = live["hint"]
+    elif live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
         state = f"orphaned: {live['hint']}"
     row = [live["id"], live["name"] or "-", state, "-", "-", "-", _started(live["started"])]
     row += ["-"] * (columns - len(row))

@@ -16,6 +16,7 @@ class RecoverResult:
     runs: list[str]
 
 
-def recover_runs(start: Path, say: Say) -> RecoverResult:
-    """Commit every staged run of a dead ledger found under `start`'s repository."""
-    return RecoverResult(recover(start, say))
+def recover_runs(start: Path, say: Say, follow: bool = False, ask_ray: bool = True) -> RecoverResult:
+    """Commit every staged run of a dead ledger found under `start`'s repository (`follow`: wait
+    for a Ray job still running; not `ask_ray`: record a Ray run as lost without asking Ray)."""
+    return RecoverResult(recover(start, say, follow, ask_ray))

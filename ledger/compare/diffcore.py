@@ -84,7 +84,7 @@ from ledger.compare.learning import (
 )
 from ledger.compare.logparse import READS, MetricsTable
 from ledger.compare.noise import NoiseReport, noise_json
-from ledger.compare.settingsview import comparable
+from ledger.compare.settingsview import comparable, replay_mechanics
 from ledger.compare.stats import (
     CONFIDENCE,
     DEFAULT_METRICS,
@@ -225,7 +225,9 @@ def change_log(manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence
     for manifest in manifests_in_order:
         base = by_id.get(str(manifest.get("replay_of"))) if manifest.get("replay_of") else None
         base = previous if base is None else base
-        changes = [] if base is None else changed_settings(_settings(base), _settings(manifest), ignore)
+        changes = (
+            [] if base is None else changed_settings(_settings(base), _settings(manifest), [*ignore, *replay_mechanics(base, manifest)])
+        )
         out.append((str(manifest.get("id")), changes))
         previous = manifest
     return out
@@ -422,7 +424,7 @@ def build_report(
     suggested baseline (an earlier run one setting away from B) and no timing. A table is None
     when that run has no metrics at all. `steps_metric` fills the per-step table for `--steps`.
     """
-    changed = changed_settings(_settings(ma), _settings(mb), ignore)
+    changed = changed_settings(_settings(ma), _settings(mb), [*ignore, *replay_mechanics(ma, mb)])
     repeat = is_repeat(changed, replica_keys)
     report = DiffReport(
         a=str(ma.get("id")),

@@ -16,6 +16,7 @@ cannot start stays unwatched, and `cluster_manifest()` says which and why.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import threading
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.heat.cluster_target import ClusterTarget
+from ledger.heat.cluster_target import ClusterTarget, Submitted
 from ledger.heat.sensor import GpuInfo, Sample
 from ledger.installhint import RAY_PACKAGE, install_hint
 
@@ -152,9 +153,14 @@ class ClusterSensor:
         local_pids: Callable[[], set[int]] = set,
         warn: Callable[[str], None] = lambda _t: None,
         env: dict[str, str] | None = None,
+        submitted: Callable[[], Submitted | None] | None = None,
     ):
         require_ray()
         self.target = target
+        # a target read from the launcher's text: not connected to until the job submitted
+        # (`submitted` gives the address and id ledger's `ray` wrapper recorded), then the cluster
+        # it submitted to, whatever the text named (issue 33)
+        self._submitted = submitted
         self._spec = spec
         self._interval = interval_s
         self._started_at = started_at
@@ -166,6 +172,8 @@ class ClusterSensor:
         self._gcs: str | None = None
         # what the record says until a connection succeeds: names the address however early the run ends
         self._unreachable: str | None = f"not connected yet to the Ray cluster at {target.address}"
+        if submitted is not None:
+            self._unreachable = f"the job submitted to no Ray cluster while it ran (its launcher names {target.address})"
         self._last_try = float("-inf")
         self._last_refresh = float("-inf")
         self._nodes: dict[str, NodeWatch] = {}
@@ -180,7 +188,7 @@ class ClusterSensor:
         """True when connected; else start a connection attempt in the background (at most one
         every RETRY_S), so that an unreachable cluster never holds up sampling or the run's end."""
         with self._lock:
-            if self._connected or self._closed:
+            if self._connected or self._closed or not self._attach():
                 return self._connected
             now = time.monotonic()
             if (self._connecting is not None and self._connecting.is_alive()) or now - self._last_try < RETRY_S:
@@ -189,6 +197,19 @@ class ClusterSensor:
             self._connecting = threading.Thread(target=self._try_connect, name="ledger-ray-connect", daemon=True)
             self._connecting.start()
             return False
+
+    def _attach(self) -> bool:
+        """Whether the cluster to connect to is known: always, unless the target waits for the
+        job's submission; once that is recorded, the target is the cluster it went to."""
+        if self._submitted is None:
+            return True
+        found = self._submitted()
+        if found is None:
+            return False
+        self._submitted = None
+        self.target = dataclasses.replace(self.target, address=found.address, source="submitted", submission_id=found.submission_id)
+        self._unreachable = f"not connected yet to the Ray cluster at {found.address}"
+        return True
 
     def wait_connected(self, timeout: float) -> bool:
         """Connect, waiting up to `timeout` seconds (tests, the benchmark)."""
@@ -334,6 +355,7 @@ class ClusterSensor:
             if self._closed:
                 return
             self._closed = True
+            self._attach()  # the record names the cluster the job submitted to, however early it ended
             if not self._connected:
                 self._warn(f"the Ray cluster's nodes were not watched: {self._unreachable}")
                 return
@@ -474,6 +496,7 @@ class ClusterSensor:
     def cluster_manifest(self) -> dict[str, Any]:
         """The cluster's part of the manifest's `gpu` section."""
         with self._lock:
+            self._attach()
             nodes = [w.to_dict() for w in self._nodes.values()]
             unwatched = {w.label: w.unwatched for w in self._nodes.values() if w.unwatched}
             return {

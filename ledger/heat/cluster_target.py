@@ -41,6 +41,20 @@ class ClusterTarget:
         return {"address": self.address, "source": self.source, "submission_id": self.submission_id}
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """A `ray job submit` the job made, as ledger's `ray` wrapper recorded it (issue 33)."""
+
+    address: str
+    submission_id: str | None = None
+
+
+def submits_from_launcher(argv: list[str], launcher_text: str | None) -> bool:
+    """Whether the cluster is known only from the launcher's text (`detect_cluster`): then the
+    heat sensor waits for the job's own submission, never the address the text names."""
+    return _submit_index(argv) is None and launcher_text is not None and _SUBMIT.search(launcher_text) is not None
+
+
 def _option(args: list[str], name: str) -> str | None:
     for i, arg in enumerate(args):
         if arg == name and i + 1 < len(args):

@@ -6,12 +6,15 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.config import HeatConfig
 from ledger.heat.guard import HeatGuard
 from ledger.heat.monitor import HeatMonitor
 from ledger.heat.sensor import SensorUnavailable
+
+if TYPE_CHECKING:
+    from ledger.heat.cluster_target import Submitted
 
 
 class RunMonitor:
@@ -91,16 +94,19 @@ def start_monitor(
     env: Mapping[str, str] | None = None,
     launcher_text: str | None = None,
     pgid: int | None = None,
+    submitted: Callable[[], Submitted | None] | None = None,
 ) -> RunMonitor:
     """Start sampling for a job whose process group `signal_group` signals.
 
     A job submitted to a Ray cluster (see `cluster_target.detect_cluster`) is sampled on every
     node of the cluster and paused there (`ledger.heat.cluster`); without Ray installed here the
-    run falls back to this machine and the record says why. No NVML (no driver, no GPU): the run
+    run falls back to this machine and the record says why. A cluster named only by the
+    launcher's text is watched once the job submitted to it (`submitted`: the submission ledger's
+    `ray` wrapper recorded), at the address it submitted to. No NVML (no driver, no GPU): the run
     goes ahead; the summary says `unavailable` with NVML's error text, said once on stderr, and no
     heat log is written.
     """
-    from ledger.heat.cluster_target import detect_cluster
+    from ledger.heat.cluster_target import detect_cluster, submits_from_launcher
     from ledger.heat.nvml import open_sensor
 
     guard = HeatGuard(
@@ -124,13 +130,18 @@ def start_monitor(
     if target is not None:
         from ledger.heat.cluster import ClusterSensor, ClusterUnavailable
 
+        waits = submitted if submits_from_launcher(list(job_argv or []), launcher_text) else None
         try:
-            cluster = ClusterSensor(target, _sensor_spec(cfg, base), cfg.interval_s, time.time(), _job_pids(pgid), warn, dict(env))
+            spec = _sensor_spec(cfg, base)
+            cluster = ClusterSensor(target, spec, cfg.interval_s, time.time(), _job_pids(pgid), warn, dict(env), submitted=waits)
         except ClusterUnavailable as exc:
             say(f"ledger: the job runs on a Ray cluster but its nodes are not watched ({exc.reason}); sampling this machine only")
             extra["cluster"] = {**target.to_dict(), "connected": False, "unavailable": exc.reason}
         else:
-            say(f"ledger: watching every node of the Ray cluster at {target.address} for heat")
+            if waits is not None:
+                say("ledger: watching every node of the Ray cluster the job submits to for heat, once it has")
+            else:
+                say(f"ledger: watching every node of the Ray cluster at {target.address} for heat")
             monitor = HeatMonitor(cluster, guard, cfg.interval_s, log_path, cluster.pause, cluster.resume, warn=warn, hold=cluster.hold)
             monitor.start()
             return RunMonitor(monitor, extra)

@@ -78,7 +78,7 @@ class CodeContent:
     def code(self, code: Code) -> Code:
         """The `code` section with `content`, `ignore` (and `content_without_launcher`) set."""
         code = code.with_(content=self.tree, ignore=list(self.ignore))
-        return code.with_(content_without_launcher=self.without_launcher) if self.has_launcher else code
+        return code.with_(content_without_launcher=self.without_launcher) if self.without_launcher is not None else code
 
     def command(self, command: Command) -> Command:
         """The `command` section with `launcher_inputs` and `launcher_path` set (a launcher run)."""
@@ -128,14 +128,20 @@ def record_code(
     launcher_text: str | None,
     cwd: Path,
     patterns: Sequence[str],
+    left_out: Sequence[str] = (),
 ) -> CodeContent:
     """What `code.content` (and `code.content_without_launcher`, `code.ignore`) and
-    `command.launcher_inputs` / `command.launcher_path` record for a run about to start."""
+    `command.launcher_inputs` / `command.launcher_path` record for a run about to start.
+
+    `left_out`: a replay's, the files its source run's `code` left out as launcher files (the
+    replay reruns the command they shaped, without them): left out of its own `code` as well, so
+    a replay and its source at the same commit have the same `code` (issue 33)."""
     from ledger.understand.launcher_inputs import launcher_inputs
 
     full = counted_tree(repo, code.tree, ignore)
     if launcher_path is None:
-        return CodeContent(full, None, [], list(ignore))
+        without = counted_tree(repo, code.tree, ignore, left_out) if left_out else None
+        return CodeContent(full, without, [], list(ignore))
     warning, inputs = None, []
     try:
         entries = training_entries(cwd, repo.root, patterns)
@@ -157,6 +163,7 @@ def left_out_of_run(m: Mapping[str, Any]) -> tuple[list[str], set[str]]:
         extra.update(command.get("launcher_inputs") or [])
         if command.get("launcher_path"):
             extra.add(command["launcher_path"])
+        extra.update((m.get("replay") or {}).get("code_left_out") or [])  # a replay: its source's launcher files
     return list(code.get("ignore") or []), extra
 
 

@@ -22,7 +22,7 @@ from ledger.redact.scanner import Redactor
 from ledger.runrecord import Code, Command, RunRecord
 from ledger.storage import staging
 from ledger.storage.git import Repo
-from ledger.understand import envvars, launcher, tracescan
+from ledger.understand import envvars, launcher, seeddefaults, tracescan
 from ledger.understand import settings as settings_mod
 from ledger.understand.shim import ShimRecord
 
@@ -132,10 +132,42 @@ def training_facts(
     env_settings, names = _env_settings(command, cfg, command_lines, records, environ)
     redacted.extend(f"env: {n}" for n in names)
     settings.update(env_settings)
-    seeds = {"seed": settings.get("seed"), "rollout_seed": settings.get("rollout-seed")}
+    seeds = _seeds(settings, command, training_argv, record)
     command, warning = _debug_data_reached(command, records, training_argv)
     settings = _with_record_facts(settings, record, command, cfg, records, training_argv is not None)
     return TrainingFacts(command, settings, seeds, launcher.env_report(command_lines), redacted, [warning] if warning else [])
+
+
+def _seeds(settings: Mapping[str, Any], command: Command, training_argv: list[str] | None, record: RunRecord) -> dict[str, Any]:
+    """`seeds`: the seed settings the command passed; those it did not pass are the framework's
+    defaults (`ledger.understand.seeddefaults`), named in `seeds.defaults` (issue 33)."""
+    seeds: dict[str, Any] = {key: settings.get(flag[2:]) for key, flag in seeddefaults.SEED_FLAGS.items()}
+    missing = [key for key, flag in seeddefaults.SEED_FLAGS.items() if flag[2:] not in settings]
+    if training_argv is None or not missing:
+        return seeds
+    framework, script = _trainer(command, training_argv, record)
+    found = seeddefaults.seed_defaults(framework, script, missing, str(command.repo_root or ""))
+    if found.values:
+        seeds.update(found.values)
+        seeds["defaults"] = found.sources
+    return seeds
+
+
+def _trainer(command: Command, training_argv: list[str], record: RunRecord) -> tuple[str | None, Path | None]:
+    """(the trainer's framework, its script file) of a training argv: as `command.debug_data`
+    says, else as `ledger.understand.framework` recognises it; `-m miles.train` names no file."""
+    prefix, script, _ = settings_mod.split_training_command(training_argv)
+    if script is None:
+        return None, None
+    if prefix[-1:] == ["-m"]:
+        return script.split(".", 1)[0], None
+    cwd = str(command.cwd or ".")
+    recorded = (command.debug_data or {}).get("framework")
+    if isinstance(recorded, str) and recorded in seeddefaults.TABLE:
+        return recorded, Path(cwd, script)
+    from ledger.understand import framework
+
+    return framework.detect(script, cwd, None, bool(record.image.miles_commit))[0], Path(cwd, script)
 
 
 def _env_settings(
@@ -218,10 +250,14 @@ def _debug_data_reached(command: Command, records: list[ShimRecord], training_ar
     if not debug or debug.get("via") != "wrapper":
         return command, None
     debug = {**debug, "added": sorted({flag for r in records for flag in r.added})}
-    from ledger.data.outputs import EVENTS_FLAG, ROLLOUT_FLAG, find_outputs
+    from ledger.data.outputs import ROLLOUT_FLAG, find_outputs
+    from ledger.understand.framework import FLAGS
 
     present = {o.flag for o in find_outputs(training_argv or [])}
-    if training_argv is None or not ({ROLLOUT_FLAG, EVENTS_FLAG} <= present or "--dump-details" in present):
+    # the flags the trainer's framework has (slime: the rollout flag alone, issue 33); the rollout
+    # flag, which a replay needs, for a framework that declares its own
+    wanted = set(FLAGS.get(str(debug.get("framework")), ())) or {ROLLOUT_FLAG}
+    if training_argv is None or not (wanted <= present or "--dump-details" in present):
         debug["via"] = None
         return command.with_(debug_data=debug), "the debug-data flags did not reach the training command: this run cannot be replayed"
     return command.with_(debug_data=debug), None

@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ledger.config import Config
 from ledger.errors import LedgerError
@@ -16,6 +16,9 @@ from ledger.runrecord import Command, Image, Status
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import launcher
+
+if TYPE_CHECKING:
+    from ledger.heat.cluster_target import Submitted
 
 Say = Callable[[str], None]
 RAW_OUTPUT = staging.RAW_OUTPUT  # the job's combined output while it runs (split into the logs at the end)
@@ -155,15 +158,35 @@ def job_env(
         "LEDGER_DATA_DIR": str(staged.data_dir),
     }  # bulky outputs here are tracked with DVC
     ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
-    job_vars = {k: v for k, v in cfg.job_env.items() if k not in env}
+    # a Ray job's driver and actors get the cluster's environment plus the runtime env, never the
+    # submitter's: the `ray` wrapper merges all of these into the runtime env's env_vars (issue 33)
     wrappers = shim.install(
-        staged.dir / "bin", staged.dir / shim.LOG_NAME, list(cfg.training_patterns), wrapper_flags, list(cfg.env_patterns), env, job_vars
+        staged.dir / "bin",
+        staged.dir / shim.LOG_NAME,
+        list(cfg.training_patterns),
+        wrapper_flags,
+        list(cfg.env_patterns),
+        env,
+        dict(ledger_env),
     )
     if cfg.debug_framework:
         wrappers[shim.ENV_FRAMEWORK] = cfg.debug_framework
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
     return {**ledger_env, **wrappers}, recorded
+
+
+def last_submission(staged: staging.Staged) -> Callable[[], Submitted | None]:
+    """The last `ray job submit` the job made, as ledger's `ray` wrapper recorded it (None until
+    it made one): the cluster the heat sensor attaches to when only the launcher's text names one."""
+    from ledger.heat.cluster_target import DEFAULT_DASHBOARD, Submitted
+    from ledger.understand import shim
+
+    def last() -> Submitted | None:
+        records = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray"]
+        return Submitted(records[-1].address or DEFAULT_DASHBOARD, records[-1].submission_id) if records else None
+
+    return last
 
 
 def _stop_signal(result: Any) -> int | None:
@@ -204,7 +227,7 @@ def follow_submitted(staged: staging.Staged, terminal_fd: int | None, say: Say, 
         if isinstance(end, Missing):
             continue
         if end.stopped_by_ledger:
-            _append_missing_logs(staged, record, terminal_fd)
+            append_missing_logs(staged, record, terminal_fd)
         if stop_signal is None and end.status in ("PENDING", "RUNNING"):
             end = _follow(staged, record, terminal_fd, say)  # the Ray CLI died, the job runs on
         ends.append((record, end))
@@ -217,7 +240,7 @@ def follow_submitted(staged: staging.Staged, terminal_fd: int | None, say: Say, 
     return ends[-1][1]
 
 
-def _append_missing_logs(staged: staging.Staged, record: Any, terminal_fd: int | None) -> None:
+def append_missing_logs(staged: staging.Staged, record: Any, terminal_fd: int | None) -> None:
     """What the stopped job printed after the Ray CLI stopped tailing it, into the run's output."""
     from ledger.capture.rayjob import missing_logs
 

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from ledger.compare.logparse import last_step
+from ledger.record.rayrecover import running_on_ray
 from ledger.storage import staging
 
 ORPHANED_HINT = "`ledger recover` commits it"
+ON_RAY_HINT = "`ledger recover --follow` records the run when it ends"
 TAIL_BYTES = 1 << 20  # how much of the end of the output is searched for the current step
 
 
@@ -31,6 +33,7 @@ class LiveRun:
     last_step_at: str | None
     output_bytes: int
     orphaned: bool = False  # its `ledger run` is gone (SIGKILL, OOM, reboot): `ledger recover` commits it
+    on_ray: tuple[dict[str, object], ...] = ()  # orphaned, with Ray jobs `ledger recover` saw running on
 
     @property
     def id(self) -> str:
@@ -41,6 +44,11 @@ class LiveRun:
         from ledger.storage.listing import list_fields
 
         fields = list_fields({**self.manifest, "id": self.id, "status": None, "gpu": None})
+        if self.orphaned and self.on_ray:  # `ledger recover` found its Ray job running on (issue 33)
+            jobs = ", ".join(str(j.get("submission_id")) for j in self.on_ray)
+            hint = f"running on Ray (job {jobs}); {ON_RAY_HINT}"
+            on_ray = [dict(j) for j in self.on_ray]
+            return {**fields, "state": "orphaned", "step": self.step, "last_step_at": self.last_step_at, "hint": hint, "on_ray": on_ray}
         if self.orphaned:
             return {**fields, "state": "orphaned", "step": self.step, "last_step_at": self.last_step_at, "hint": ORPHANED_HINT}
         return {**fields, "state": "running", "step": self.step, "last_step_at": self.last_step_at}
@@ -70,7 +78,8 @@ def running_runs(root: Path, orphaned: bool = False) -> list[LiveRun]:
         data, size = _tail(staged.raw_output, TAIL_BYTES)
         found = last_step(data)
         step, when = found if found else (None, None)
-        out.append(LiveRun(staged, manifest, step, when, size, orphaned=dead))
+        on_ray = tuple(running_on_ray(staged)) if dead else ()
+        out.append(LiveRun(staged, manifest, step, when, size, orphaned=dead, on_ray=on_ray))
     return out
 
 

@@ -1,5 +1,8 @@
 """`ledger recover`: commit every staged run whose ledger process is gone, with state `lost`.
 
+A run that submitted Ray jobs is recorded as Ray says they ended (`rayrecover`): a job still
+running leaves it staged (`--follow` waits for its end), Ray unreachable too (`--no-ray`: lost).
+
 Nothing a job wrote is ever deleted here: a staged folder with no record to commit (ledger died
 before writing it, or a job that ran on after its run was committed wrote into it again) has
 every file under its data folder moved to `.ledger/untracked/<run id>/`, as for a run's
@@ -9,11 +12,14 @@ untracked outputs; only ledger's own bookkeeping is removed, and the message say
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError
+from ledger.record.jobsetup import append_missing_logs
+from ledger.record.rayrecover import RayAnswer, ask_ray, ended_status
 from ledger.record.run import Say, finish, truncation_noted
 from ledger.record.streamed import StreamResult, from_split_logs, process_raw, retire_raw, stop_worker, was_punched
 from ledger.redact.runscrub import load_secrets
@@ -24,14 +30,16 @@ from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
 
 
-def recover(start: Path, say: Say) -> list[str]:
-    """Commit every staged run whose ledger process is gone, with state `lost`."""
+def recover(start: Path, say: Say, follow: bool = False, ask_ray: bool = True) -> list[str]:
+    """Commit every staged run whose ledger process is gone: with state `lost`, or, for a run
+    that submitted Ray jobs, as Ray says they ended (`follow`: wait for a job still running;
+    not `ask_ray`: never ask, record it as lost)."""
     repo = Repo(start)
     cfg = load_config(repo.root, repo.common_dir)
     done: list[str] = []
     for staged in staging.orphans(repo.root):
         try:
-            _recover_one(repo, cfg, staged, say, done)
+            _recover_one(repo, cfg, staged, say, done, _Asking(follow, ask_ray))
         except OSError as exc:  # a full disk, a read-only folder: the run stays staged, whole
             raise LedgerError(
                 f"could not recover run {staged.id}: {exc.strerror or exc}"
@@ -41,8 +49,17 @@ def recover(start: Path, say: Say) -> list[str]:
     return done
 
 
-def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done: list[str]) -> None:
-    """Commit one staged run whose ledger is gone (appended to `done`), unless another recover has it."""
+@dataclass(frozen=True)
+class _Asking:
+    """Whether `recover` asks Ray about a run's jobs, and waits for one still running."""
+
+    follow: bool = False
+    ask_ray: bool = True
+
+
+def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done: list[str], asking: _Asking) -> None:
+    """Commit one staged run whose ledger is gone (appended to `done`), unless another recover
+    has it or its Ray job runs on."""
     if not staged.claim():
         return
     if staged.release_job():
@@ -66,6 +83,14 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
             )
         staged.remove()
         return
+    record = RunRecord.trusted(m)  # ledger's own staged JSON, of this or an older version
+    ray = RayAnswer(None, False)
+    if asking.ask_ray and record.status.state in (None, "running"):
+        ray = ask_ray(staged, asking.follow, say)
+        if ray.stays:
+            return
+        if ray.record is not None:  # what the job printed after ledger died, from the Job API
+            append_missing_logs(staged, ray.record, None)
     # the job's output is the best clock of when it last did anything; read it before the
     # split below rewrites the logs (and their mtimes)
     raw = staged.raw_output
@@ -81,11 +106,14 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
         logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
         logs.where = "by ledger recover, from the raw output"
         retire_raw(staged, secrets, logs)
-    record = RunRecord.trusted(m)  # ledger's own staged JSON, of this or an older version
     started = parse_iso(record.started) or last
     if record.status.state not in (None, "running"):  # the job ended and its status was saved; only the commit failed
         status = record.status
         warnings = [*record.warnings, "ledger could not commit the record when the job ended; committed by `ledger recover`"]
+    elif ray.ended is not None:
+        status, finished = ended_status(ray.ended, started, last)
+        record = record.with_(finished=finished)
+        warnings = [*record.warnings, "ledger exited before the job ended; `ledger recover` read the Ray job's end from Ray"]
     else:
         record = record.with_(finished=iso(last))
         status = Status(state="lost", duration_s=round(max(0.0, last - started), 3))

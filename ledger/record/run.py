@@ -68,6 +68,8 @@ class RunRequest:
     env: dict[str, str] | None = None
     # replaced in argv by the new run's data folder (a replay's own outputs land there)
     data_placeholder: str | None = None
+    # a replay's: its source's launcher files, left out of its `code` too (`codeset.record_code`)
+    code_left_out: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -243,7 +245,9 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
         note = _redacted_words(sealed.redactor, req.note, "note", redacted)
         from ledger.record.codeset import record_code
 
-        content = record_code(repo, sealed.code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns)
+        content = record_code(
+            repo, sealed.code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns, req.code_left_out
+        )
         command = content.command(command)
         record = RunRecord.new(run_id, iso(started))
         want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
@@ -415,6 +419,7 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
         env=env,
         launcher_text=prepared.launcher_text,
         pgid=job.pgid,
+        submitted=jobsetup.last_submission(staged),
     )
     guard.before_forward = monitor.resume_if_paused
     from ledger.data.prehash import PreHasher

@@ -21,8 +21,11 @@ except the known non-secret names in `_NOT_SECRET` (Miles' dataset-column flags 
 (``--max-tokens``), longer words (``--tokenizer-path``) and non-final parts (``--kl-key-x``) are
 not secret. A qualifier after the secret word does not hide it: trailing digits and the words in
 `_QUALIFIERS` are dropped first, from a name of three parts or more (``OPENAI_API_KEY_2``, ``STRIPE_KEY_LIVE``, ``"API Key"``).
-Values that are never secrets are kept: empty, None/null, true/false, and for
-KEY/TOKEN names a number of up to 9 digits (a token COUNT, not a credential).
+Values that are never secrets are kept: empty, None/null, true/false, for KEY/TOKEN names a
+number of up to 9 digits (a token COUNT, not a credential), and code a launcher's text holds in
+the value's place (`_is_code`): a variable a comprehension or call reads (``{key: value for key,
+value in os.environ.items()}``), an attribute named like the secret (``token=args.token``), a
+call or subscript (``key = os.environ.get(``).
 """
 
 from __future__ import annotations
@@ -63,6 +66,15 @@ MAX_LABEL = 256  # a path is a label too (`code/...` in `redacted`, a launcher i
 HIDDEN_LABEL = "<not a name: hidden>"
 SECRET_IN_NAME = "secret-in-a-name"
 
+
+# code in a value's place, not a secret: the variables of Python code and its type
+# annotations; also (`_is_code`) an attribute named like the secret, a name called or subscripted
+# (the value is cut at the quote that follows)
+_CODE_VARIABLES = frozenset(
+    {"value", "values", "val", "item", "items", "key", "keys", "name", "arg", "args", "kwargs"}
+    | {"str", "bytes", "int", "float", "bool", "dict", "list", "tuple"}  # annotations: `wandb_key: str = ...`
+)
+_CODE_PATH = re.compile(r"[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)*[(\[]?")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _PARTS = re.compile(r"[-_.\s]+")
 
@@ -95,10 +107,20 @@ def plain_label(text: str) -> str:
     return text if len(text) <= MAX_LABEL and text.isprintable() else HIDDEN_LABEL
 
 
+def _is_code(name: str, bare: str) -> bool:
+    """A value that is code, not a secret: a loop variable, an attribute named like the secret
+    (`args.api_key` for `api_key`), a call or subscript (`os.environ.get(`)."""
+    if not _CODE_PATH.fullmatch(bare):
+        return False
+    if bare.endswith(("(", "[")) or bare in _CODE_VARIABLES:
+        return True
+    return "." in bare and bare.rsplit(".", 1)[1] == "_".join(_parts(name)).lower()
+
+
 def keeps_value(name: str, value: str) -> bool:
-    """True when `value` is not a secret although `name` looks secret (counts, empty, None)."""
+    """True when `value` is not a secret although `name` looks secret (counts, empty, None, code)."""
     bare = value.strip().strip("'\"\\").strip()
-    if bare.lower() in _TRIVIAL:
+    if bare.lower() in _TRIVIAL or _is_code(name, bare):
         return True
     parts = _parts(name)
     return bool(parts) and parts[-1] in {"KEY", "TOKEN"} and bare.isdigit() and len(bare) <= 9

@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,9 +47,16 @@ class RayTarget:
     how: str  # "--address", "recorded address", "local head started by ledger"
     runtime_env: dict[str, Any] = field(default_factory=dict)
     head: LocalHead | None = None
+    code_from: str | None = None  # where the job's code comes from (`runtime_env`'s second value)
 
     def to_record(self) -> dict[str, Any]:
-        return {"address": self.address, "how": self.how, "local_head": self.head is not None}
+        """`replay.ray`: where the replay ran, and the code it ran (its runtime env's working_dir)."""
+        out = {"address": self.address, "how": self.how, "local_head": self.head is not None}
+        if isinstance(self.runtime_env.get("working_dir"), str):
+            out["working_dir"] = self.runtime_env["working_dir"]
+        if self.code_from is not None:
+            out["code_from"] = self.code_from
+        return out
 
 
 def was_submitted(m: Mapping[str, Any]) -> bool:
@@ -89,18 +96,45 @@ def reachable(url: str, timeout_s: float = 3.0) -> bool:
         return False
 
 
-def runtime_env(m: Mapping[str, Any], env_vars: Mapping[str, str], rebase: Callable[[str], str]) -> dict[str, Any]:
+CODE_FROM_CHECKOUT = "this checkout (the replay's runtime env working_dir, uploaded by Ray)"
+CODE_FROM_RECORDED = "the recorded runtime env's working_dir"
+
+
+def runtime_env(
+    m: Mapping[str, Any], env_vars: Mapping[str, str], rebase: Callable[[str], str], checkout: Path, excludes: Sequence[str] = ()
+) -> tuple[dict[str, Any], str]:
     """The recorded runtime env with `env_vars` (the replay's, already filtered by the caller) and
-    its paths (`working_dir`, `py_modules`) pointed into this checkout."""
-    recorded = (m.get("command") or {}).get("runtime_env") or {}
+    its paths (`working_dir`, `py_modules`) pointed into this checkout; and where the job's code
+    comes from.
+
+    A job without a working_dir runs in the cluster's own working directory: on a cluster started
+    from another clone (a Miles launcher's `ray start --head`), that clone's `train.py` would run
+    while the record describes this one (issue 33). So a run recorded without one (neither in
+    its runtime env nor as `--working-dir`) is replayed with `checkout`, the recorded working
+    directory in this checkout, as its working_dir, `excludes` (what Ray must not upload of it:
+    pulled data, git's objects; `.gitignore`d files it leaves out itself) added."""
+    command = m.get("command") or {}
+    recorded = command.get("runtime_env") or {}
     out: dict[str, Any] = {k: v for k, v in recorded.items() if k != "env_vars"} if isinstance(recorded, dict) else {}
+    given = _option([str(a) for a in command.get("ray_argv") or []], "--working-dir")
+    if given is not None and "working_dir" not in out:
+        out["working_dir"] = given
+    code_from = CODE_FROM_RECORDED
     if isinstance(out.get("working_dir"), str):
-        out["working_dir"] = rebase(out["working_dir"])
+        rebased = rebase(out["working_dir"])
+        if rebased != out["working_dir"]:
+            code_from += ", pointed into this checkout"
+        out["working_dir"] = rebased
+    elif "working_dir" not in out:
+        out["working_dir"] = str(checkout)
+        if excludes:
+            out["excludes"] = [*(out.get("excludes") or []), *excludes]
+        code_from = CODE_FROM_CHECKOUT
     if isinstance(out.get("py_modules"), list):
         out["py_modules"] = [rebase(p) if isinstance(p, str) else p for p in out["py_modules"]]
     if env_vars:
         out["env_vars"] = dict(env_vars)
-    return out
+    return out, code_from
 
 
 def submit_argv(target: RayTarget, argv: list[str]) -> list[str]:

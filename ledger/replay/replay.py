@@ -474,7 +474,15 @@ def replay_run(
     if target is not None:
         return _replay_on_ray(plan, opts, target, info, say, terminal_fd)
     req = RunRequest(
-        argv=argv, cwd=plan.cwd, name=opts.name, replay_of=plan.source, replay=info, debug_data=False, data_placeholder=PLACEHOLDER, env=env
+        argv=argv,
+        cwd=plan.cwd,
+        name=opts.name,
+        replay_of=plan.source,
+        replay=info,
+        debug_data=False,
+        data_placeholder=PLACEHOLDER,
+        env=env,
+        code_left_out=list(info.get("code_left_out") or []),
     )
     return record_run(req, say, terminal_fd).exit_code
 
@@ -516,7 +524,7 @@ def _say_warnings(plan: ReplayPlan, say: Say) -> None:
 
 def _replay_section(plan: ReplayPlan, opts: ReplayOptions) -> dict[str, Any]:
     """The new run's `replay:` section: what was replayed, and how."""
-    return {
+    info: dict[str, Any] = {
         "mode": plan.mode,
         "steps": plan.steps,
         "mapping": {str(k): v for k, v in plan.mapping.items()} if plan.mapping else None,
@@ -524,6 +532,18 @@ def _replay_section(plan: ReplayPlan, opts: ReplayOptions) -> dict[str, Any]:
         "extra": opts.extra,
         "in_image": opts.in_image,
     }
+    left_out = _code_left_out(plan)
+    if left_out:
+        info["code_left_out"] = left_out
+    return info
+
+
+def _code_left_out(plan: ReplayPlan) -> list[str]:
+    """The files the source run's `code` left out as its launcher's: the replay reruns the
+    command they shaped, never them, so they leave the replay's `code` too (issue 33)."""
+    from ledger.record.codeset import left_out_of_run
+
+    return sorted(left_out_of_run(plan.manifest)[1])
 
 
 def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> Any:
@@ -532,7 +552,10 @@ def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> 
 
     rec_root = (plan.manifest.get("command") or {}).get("repo_root")
     target = raylaunch.choose_target(plan.manifest, opts.address, plan.cwd, say, dry_run=True)
-    target.runtime_env = raylaunch.runtime_env(plan.manifest, plan.env, lambda p: _rebase_path(p, rec_root, repo.root))
+    excludes = trust.upload_excludes(repo, plan.cwd)
+    rebase = lambda p: _rebase_path(p, rec_root, repo.root)  # noqa: E731
+    target.runtime_env, target.code_from = raylaunch.runtime_env(plan.manifest, plan.env, rebase, plan.cwd, excludes)
+    trust.check_runtime_paths(repo, target.runtime_env, plan.cwd, plan.source)
     return target
 
 
@@ -547,7 +570,7 @@ def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dic
     if missing:
         target.runtime_env.setdefault("env_vars", {}).update(missing)
     if target.how == "local head started by ledger":
-        target = raylaunch.RayTarget("", target.how, target.runtime_env, raylaunch.LocalHead(plan.cwd, say))
+        target = raylaunch.RayTarget("", target.how, target.runtime_env, raylaunch.LocalHead(plan.cwd, say), target.code_from)
         assert target.head is not None
         target.address = target.head.url
     info["ray"] = target.to_record()
@@ -560,6 +583,7 @@ def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dic
             replay=info,
             debug_data=False,
             data_placeholder=PLACEHOLDER,
+            code_left_out=list(info.get("code_left_out") or []),
         )
         return record_run(req, say, terminal_fd).exit_code
     finally:

@@ -110,6 +110,38 @@ def dvc_outputs(repo: Repo) -> list[Path]:
     return outs
 
 
+def upload_excludes(repo: Repo, working_dir: Path) -> list[str]:
+    """Ray `excludes` (gitignore syntax, from `working_dir`) for every pulled place and DVC output
+    inside `working_dir`: a replay's working_dir upload carries this checkout's code, never its
+    pulled data, git objects or DVC cache (issue 33)."""
+    base = Path(os.path.realpath(working_dir))
+    out: list[str] = []
+    for place in [*pulled_places(repo), *dvc_outputs(repo)]:
+        real = Path(os.path.realpath(place))
+        if real != base and base in real.parents:
+            out.append("/" + real.relative_to(base).as_posix())
+    return sorted(set(out))
+
+
+def check_runtime_paths(repo: Repo, runtime_env: dict[str, object], cwd: Path, run_id: str) -> None:
+    """The recorded runtime env's code paths (`working_dir`, `py_modules`), as the replay submits
+    them: each local one inside this checkout and outside all pulled data (a remote URI, such as
+    `s3://...zip`, is Ray's to fetch). Raises DataError naming the path."""
+    places = [*pulled_places(repo), *dvc_outputs(repo)]
+    root = Path(os.path.realpath(repo.root))
+    modules = runtime_env.get("py_modules")
+    paths = [runtime_env.get("working_dir"), *(modules if isinstance(modules, list) else [])]
+    for value in paths:
+        if not isinstance(value, str) or re.match(r"^[a-z][a-z0-9+.-]*://", value):
+            continue
+        path = Path(os.path.realpath(cwd / value))
+        if _inside_any(path, places) or not (path == root or root in path.parents):
+            raise DataError(
+                f"run {run_id}'s Ray runtime env loads code from {value!r} ({path}), outside this checkout or inside pulled data",
+                "ledger never runs code that came with a record; refusing to replay it",
+            )
+
+
 def check_code_paths(repo: Repo, argv: list[str], cwd_rel: str, run_id: str, in_image: bool = False) -> CodePaths:
     """Every path the replay executes or imports from (the working directory, which is `sys.path[0]`
     for `-m` and `-c`; each file the program part names; the script, whose folder is `sys.path[0]`)

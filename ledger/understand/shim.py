@@ -188,7 +188,8 @@ def _ray_option(opts: Sequence[str], name: str) -> str | None:
 def _with_job_env(opts: list[str], job_env: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """`opts` with ledger's job variables added to `--runtime-env-json`'s env_vars where the
     launcher does not set them: a job on a cluster started elsewhere gets the cluster's
-    environment, not the submitter's, so RAY_DEDUP_LOGS=0 must travel in the runtime env."""
+    environment, not the submitter's, so LEDGER_RUN_ID, LEDGER_DATA_DIR and RAY_DEDUP_LOGS=0
+    must travel in the runtime env (the driver and every actor get it)."""
     if not job_env or any(t == "--runtime-env" or t.startswith("--runtime-env=") for t in opts):
         return opts, []  # a runtime-env YAML file: left as the user wrote it
     index = next((i for i, t in enumerate(opts) if t == "--runtime-env-json" or t.startswith("--runtime-env-json=")), None)

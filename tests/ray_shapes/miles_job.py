@@ -5,7 +5,9 @@ trainer trains on `--load-debug-rollout-data` files under `--debug-train-only`. 
 the loss of a step depends only on `--seed`, `--lr` and the rollout's samples.
 
 Flags are parsed by argparse, so an unknown flag fails the job (`unrecognized arguments`).
-`--step-sleep S` slows each step; `--exit N` ends the driver with N after the last step.
+`--step-sleep S` slows each step; `--exit N` ends the driver with N after the last step;
+`--hold PATH` makes the driver wait before step `--hold-at` (2) until PATH exists (a test ends
+ledger meanwhile, a condition, never a time).
 """
 
 import argparse
@@ -16,7 +18,7 @@ import time
 
 import ray
 
-ENV_SEEN = ("NCCL_ALGO", "CUDA_DEVICE_MAX_CONNECTIONS", "PYTHONPATH", "LEDGER_REPLAY_MARK")
+ENV_SEEN = ("NCCL_ALGO", "CUDA_DEVICE_MAX_CONNECTIONS", "PYTHONPATH", "LEDGER_REPLAY_MARK", "LEDGER_RUN_ID", "LEDGER_DATA_DIR")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,6 +28,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--step-sleep", type=float, default=0.0)
     p.add_argument("--exit", type=int, default=0)
+    p.add_argument("--hold", default=None)
+    p.add_argument("--hold-at", type=int, default=2)
     p.add_argument("--save-debug-rollout-data", default=None)
     p.add_argument("--load-debug-rollout-data", default=None)
     p.add_argument("--debug-train-only", action="store_true")
@@ -76,6 +80,8 @@ def main() -> int:
     engine, manager, trainer = SGLangEngine.remote(), RolloutManager.remote(), MegatronTrainRayActor.remote()
     ray.get(trainer.report_env.remote())
     for step in range(args.num_rollout):
+        while args.hold and step == args.hold_at and not os.path.exists(args.hold):
+            time.sleep(0.2)
         if args.debug_train_only:
             with open(args.load_debug_rollout_data.format(rollout_id=step)) as f:
                 samples = json.load(f)["samples"]

@@ -29,6 +29,9 @@ class RolloutManager:
 class MegatronTrainRayActor:
     def __init__(self, cell: int) -> None:
         self.cell = cell
+        # the run's id reaches an actor only through the job's runtime env (a job on a cluster
+        # gets the cluster's environment, not the submitter's)
+        print(f"actor LEDGER_RUN_ID={os.environ.get('LEDGER_RUN_ID')}", flush=True)
 
     def run(self, step: int) -> None:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
