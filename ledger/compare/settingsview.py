@@ -60,7 +60,7 @@ def _source_and_replay(ma: Mapping[str, Any], mb: Mapping[str, Any]) -> tuple[Ma
 
 
 def replay_mechanics(ma: Mapping[str, Any], mb: Mapping[str, Any]) -> list[str]:
-    """The settings a comparison of a replay with its own source leaves out (issue 33): those the
+    """The settings a comparison of a replay with its own source leaves out: those the
     replay changes to be a replay (`REPLAY_MECHANICS`) unless its `--set`s name them, and its
     `command.entry` when it is the source's training script without the source's launcher
     (`run.sh -> train.py` against `train.py`). Empty for any other pair of runs."""

@@ -159,7 +159,7 @@ class ClusterSensor:
         self.target = target
         # a target read from the launcher's text: not connected to until the job submitted
         # (`submitted` gives the address and id ledger's `ray` wrapper recorded), then the cluster
-        # it submitted to, whatever the text named (issue 33)
+        # it submitted to, whatever the text named
         self._submitted = submitted
         self._spec = spec
         self._interval = interval_s

@@ -43,7 +43,7 @@ class ClusterTarget:
 
 @dataclass(frozen=True)
 class Submitted:
-    """A `ray job submit` the job made, as ledger's `ray` wrapper recorded it (issue 33)."""
+    """A `ray job submit` the job made, as ledger's `ray` wrapper recorded it."""
 
     address: str
     submission_id: str | None = None

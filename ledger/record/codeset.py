@@ -135,7 +135,7 @@ def record_code(
 
     `left_out`: a replay's, the files its source run's `code` left out as launcher files (the
     replay reruns the command they shaped, without them): left out of its own `code` as well, so
-    a replay and its source at the same commit have the same `code` (issue 33)."""
+    a replay and its source at the same commit have the same `code`."""
     from ledger.understand.launcher_inputs import launcher_inputs
 
     full = counted_tree(repo, code.tree, ignore)

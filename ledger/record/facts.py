@@ -140,7 +140,7 @@ def training_facts(
 
 def _seeds(settings: Mapping[str, Any], command: Command, training_argv: list[str] | None, record: RunRecord) -> dict[str, Any]:
     """`seeds`: the seed settings the command passed; those it did not pass are the framework's
-    defaults (`ledger.understand.seeddefaults`), named in `seeds.defaults` (issue 33)."""
+    defaults (`ledger.understand.seeddefaults`), named in `seeds.defaults`."""
     seeds: dict[str, Any] = {key: settings.get(flag[2:]) for key, flag in seeddefaults.SEED_FLAGS.items()}
     missing = [key for key, flag in seeddefaults.SEED_FLAGS.items() if flag[2:] not in settings]
     if training_argv is None or not missing:
@@ -254,7 +254,7 @@ def _debug_data_reached(command: Command, records: list[ShimRecord], training_ar
     from ledger.understand.framework import FLAGS
 
     present = {o.flag for o in find_outputs(training_argv or [])}
-    # the flags the trainer's framework has (slime: the rollout flag alone, issue 33); the rollout
+    # the flags the trainer's framework has (slime: the rollout flag alone); the rollout
     # flag, which a replay needs, for a framework that declares its own
     wanted = set(FLAGS.get(str(debug.get("framework")), ())) or {ROLLOUT_FLAG}
     if training_argv is None or not (wanted <= present or "--dump-details" in present):

@@ -159,7 +159,7 @@ def job_env(
     }  # bulky outputs here are tracked with DVC
     ledger_env.update({k: v for k, v in cfg.job_env.items() if k not in env})
     # a Ray job's driver and actors get the cluster's environment plus the runtime env, never the
-    # submitter's: the `ray` wrapper merges all of these into the runtime env's env_vars (issue 33)
+    # submitter's: the `ray` wrapper merges all of these into the runtime env's env_vars
     wrappers = shim.install(
         staged.dir / "bin",
         staged.dir / shim.LOG_NAME,

@@ -44,7 +44,7 @@ class LiveRun:
         from ledger.storage.listing import list_fields
 
         fields = list_fields({**self.manifest, "id": self.id, "status": None, "gpu": None})
-        if self.orphaned and self.on_ray:  # `ledger recover` found its Ray job running on (issue 33)
+        if self.orphaned and self.on_ray:  # `ledger recover` found its Ray job running on
             jobs = ", ".join(str(j.get("submission_id")) for j in self.on_ray)
             hint = f"running on Ray (job {jobs}); {ON_RAY_HINT}"
             on_ray = [dict(j) for j in self.on_ray]

@@ -1,4 +1,4 @@
-"""`ledger recover` of a run that submitted Ray jobs: Ray says how they ended (issue 33, item 2).
+"""`ledger recover` of a run that submitted Ray jobs: Ray says how they ended.
 
 ledger's `ray` wrapper writes every submission it makes (its id, `ledger-<run id>-<n>` or the
 launcher's own `--submission-id`, and the address) to the staged shim log before `ray job submit`

@@ -109,7 +109,7 @@ def runtime_env(
 
     A job without a working_dir runs in the cluster's own working directory: on a cluster started
     from another clone (a Miles launcher's `ray start --head`), that clone's `train.py` would run
-    while the record describes this one (issue 33). So a run recorded without one (neither in
+    while the record describes this one. So a run recorded without one (neither in
     its runtime env nor as `--working-dir`) is replayed with `checkout`, the recorded working
     directory in this checkout, as its working_dir, `excludes` (what Ray must not upload of it:
     pulled data, git's objects; `.gitignore`d files it leaves out itself) added."""

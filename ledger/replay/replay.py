@@ -540,7 +540,7 @@ def _replay_section(plan: ReplayPlan, opts: ReplayOptions) -> dict[str, Any]:
 
 def _code_left_out(plan: ReplayPlan) -> list[str]:
     """The files the source run's `code` left out as its launcher's: the replay reruns the
-    command they shaped, never them, so they leave the replay's `code` too (issue 33)."""
+    command they shaped, never them, so they leave the replay's `code` too."""
     from ledger.record.codeset import left_out_of_run
 
     return sorted(left_out_of_run(plan.manifest)[1])

@@ -113,7 +113,7 @@ def dvc_outputs(repo: Repo) -> list[Path]:
 def upload_excludes(repo: Repo, working_dir: Path) -> list[str]:
     """Ray `excludes` (gitignore syntax, from `working_dir`) for every pulled place and DVC output
     inside `working_dir`: a replay's working_dir upload carries this checkout's code, never its
-    pulled data, git objects or DVC cache (issue 33)."""
+    pulled data, git objects or DVC cache."""
     base = Path(os.path.realpath(working_dir))
     out: list[str] = []
     for place in [*pulled_places(repo), *dvc_outputs(repo)]:

@@ -3,7 +3,7 @@
 A record ledger wrote is a few kilobytes of JSON and YAML nesting about six levels deep. One
 crafted run must not stop every command of the team (a 200,000-deep `summary.json` overflowed the
 parser's recursion, a huge one exhausted memory; a run of 400,000 settings under the size limit
-made every `ledger diff` take 20 s and `ledger log` 27 s, issue 31): each file is read only up to a
+made every `ledger diff` take 20 s and `ledger log` 27 s): each file is read only up to a
 size, its nesting is checked without recursion before anything walks it, and what a run holds is
 counted (settings, metric names, steps, files), far above what real runs hold. A run that fails is
 skipped by the verbs that list runs with a one-line warning (`Listing.broken`); every other run keeps

@@ -1,4 +1,4 @@
-"""The seeds a trainer runs with when its command passes none: its framework's defaults (issue 33).
+"""The seeds a trainer runs with when its command passes none: its framework's defaults.
 
 Miles' and slime's launchers pass no `--seed` or `--rollout-seed`; the trainer then runs with its
 parser's defaults (`--seed` 1234 for the trainer, each SGLang engine `seed + rank`; `--rollout-seed`

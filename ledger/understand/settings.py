@@ -117,7 +117,7 @@ def is_number(token: str) -> bool:
 def is_flag(token: str) -> bool:
     """True when `token` starts a flag (`--x`, `-x`), not a value such as `-1`, `-`, or a text that
     only starts with dashes (`-----BEGIN PGP PRIVATE KEY BLOCK-----...`, a key given as a value:
-    read as a flag it became a setting's name, issue 31)."""
+    read as a flag it became a setting's name)."""
     return _FLAG_START.match(token) is not None and not is_number(token)
 
 
