@@ -269,8 +269,8 @@ def test_dirty_file_encodings_and_binaries() -> None:
 
 
 def test_secrets_doc_is_generated_from_what_the_code_covers() -> None:
-    """docs/secrets.md is `ledger.redact.doc.render()`: regenerate with `make docs`."""
-    from ledger.redact import doc as secretdoc
+    """docs/secrets.md is `tools/secrets_doc.py`'s `render()`: regenerate with `make docs`."""
+    import secrets_doc as secretdoc
 
     assert secretdoc.syntax_examples_hidden() == []  # every syntax listed is really hidden
     page = secretdoc.render()

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="only check that the files are current")
     args = parser.parse_args(argv)
     stale = []
-    from ledger.redact.doc import render as secrets_reference  # what the redaction covers
+    from secrets_doc import render as secrets_reference  # what the redaction covers (tools/secrets_doc.py)
 
     for name, text in (("cli.md", cli_reference()), ("config.md", config_reference()), ("secrets.md", secrets_reference())):
         path = DOCS / name

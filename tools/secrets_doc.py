@@ -1,8 +1,8 @@
 """docs/secrets.md, generated from what the redaction code covers.
 
-    python -m ledger.redact.doc            # print the page
-    python -m ledger.redact.doc --write    # rewrite docs/secrets.md
-    python -m ledger.redact.doc --check    # exit 1 when docs/secrets.md is not current
+    .venv/bin/python tools/secrets_doc.py            # print the page
+    .venv/bin/python tools/secrets_doc.py --write    # rewrite docs/secrets.md
+    .venv/bin/python tools/secrets_doc.py --check    # exit 1 when docs/secrets.md is not current
 
 The shapes are read from the rules themselves (`secretrules.SHAPES`, `OWN_SHAPES`, the loaded
 catalogue); each syntax is listed with an example that `syntax_examples_hidden` proves is hidden
@@ -80,7 +80,7 @@ tests/test_streamed.py runs one through `ledger run`)."""
 BENCH_RATIO = (
     "0.97x grep's CPU time (3.40 s vs 3.51 s; wall 0.97x), and 1.76x when also writing the redacted copy (`redact_file`); target <= 2x"
 )
-PATH = Path(__file__).resolve().parents[2] / "docs" / "secrets.md"
+PATH = Path(__file__).resolve().parents[1] / "docs" / "secrets.md"
 
 
 def syntax_examples_hidden() -> list[str]:
@@ -122,7 +122,7 @@ def render() -> str:
     out = [
         "# Secrets: what ledger hides before anything is stored",
         "",
-        "<!-- generated from the code by `make docs` (ledger/redact/doc.py); do not edit by hand -->",
+        "<!-- generated from the code by `make docs` (tools/secrets_doc.py); do not edit by hand -->",
         "",
         "Every byte bound for git or the DVC cache (argv, environment, launcher and its xtrace, dirty and",
         "index-new tracked files, job stdout/stderr, engine lines, extra logs, `--note`, Ray runtime-env, the",
