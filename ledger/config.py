@@ -43,6 +43,9 @@ DEFAULT_ENGINE_PATTERNS: tuple[str, ...] = (r"^\(SGLangEngine pid=\d+(?:, ip=[^)
 # The training script inside launcher output: Miles' train.py / train_async.py, and module paths of
 # Miles and of slime (the project Miles grew from).
 DEFAULT_TRAINING_PATTERNS: tuple[str, ...] = (r"(^|/)train(_async)?\.py$", r"^miles\.", r"^slime\.")
+# Ray's Job API (the dashboard) when a launcher names no address: `ray job submit`'s own default
+DEFAULT_RAY_DASHBOARD = "http://127.0.0.1:8265"
+
 DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
     "CUDA_*",
     "NCCL_*",

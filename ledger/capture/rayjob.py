@@ -27,10 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.config import DEFAULT_RAY_DASHBOARD
 from ledger.installhint import RAY_PACKAGE, install_hint
 
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
-DEFAULT_ADDRESS = "http://127.0.0.1:8265"
+DEFAULT_ADDRESS = DEFAULT_RAY_DASHBOARD
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_DASHBOARD = "http://127.0.0.1:8265"
+from ledger.config import DEFAULT_RAY_DASHBOARD
+
+DEFAULT_DASHBOARD = DEFAULT_RAY_DASHBOARD
 # environment variables that bound how long a collective may wait, in seconds
 TIMEOUT_ENV = ("NCCL_TIMEOUT", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", "TORCH_DIST_TIMEOUT")
 _SUBMIT = re.compile(r"\bray\s+job\s+submit\b")

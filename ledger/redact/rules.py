@@ -30,11 +30,12 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
+from ledger.redact import names
 from ledger.redact.catalogue import rules_for
 from ledger.redact.names import Redactions, is_secret_name, keeps_value
 
 Span = tuple[int, int]
-MASK = b"***"
+MASK = names.MASK.encode()
 
 
 class Rx:
