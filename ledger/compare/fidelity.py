@@ -1,20 +1,23 @@
 """`replay.fidelity`: did a replay train as the run it replays did, on the steps both have?
 
-Compared: every learning metric (not timing: `stats.is_timing`) that both runs logged at a
-common step. Rollout rows are matched through the replay's mapping (`--steps 2:5` replays
-rollouts 2, 3, 4 as 0, 1, 2); train steps (`step N:` lines) only when the replay ran every
-rollout from 0 (no mapping), since their numbering follows the rollouts replayed.
+Compared: every learning metric (not timing: `stats.is_timing`; not a step counter such as
+`rollout/step` or `train/step`, which is an axis) that both runs logged at a common step, on the
+original's step numbers. Rollout rows are matched through the replay's mapping (`--steps 2:5`
+replays rollouts 2, 3, 4 as 0, 1, 2); train steps through the same mapping when the replay logged
+the same number of train steps per rollout as it replayed rollouts.
 
 Verdicts: `bitwise` (every common value identical, NaN equal to NaN), `close` (largest relative
 difference below 1e-6), `diverged` (with the first step and metric, in step order, whose values
-differ by more), `unknown` (no common step or metric, with the reason). A replay of rollouts
-that start after 0 trains from the initial weights, not the original's at that step: a `note`
-says its training metrics are not expected to match.
+differ by more), `not comparable` (a replay of rollouts that start after 0 trains from the
+initial weights, not the original's at that step: its training metrics are not expected to match,
+so a difference is no divergence; the reason is part of the verdict's line), `unknown` (no common
+step or metric, with the reason).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ledger.compare.logparse import MetricsTable
@@ -35,19 +38,68 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] | None) -> dict[str, Any]:
-    """The fidelity verdict of `replay` against `source` (module docstring)."""
-    from ledger.compare.stats import is_timing
+# (kind, the replay's step, the original's step, the replay's metrics, the original's)
+Pair = tuple[str, int, int, dict[str, float], dict[str, float]]
+STEP_COUNTER = re.compile(r"(?:^|/)(?:step|steps|global_step|train_step|rollout_id|rollout_step|iteration|iter|epoch)$")
 
-    pairs: list[tuple[str, int, int, dict[str, float], dict[str, float]]] = []
+
+def is_step_counter(name: str, values: list[tuple[int, float]]) -> bool:
+    """Whether a metric is a step axis, not something learned: named as a step counter
+    (`rollout/step`, `train/step`), or equal to its own step number at every step it was logged."""
+    return bool(STEP_COUNTER.search(name)) or (len(values) >= 2 and all(float(v) == float(step) for step, v in values))
+
+
+def _train_mapping(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int]) -> dict[int, int]:
+    """The replay's train steps on the original's numbers: with k train steps per replayed rollout
+    (the same k in the original), replay step j is rollout j // k, its (j % k)th step."""
+    if not replay.rows or not replay.train_steps or not source.rows or not source.train_steps:
+        return {}
+    k, rest = divmod(len(replay.train_steps), len(replay.rows))
+    k_source, rest_source = divmod(len(source.train_steps), len(source.rows))
+    if rest or rest_source or k == 0 or k != k_source:
+        return {}
+    first = min(replay.train_steps)
+    base = min(source.train_steps)
+    out = {}
+    for step in replay.train_steps:
+        rollout, within = divmod(step - first, k)
+        if rollout in mapping:
+            out[step] = base + mapping[rollout] * k + within
+    return out
+
+
+def _pairs(
+    source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] | None
+) -> list[tuple[str, int, int, dict[str, float], dict[str, float]]]:
+    """(kind, replay step, original step, the replay's metrics, the original's) for every step both have."""
+    pairs: list[Pair] = []
     for new, row in sorted(replay.rows.items()):
         old = mapping.get(new) if mapping else new
         if old is not None and old in source.rows:
             pairs.append(("rollout", new, old, row.metrics, source.rows[old].metrics))
-    if not mapping:
-        for step, metrics in sorted(replay.train_steps.items()):
-            if step in source.train_steps:
-                pairs.append(("train step", step, step, metrics, source.train_steps[step]))
+    train = _train_mapping(source, replay, mapping) if mapping else {s: s for s in replay.train_steps}
+    for step, metrics in sorted(replay.train_steps.items()):
+        old = train.get(step)
+        if old is not None and old in source.train_steps:
+            pairs.append(("train step", step, old, metrics, source.train_steps[old]))
+    return pairs
+
+
+def _axes(pairs: list[Pair]) -> set[str]:
+    """The metrics that are step counters in the original (see `is_step_counter`)."""
+    seen: dict[str, list[tuple[int, float]]] = {}
+    for _kind, _new, old, _mine, theirs in pairs:
+        for name, value in theirs.items():
+            seen.setdefault(name, []).append((old, value))
+    return {name for name, values in seen.items() if is_step_counter(name, values)}
+
+
+def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] | None) -> dict[str, Any]:
+    """The fidelity verdict of `replay` against `source` (module docstring)."""
+    from ledger.compare.stats import is_timing
+
+    pairs = _pairs(source, replay, mapping)
+    axes = _axes(pairs)
     compared = 0
     worst = 0.0
     first: dict[str, Any] | None = None
@@ -55,7 +107,7 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
     bitwise = True
     for kind, new, old, mine, theirs in pairs:
         for name in sorted(set(mine) & set(theirs)):
-            if is_timing(name):
+            if is_timing(name) or name in axes:
                 continue
             a, b = float(mine[name]), float(theirs[name])
             compared += 1
@@ -75,6 +127,10 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
         out["verdict"] = "bitwise"
     elif first is None:
         out["verdict"] = "close"
+    elif late > 0:
+        out["verdict"] = "not comparable"
+        out["reason"] = f"replayed from rollout {late} without the original's weights at that step (no checkpoint)"
+        out["first_difference"] = first
     else:
         out["verdict"] = "diverged"
         out["first_difference"] = first
@@ -96,8 +152,8 @@ def describe(fidelity: dict[str, Any] | None) -> str | None:
         return f"diverged at {d.get('kind')} {d.get('step')} ({d.get('metric')}: {d.get('source')!r} -> {d.get('replay')!r})"
     if verdict == "close":
         return f"close (max rel diff {fidelity.get('max_rel_diff'):.2g})"
-    if verdict == "unknown":
-        return f"unknown ({fidelity.get('reason')})"
+    if verdict in ("unknown", "not comparable"):
+        return f"{verdict} ({fidelity.get('reason')})"
     return f"{verdict} ({fidelity.get('compared')} values on {fidelity.get('steps')} steps)"
 
 
