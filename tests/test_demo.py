@@ -29,5 +29,6 @@ def test_demo_script_records_diffs_and_replays(tmp_path: Path) -> None:
     assert fidelity["verdict"] == "bitwise" and fidelity["steps"] >= 3, fidelity
     steps_replay = json.loads(ledger(clone, "show", "demo-replay-a", "--json").stdout)["replay"]["fidelity"]
     assert "without the original's weights" in steps_replay.get("note", ""), steps_replay
+    assert steps_replay["verdict"] == "not comparable" and "without the original's weights" in steps_replay["reason"], steps_replay
     assert git(clone, "rev-parse", "HEAD") == main_before  # main is never touched
     assert git(clone, "status", "--porcelain") == ""
