@@ -83,8 +83,12 @@ _HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body styl
 <iframe id="page" src="%(src)s" style="border:0;width:%(w)dpx;height:%(h)dpx"></iframe><pre id="layout">pending</pre>
 <script>
 document.getElementById("page").addEventListener("load", function () {
-  var doc = this.contentDocument, out = {scrollWidth: doc.documentElement.scrollWidth, tables: {}, charts: []};
-  doc.querySelectorAll("table[data-kind]").forEach(function (t) {
+  var doc = this.contentDocument, out = {scrollWidth: doc.documentElement.scrollWidth, tables: {}, charts: [], banners: {}};
+  doc.querySelectorAll("[data-banner]").forEach(function (b) {
+    var r = b.getBoundingClientRect();
+    out.banners[b.dataset.banner] = {top: r.top, bottom: r.bottom};
+  });
+  doc.querySelectorAll("table[data-kind], p[data-kind]").forEach(function (t) {
     var r = t.getBoundingClientRect(), rows = t.querySelectorAll("tr");
     out.tables[t.dataset.kind] = {top: r.top, bottom: r.bottom, left: r.left, right: r.right, rows: rows.length,
       row_bottoms: Array.prototype.map.call(rows, function (row) { return row.getBoundingClientRect().bottom; })};
@@ -106,7 +110,8 @@ document.getElementById("page").addEventListener("load", function () {
 
 def layout(page: Path, tmp: Path, width: int = 1280, height: int = 800) -> dict[str, Any]:
     """What Chromium's layout makes of `page` in a `width` x `height` viewport: the page's
-    scrollWidth, each `table[data-kind]`'s box (and each row's bottom) and, per chart, the points
+    scrollWidth, each `table[data-kind]`'s (or `p[data-kind]`'s) box (and each row's bottom), each
+    `[data-banner]`'s box and, per chart, the points
     its lines draw and the points they should draw. Offline: the page is a file, read by a
     harness page beside it (`--allow-file-access-from-files`), rendered with virtual time."""
     assert CHROMIUM is not None

@@ -543,6 +543,54 @@ def test_diff_page_answer_table_is_in_the_first_screen_without_horizontal_scroll
     assert answer["rows"] >= 3 and answer["bottom"] <= 800, answer  # header + perf/step_time + train/loss
     assert answer["right"] <= 1280 and seen["scrollWidth"] <= 1280, seen
     assert seen["charts"] and all(c["drawn"] == c["expected"] > 0 for c in seen["charts"]), seen["charts"]
+    verdicts = seen["tables"]["verdicts"]  # beyond / within noise per metric: before every chart
+    assert verdicts["top"] >= answer["bottom"] and verdicts["bottom"] <= 800, verdicts
+
+
+DEGENERATE_TRAINER = (
+    "import argparse\n"
+    "ap = argparse.ArgumentParser(); ap.add_argument('--rollout-batch-size', type=int); ap.add_argument('--lr'); a = ap.parse_args()\n"
+    "for r in range(4):\n"
+    "    print(f\"[2026-12-02 03:00:0{r}.000 RolloutManager] rollout.py:1 - perf {r}: {{'rollout/zero_std/count_0.5': "
+    "{a.rollout_batch_size}, 'rollout/zero_std/all_zero_percentage': 0.0, 'rollout/zero_std/all_one_percentage': 0.0, "
+    "'perf/rollout_time': {1.0 + r / 10 + float(a.lr)}}}\")\n"
+    "    print(f\"[2026-12-02 03:00:0{r}.500 main] train.py:1 - step {r}: {{'train/loss': {2.0 - r / 10 + float(a.lr)}}}\")\n"
+)
+
+
+def test_a_degenerate_diff_page_leads_with_the_banner_and_the_verdicts(tmp_path: Path) -> None:
+    """Every group got the same reward: the DEGENERATE banner, the answer and the verdicts are all
+    on the first screen (1280 x 800) in Chromium, above the charts."""
+    from browser import CHROMIUM, layout
+
+    if CHROMIUM is None:
+        pytest.skip("no chromium on PATH (`make system-deps` installs it as root)")
+    repo = make_repo(tmp_path / "proj", {"train.py": DEGENERATE_TRAINER})
+    for name, lr in (("deg-a", "0.0"), ("deg-b", "0.5")):
+        argv = [
+            "--no-debug-data",
+            "--no-heat-guard",
+            "--name",
+            name,
+            "--",
+            sys.executable,
+            "train.py",
+            "--rollout-batch-size",
+            "8",
+            "--lr",
+            lr,
+        ]
+        r = ledger(repo, "run", *argv)
+        assert r.returncode == 0, r.stderr
+    out = tmp_path / "diff.html"
+    r = ledger(repo, "diff", "deg-a", "deg-b", "--html", str(out))
+    assert r.returncode == 0, r.stderr
+    seen = layout(out, tmp_path)
+    banner, answer, verdicts = seen["banners"].get("degenerate"), seen["tables"]["answer"], seen["tables"]["verdicts"]
+    assert banner is not None and banner["bottom"] <= answer["top"], seen
+    assert answer["bottom"] <= verdicts["top"] and verdicts["bottom"] <= 800, seen
+    first_chart = out.read_text().index('<div class="charts">')
+    assert out.read_text().index("DEGENERATE") < first_chart
 
 
 def test_diff_partial_says_when_the_running_runs_settings_are_incomplete(tmp_path: Path) -> None:

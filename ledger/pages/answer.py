@@ -94,7 +94,12 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
             f"<td>{escape(row.change)}</td><td>{escape(row.diverged or '')}</td></tr>"
         )
     if len(lines) == 3:
-        lines.append('<tr><td colspan="6">no metric both runs logged</td></tr>')
+        said = (
+            f"no metric compared: the diff was refused ({len(report.changed)} settings differ); the charts below draw each run as it is"
+            if report.refused
+            else "no metric both runs logged on a common step"
+        )
+        lines.append(f'<tr><td colspan="6">{escape(said)}</td></tr>')
     lines.append("</table>")
     return "\n".join(lines)
 

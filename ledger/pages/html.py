@@ -21,7 +21,7 @@ from ledger.compare.stats import (
     ROLLOUT_TIME_PER_1K,
     Pause,
 )
-from ledger.pages.noisehtml import degenerate_text, noise_section
+from ledger.pages.noisehtml import degenerate_banner, degenerate_text, noise_bands, noise_verdicts
 from ledger.pages.series import series_of
 from ledger.pages.svg import Chart, Series, page, render
 from ledger.textfmt import show_value
@@ -112,8 +112,9 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
 
 
 def diff_page(data: DiffPageInput) -> str:
-    """The whole `ledger diff --html` page: the answer table first, then the charts of the six
-    questions, every other logged metric in collapsible groups, and the text report."""
+    """The whole `ledger diff --html` page: what changed, any DEGENERATE banner, the answer table
+    and the noise verdicts first (the first screen), then the charts of the six questions, every
+    other logged metric in collapsible groups, the replica bands and the text report."""
     from ledger.pages.answer import ANSWER_STYLE, answer_table_html
 
     report = data.report
@@ -123,13 +124,14 @@ def diff_page(data: DiffPageInput) -> str:
     css = "refused" if report.refused else "forced" if report.forced else ""
     svgs = "\n".join(render(c) for c in diff_charts(data)) or "<p>no per-step metrics to draw</p>"
     partial = f'<p class="forced" data-kind="partial">{escape(data.partial)}</p>\n' if data.partial else ""
+    # the first screen: what changed, any DEGENERATE run, per metric the answer and its verdict
     body = (
         f"<style>{ANSWER_STYLE}</style>"
-        f'<h1 class="{css}">{escape(title)}</h1>\n{partial}{answer_table_html(report, data.manifest_a, data.manifest_b)}\n'
-        f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n'
+        f'<h1 class="{css}">{escape(title)}</h1>\n{partial}{degenerate_banner(report)}'
+        f"{answer_table_html(report, data.manifest_a, data.manifest_b)}\n{noise_verdicts(report)}\n"
+        f'<div class="charts">{svgs}</div>\n{other_metric_groups(data)}\n{noise_bands(report, *data.replicas)}\n'
         f"<details><summary>the text report</summary><pre>{escape(data.text)}</pre></details>"
     )
-    body += "\n" + noise_section(report, *data.replicas)
     return page(f"ledger diff: {title}", body)
 
 

@@ -1,10 +1,11 @@
 """The noise section of the `ledger diff --html` page: verdict per metric, each side's replica band.
 
-A separate function (`noise_section`) that `html.diff_page` appends, so the page's own layout can
-change without it. Per judged metric, one static SVG chart on the common steps: each side's mean
-over its runs (A solid, B dashed) and, where a side has two or more runs, its band (the lowest and
-highest replica at each step, thin light lines of the side's colour). Charts come in the order of
-the verdict table, at most `MAX_CHARTS`.
+`degenerate_banner`, `noise_verdicts` and `noise_bands` are placed by `html.diff_page`: the banner
+and the verdicts lead the page (its first screen), the bands follow the charts. Per judged metric,
+one static SVG chart on the common steps: each side's mean over its runs (A solid, B dashed) and,
+where a side has two or more runs, its band (the lowest and highest replica at each step, thin
+light lines of the side's colour). Charts come in the order of the verdict table, at most
+`MAX_CHARTS`.
 """
 
 from __future__ import annotations
@@ -56,33 +57,54 @@ def _row(m: NoiseMetric) -> str:
     )
 
 
-def noise_section(report: DiffReport, tables_a: Sequence[MetricsTable | None], tables_b: Sequence[MetricsTable | None]) -> str:
-    """The section as HTML (empty when the diff has no noise report): table, session notes, bands."""
+def degenerate_banner(report: DiffReport) -> str:
+    """One line per DEGENERATE flag on A, B or a replica, for the top of the page ("" when none)."""
+    return "".join(
+        f'<p class="flag" data-banner="degenerate">DEGENERATE: {escape(f.run)}: {escape(f.describe())}</p>' for f in report.flags
+    )
+
+
+def noise_verdicts(report: DiffReport) -> str:
+    """The verdict per metric (beyond or within noise, its interval and replica counts) with the
+    session notes; a sentence when nothing was judged; "" when the diff has no noise report."""
     noise = report.noise
     if noise is None:
         return ""
+    method = METHODS.get(noise.method, noise.method)
+    runs = f"A: {len(noise.replicas_a)} run(s), B: {len(noise.replicas_b)} run(s)"
+    heading = f"<h2>Is the difference real? ({escape(runs)}; {escape(method)})</h2>\n"
+    notes = "".join(f'<p class="session">{escape(n)}</p>' for n in noise.session)
+    if not noise.metrics:
+        said = "no metric was judged against noise: none both sides logged on common steps"
+        return f'<section class="noise">{heading}<p data-kind="verdicts">{said}</p>{notes}</section>'
     head = ["metric", "axis", "steps", "runs A + B", "diff (B-A)", "95% interval", "noise floor", "verdict"]
     table = (
-        '<table class="noise"><tr>'
+        '<table class="noise" data-kind="verdicts"><tr>'
         + "".join(f"<th>{h}</th>" for h in head)
         + "</tr>"
         + "".join(_row(m) for m in noise.metrics)
         + "</table>"
     )
-    notes = "".join(f'<p class="session">{escape(n)}</p>' for n in noise.session)
-    flags = "".join(f'<p class="flag">DEGENERATE: {escape(f.run)}: {escape(f.describe())}</p>' for f in report.flags)
+    return f'<section class="noise">{heading}{table}{notes}</section>'
+
+
+def noise_bands(report: DiffReport, tables_a: Sequence[MetricsTable | None], tables_b: Sequence[MetricsTable | None]) -> str:
+    """Per judged metric (in the verdict table's order, at most MAX_CHARTS), each side's mean and band."""
+    noise = report.noise
+    if noise is None:
+        return ""
     charts = []
     for m in noise.metrics[:MAX_CHARTS]:
         series = _band(tables_a or [None], m, "A", COLOR_A, BAND_A, False) + _band(tables_b or [None], m, "B", COLOR_B, BAND_B, True)
         if series:
             chart = Chart(title=f"{m.metric}: {m.verdict}", x_label=m.axis, y_label=m.metric, series=series)
             charts.append(f'<div class="band" data-metric="{escape(m.metric)}">{render(chart, legend_width=230)}</div>')
-    method = METHODS.get(noise.method, noise.method)
-    runs = f"A: {len(noise.replicas_a)} run(s), B: {len(noise.replicas_b)} run(s)"
-    return (
-        f'<section class="noise"><h2>Is the difference real? ({escape(runs)}; {escape(method)})</h2>\n'
-        f"{flags}{table}{notes}\n{''.join(charts)}</section>"
-    )
+    return f'<section class="bands"><h2>Replica bands</h2>{"".join(charts)}</section>' if charts else ""
+
+
+def noise_section(report: DiffReport, tables_a: Sequence[MetricsTable | None], tables_b: Sequence[MetricsTable | None]) -> str:
+    """The flags, the verdicts and the bands together (the diff page places them apart)."""
+    return degenerate_banner(report) + noise_verdicts(report) + noise_bands(report, tables_a, tables_b)
 
 
 def degenerate_text(run: str, table: MetricsTable | None, groups: int | None = None) -> str:
