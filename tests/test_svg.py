@@ -97,3 +97,19 @@ def test_diff_charts_shade_paused_steps_and_mark_unshared_ones() -> None:
     assert rollout.title == "rollout time (perf/rollout_time)" and rollout.spans == [(1.5, 2.5)]
     assert [(x, label) for x, label, _ in rollout.marks] == [(5.0, "only in B"), (6.0, "only in B")]
     assert loss.x_label == "train step" and loss.spans == [] and len(loss.series[1].points) == 7
+
+
+def test_a_long_legend_label_wraps_inside_the_legend_instead_of_being_cut() -> None:
+    import re
+
+    from ledger.pages.svg import LEGEND_CHAR_PX, Chart, Series, render
+
+    label = "B deg1-lr-3e-6-seed-2 (identical to A deg1-lr-3e-6-seed-1)"
+    chart = Chart(title="t", x_label="step", y_label="y", series=[Series("A a", [(0, 1.0), (1, 2.0)]), Series(label, [(0, 1.0), (1, 2.0)])])
+    svg = render(chart, legend_width=170)
+    lines = [m for m in re.findall(r"<tspan[^>]*>([^<]*)</tspan>", svg)]
+    assert " ".join(lines[1:]) == label  # nothing lost
+    assert len(lines) > 2 and all(len(line) * LEGEND_CHAR_PX <= 170 - 22 for line in lines), lines
+    assert f'data-label="{label}"' in svg
+    rows = [float(y) for y in re.findall(r'data-kind="legend" transform="translate\([\d.]+ ([\d.]+)\)"', svg)]
+    assert rows == sorted(rows) and len(set(rows)) == len(rows)  # each row below the one before

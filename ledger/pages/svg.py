@@ -12,6 +12,7 @@ area, never over the data. Labels are escaped; every number is written with 1 de
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
@@ -157,7 +158,7 @@ def render(chart: Chart, width: int = 760, height: int = 260, legend_width: int 
         f'<text transform="translate(14 {f.top + f.plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">{escape(chart.y_label)}</text>'
     )
     if legend_width:
-        out.extend(_legend(chart, f.left + f.plot_w + 14, f.top))
+        out.extend(_legend(chart, f.left + f.plot_w + 14, f.top, legend_width))
     out.append("</svg>")
     return "".join(out)
 
@@ -262,14 +263,25 @@ def hover_points(chart: Chart, px: Any, py: Any) -> list[str]:
     return out
 
 
-def _legend(chart: Chart, x: float, y: float) -> list[str]:
-    """One legend row per series, threshold, shading, boundary and mark kind: outside the data."""
+LEGEND_CHAR_PX = 6.2  # the mean advance of an 11 px sans-serif character: how many fit a legend line
+
+
+def _legend(chart: Chart, x: float, y: float, width: int = 170) -> list[str]:
+    """One legend row per series, threshold, shading, boundary and mark kind: outside the data. A
+    label longer than the legend is wide wraps onto further lines (never cut at the SVG's edge)."""
     rows: list[str] = []
     seen_marks: set[str] = set()
+    per_line = max(8, int((width - 26) / LEGEND_CHAR_PX))
+    top = [y]
 
     def row(swatch: str, label: str) -> None:
-        top = y + 14 * len(rows)
-        rows.append(f'<g data-kind="legend" transform="translate({x:.1f} {top:.1f})">{swatch}<text x="22" y="9">{escape(label)}</text></g>')
+        lines = textwrap.wrap(label, per_line, break_long_words=True, break_on_hyphens=False) or [""]
+        spans = "".join(f'<tspan x="22" dy="{0 if i == 0 else 12}">{escape(line)}</tspan>' for i, line in enumerate(lines))
+        rows.append(
+            f'<g data-kind="legend" transform="translate({x:.1f} {top[0]:.1f})">{swatch}'
+            f'<text x="22" y="9" data-label="{escape(label)}">{spans}</text></g>'
+        )
+        top[0] += 14 + 12 * (len(lines) - 1)
 
     for n, series in enumerate(chart.series):
         color = series.color or PALETTE[n % len(PALETTE)]
