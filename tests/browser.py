@@ -84,6 +84,10 @@ _HARNESS = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body styl
 <script>
 document.getElementById("page").addEventListener("load", function () {
   var doc = this.contentDocument, out = {scrollWidth: doc.documentElement.scrollWidth, tables: {}, charts: [], banners: {}};
+  out.pres = {};
+  doc.querySelectorAll("pre[data-kind]").forEach(function (p) {
+    out.pres[p.dataset.kind] = {scrollWidth: p.scrollWidth, clientWidth: p.clientWidth, scrollHeight: p.scrollHeight, clientHeight: p.clientHeight};
+  });
   doc.querySelectorAll("[data-banner]").forEach(function (b) {
     var r = b.getBoundingClientRect();
     out.banners[b.dataset.banner] = {top: r.top, bottom: r.bottom};

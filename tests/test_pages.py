@@ -88,6 +88,10 @@ def test_heat_page(runs: Path, tmp_path: Path) -> None:
     assert page.dom.count('data-kind="span"') == 1 and page.dom.count('data-kind="hline"') == 2
     legend = page.dom.count('data-kind="legend"')
     assert legend == 2 + 2 + 1 + 1  # two GPUs, two thresholds, paused, step boundary
+    from browser import layout
+
+    summary = layout(out, tmp_path)["pres"]["summary"]  # the summary whole, in no scroll box
+    assert summary["scrollWidth"] <= summary["clientWidth"] and summary["scrollHeight"] <= summary["clientHeight"], summary
 
 
 @needs_chromium

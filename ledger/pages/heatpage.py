@@ -28,10 +28,11 @@ def heat_chart(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None) -> C
 
 
 def heat_page(run_id: str, heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, summary: str) -> str:
-    """One page: temperature per GPU (and node), pauses, thresholds, step ends; the summary beside."""
+    """One page: temperature per GPU (and node), pauses, thresholds, step ends; the summary below,
+    whole (no scroll box)."""
     chart = heat_chart(heatlog, steps)
     body = (
-        f'<h1>heat of run {escape(run_id)}</h1>\n<div class="side"><div>{render(chart, width=900, height=360)}'
-        f"</div>\n<pre>{escape(summary)}</pre></div>"
+        f"<h1>heat of run {escape(run_id)}</h1>\n<div>{render(chart, width=900, height=360)}</div>\n"
+        f'<pre class="whole" data-kind="summary">{escape(summary)}</pre>'
     )
     return page(f"ledger heat {run_id}", body)

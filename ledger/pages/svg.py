@@ -306,7 +306,7 @@ h1{font-size:20px} h2{font-size:16px;margin-top:28px}
 .chart text{font:11px system-ui,sans-serif;fill:#333} .chart .title{font-weight:600;font-size:12px}
 .chart .plot{fill:none;stroke:#bbb} .chart .grid{stroke:#eee} .chart .axis{stroke:#888}
 .curves{display:flex;gap:8px} .side{display:flex;gap:24px;align-items:flex-start;flex-wrap:wrap}
-pre{background:#f6f6f6;padding:10px;font-size:12px;overflow-x:auto;max-width:540px}
+pre{background:#f6f6f6;padding:10px;font-size:12px;overflow-x:auto;max-width:540px} pre.whole{max-width:none;width:max-content}
 table{border-collapse:collapse;font-size:13px} td,th{border-bottom:1px solid #ddd;padding:4px 8px;
 text-align:left;vertical-align:top} .refused{color:#b00} .forced{color:#b60}
 """
