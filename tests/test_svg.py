@@ -113,3 +113,17 @@ def test_a_long_legend_label_wraps_inside_the_legend_instead_of_being_cut() -> N
     assert f'data-label="{label}"' in svg
     rows = [float(y) for y in re.findall(r'data-kind="legend" transform="translate\([\d.]+ ([\d.]+)\)"', svg)]
     assert rows == sorted(rows) and len(set(rows)) == len(rows)  # each row below the one before
+
+
+def test_two_identical_groups_of_a_compare_page_say_so_and_are_told_apart() -> None:
+    from ledger.pages.comparepage import CompareRun, group_chart
+
+    def run(name: str, lr: str, loss: float) -> CompareRun:
+        table = MetricsTable()
+        table.train_steps = {s: {"train/loss": loss - 0.1 * s} for s in range(4)}
+        return CompareRun(id=f"id-{name}", label=name, settings={"lr": lr}, table=table)
+
+    chart = group_chart("train/loss", [run("a", "1e-6", 2.0), run("b", "2e-6", 2.0), run("c", "3e-6", 1.0)], "lr")
+    labels = [s.label for s in chart.series]
+    assert labels == ["lr='1e-6' (n=1)", "lr='2e-6' (n=1) (identical to lr='1e-6' (n=1))", "lr='3e-6' (n=1)"]
+    assert [s.dashed for s in chart.series] == [False, True, False]  # the second drawn dashed over the first

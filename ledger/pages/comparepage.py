@@ -99,9 +99,11 @@ def group_chart(metric: str, runs: Sequence[CompareRun], setting: str) -> Chart:
             continue
         color = PALETTE[n % len(PALETTE)]
         steps = sorted(by_step)
-        label = f"{setting}={value} (n={len(members)})"
+        mean = [(x, sum(by_step[x]) / len(by_step[x])) for x in steps]
+        same = identical_to(mean, chart.series)  # a group drawn exactly over an earlier one says so
+        label = identical_label(f"{setting}={value} (n={len(members)})", same)
         ids = ", ".join(f"{r.label}: {r.id}" for r in members)
-        chart.series.append(Series(label, [(x, sum(by_step[x]) / len(by_step[x])) for x in steps], color, hover=ids))
+        chart.series.append(Series(label, mean, color, dashed=same is not None, hover=ids))
         chart.bands.append((label, color, [(x, min(by_step[x]), max(by_step[x])) for x in steps]))
     return chart
 
