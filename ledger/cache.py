@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import pickle
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,12 +25,12 @@ T = TypeVar("T")
 
 
 @functools.cache
-def code_version(*_modules: str) -> str:
+def code_version() -> str:
     """A short hash of every file of the installed `ledger` package (its code and its data files).
 
     Whatever module computes a cached entry, directly or through another, its source is in the
     hash: no list of modules to keep up to date, no version to bump by hand. Any change to ledger
-    is a miss for every cache (they are rebuilt from git). The arguments are accepted and ignored."""
+    is a miss for every cache (they are rebuilt from git)."""
     return tree_version(Path(__file__).resolve().parent)
 
 
@@ -55,15 +54,14 @@ def _package_files(root: Path) -> list[Path]:
 
 class LocalCache:
     """One kind of cached entry (`metrics`, `diffs`, `images`, `host`, ...) of one repository; the
-    version of ledger's code (`code_version`) is part of every entry's name. (`code` is accepted
-    and ignored: every module is covered.)"""
+    version of ledger's code (`code_version`) is part of every entry's name."""
 
-    def __init__(self, common_dir: Path, kind: str, code: Sequence[str] = ()):
+    def __init__(self, common_dir: Path, kind: str):
         self.dir = Path(common_dir) / "ledger" / kind
         self.version = code_version()
 
     @classmethod
-    def at(cls, folder: Path, code: Sequence[str] = ()) -> LocalCache:
+    def at(cls, folder: Path) -> LocalCache:
         """A cache kept in `folder` itself (callers that are handed their cache folder)."""
         cache = cls.__new__(cls)
         cache.dir = Path(folder)

@@ -13,9 +13,6 @@ from typing import Any
 from ledger.config import CONFIG_NAME, Config
 from ledger.errors import LedgerError
 
-# what a cached config depends on besides the file: the declaration, its reader, the schema built from it, this loader
-_SOURCES = ("ledger.config", "ledger.configkeys", "ledger.configschema", __name__)
-
 
 def parse_config(data: Any) -> Config:
     """Validate the parsed YAML of `.ledger.yaml` (None: an empty file) into a `Config`."""
@@ -42,7 +39,7 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
     if common_dir is not None:
         from ledger.cache import LocalCache
 
-        cache = LocalCache(common_dir, "config", code=_SOURCES)
+        cache = LocalCache(common_dir, "config")
         key = hashlib.sha256(raw).hexdigest()
         cached = cache.read_pickle(key, Config)
         if cached is not None:

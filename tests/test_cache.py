@@ -56,13 +56,5 @@ def test_the_manifest_cache_keeps_one_table_for_this_parsing_code(tmp_path: Path
     cache.put_many({"a": {"parsed": "now"}})
     assert ManifestCache(tmp_path).get_many(["a"]) == {"a": {"parsed": "now"}}
     tables = sqlite3.connect(tmp_path / "ledger" / "manifests.sqlite").execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    version = code_version(
-        "ledger.storage.listing",
-        "ledger.yamlio",
-        "ledger.storage.listindex",
-        "ledger.storage.runmeta",
-        "ledger.storage.limits",
-        "ledger.storage.summary",
-        "ledger.storage.store",
-    )
+    version = code_version()
     assert sorted(name for (name,) in tables) == [f"m_{version}", f"x_{version}"]  # the manifests, the listing index

@@ -244,7 +244,7 @@ def _fill_probes(
     """Answer the probes from the cache, or from one container whose answers are then cached."""
     script = build_probe_script(specs)
     key = hashlib.sha256(script.encode()).hexdigest()[:16]
-    cache = LocalCache.at(cache_dir, code=(__name__,))
+    cache = LocalCache.at(cache_dir)
     entry = f"{image_id.replace(':', '-')}-{key}"
     cached = _read_cache(cache.read_json(entry))
     if cached is not None:

@@ -104,16 +104,12 @@ def _report_key(ea: RunEntry, eb: RunEntry, *options: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# the code a cached report comes from (see ledger/cache.py), besides the metrics tables it reads
-_REPORT_CODE = (__name__, "ledger.compare.diffcore", "ledger.compare.learning", "ledger.compare.stats", "ledger.compare.metrics_store")
-
-
 def _cached_report(repo: Repo, key: str) -> DiffReport | None:
-    return LocalCache(repo.common_dir, "diffs", code=_REPORT_CODE).read_pickle(key, DiffReport)
+    return LocalCache(repo.common_dir, "diffs").read_pickle(key, DiffReport)
 
 
 def _store_report(repo: Repo, key: str, report: DiffReport) -> None:
-    LocalCache(repo.common_dir, "diffs", code=_REPORT_CODE).write_pickle(key, report)
+    LocalCache(repo.common_dir, "diffs").write_pickle(key, report)
 
 
 def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:

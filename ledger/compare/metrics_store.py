@@ -54,15 +54,11 @@ def _from_blob(repo: Repo, oid: str, cache: Path, where: str) -> MetricsTable:
     return table
 
 
-# the code a cached metrics table comes from (see ledger/cache.py)
-METRICS_CODE = ("ledger.compare.metrics_store", "ledger.compare.logparse", "ledger.compare.lineformats")
-
-
 def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> MetricsTable | None:
     """The run's metrics table, or None when it logged no per-step metrics at all; ManifestError
     when its metrics.jsonl is over a read limit (too big, too many steps or metric names) or
     its metrics or logs are not files (`read_file_at`)."""
-    cache = LocalCache(repo.common_dir, "metrics", code=METRICS_CODE)
+    cache = LocalCache(repo.common_dir, "metrics")
     cache.dir.mkdir(parents=True, exist_ok=True)
     blob = file_oid(entry.path, "metrics.jsonl", repo.tree_entry(entry.tree, "metrics.jsonl"))
     if blob is not None:

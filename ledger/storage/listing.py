@@ -81,15 +81,7 @@ class ManifestCache:
         self.path = common_dir / "ledger" / "manifests.sqlite"
         self._db: sqlite3.Connection | None = None
         # one table per version of the parsing code (ledger/cache.py); older tables are dropped
-        version = code_version(
-            __name__,
-            "ledger.yamlio",
-            "ledger.storage.listindex",
-            "ledger.storage.runmeta",
-            "ledger.storage.limits",
-            "ledger.storage.summary",
-            "ledger.storage.store",
-        )
+        version = code_version()
         self._table = f"m_{version}"
         self.index_table = f"x_{version}"
         if _READ_ONLY.get():  # reads what is there, writes nothing (a write is only a cache miss)
