@@ -50,6 +50,11 @@ class JobEnd:
     waiting: bool = False  # submitted without --no-wait: the Ray CLI tailed it, `settle` read its end
 
 
+def _unread(submission_id: str, address: str, error: str) -> JobEnd:
+    """The end of a waited-for submission whose state Ray could not tell: `error` says why."""
+    return JobEnd(submission_id, address, None, None, False, None, error, 0.0, waiting=True)
+
+
 @dataclass(frozen=True)
 class Missing:
     """`settle` found no such job on the cluster (the launcher ended before it submitted)."""
@@ -191,36 +196,16 @@ def settle(
     try:
         client = _client(address)
     except ImportError:
-        return JobEnd(
-            submission_id,
-            address,
-            None,
-            None,
-            False,
-            None,
-            f"ray is not installed here ({install_hint('ray', RAY_PACKAGE)})",
-            0.0,
-            waiting=True,
-        )
+        return _unread(submission_id, address, f"ray is not installed here ({install_hint('ray', RAY_PACKAGE)})")
     except Exception as exc:  # ConnectionError and friends, translated here
-        return JobEnd(submission_id, address, None, None, False, None, f"Ray not reachable at {address}: {exc}", 0.0, waiting=True)
+        return _unread(submission_id, address, f"Ray not reachable at {address}: {exc}")
     try:
         info = client.get_job_info(submission_id)
     except Exception as exc:  # Ray answers 404 for an id it never saw
         text = str(exc)
         if _not_found(text):
             return Missing(submission_id, text.splitlines()[0] if text else "no such job")
-        return JobEnd(
-            submission_id,
-            address,
-            None,
-            None,
-            False,
-            None,
-            f"lost the Ray job {submission_id} at {address}: {text.splitlines()[0] if text else exc}",
-            0.0,
-            waiting=True,
-        )
+        return _unread(submission_id, address, f"lost the Ray job {submission_id} at {address}: {text.splitlines()[0] if text else exc}")
     status = str(info.status.value) if getattr(info, "status", None) is not None else None
     stopped, error = False, None
     if stop_signal is not None and status not in TERMINAL:
