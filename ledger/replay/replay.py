@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.errors import DataError, LedgerError, RunNotFound, StartError, UsageError
 from ledger.replay import trust
@@ -26,6 +26,9 @@ from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing, parse_manifest
 from ledger.storage.store import RunEntry, check_ledger_branch, dvc_text, read_file_at
+
+if TYPE_CHECKING:
+    from ledger.record.run import RunRequest
 
 Say = Callable[[str], None]
 Confirm = Callable[[str, bool], bool]  # (question, the answer Enter gives) -> yes
@@ -429,7 +432,7 @@ def replay_run(
     run recorded elsewhere. A dry run prints the command and writes nothing at all.
     """
     from ledger.configload import load_config
-    from ledger.record.run import RunRequest, record_run
+    from ledger.record.run import record_run
 
     if opts.name is not None:  # at the door: before the plan reads, checks out or asks anything
         try:
@@ -473,7 +476,15 @@ def replay_run(
     env = {**os.environ, **plan.env} if plan.env and not opts.in_image else None
     if target is not None:
         return _replay_on_ray(plan, opts, target, info, say, terminal_fd)
-    req = RunRequest(
+    return record_run(_request(plan, opts, info, argv, env), say, terminal_fd).exit_code
+
+
+def _request(plan: ReplayPlan, opts: ReplayOptions, info: dict[str, Any], argv: list[str], env: dict[str, str] | None = None) -> RunRequest:
+    """The replay as a run to record: `argv` in the recorded working directory, with its `replay:`
+    section (`info`) and no debug-data flags of its own."""
+    from ledger.record.run import RunRequest
+
+    return RunRequest(
         argv=argv,
         cwd=plan.cwd,
         name=opts.name,
@@ -484,7 +495,6 @@ def replay_run(
         env=env,
         code_left_out=list(info.get("code_left_out") or []),
     )
-    return record_run(req, say, terminal_fd).exit_code
 
 
 def _code_line(plan: ReplayPlan) -> str:
@@ -562,7 +572,7 @@ def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> 
 def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dict[str, Any], say: Say, terminal_fd: int | None) -> int:
     """Submit the replay to Ray (a local head started for it when none answers), record it, and
     stop that head after it."""
-    from ledger.record.run import RunRequest, record_run
+    from ledger.record.run import record_run
     from ledger.replay import raylaunch
 
     _, hidden = _runtime_env(plan.manifest)  # redacted in the record: taken from this environment
@@ -575,17 +585,7 @@ def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dic
         target.address = target.head.url
     info["ray"] = target.to_record()
     try:
-        req = RunRequest(
-            argv=raylaunch.submit_argv(target, plan.argv),
-            cwd=plan.cwd,
-            name=opts.name,
-            replay_of=plan.source,
-            replay=info,
-            debug_data=False,
-            data_placeholder=PLACEHOLDER,
-            code_left_out=list(info.get("code_left_out") or []),
-        )
-        return record_run(req, say, terminal_fd).exit_code
+        return record_run(_request(plan, opts, info, raylaunch.submit_argv(target, plan.argv)), say, terminal_fd).exit_code
     finally:
         if target.head is not None:
             say(f"ledger: stopping the local Ray head ledger started for the replay ({target.address})")
