@@ -345,7 +345,10 @@ class Repo:
 
     def blob_size(self, oid: str) -> int:
         """A blob's size in bytes, from its header: the content is not read where git can help it."""
-        return int(self._repo.odb.read_header(pygit2.Oid(hex=oid))[1])
+        try:
+            return int(self._repo.odb.read_header(pygit2.Oid(hex=oid))[1])
+        except (KeyError, ValueError) as exc:  # missing, or not an object id: a pulled record's
+            raise GitError(f"object {oid[:12]} is not in this repository", "the record is not one ledger wrote") from exc
 
     def list_tree(self, tree_oid: str) -> list[tuple[str, str, int]]:
         """(name, oid, mode) of a tree's entries; GitError when `tree_oid` is no tree."""

@@ -80,9 +80,6 @@ def pid_alive(pid: int, start: str | None) -> bool:
         return True
     now = proc_start(pid)
     return now is not None and _same_start(start, now)
-    if start is not None and Path("/proc").exists():
-        return proc_start(pid) == start
-    return True
 
 
 @dataclass(frozen=True)
