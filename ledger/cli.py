@@ -500,8 +500,7 @@ def report(runs: tuple[str, ...], html: Path) -> None:
     from ledger.commands.report import write_report
 
     result = write_report(Path.cwd(), list(runs), html)
-    for run_id, reason in result.skipped.items():
-        _say(f"ledger: warning: run {run_id} skipped: {reason}")
+    _skipped(result.skipped)
     _say(f"page written to {result.path} ({plural(result.runs, 'run')})")
 
 

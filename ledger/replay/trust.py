@@ -9,6 +9,7 @@ Megatron's checkout) is taken only when every entry is an absolute path outside 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -110,13 +111,20 @@ def dvc_outputs(repo: Repo) -> list[Path]:
     return outs
 
 
+@functools.cache
+def data_places(repo: Repo) -> tuple[Path, ...]:
+    """Every place of this checkout that holds data, never code: pulled data and the user's own
+    DVC outputs (read once per Repo: one `git ls-files` and the `.dvc` files, for all the checks)."""
+    return (*pulled_places(repo), *dvc_outputs(repo))
+
+
 def upload_excludes(repo: Repo, working_dir: Path) -> list[str]:
     """Ray `excludes` (gitignore syntax, from `working_dir`) for every pulled place and DVC output
     inside `working_dir`: a replay's working_dir upload carries this checkout's code, never its
     pulled data, git objects or DVC cache."""
     base = Path(os.path.realpath(working_dir))
     out: list[str] = []
-    for place in [*pulled_places(repo), *dvc_outputs(repo)]:
+    for place in data_places(repo):
         real = Path(os.path.realpath(place))
         if real != base and base in real.parents:
             out.append("/" + real.relative_to(base).as_posix())
@@ -127,7 +135,7 @@ def check_runtime_paths(repo: Repo, runtime_env: dict[str, object], cwd: Path, r
     """The recorded runtime env's code paths (`working_dir`, `py_modules`), as the replay submits
     them: each local one inside this checkout and outside all pulled data (a remote URI, such as
     `s3://...zip`, is Ray's to fetch). Raises DataError naming the path."""
-    places = [*pulled_places(repo), *dvc_outputs(repo)]
+    places = list(data_places(repo))
     root = Path(os.path.realpath(repo.root))
     modules = runtime_env.get("py_modules")
     paths = [runtime_env.get("working_dir"), *(modules if isinstance(modules, list) else [])]
@@ -151,7 +159,7 @@ def check_code_paths(repo: Repo, argv: list[str], cwd_rel: str, run_id: str, in_
     taken only with `in_image`, where it names the image's file. Raises DataError naming the path.
     """
     root = Path(os.path.realpath(repo.root))
-    places = [*pulled_places(repo), *dvc_outputs(repo)]
+    places = list(data_places(repo))
     refuse = "ledger never runs code that came with a record; refusing to replay it"
     if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
         raise DataError(f"run {run_id} records a working directory outside the repository ({cwd_rel!r})", refuse)
