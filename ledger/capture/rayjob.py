@@ -158,10 +158,7 @@ def _follow(
     except Exception:  # noqa: BLE001 - the logs are a best effort once the status is known
         pass
     message = getattr(info, "message", None) if info is not None else None
-    driver_code = getattr(info, "driver_exit_code", None) if info is not None else None
-    exit_code = {"SUCCEEDED": 0, "STOPPED": 130 if stopped else 143}.get(status or "")
-    if status == "FAILED":
-        exit_code = driver_code if isinstance(driver_code, int) and driver_code > 0 else 1
+    exit_code = _exit_code(status, info, 130 if stopped else None)
     return JobEnd(submission_id, address, status, exit_code, stopped, message, error, time.monotonic() - started)
 
 
@@ -305,7 +302,7 @@ def job_state(address: str | None, submission_id: str) -> JobState | Missing:
     try:
         client = _client(address)
     except ImportError:
-        return JobState(submission_id, address, error="ray is not installed here (pip install 'ledger[ray]')")
+        return JobState(submission_id, address, error=f"ray is not installed here ({install_hint('ray', RAY_PACKAGE)})")
     except Exception as exc:  # ConnectionError and friends, translated here
         return JobState(submission_id, address, error=f"Ray not reachable at {address}: {_first_line(exc)}")
     try:

@@ -9,5 +9,4 @@
 - `values` (the secret values a run was started with), `lines` (flagged lines of a body),
   `runscrub` (the last scrub of a run folder, the same for run and recover) and `filescan` (the
   data files tracked with DVC, scanned as bytes).
-- `doc`: docs/secrets.md, generated from what the modules above cover.
 """

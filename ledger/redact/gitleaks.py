@@ -178,13 +178,15 @@ def global_allowlist() -> dict[str, Any]:
     return _allowlist(_data().get("allowlist") or {}).to_entry()
 
 
-def file_name_rules() -> list[tuple[str, re.Pattern[str]]]:
-    """(rule id, path regex) of the rules that name files only (``pkcs12-file``: ``*.p12``, ``*.pfx``)."""
-    return [
+@functools.cache
+def file_name_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """(rule id, path regex) of the rules that name files only (``pkcs12-file``: ``*.p12``, ``*.pfx``);
+    compiled once per process (every data file is checked against them)."""
+    return tuple(
         (str(r["id"]), re.compile(to_python(str(r["path"]))))
         for r in _data().get("rules") or []
         if isinstance(r, dict) and not r.get("regex") and r.get("path")
-    ]
+    )
 
 
 def data_commit() -> str:
