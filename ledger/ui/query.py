@@ -34,12 +34,14 @@ class TableQuery:
     pairs: tuple[tuple[str, str], ...] = ()  # the filter's own query pairs, for links that keep it
 
 
-def _values(pairs: Pairs, key: str) -> list[str]:
+def values(pairs: Pairs, key: str) -> list[str]:
+    """Every non-blank value a query string gives `key`, in order."""
     return [v.strip() for k, v in pairs if k == key and v.strip()]
 
 
-def _last(pairs: Pairs, key: str) -> str | None:
-    found = _values(pairs, key)
+def last(pairs: Pairs, key: str) -> str | None:
+    """The last non-blank value of `key` (a repeated parameter: the last one counts), or None."""
+    found = values(pairs, key)
     return found[-1] if found else None
 
 
@@ -82,19 +84,19 @@ def read_query(pairs: Pairs) -> TableQuery:
     """The table's query from the URL's pairs (repeated keys kept in order)."""
     warnings: list[str] = []
     flt = RunFilter(
-        where=_parsed_where(_values(pairs, "where"), warnings),
-        name=_last(pairs, "name"),
-        states=_states(_values(pairs, "state"), warnings),
-        tags=tuple(_values(pairs, "tag")),
-        since=_since(_last(pairs, "since"), warnings),
-        archived=_last(pairs, "archived") in ("1", "on", "true", "yes"),
+        where=_parsed_where(values(pairs, "where"), warnings),
+        name=last(pairs, "name"),
+        states=_states(values(pairs, "state"), warnings),
+        tags=tuple(values(pairs, "tag")),
+        since=_since(last(pairs, "since"), warnings),
+        archived=last(pairs, "archived") in ("1", "on", "true", "yes"),
     )
     kept = tuple((k, v.strip()) for k, v in pairs if k in FILTER_KEYS and v.strip())
     return TableQuery(
         flt=flt,
-        metric_globs=tuple(_values(pairs, "metric")),
-        sort=_sort(_last(pairs, "sort"), warnings),
-        desc=_last(pairs, "desc") == "1",
+        metric_globs=tuple(values(pairs, "metric")),
+        sort=_sort(last(pairs, "sort"), warnings),
+        desc=last(pairs, "desc") == "1",
         warnings=tuple(warnings),
         pairs=kept,
     )

@@ -20,7 +20,7 @@ from ledger.commands.diff import diff_runs
 from ledger.commands.listing import ListResult, list_runs, show_run
 from ledger.errors import EXIT_NOT_FOUND, EXIT_USAGE, LedgerError, UsageError
 from ledger.ui.layout import error_page, framed, ui_page
-from ledger.ui.query import Pairs, TableQuery, read_query, without_where
+from ledger.ui.query import Pairs, TableQuery, last, read_query, values, without_where
 from ledger.ui.runpage import run_live
 from ledger.ui.runview import run_view
 from ledger.ui.state import Made
@@ -91,16 +91,12 @@ def _written(write: Callable[[Path], Any]) -> str:
         return out.read_text(encoding="utf-8")
 
 
-def _values(pairs: Pairs, key: str) -> list[str]:
-    return [v.strip() for k, v in pairs if k == key and v.strip()]
-
-
 def compare_view(start: Path, pairs: Pairs) -> Made:
     """`/compare?run=A&run=B...[&metric=GLOB][&group_by=SETTING]`: `ledger compare --html`'s page."""
 
     def make() -> Made:
-        runs, globs = _values(pairs, "run"), tuple(_values(pairs, "metric"))
-        group_by = next(reversed(_values(pairs, "group_by")), None)
+        runs, globs = values(pairs, "run"), tuple(values(pairs, "metric"))
+        group_by = last(pairs, "group_by")
         result = compare_runs(start, runs, globs, with_tables=True)
         return Made(200, framed(_written(lambda out: write_compare_page(result, out, globs, group_by))))
 
@@ -112,10 +108,10 @@ def diff_view(start: Path, pairs: Pairs) -> Made:
     a run still running is compared on its steps so far (`--partial`)."""
 
     def make() -> Made:
-        sides = _values(pairs, "a")[-1:] + _values(pairs, "b")[-1:] or _values(pairs, "run")
+        sides = values(pairs, "a")[-1:] + values(pairs, "b")[-1:] or values(pairs, "run")
         if len(sides) != 2:
             raise UsageError(f"a diff compares two runs, {len(sides)} named", "pick exactly two runs in the table")
-        force = (_values(pairs, "force") or [""])[-1] == "1"
+        force = last(pairs, "force") == "1"
 
         def write(out: Path) -> None:
             diff_runs(start, sides[0], sides[1], metrics=[], force=force, steps_metric=None, git_diff=False, html=out, partial=True)
