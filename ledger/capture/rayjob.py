@@ -30,7 +30,9 @@ from typing import Any
 from ledger.config import DEFAULT_RAY_DASHBOARD
 from ledger.installhint import RAY_PACKAGE, install_hint
 
-TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
+# a Ray job's end, as the run's state
+RUN_STATE = {"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}
+TERMINAL = tuple(RUN_STATE)
 DEFAULT_ADDRESS = DEFAULT_RAY_DASHBOARD
 
 

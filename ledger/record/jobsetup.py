@@ -292,7 +292,9 @@ def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
         ray_job["stopped_by_ledger"] = True
     status = status.with_(ray_job=ray_job)
     followed = round((status.duration_s or 0.0) + end.followed_s, 3)
-    if end.status not in ("SUCCEEDED", "FAILED", "STOPPED"):
+    from ledger.capture.rayjob import RUN_STATE  # loaded already: `end` came from it
+
+    if end.status not in RUN_STATE:
         if end.waiting:
             say(f"ledger: {end.error or 'the Ray job did not end'}; recorded what is known")
             warning = f"{end.error or 'the Ray job did not end'}; the job's end is unknown (`ray job status {end.submission_id}`)"
@@ -304,7 +306,7 @@ def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
         return status, []
     if end.waiting and end.status == "STOPPED" and not end.stopped_by_ledger and status.state == "killed":
         return status, []  # stopped before ledger asked: the run's own signal is the story
-    status = status.with_(exit_code=end.exit_code, state={"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}[end.status])
+    status = status.with_(exit_code=end.exit_code, state=RUN_STATE[end.status])
     if end.stopped_by_ledger:
         status = status.with_(signal=end.stop_signal or "SIGINT")
     return status, []

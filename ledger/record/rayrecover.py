@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 RAY_MARK = "ray.json"  # the jobs a staged run still has running on Ray, as `recover` last saw them
-STATES = {"SUCCEEDED": "finished", "FAILED": "failed", "STOPPED": "killed"}
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,11 @@ def running_on_ray(staged: staging.Staged) -> list[dict[str, object]]:
 def ended_status(state: JobState, started: float, fallback_end: float) -> tuple[Status, str]:
     """(the `status` section, `finished`) of a run whose Ray job ended after its ledger died:
     Ray's state, the driver's exit code, the time from the run's start to the job's end."""
+    from ledger.capture.rayjob import RUN_STATE
+
     end = state.end_s if state.end_s is not None else fallback_end
     ray_job = {"submission_id": state.submission_id, "address": state.address, "status": state.status, "message": state.message}
-    status = Status(state=STATES.get(str(state.status), "unknown"), exit_code=state.exit_code, duration_s=round(max(0.0, end - started), 3))
+    status = Status(
+        state=RUN_STATE.get(str(state.status), "unknown"), exit_code=state.exit_code, duration_s=round(max(0.0, end - started), 3)
+    )
     return status.with_(ray_job=ray_job), str(iso(end))
