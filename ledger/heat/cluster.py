@@ -1,5 +1,6 @@
-"""Heat sampling on every node of a Ray cluster. The only module under `ledger.heat` that imports Ray
-(lazily: a single-machine run never imports it).
+"""Heat sampling on every node of a Ray cluster. The only module under `ledger.heat` that imports Ray;
+`heat/setup.py` imports this module only for a job that runs on a cluster, so a single-machine run
+never imports Ray.
 
 `ClusterSensor` is a `Sensor` for `HeatMonitor`: ledger's process connects to the cluster as a Ray
 driver (namespace `ledger`), pins one `NodeSampler` actor to each alive node (node-affinity
@@ -17,6 +18,7 @@ cannot start stays unwatched, and `cluster_manifest()` says which and why.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import threading
@@ -26,9 +28,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ledger.heat.cluster_target import ClusterTarget, Submitted
+from ledger.heat.node_sampler import NodeSampler
 from ledger.heat.sensor import GpuInfo, Sample
 from ledger.installhint import RAY_PACKAGE, install_hint
+
+try:  # the `ray` extra: without it this module still imports, and `ClusterSensor` says how to add it
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    _NO_RAY: ImportError | None = None
+except ImportError as exc:
+    _NO_RAY = exc
 
 REFRESH_S = 5.0  # how often the node list is read again (new nodes get a sampler)
 RETRY_S = 5.0  # how often an unreachable cluster is tried again
@@ -55,16 +68,20 @@ class ClusterUnavailable(Exception):
 
 def require_ray() -> None:
     """Raise ClusterUnavailable when Ray is not installed here."""
-    try:
-        import ray  # noqa: F401
-    except ImportError as exc:
-        raise ClusterUnavailable(f"Ray is not installed where ledger runs ({exc}); {install_hint('ray', RAY_PACKAGE)}") from exc
+    if _NO_RAY is not None:
+        raise ClusterUnavailable(f"Ray is not installed where ledger runs ({_NO_RAY}); {install_hint('ray', RAY_PACKAGE)}") from _NO_RAY
+
+
+def _state_api() -> Any:
+    """Ray's state API (the job's driver, actors and tasks), imported on the first pause, not at
+    start: it costs a few tenths of a second on top of Ray itself."""
+    import ray.util.state
+
+    return ray.util.state
 
 
 def _local_dashboards() -> dict[int, str]:
     """dashboard port -> GCS address, for every Ray dashboard process on this machine."""
-    import psutil
-
     found: dict[int, str] = {}
     for proc in psutil.process_iter(["cmdline"]):
         args = proc.info.get("cmdline") or []  # None: another user's process, or gone meanwhile
@@ -221,10 +238,6 @@ class ClusterSensor:
         return self._connected
 
     def _try_connect(self) -> None:
-        import logging
-
-        import ray
-
         try:
             gcs = resolve_gcs_address(self.target.address, self._env)
             # a node may lack ledger: ship the package with this driver's actors (job-level py_modules)
@@ -263,11 +276,6 @@ class ClusterSensor:
 
     def refresh_nodes(self) -> None:
         """Give every alive node without one a sampler; mark nodes that left."""
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        from ledger.heat.node_sampler import NodeSampler
-
         self._last_refresh = time.monotonic()
         alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
         for node_id, watch in self._nodes.items():
@@ -295,8 +303,6 @@ class ClusterSensor:
                 watch.unwatched = f"sampler could not start: {type(exc).__name__}: {exc}"
 
     def _collect_infos(self, timeout: float) -> None:
-        import ray
-
         pending = [w for w in self._nodes.values() if w.info_ref is not None]
         if not pending:
             return
@@ -325,8 +331,6 @@ class ClusterSensor:
 
     def sample(self) -> list[Sample]:
         """A fresh reading from every watched node at once (a node that does not answer in time is skipped)."""
-        import ray
-
         with self._lock:
             if not self.connect():
                 return []
@@ -349,8 +353,6 @@ class ClusterSensor:
 
     def close(self) -> None:
         """Resume anything still stopped, end the samplers, disconnect; safe to call twice."""
-        import ray
-
         with self._lock:
             if self._closed:
                 return
@@ -375,12 +377,11 @@ class ClusterSensor:
     # -- the job, pause and resume ---------------------------------------------------------
     def find_job(self) -> dict[str, Any]:
         """The Ray job of this run (see `pick_job`), as {job_id, submission_id, driver_pid, driver_node}."""
-        import ray
-        from ray.util.state import list_jobs
-
         own = ray.get_runtime_context().get_job_id()
         jobs = [
-            _job_dict(j) for j in list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False) if j.job_id != own
+            _job_dict(j)
+            for j in _state_api().list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False)
+            if j.job_id != own
         ]
         job = pick_job(jobs, self.target, self._started_at, self._local_pids())
         if job is None:
@@ -392,8 +393,7 @@ class ClusterSensor:
 
     def job_processes(self, job: dict[str, Any]) -> dict[str, list[int]]:
         """node id -> pids of the job there: its driver, alive actors and running tasks."""
-        from ray.util.state import list_actors, list_tasks
-
+        state = _state_api()
         by_node: dict[str, list[int]] = {}
         if job.get("driver_pid"):
             node = job.get("driver_node") or self._node_by_ip(job.get("driver_ip"))
@@ -401,12 +401,12 @@ class ClusterSensor:
                 by_node.setdefault(node, []).append(int(job["driver_pid"]))
         if job.get("job_id"):
             jid = job["job_id"]
-            for actor in list_actors(
+            for actor in state.list_actors(
                 address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "ALIVE")], limit=10000, raise_on_missing_output=False
             ):
                 if actor.pid and actor.node_id:
                     by_node.setdefault(actor.node_id, []).append(int(actor.pid))
-            for task in list_tasks(
+            for task in state.list_tasks(
                 address=self._gcs, filters=[("job_id", "=", jid), ("state", "=", "RUNNING")], limit=10000, raise_on_missing_output=False
             ):
                 pid = getattr(task, "worker_pid", None)
@@ -419,8 +419,6 @@ class ClusterSensor:
 
     def pause(self) -> None:
         """Stop the job's processes on every node (the monitor's pause callback)."""
-        import ray
-
         with self._lock:
             job = self.find_job()
             self._job = job
@@ -444,8 +442,6 @@ class ClusterSensor:
         """While paused (the monitor's hold callback, each tick): stop the job's processes that
         came up since the pause, e.g. an actor the driver asked for before it was stopped whose
         worker started after, so that no part of the job runs on while the GPUs cool."""
-        import ray
-
         with self._lock:
             if self._job is None or not self._paused_nodes:
                 return
@@ -467,8 +463,6 @@ class ClusterSensor:
 
     def resume(self) -> None:
         """Continue every process stopped on every node (the monitor's resume callback)."""
-        import ray
-
         with self._lock:
             asked = [(w, w.handle.signal.remote([], "resume")) for w in self._paused_nodes]
             ready, _ = ray.wait([ref for _, ref in asked], num_returns=len(asked), timeout=SIGNAL_TIMEOUT_S)
