@@ -12,26 +12,17 @@ import click
 
 from ledger import __version__
 from ledger.errors import EXIT_USAGE, LedgerError
+from ledger.termstyle import colour_enabled, paint_lines, printable, printable_bytes, say, terminal_fd
 from ledger.textfmt import plural
-
-
-def _say(text: str) -> None:
-    from ledger.termstyle import say
-
-    say(text)
 
 
 def _show(text: str, nl: bool = True) -> None:
     """Text for a person on stdout, control characters shown escaped (`\\x1b`)."""
-    from ledger.termstyle import printable
-
     click.echo(printable(text), nl=nl)
 
 
 def _out(text: str) -> None:
     """A report to stdout, coloured only on a terminal without NO_COLOR."""
-    from ledger.termstyle import colour_enabled, paint_lines, printable
-
     text = printable(text)
     click.echo(paint_lines(text) if colour_enabled(sys.stdout) else text, nl=False, color=True)
 
@@ -61,8 +52,8 @@ def init() -> None:
 
     result = init_repo(Path.cwd())
     for line in result.done:
-        _say(line)
-    _say(f"commit the set-up: {result.next_step}")
+        say(line)
+    say(f"commit the set-up: {result.next_step}")
 
 
 @app.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -89,7 +80,6 @@ def run(
 ) -> int:
     """Run COMMAND and record it as one commit: ledger run [OPTIONS] -- COMMAND [ARGS]..."""
     from ledger.commands.run import run_job
-    from ledger.termstyle import terminal_fd
 
     if command and command[0] != "--" and command[0].startswith("-"):
         raise _not_an_option(command[0], click.get_current_context())
@@ -102,7 +92,7 @@ def run(
         heat_guard=not no_heat_guard,
         data_paths=data_paths,
         debug_data=debug_data,
-        say=_say,
+        say=say,
         terminal_fd=terminal_fd(),
     )
 
@@ -122,7 +112,7 @@ def _not_an_option(word: str, ctx: click.Context) -> LedgerError:
 def _skipped(broken: dict[str, str]) -> None:
     """One warning per run a listing skipped (docs/trust.md): what it holds, and every other run works."""
     for run_id, reason in broken.items():
-        _say(f"ledger: warning: run {run_id} skipped: {reason}")
+        say(f"ledger: warning: run {run_id} skipped: {reason}")
 
 
 @app.command("list")
@@ -176,7 +166,7 @@ def list_cmd(
     )
     _skipped(result.broken)
     if result.unpulled:
-        _say(f"ledger: {result.unpulled}")
+        say(f"ledger: {result.unpulled}")
     if as_json:
         _emit_json(result.to_json(), compact=True)
     elif as_csv:
@@ -205,7 +195,7 @@ def compare(runs: tuple[str, ...], as_json: bool, metric_globs: tuple[str, ...],
     result = compare_runs(Path.cwd(), list(runs), metric_globs, with_tables=html is not None)
     if html is not None:
         write_compare_page(result, html, metric_globs, group_by)
-        _say(f"ledger: wrote {html}")
+        say(f"ledger: wrote {html}")
     if as_json:
         _emit_json(result.to_json())
     else:
@@ -246,7 +236,7 @@ def tag(run_name: str, tags: tuple[str, ...], remove: bool) -> None:
     from ledger.commands.meta import tag_run
 
     change = tag_run(Path.cwd(), run_name, list(tags), remove)
-    _say(f"ledger: run {change.run_id} tags: {' '.join(change.after.tags) or '(none)'}" + ("" if change.commit else " (unchanged)"))
+    say(f"ledger: run {change.run_id} tags: {' '.join(change.after.tags) or '(none)'}" + ("" if change.commit else " (unchanged)"))
 
 
 @app.command()
@@ -257,7 +247,7 @@ def note(run_name: str, text: str) -> None:
     from ledger.commands.meta import note_run
 
     change = note_run(Path.cwd(), run_name, text)
-    _say(f"ledger: run {change.run_id} note set" + ("" if change.commit else " (unchanged)"))
+    say(f"ledger: run {change.run_id} note set" + ("" if change.commit else " (unchanged)"))
 
 
 @app.command()
@@ -267,7 +257,7 @@ def archive(runs: tuple[str, ...]) -> None:
     from ledger.commands.meta import archive_runs
 
     for change in archive_runs(Path.cwd(), list(runs), True):
-        _say(f"ledger: archived run {change.run_id}" + ("" if change.commit else " (already archived)"))
+        say(f"ledger: archived run {change.run_id}" + ("" if change.commit else " (already archived)"))
 
 
 @app.command()
@@ -277,7 +267,7 @@ def unarchive(runs: tuple[str, ...]) -> None:
     from ledger.commands.meta import archive_runs
 
     for change in archive_runs(Path.cwd(), list(runs), False):
-        _say(f"ledger: unarchived run {change.run_id}" + ("" if change.commit else " (was not archived)"))
+        say(f"ledger: unarchived run {change.run_id}" + ("" if change.commit else " (was not archived)"))
 
 
 @app.command()
@@ -291,7 +281,7 @@ def log(limit: int | None, reverse: bool, as_json: bool) -> None:
     result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
     _skipped(result.broken)
     if result.unpulled:
-        _say(f"ledger: {result.unpulled}")
+        say(f"ledger: {result.unpulled}")
     if as_json:
         _emit_json(change_log_json(result))
     else:
@@ -311,12 +301,10 @@ def tail(run_name: str, follow: bool, engine: bool, count: int, raw: bool) -> No
     from ledger.commands.tail import tail_run
 
     result = tail_run(Path.cwd(), run_name, engine=engine, count=count, follow=follow)
-    from ledger.termstyle import printable_bytes
-
     out = sys.stdout.buffer
     shown = (lambda b: b) if raw else printable_bytes
     if follow and result.follow is None:
-        _say(f"ledger: run {result.run_id} is {result.state}, not running: nothing to follow")
+        say(f"ledger: run {result.run_id} is {result.state}, not running: nothing to follow")
     out.writelines(shown(line) for line in result.lines)
     out.flush()
     if result.follow is not None:
@@ -337,7 +325,7 @@ def show(run_name: str, as_json: bool) -> None:
 
     manifest, text, note = show_run(Path.cwd(), run_name)
     if note:
-        _say(f"ledger: {note}")
+        say(f"ledger: {note}")
     if as_json:
         _emit_json(manifest)
     else:
@@ -407,9 +395,9 @@ def diff(
     )
     _skipped(out.skipped)
     if out.forced_banner:
-        _say(out.forced_banner)
+        say(out.forced_banner)
     if out.html_path is not None:
-        _say(f"page written to {out.html_path}")
+        say(f"page written to {out.html_path}")
     if as_json:
         _emit_json(out.json)
     else:
@@ -446,12 +434,11 @@ def replay(run_name: str, sets: tuple[str, ...], extra: tuple[str, ...], seeds: 
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
     from ledger.commands.replay import ReplayOptions
     from ledger.commands.replay import replay as replay_cmd
-    from ledger.termstyle import terminal_fd
 
     # the options above are ReplayOptions' fields by name: one spelling of each, checked by the dataclass
     opts = ReplayOptions(run=run_name, sets=list(sets), extra=[x for x in extra if x != "--"], **options)
     ask = None if opts.yes or not sys.stdin.isatty() else (lambda q, default: click.confirm(q, default=default, err=True))
-    return replay_cmd(Path.cwd(), opts, seeds, say=_say, terminal_fd=terminal_fd(), stdout=_show, confirm=ask)
+    return replay_cmd(Path.cwd(), opts, seeds, say=say, terminal_fd=terminal_fd(), stdout=_show, confirm=ask)
 
 
 @app.command()
@@ -460,7 +447,7 @@ def push(remote: str | None) -> int:
     """Push the experiments branch and the runs' DVC data."""
     from ledger.commands.sync import push_runs
 
-    return push_runs(Path.cwd(), remote, _say)
+    return push_runs(Path.cwd(), remote, say)
 
 
 @app.command()
@@ -474,7 +461,7 @@ def pull(remote: str | None, runs: tuple[str, ...], all_data: bool) -> int:
     """
     from ledger.commands.sync import pull_runs
 
-    return pull_runs(Path.cwd(), remote, list(runs), all_data, _say)
+    return pull_runs(Path.cwd(), remote, list(runs), all_data, say)
 
 
 @app.command()
@@ -488,8 +475,8 @@ def recover(follow: bool, no_ray: bool) -> None:
     """
     from ledger.commands.recover import recover_runs
 
-    result = recover_runs(Path.cwd(), _say, follow=follow, ask_ray=not no_ray)
-    _say(f"ledger: recovered {plural(len(result.runs), 'run')}")
+    result = recover_runs(Path.cwd(), say, follow=follow, ask_ray=not no_ray)
+    say(f"ledger: recovered {plural(len(result.runs), 'run')}")
 
 
 @app.command()
@@ -501,7 +488,7 @@ def report(runs: tuple[str, ...], html: Path) -> None:
 
     result = write_report(Path.cwd(), list(runs), html)
     _skipped(result.skipped)
-    _say(f"page written to {result.path} ({plural(result.runs, 'run')})")
+    say(f"page written to {result.path} ({plural(result.runs, 'run')})")
 
 
 @app.command()
@@ -519,7 +506,7 @@ def heat(run_name: str, png: Path | None, html: Path | None, as_json: bool) -> N
     else:
         _show(result.text, nl=False)
     for path in result.written:
-        _say(f"plot written to {path}")
+        say(f"plot written to {path}")
 
 
 @app.command()
@@ -535,7 +522,7 @@ def ui(port: int | None, host: str, no_browser: bool) -> int:
     """Serve the ledger in a browser, live and read-only: runs table, run pages, compare, diff (Ctrl-C stops it)."""
     from ledger.ui.serve import serve
 
-    return serve(Path.cwd(), host, port, not no_browser, say=_say, show=_show)
+    return serve(Path.cwd(), host, port, not no_browser, say=say, show=_show)
 
 
 @app.command()

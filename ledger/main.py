@@ -7,6 +7,7 @@ import sys
 from typing import NoReturn
 
 from ledger.errors import LedgerError
+from ledger.termstyle import printable
 
 
 def entry() -> NoReturn:
@@ -27,8 +28,6 @@ def _answered(argv: list[str]) -> int:
 
         return run_app(argv)
     except LedgerError as exc:
-        from ledger.termstyle import printable
-
         print(f"ledger: error: {printable(exc.one_line())}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -40,17 +39,11 @@ def _answered(argv: list[str]) -> int:
         if os.environ.get("LEDGER_DEBUG"):
             raise
         print(
-            f"ledger: internal error: {type(exc).__name__}: {_printable(str(exc))} (set LEDGER_DEBUG=1 for the traceback; "
+            f"ledger: internal error: {type(exc).__name__}: {printable(str(exc))} (set LEDGER_DEBUG=1 for the traceback; "
             "staged runs are kept, `ledger recover` commits them)",
             file=sys.stderr,
         )
         return 1
-
-
-def _printable(text: str) -> str:
-    from ledger.termstyle import printable
-
-    return printable(text)
 
 
 if __name__ == "__main__":
