@@ -8,6 +8,7 @@ cell opens in a spreadsheet as a formula (`spreadsheet_cell`).
 
 from __future__ import annotations
 
+import io
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -90,7 +91,6 @@ def csv_text(header: Sequence[Any], rows: Iterable[Sequence[Any]], sep: str = ",
     """A CSV (`sep` ","), or TSV ("\t"), document: the header, then one line per row, every cell
     through `spreadsheet_cell`."""
     import csv  # lazily: only the CSV writers need it
-    import io
 
     buf = io.StringIO()
     writer = csv.writer(buf, delimiter=sep, lineterminator="\n")

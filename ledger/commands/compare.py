@@ -11,6 +11,7 @@ from typing import Any
 from ledger.compare.diffcore import changed_settings
 from ledger.compare.logparse import MetricsTable
 from ledger.errors import UsageError
+from ledger.fsutil import write_atomic
 from ledger.opening import open_branch
 from ledger.runref import resolve
 from ledger.storage.listing import load_listing
@@ -122,7 +123,6 @@ def render_compare(result: CompareResult) -> str:
 
 def write_compare_page(result: CompareResult, out: Path, metric_globs: tuple[str, ...] = (), group_by: str | None = None) -> None:
     """`--html`: every logged metric (or those the globs name) of the runs, one chart each."""
-    from ledger.fsutil import write_atomic
     from ledger.pages.comparepage import CompareRun, compare_page, metric_names
 
     if group_by is not None and not any(group_by in s for s in result.all_settings):

@@ -19,6 +19,7 @@ from typing import BinaryIO
 from ledger.opening import open_branch
 from ledger.record.live import LiveRun, LogSplitter, find_running
 from ledger.runref import resolve
+from ledger.storage.listing import parse_manifest
 from ledger.storage.store import read_file_at
 
 POLL_S = 0.2
@@ -83,7 +84,6 @@ def tail_run(start: Path, name: str, engine: bool = False, count: int = 10, foll
     lines = data.splitlines(keepends=True)[-count:] if count else []
     if lines and not lines[-1].endswith(b"\n"):
         lines[-1] += b"\n"
-    from ledger.storage.listing import parse_manifest
 
     raw = read_file_at(repo, entry, "manifest.yaml")
     state = ((parse_manifest(raw, entry.path).get("status") or {}).get("state") if raw else None) or "unknown"

@@ -15,6 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dvc_data.hashfile.hash_info import HashInfo
+from dvc_data.hashfile.transfer import transfer
+from fsspec.callbacks import DEFAULT_CALLBACK, Callback
+
 from ledger.data.dvcops import (
     DataRecord,
     DvcOut,
@@ -131,8 +135,6 @@ def fetch_data(
 
     `remote` as for `push_data`. Objects already in the cache are not downloaded again.
     """
-    from dvc_data.hashfile.hash_info import HashInfo
-
     outs, failed = _outs(dvc_texts)
     try:
         with open_dvc_repo(repo_root) as repo:
@@ -164,8 +166,6 @@ def _wanted(
 ) -> tuple[set[Any], dict[str, str], dict[str, set[str]], list[TransferFailure]]:
     """The objects of `outs` (folder listings and their files), labels by md5, the files of
     each listing, and the folders whose listing is not in `cache` (their files are unknown)."""
-    from dvc_data.hashfile.hash_info import HashInfo
-
     ids: set[Any] = set()
     labels: dict[str, str] = {}
     members: dict[str, set[str]] = {}
@@ -202,8 +202,6 @@ def _transfer(
     progress: Progress | None,
 ) -> tuple[int, list[TransferFailure]]:
     """Copy `ids` (listings and their files, all named) from `src` to `dest` ODBs."""
-    from dvc_data.hashfile.transfer import transfer
-
     if not ids:
         return 0, []
     with _capture_failures() as reasons:
@@ -243,8 +241,6 @@ def _capture_failures() -> Iterator[dict[str, str]]:
 
 
 def _callback(progress: Progress | None) -> Any:
-    from fsspec.callbacks import DEFAULT_CALLBACK, Callback
-
     if progress is None:
         return DEFAULT_CALLBACK
     report: Progress = progress

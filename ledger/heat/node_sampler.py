@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict
 from typing import Any
 
+from ledger.heat.nvml import NvmlSensor
 from ledger.heat.sensor import (
     ScriptedSensor,
     Sensor,
@@ -66,7 +67,6 @@ def open_node_sensor(spec: dict[str, Any], names: frozenset[str]) -> Sensor:
         if not sensor.gpus():
             raise SensorUnavailable("the heat timeline names no GPU of this node")
         return sensor
-    from ledger.heat.nvml import NvmlSensor
 
     return NvmlSensor()
 

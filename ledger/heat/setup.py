@@ -10,8 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from ledger.config import HeatConfig
 from ledger.heat.guard import HeatGuard
+from ledger.heat.heatlog import read_heat_log
 from ledger.heat.monitor import HeatMonitor
-from ledger.heat.sensor import SensorUnavailable
+from ledger.heat.nvml import open_sensor
+from ledger.heat.sensor import SensorUnavailable, parse_timeline
+from ledger.timefmt import iso
 
 if TYPE_CHECKING:
     from ledger.heat.cluster_target import Submitted
@@ -36,8 +39,6 @@ class RunMonitor:
 
 def _sensor_spec(cfg: HeatConfig, base: Path | None) -> dict[str, Any]:
     """What each node's sampler runs: the scripted timeline (its parsed lines), else NVML."""
-    from ledger.heat.sensor import parse_timeline
-
     timeline = (cfg.sensor or {}).get("timeline")
     if not timeline:
         return {"kind": "nvml"}
@@ -107,7 +108,6 @@ def start_monitor(
     heat log is written.
     """
     from ledger.heat.cluster_target import detect_cluster, submits_from_launcher
-    from ledger.heat.nvml import open_sensor
 
     guard = HeatGuard(
         pause_at=cfg.pause_at,
@@ -160,9 +160,6 @@ def start_monitor(
 
 def summary_from_log(path: Path) -> dict[str, Any]:
     """A `gpu` section rebuilt from a heat log alone (for runs recovered after a crash)."""
-    from ledger.heat.heatlog import read_heat_log
-    from ledger.timefmt import iso
-
     log = read_heat_log(path)
     peaks: dict[Any, float] = {}
     for s in log.samples:

@@ -82,6 +82,8 @@ _BARE = rb"""[^\s'";|&,}\])]+"""
 _SHWORD = rb"(?:" + _SQ + rb"(?:\\'" + _SQ + rb")+|" + _SQ + rb"\\'|\\'" + _SQ + rb")"
 # a Python string prefix before a quoted value: b'...' (bytes reprs), u'...', r'...'
 _PFX = rb"""(?:[bBuUrR]{1,2}(?=["']))?"""
+# a quoted value, in any of the three ways above
+_QUOTED = _SHWORD + rb"|" + _DQ + rb"|" + _SQ
 
 # "NAME": "value" (JSON, Python reprs; also with escaped quotes inside JSON strings)
 _PAIR = Rx(
@@ -93,7 +95,7 @@ _PAIR = Rx(
 _LISTED = Rx(rb"""(?P<q>["'])(?P<name>--?""" + _NAME + rb""")(?P=q)\s*,\s*(?P<v>""" + _DQ + rb"|" + _SQ + rb")", b",")
 # NAME=value, --name=value, export NAME="value", ?token=value, Namespace(name='value')
 _ASSIGN = Rx(
-    rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _SHWORD + rb"|" + _DQ + rb"|" + _SQ + rb"|" + _BARE + rb")",
+    rb"(?<![\w.-])(?P<name>(?:--?)?" + _NAME + rb")=" + _PFX + rb"(?P<v>" + _QUOTED + rb"|" + _BARE + rb")",
     b"=",
 )
 # name: value (YAML, logs), key = value (INI), name= value (`print("token=", v)`); a separate
@@ -114,19 +116,7 @@ _COLON = Rx(
     + rb")"
 )
 # --name value (also across a shell line continuation)
-_SPACED = Rx(
-    rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+"
-    + _PFX
-    + rb"(?P<v>"
-    + _SHWORD
-    + rb"|"
-    + _DQ
-    + rb"|"
-    + _SQ
-    + rb"|(?!-)"
-    + _BARE
-    + rb")"
-)
+_SPACED = Rx(rb"(?<![\w.-])(?P<name>--?[A-Za-z][A-Za-z0-9_.-]*)(?:[ \t]|\\\n)+" + _PFX + rb"(?P<v>" + _QUOTED + rb"|(?!-)" + _BARE + rb")")
 # Megatron's argument dump: "  wandb_key ........................ value"
 _DOTTED = Rx(rb"(?<![\w.-])(?P<name>[A-Za-z_][\w.-]*) \.{3,} (?P<v>[^\n]*[^\s])")
 
@@ -221,11 +211,7 @@ _ARROW = Rx(
     + rb")\\?[\"']?[ \t]*(?:=>|:=|(?P<then>->))[ \t]*"
     + _PFX
     + rb"(?P<v>"
-    + _SHWORD
-    + rb"|"
-    + _DQ
-    + rb"|"
-    + _SQ
+    + _QUOTED
     # after `->` (prose: "key -> value") a bare value only when it looks like a token: 8+ chars, a digit
     + rb"|(?(then)(?=[^\s'\";|&,}\])(\[{]*\d)[^\s'\";|&,}\])(\[{]{8,}(?![(\[])|"
     + _WORD_VALUE

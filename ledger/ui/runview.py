@@ -27,6 +27,7 @@ from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo
 from ledger.storage.listing import with_meta
 from ledger.storage.store import RunEntry, read_file_at
+from ledger.termstyle import printable
 
 TAIL_LINES = 40
 
@@ -50,8 +51,6 @@ class RunView:
 
 
 def _shown(lines: list[bytes]) -> list[str]:
-    from ledger.termstyle import printable
-
     return [printable(line.decode("utf-8", "replace")) for line in lines]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ledger.fsutil import mapped
-from ledger.understand.launcher import MAX_CONTINUATION, Operator, shell_words
+from ledger.understand.launcher import MAX_CONTINUATION, Operator, _tokenize, shell_words
 
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _ANSI_B = rb"(?:\x1b\[[0-9;]*m)*"
@@ -29,8 +29,6 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 def _open_quote(text: str) -> bool:
     """Whether shell text leaves a quote open (so the next output line continues it)."""
-    from ledger.understand.launcher import _tokenize
-
     return not _tokenize(text)[1]
 
 
