@@ -16,12 +16,18 @@ import hashlib
 import json
 import os
 import pickle
+import time
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ledger.fsutil import write_atomic
 
 T = TypeVar("T")
+
+
+def user_cache_dir(kind: str) -> Path:
+    """`~/.cache/ledger/<kind>` (or under XDG_CACHE_HOME): what is kept per user, not per repository."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / kind
 
 
 @functools.cache
@@ -31,25 +37,67 @@ def code_version() -> str:
     Whatever module computes a cached entry, directly or through another, its source is in the
     hash: no list of modules to keep up to date, no version to bump by hand. Any change to ledger
     is a miss for every cache (they are rebuilt from git)."""
-    return tree_version(Path(__file__).resolve().parent)
+    return tree_version(Path(__file__).resolve().parent, memo=user_cache_dir("code-version"))
 
 
-def tree_version(root: Path) -> str:
-    """A short hash of the names and bytes of every file under `root` (bytecode left out)."""
+_RACY_NS = 2_000_000_000  # file times are kept in coarse ticks (a few ms); two seconds is far above
+
+
+def tree_version(root: Path, memo: Path | None = None) -> str:
+    """A short hash of the names and bytes of every file under `root` (bytecode left out).
+
+    With `memo`, the hash is kept there under the files' names, sizes, modification times and
+    inodes: the rule git's index uses to know a file unchanged without reading it. Any file
+    written, added, removed or renamed changes that key, so the hash is read again only for the
+    very files it was computed from. As git does with "racy" entries, nothing is kept while a file
+    is younger than the filesystem's clock can tell apart (`_RACY_NS`): a second write in the same
+    tick would keep the same mtime."""
+    files = _package_files(root)
+    key = None
+    if memo is not None:
+        stats, newest = hashlib.sha256(os.fsencode(root)), 0
+        for rel, entry in files:
+            st = entry.stat()
+            stats.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode())
+            newest = max(newest, st.st_mtime_ns)
+        key = memo / stats.hexdigest()[:32] if newest < time.time_ns() - _RACY_NS else None
+    if key is not None:
+        try:
+            known = key.read_text()
+            if len(known) == 12 and all(c in "0123456789abcdef" for c in known):
+                return known
+        except OSError:
+            pass
     digest = hashlib.sha256()
-    for path in sorted(_package_files(root)):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
+    for rel, entry in files:
+        digest.update(rel.encode() + b"\0")
+        with open(entry.path, "rb") as f:
+            digest.update(f.read())
+    version = digest.hexdigest()[:12]
+    if key is not None:
+        try:
+            key.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(key, version.encode())
+        except OSError:
+            pass  # not kept: computed again next time
+    return version
 
 
-def _package_files(root: Path) -> list[Path]:
-    """The package's files, compiled bytecode left out."""
-    out = []
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        out += [Path(folder) / f for f in files if not f.endswith((".pyc", ".pyo"))]
-    return out
+def _package_files(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
+    """The package's files as (path relative to `root`, with `/`, and its directory entry), by
+    that path; compiled bytecode left out."""
+    out: list[tuple[str, os.DirEntry[str]]] = []
+    folders = [("", str(root))]
+    while folders:
+        prefix, folder = folders.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append((prefix + entry.name + "/", entry.path))
+                elif not entry.name.endswith((".pyc", ".pyo")):
+                    out.append((prefix + entry.name, entry))
+    return sorted(out, key=lambda f: f[0])
 
 
 class LocalCache:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import ledger
@@ -38,6 +40,29 @@ def test_the_version_covers_every_file_of_the_package(tmp_path: Path) -> None:
         assert tree_version(root) not in seen
         seen.add(tree_version(root))
     assert code_version() == tree_version(Path(ledger.__file__).parent)
+
+
+def test_the_kept_version_is_used_only_for_the_very_files_it_was_hashed_from(tmp_path: Path) -> None:
+    """The memo is keyed by each file's name, size, mtime and inode: a rewrite of the same size, a
+    new file or a damaged memo entry each give the version of what is there now; nothing is kept
+    for a file written just now (its mtime could be its next write's)."""
+    root, memo = tmp_path / "pkg", tmp_path / "memo"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    first = tree_version(root, memo=memo)
+    assert first == tree_version(root) and not memo.exists()  # too young to be kept
+    hour_ago = time.time() - 3600
+    os.utime(root / "a.py", (hour_ago, hour_ago))
+    assert tree_version(root, memo=memo) == first and len(list(memo.iterdir())) == 1
+    (root / "a.py").write_text("x = 2\n")  # the same size
+    assert tree_version(root, memo=memo) == tree_version(root) != first
+    os.utime(root / "a.py", (hour_ago, hour_ago))
+    (root / "b.py").write_text("")
+    os.utime(root / "b.py", (hour_ago, hour_ago))
+    assert tree_version(root, memo=memo) == tree_version(root)
+    for entry in memo.iterdir():
+        entry.write_text("not a version")
+    assert tree_version(root, memo=memo) == tree_version(root)
 
 
 def test_the_manifest_cache_keeps_one_table_for_this_parsing_code(tmp_path: Path) -> None:

@@ -35,13 +35,13 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ledger.cache import code_version, user_cache_dir
 from ledger.fsutil import write_atomic
 from ledger.redact import gitleaks, re2
 from ledger.redact.gitleaks import Allowlist, entropy
@@ -285,14 +285,9 @@ def _installed_key() -> str:
 
 
 def _cache_file() -> Path:
-    """Per user, named by the installed plugins and by the source of the code and data that derive
-    the entries (an entry made by other code, or from other plugins or rules, is never read)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / "catalogue"
-    h = hashlib.sha256()
-    for source in (Path(__file__), Path(gitleaks.__file__), Path(re2.__file__), gitleaks.DATA):
-        h.update(source.read_bytes() if source.is_file() else b"absent")
-    code = h.hexdigest()[:16]
-    return base / f"{_installed_key()}-{code}.json"
+    """Per user, named by the installed plugins and by the version of ledger's code
+    (`cache.code_version`), so an entry made by other code, plugins or rules is never read."""
+    return user_cache_dir("catalogue") / f"{_installed_key()}-{code_version()}.json"
 
 
 def _cached_entries() -> list[dict[str, Any]]:

@@ -40,6 +40,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ledger.cache import user_cache_dir
 from ledger.fsutil import write_atomic
 from ledger.redact import rules
 from ledger.redact.catalogue import CatalogueRule, catalogue
@@ -244,8 +245,7 @@ def _db_digest(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> bytes:
 
 def _db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> Path:
     """Where the serialized database of `patterns` is kept for this user."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ledger" / "hyperscan"
-    return base / f"{_db_digest(hyperscan, patterns).hex()[:32]}.db"
+    return user_cache_dir("hyperscan") / f"{_db_digest(hyperscan, patterns).hex()[:32]}.db"
 
 
 def _load_db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> bytes | None:
