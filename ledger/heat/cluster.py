@@ -19,19 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from ledger.heat.cluster_target import ClusterTarget, Submitted
 from ledger.heat.node_sampler import NodeSampler
+from ledger.heat.rayjobs import NodeWatch, job_dict, node_names, pick_job, resolve_gcs_address
 from ledger.heat.sensor import GpuInfo, Sample
 from ledger.installhint import RAY_PACKAGE, install_hint
 
@@ -46,16 +42,6 @@ except ImportError as exc:
 REFRESH_S = 5.0  # how often the node list is read again (new nodes get a sampler)
 RETRY_S = 5.0  # how often an unreachable cluster is tried again
 SIGNAL_TIMEOUT_S = 10.0
-# resources every node has; any other resource name (e.g. `node2`) is a name the node answers to
-_PLAIN_RESOURCES = re.compile(r"^(CPU|GPU|memory|object_store_memory|node:.*|accelerator_type:.*)$")
-
-
-class _NoSigtermWarning:
-    """Hides Ray's `SIGTERM handler is not set because current thread is not the main thread`:
-    ledger connects from a background thread on purpose and handles its own signals."""
-
-    def filter(self, record: object) -> bool:
-        return "SIGTERM handler is not set" not in str(getattr(record, "msg", ""))
 
 
 class ClusterUnavailable(Exception):
@@ -78,82 +64,6 @@ def _state_api() -> Any:
     import ray.util.state
 
     return ray.util.state
-
-
-def _local_dashboards() -> dict[int, str]:
-    """dashboard port -> GCS address, for every Ray dashboard process on this machine."""
-    found: dict[int, str] = {}
-    for proc in psutil.process_iter(["cmdline"]):
-        args = proc.info.get("cmdline") or []  # None: another user's process, or gone meanwhile
-        if not any(a.endswith("dashboard/dashboard.py") for a in args):
-            continue
-        opts = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
-        if "port" in opts and "gcs-address" in opts and opts["port"].isdigit():
-            found[int(opts["port"])] = opts["gcs-address"]
-    return found
-
-
-def resolve_gcs_address(address: str, env: dict[str, str] | None = None) -> str:
-    """The address to `ray.init` for a `ray job submit --address` (a dashboard URL) or RAY_ADDRESS.
-
-    `LEDGER_RAY_GCS_ADDRESS` wins; `ray://` and `auto` are kept; a dashboard on this machine is
-    matched by its port to its GCS address (the Miles case: ledger runs on the head node); any
-    other `host:port` without a scheme is taken as the GCS address itself.
-    """
-    env = env if env is not None else dict(os.environ)
-    if env.get("LEDGER_RAY_GCS_ADDRESS"):
-        return env["LEDGER_RAY_GCS_ADDRESS"]
-    if address.startswith("ray://") or address == "auto":
-        return address
-    bare = re.sub(r"^https?://", "", address).rstrip("/")
-    port_text = bare.rsplit(":", 1)[-1] if ":" in bare else ""
-    if port_text.isdigit() and int(port_text) in (local := _local_dashboards()):
-        return local[int(port_text)]
-    if bare != address:
-        raise ConnectionError(
-            f"no Ray dashboard on port {port_text or '?'} of this machine to learn the cluster's GCS address "
-            f"from {address}; set LEDGER_RAY_GCS_ADDRESS=HEAD_IP:6379"
-        )
-    return bare
-
-
-@dataclass
-class NodeWatch:
-    """One node of the cluster as ledger sees it."""
-
-    node_id: str
-    label: str
-    ip: str
-    hostname: str
-    names: list[str]
-    handle: Any = None
-    info_ref: Any = None
-    info: dict[str, Any] | None = None
-    unwatched: str | None = "sampler starting"
-    left_at: float | None = None
-    gpus: list[GpuInfo] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        """For the manifest's `gpu.nodes` (a node that left keeps the GPUs it had)."""
-        return {
-            "node": self.label,
-            "node_id": self.node_id,
-            "ip": self.ip,
-            "hostname": self.hostname,
-            "sensor": (self.info or {}).get("sensor"),
-            "watched": self.unwatched is None,
-            "unwatched": self.unwatched,
-            "left": self.left_at is not None,
-            "gpus": [g.to_dict() for g in self.gpus],
-        }
-
-
-def node_names(node: dict[str, Any], label: str) -> list[str]:
-    """The names a node answers to in a heat timeline: label, IP, hostname, node id, custom resources, labels."""
-    names = {label, str(node.get("NodeManagerAddress")), str(node.get("NodeManagerHostname")), str(node.get("NodeID"))}
-    names.update(r for r in (node.get("Resources") or {}) if not _PLAIN_RESOURCES.match(r))
-    names.update(str(v) for v in (node.get("Labels") or {}).values())
-    return sorted(n for n in names if n and n != "None")
 
 
 class ClusterSensor:
@@ -245,9 +155,14 @@ class ClusterSensor:
             # named after the run in the user's job list (a driver's entry cannot be removed)
             run_id = (self._env or {}).get("LEDGER_RUN_ID") or "?"
             config = ray.job_config.JobConfig(metadata={"ledger": f"heat sensor of ledger run {run_id}"})
-            quiet = _NoSigtermWarning()
+
+            # Ray warns "SIGTERM handler is not set because current thread is not the main thread":
+            # ledger connects from a background thread on purpose and handles its own signals
+            def quiet(record: logging.LogRecord) -> bool:
+                return "SIGTERM handler is not set" not in str(record.msg)
+
             worker_log = logging.getLogger("ray._private.worker")
-            worker_log.addFilter(quiet)  # this thread is not the main one, by design: Ray's warning is noise
+            worker_log.addFilter(quiet)
             try:
                 ray.init(
                     address=gcs,
@@ -379,7 +294,7 @@ class ClusterSensor:
         """The Ray job of this run (see `pick_job`), as {job_id, submission_id, driver_pid, driver_node}."""
         own = ray.get_runtime_context().get_job_id()
         jobs = [
-            _job_dict(j)
+            job_dict(j)
             for j in _state_api().list_jobs(address=self._gcs, limit=1000, detail=True, raise_on_missing_output=False)
             if j.job_id != own
         ]
@@ -506,38 +421,3 @@ class ClusterSensor:
                 # every GPU seen during the run, also on nodes that left (gpus() drops those)
                 "gpus": [g for node in nodes for g in node["gpus"]],
             }
-
-
-def _job_dict(job: Any) -> dict[str, Any]:
-    status = getattr(job.status, "value", job.status)
-    kind = getattr(job.type, "value", job.type)
-    driver = job.driver_info
-    return {
-        "job_id": job.job_id,
-        "submission_id": job.submission_id,
-        "type": str(kind),
-        "status": str(status),
-        "entrypoint": job.entrypoint,
-        "start_time": job.start_time,
-        "driver_pid": getattr(driver, "pid", None),
-        "driver_ip": getattr(driver, "node_ip_address", None),
-        "driver_node": getattr(job, "driver_node_id", None),
-    }
-
-
-def pick_job(jobs: list[dict[str, Any]], target: ClusterTarget, started_at: float, local_pids: set[int]) -> dict[str, Any] | None:
-    """This run's job among the cluster's: by submission id, else a driver in our process tree,
-    else a submitted job with our entrypoint, else the only job submitted since the run started."""
-    alive = [j for j in jobs if j["status"] in ("PENDING", "RUNNING")]
-    if target.submission_id:
-        return next((j for j in alive if j["submission_id"] == target.submission_id), None)
-    ours = [j for j in alive if j["type"] == "DRIVER" and j["driver_pid"] and int(j["driver_pid"]) in local_pids]
-    if len(ours) == 1:
-        return ours[0]
-    recent = [j for j in alive if j["type"] == "SUBMISSION" and (j["start_time"] or 0) / 1000 >= started_at - 30]
-    if target.entrypoint:
-        want = " ".join(target.entrypoint.split())
-        same = [j for j in recent if " ".join((j["entrypoint"] or "").split()) == want]
-        if len(same) == 1:
-            return same[0]
-    return recent[0] if len(recent) == 1 else None
