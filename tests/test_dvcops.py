@@ -13,14 +13,8 @@ import pytest
 from conftest import git
 from s3_server import S3Server, s3_server_fixture  # noqa: F401 - fixture `s3_server`
 
-from ledger.data.dvcops import (
-    DataRecord,
-    checkout_data,
-    parse_dvc_text,
-    status_data,
-    track_outputs,
-    verify_data,
-)
+from ledger.data.dvcfile import parse_dvc_text
+from ledger.data.dvcops import DataRecord, checkout_data, status_data, track_outputs, verify_data
 from ledger.data.dvcremote import fetch_data, push_data
 from ledger.errors import DataError
 

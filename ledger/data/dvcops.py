@@ -36,15 +36,14 @@ from dvc_data.hashfile.transfer import transfer
 from dvc_data.hashfile.tree import Tree
 from dvc_objects.fs.local import LocalFileSystem
 
-from ledger import yamlio
 from ledger.data.dirpaths import OUT_MD5_RE, check_listing, materialise
+from ledger.data.dvcfile import HASH_NAME, DvcOut, parse_dvc_text, render_dvc_text
 from ledger.errors import DataError
 from ledger.fsutil import write_atomic
 
 CacheStatus = Literal["cached", "missing", "partial"]
 
 _ROLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_HASH_NAME = "md5"  # DVC 3's default; `hash: md5` in a .dvc file (older files meant md5-dos2unix)
 _CHUNK = 1 << 20
 
 
@@ -64,20 +63,6 @@ class DataRecord:
     dvc_text: str | None = None  # the .dvc file as written
 
 
-@dataclass(frozen=True)
-class DvcOut:
-    """One entry of a .dvc file's `outs` list."""
-
-    path: str  # relative to the .dvc file's folder
-    md5: str
-    size: int | None = None
-    nfiles: int | None = None
-
-    @property
-    def isdir(self) -> bool:
-        return self.md5.endswith(".dir")
-
-
 @contextmanager
 def open_dvc_repo(repo_root: Path) -> Iterator[Any]:
     """Open the DVC repository at `repo_root` once (~0.1 s plus imports), closing it afterwards."""
@@ -94,46 +79,6 @@ def open_dvc_repo(repo_root: Path) -> Iterator[Any]:
         yield repo
     finally:
         repo.close()
-
-
-def parse_dvc_text(text: str) -> list[DvcOut]:
-    """Parse the `outs` of a .dvc file written by `dvc add` (or `track_outputs`)."""
-    try:
-        data = yamlio.loads(text, ".dvc file")
-    except yamlio.YamlError as exc:
-        raise DataError(exc.message) from exc
-    outs = data.get("outs") if isinstance(data, dict) else None
-    if not isinstance(outs, list) or not outs:
-        raise DataError("the .dvc file has no `outs` list")
-    result = []
-    for out in outs:
-        if not isinstance(out, dict) or not isinstance(out.get("path"), str):
-            raise DataError("a .dvc file output lacks its `path`")
-        md5 = out.get("md5")
-        if not isinstance(md5, str) or not md5:
-            raise DataError(f"the .dvc file output {out['path']!r} has no md5")
-        if out.get("hash") != _HASH_NAME:
-            raise DataError(
-                f"the .dvc file output {out['path']!r} uses a legacy hash",
-                hint="re-add it with DVC 3 (`hash: md5`)",
-            )
-        if not OUT_MD5_RE.match(md5):  # it names a cache path: `../..` would leave the cache
-            raise DataError(f"the .dvc file output {out['path'][:80]!r} has an md5 that is not one", "the record is not trusted")
-        result.append(DvcOut(out["path"], md5, out.get("size"), out.get("nfiles")))
-    return result
-
-
-def render_dvc_text(outs: Sequence[DvcOut]) -> str:
-    """The .dvc file text `dvc add` writes for these outputs (same keys, same order)."""
-    entries = []
-    for out in outs:
-        entry: dict[str, Any] = {"md5": out.md5, "size": out.size}
-        if out.isdir:
-            entry["nfiles"] = out.nfiles
-        entry["hash"] = _HASH_NAME
-        entry["path"] = out.path
-        entries.append(entry)
-    return yamlio.dumps({"outs": entries})
 
 
 def track_outputs(
@@ -227,7 +172,7 @@ def _save_to_cache(cache: Any, source: Path, name: str, link: bool) -> DvcOut:
     """Hash `source` like `dvc add` and save its objects into `cache` (hard links if `link`
     and the filesystem allows, else copies)."""
     fs = LocalFileSystem()  # type: ignore[no-untyped-call]
-    staging, meta, obj = build(cache, os.fspath(source), fs, _HASH_NAME)
+    staging, meta, obj = build(cache, os.fspath(source), fs, HASH_NAME)
     result = transfer(staging, cache, {obj.hash_info}, shallow=False, hardlink=link)
     if result.failed:
         raise DataError(f"{len(result.failed)} object(s) could not be saved into the DVC cache")
@@ -251,7 +196,7 @@ def prehash_files(repo_root: Path, paths: Sequence[str], stop: Callable[[], bool
             with open(path, "rb") as f:
                 while block := f.read(1 << 22):
                     md5.update(block)
-            state.save(path, fs, HashInfo(_HASH_NAME, md5.hexdigest()), info=info)
+            state.save(path, fs, HashInfo(HASH_NAME, md5.hexdigest()), info=info)
             done += 1
     return done
 
@@ -274,7 +219,7 @@ def _remember(repo: Any, known: dict[Path, tuple[str, tuple[int, int, int]]]) ->
         st = os.stat(path)
         if (st.st_ino, st.st_mtime_ns, st.st_size) != signature:
             continue
-        state.save(str(path), fs, HashInfo(_HASH_NAME, md5), info=fs.info(str(path)))
+        state.save(str(path), fs, HashInfo(HASH_NAME, md5), info=fs.info(str(path)))
         done += 1
     return done
 
@@ -311,7 +256,7 @@ def load_tree(cache: Any, out: DvcOut) -> Any | None:
             f"the folder listing of {out.path!r} does not match its recorded hash {out.md5}",
             "the run's data is not trusted; it was not written",
         )
-    return Tree.from_list([{"md5": md5, "relpath": rel} for rel, md5 in entries], hash_name=_HASH_NAME)
+    return Tree.from_list([{"md5": md5, "relpath": rel} for rel, md5 in entries], hash_name=HASH_NAME)
 
 
 def file_entries(tree: Any) -> list[tuple[str, str]]:
@@ -447,6 +392,6 @@ def _dir_md5(hashes: dict[str, str]) -> str:
     """The `.dir` hash DVC would give a folder whose files have these md5s."""
     tree = Tree()  # type: ignore[no-untyped-call]
     for rel, md5 in hashes.items():
-        tree.add(tuple(rel.split("/")), Meta(), HashInfo(_HASH_NAME, md5))
+        tree.add(tuple(rel.split("/")), Meta(), HashInfo(HASH_NAME, md5))
     tree.digest()
     return str(tree.hash_info.value)

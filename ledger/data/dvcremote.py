@@ -19,16 +19,8 @@ from dvc_data.hashfile.hash_info import HashInfo
 from dvc_data.hashfile.transfer import transfer
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
 
-from ledger.data.dvcops import (
-    DataRecord,
-    DvcOut,
-    error_text,
-    file_entries,
-    in_cache,
-    load_tree,
-    open_dvc_repo,
-    parse_dvc_text,
-)
+from ledger.data.dvcfile import DvcOut, parse_dvc_text
+from ledger.data.dvcops import DataRecord, error_text, file_entries, in_cache, load_tree, open_dvc_repo
 from ledger.errors import DataError
 
 Progress = Callable[[int, int], None]  # (objects done, objects to do)
