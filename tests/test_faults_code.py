@@ -92,7 +92,7 @@ def test_a_file_the_job_writes_in_its_first_instant_is_not_counted(repo: Path) -
     up to a tick behind it: a file written within that tick of the job's start had a ctime before
     `since` and was counted as untracked (5, not 4, once in a full run)."""
     from ledger.fsutil import inode_clock
-    from ledger.storage.git import UntrackedCount
+    from ledger.storage.gitcmd import UntrackedCount
 
     written = []
     for n in range(300):  # back to back, as a job that `touch`es a file at once: within one tick

@@ -36,7 +36,8 @@ from ledger.redact.values import known_secrets
 from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status
 from ledger.storage import staging
 from ledger.storage.bigfiles import BlobHashes, describe
-from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
+from ledger.storage.git import CodeSnapshot, Repo
+from ledger.storage.gitcmd import UntrackedCount
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.textfmt import size_text
 from ledger.timefmt import iso, utc_now

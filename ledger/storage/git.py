@@ -1,4 +1,5 @@
-"""Git access for ledger. The only module that imports pygit2 or GitPython.
+"""Git access for ledger: the repository's objects and refs. The only module that imports pygit2
+(`gitcmd.py` runs git's command line and owns GitPython).
 
 Objects (blobs, trees, commits) are written through pygit2's object database: at 10,000 runs a
 commit costs ~1 ms that way, against 20-80 ms through plumbing subprocesses (see
@@ -12,11 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-import shlex
 import stat
 import subprocess
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +24,18 @@ import pygit2
 
 from ledger.errors import LedgerError
 from ledger.storage.bigfiles import too_big
+from ledger.storage.gitcmd import (
+    GIT_ENV,
+    NOT_OWNED,
+    REF_LOCK_WAIT_S,
+    GitError,
+    GitResult,
+    ref_failure,
+    remote_names,
+    run_git,
+    run_gitpython,
+    unsafe_repository,
+)
 from ledger.storage.runtree import Edit, as_committed, patch_id
 
 ZERO_OID = "0" * 40
@@ -67,101 +77,6 @@ def is_file_mode(mode: int) -> bool:
     return mode in (MODE_BLOB, MODE_EXEC)
 
 
-class GitError(LedgerError):
-    """A git command or object operation failed."""
-
-
-class RefMoved(Exception):
-    """The compare-and-swap on a ref failed: somebody else moved it first."""
-
-
-class RefLocked(RefMoved):
-    """The ref's lock was held by another git process for longer than `REF_LOCK_WAIT_S`."""
-
-
-class RefRefused(GitError):
-    """git refused to move a ref for another reason than a moved value or a lock (a hook's no, a
-    repository git will not work in): trying again cannot help."""
-
-
-class UnsafeRepository(GitError):
-    """git (or libgit2) refuses a repository owned by another user (`safe.directory`)."""
-
-
-# how git says the expected old value no longer holds (refs/files-backend.c): the ref moved
-_CAS_FAILED = ("but expected", "reference already exists", "unable to resolve reference", "reference is missing")
-_DUBIOUS = re.compile(r"dubious ownership in repository at '([^']*)'")
-_NOT_OWNED = re.compile(r"repository path '([^']*)' is not owned by current user")
-
-
-def unsafe_repository(path: str) -> UnsafeRepository:
-    """The one-line refusal of a repository owned by another user, with git's own fix."""
-    return UnsafeRepository(
-        f"git refuses to work in {path}: it is owned by another user (dubious ownership; git's safe.directory check)",
-        f"if you trust it: git config --global --add safe.directory {shlex.quote(path)}",
-    )
-
-
-# how long a ref lock held by another git process is waited for before it counts as stuck: a
-# concurrent `ledger run` or `git update-ref` holds it for milliseconds
-REF_LOCK_WAIT_S = 3.0
-
-
-# git runs with GIT_OPTIONAL_LOCKS=0 so that reads never refresh the user's index stat cache
-_GIT_ENV = {"GIT_OPTIONAL_LOCKS": "0", "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-
-
-@dataclass(frozen=True)
-class GitResult:
-    """What a git command printed, and how it ended."""
-
-    returncode: int
-    stdout: bytes
-    stderr: str
-
-
-def run_git(root: Path, *args: str, check: bool = True) -> GitResult:
-    """Run `git ARGS` in `root` as a plain subprocess (GitPython, ~85 ms to import, is kept for
-    what it is good at: remotes, config, fetch and push; `ledger run` never imports it). With
-    `check`, a failure raises GitError showing the command, its exit code and git's last line."""
-    try:
-        proc = subprocess.run(
-            ["git", *args],
-            cwd=root,
-            env={**os.environ, **_GIT_ENV},
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-        )
-    except FileNotFoundError as exc:
-        raise GitError("git is not installed or not on PATH", "install git") from exc
-    result = GitResult(proc.returncode, proc.stdout, proc.stderr.decode("utf-8", "replace"))
-    if result.returncode != 0 and (dubious := _DUBIOUS.search(result.stderr)):
-        raise unsafe_repository(dubious.group(1))  # never a failure to retry or to read past
-    if check and result.returncode != 0:
-        lines = result.stderr.strip().splitlines()
-        raise GitError(f"`git {' '.join(args)}` failed with exit {result.returncode}: {lines[-1] if lines else ''}")
-    return result
-
-
-def _run_gitpython(root: Path, *args: str) -> GitResult:
-    """Run a git command that talks to a remote through GitPython's command wrapper (fetch, push)."""
-    import git as gitpython
-
-    try:
-        code, out, err = gitpython.Git(str(root)).execute(
-            ["git", *args],
-            env=_GIT_ENV,
-            with_extended_output=True,
-            with_exceptions=False,
-            stdout_as_string=False,
-            strip_newline_in_stdout=False,
-            istream=subprocess.DEVNULL,
-        )
-    except gitpython.GitCommandNotFound as exc:
-        raise GitError("git is not installed or not on PATH", "install git") from exc
-    return GitResult(int(code or 0), bytes(out or b""), str(err or ""))
-
-
 @dataclass(frozen=True)
 class CodeSnapshot:
     """The code a run saw: HEAD plus uncommitted changes to tracked files."""
@@ -183,58 +98,6 @@ class CodeSnapshot:
     large: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
-class UntrackedCount:
-    """How many untracked files the code snapshot left out, counted by git itself (`git status
-    --porcelain -z -uall`, never writing the index) on a thread while the job runs, so that the time
-    until the job starts does not grow with their number. Files changed at or after
-    `since` (the job's own outputs) are not counted: `since` is read from the inode clock
-    (`fsutil.inode_clock`) just before the job starts, as their ctimes are."""
-
-    def __init__(self, root: Path, since: float):
-        self._since = since
-        self.count: int | None = None
-        try:
-            self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-                ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all", "--ignore-submodules=all"],
-                cwd=root,
-                env={**os.environ, **_GIT_ENV},
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
-            os.setpriority(os.PRIO_PROCESS, self._proc.pid, 19)  # the job starting comes first
-        except OSError:
-            self._proc = None
-        self._root = root
-        self._thread = threading.Thread(target=self._read, name="ledger-untracked", daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        if self._proc is None or self._proc.stdout is None:
-            return
-        out = self._proc.stdout.read()
-        if self._proc.wait() != 0:
-            return
-        count, entries = 0, iter(out.split(b"\0"))
-        for entry in entries:
-            if entry[:1] in (b"R", b"C"):
-                next(entries, None)  # a rename's second path
-            elif entry.startswith(b"?? "):
-                try:
-                    changed = (self._root / os.fsdecode(entry[3:])).lstat().st_ctime
-                except OSError:
-                    continue  # gone already: the job removed it
-                count += changed < self._since
-        self.count = count
-
-    def result(self, timeout: float = 60) -> int | None:
-        """The count (None: git failed, or took longer than `timeout`)."""
-        self._thread.join(timeout)
-        if self._thread.is_alive() and self._proc is not None:
-            self._proc.kill()
-        return self.count
-
-
 class Repo:
     """A git repository opened for ledger's reads and writes."""
 
@@ -248,7 +111,7 @@ class Repo:
         try:
             self._repo = pygit2.Repository(found)
         except pygit2.GitError as exc:
-            owner = _NOT_OWNED.search(str(exc))
+            owner = NOT_OWNED.search(str(exc))
             if owner:  # libgit2 applies git's ownership rule (and reads safe.directory) itself
                 raise unsafe_repository(owner.group(1).rstrip("/")) from exc
             raise GitError(f"cannot open the repository at {found}: {exc}", "check it with `git status`") from exc
@@ -615,7 +478,7 @@ class Repo:
         wait = f"core.filesRefLockTimeout={int(REF_LOCK_WAIT_S * 1000)}"
         proc = run_git(self.root, "-c", wait, "update-ref", "-m", message, ref, new, old or ZERO_OID, check=False)
         if proc.returncode != 0:
-            raise _ref_failure(ref, proc.stderr)
+            raise ref_failure(ref, proc.stderr)
 
     def gc_auto(self) -> None:
         """Let git pack loose objects when it thinks it is time (`git gc --auto` detaches itself).
@@ -629,7 +492,7 @@ class Repo:
             subprocess.Popen(
                 ["git", "gc", "--auto", "--quiet"],
                 cwd=self.root,
-                env={**os.environ, **_GIT_ENV},
+                env={**os.environ, **GIT_ENV},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -645,9 +508,7 @@ class Repo:
 
     def remote_names(self) -> list[str]:
         """The repository's git remotes, by name."""
-        import git as gitpython
-
-        return [r.name for r in gitpython.Repo(str(self.root)).remotes]
+        return remote_names(self.root)
 
     def checked_out_branches(self) -> dict[str, Path]:
         """Branch name -> the worktree that has it checked out, over every worktree of the repo
@@ -661,27 +522,6 @@ class Repo:
             elif text.startswith("branch refs/heads/") and where is not None:
                 found.setdefault(text[len("branch refs/heads/") :], where)
         return found
-
-
-def _ref_failure(ref: str, stderr: str) -> Exception:
-    """What a failed `git update-ref` means: the ref moved (RefMoved: rebuild and try again), its
-    lock outlived the wait (RefLocked), or git refused (RefRefused: a `reference-transaction` hook
-    said no, with what it printed; anything else, with git's last line)."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    first = lines[0].removeprefix("fatal: ") if lines else "no message"
-    last = lines[-1].removeprefix("fatal: ").removeprefix("error: ") if lines else "no message"
-    if ".lock': File exists" in stderr:
-        return RefLocked(first)
-    if "aborted by hook" in last:
-        said = list(dict.fromkeys(line for line in lines[:-1] if not line.startswith(("fatal:", "error:", "hint:"))))
-        output = "; ".join(said)[:400] or "no output"
-        return RefRefused(
-            f"git's reference-transaction hook refused to move {ref} (it said: {output})",
-            "ask whoever installed the hook (core.hooksPath or .git/hooks/reference-transaction) to allow it",
-        )
-    if any(s in stderr for s in _CAS_FAILED):
-        return RefMoved(first)
-    return RefRefused(f"git refused to move {ref}: {last}")
 
 
 def _utf8(name: str) -> bool:
@@ -722,7 +562,7 @@ def git_remote_cmd(repo: Repo, *args: str) -> tuple[int, str]:
     Returns (exit status, stderr text) instead of raising, since a rejected push is an
     expected outcome the caller handles.
     """
-    result = _run_gitpython(repo.root, *args)
+    result = run_gitpython(repo.root, *args)
     return result.returncode, result.stderr
 
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from ledger.errors import LedgerError, UsageError
 from ledger.manifest import run_path
-from ledger.storage.git import MODE_BLOB, RefMoved, Repo
+from ledger.storage.git import MODE_BLOB, Repo
+from ledger.storage.gitcmd import RefMoved
 from ledger.storage.store import META_TRAILER, branch_ref, check_ledger_branch, file_oid, find_run
 
 META_FILE = "meta.json"

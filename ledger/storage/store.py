@@ -21,18 +21,8 @@ from pathlib import Path
 
 from ledger.errors import DataError, LedgerError
 from ledger.manifest import NOT_LEDGERS, ManifestError, run_path
-from ledger.storage.git import (
-    MODE_TREE,
-    REF_LOCK_WAIT_S,
-    CodeSnapshot,
-    GitError,
-    RefLocked,
-    RefMoved,
-    Repo,
-    entry_kind,
-    is_commit,
-    is_file_mode,
-)
+from ledger.storage.git import MODE_TREE, CodeSnapshot, Repo, entry_kind, is_commit, is_file_mode
+from ledger.storage.gitcmd import REF_LOCK_WAIT_S, GitError, RefLocked, RefMoved
 
 SHARD_RE = re.compile(r"^[0-9a-f]{2}$")
 TRAILER_RE = re.compile(r"^Run-Id: (\S+)$", re.M)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from ledger.errors import LedgerError
 from ledger.manifest import run_path
-from ledger.storage.git import RefMoved, Repo, git_remote_cmd
+from ledger.storage.git import Repo, git_remote_cmd
+from ledger.storage.gitcmd import RefMoved
 from ledger.storage.incoming import ForeignCommit, check_incoming
 from ledger.storage.store import branch_ref, build_run_tree, code_commit_of, find_run, meta_run_of_commit, run_id_of_commit
 
