@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import json
 import re
 import typing
 from pathlib import Path
@@ -52,10 +53,21 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
     from ledger import yamlio  # lazily: ruamel costs ~30 ms of start-up
 
     cfg = parse_config(yamlio.loads(raw, CONFIG_NAME))
-    plain = msgspec.to_builtins(cfg)
-    if cache is not None and msgspec.convert(plain, Config) == cfg:  # JSON keeps it whole (a YAML date in a free mapping would not)
-        cache.write_json(key, plain)
+    if cache is not None:
+        plain = _as_json(cfg)
+        if plain is not None:
+            cache.write_json(key, plain)
     return cfg
+
+
+def _as_json(cfg: Config) -> Any | None:
+    """`cfg` as plain JSON data that decodes back to it, or None where JSON cannot hold it whole
+    (a YAML date or a number as a key in a free mapping such as `image_probes`)."""
+    plain = json.loads(msgspec.json.encode(cfg))
+    try:
+        return plain if msgspec.convert(plain, Config) == cfg else None
+    except msgspec.ValidationError:
+        return None
 
 
 def parse_config(data: Any) -> Config:

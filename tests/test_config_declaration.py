@@ -327,9 +327,12 @@ def test_a_changed_file_or_a_changed_code_version_is_a_miss(repo: Path, monkeypa
     assert len(_entries(repo)) == 3
 
 
-def test_a_file_plain_json_cannot_hold_is_validated_every_time(repo: Path) -> None:
-    """A YAML date in a free mapping (`image_probes`) would come back from JSON as text: not cached."""
-    (repo / ".ledger.yaml").write_text("image_probes: {built: 2026-12-03}\n")
+@pytest.mark.parametrize(
+    ("text", "probes"), [("{built: 2026-12-03}", {"built": datetime.date(2026, 12, 3)}), ("{cuda: {1: x}}", {"cuda": {1: "x"}})]
+)
+def test_a_file_plain_json_cannot_hold_is_validated_every_time(repo: Path, text: str, probes: dict[str, Any]) -> None:
+    """A YAML date, or a number as a key, in a free mapping (`image_probes`) would come back from JSON as text: not cached."""
+    (repo / ".ledger.yaml").write_text(f"image_probes: {text}\n")
     for _ in range(2):
-        assert load_config(repo, repo / ".git").image_probes == {"built": datetime.date(2026, 12, 3)}
+        assert load_config(repo, repo / ".git").image_probes == probes
     assert _entries(repo) == []
