@@ -6,7 +6,6 @@ the named checks of `key(check=..., above=...)` run over `ledger.config.declared
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -140,6 +139,8 @@ def _explain(message: str, data: dict[str, Any]) -> LedgerError:
     parts = [m.group(1) or m.group(2) or "*" for m in _PART.finditer(where.group(2) if where else "")]  # "*": any value of a mapping
     unknown = _UNKNOWN.match(problem)
     if unknown:
+        import difflib  # lazily: only an unknown key needs it
+
         name = ".".join([*parts, unknown.group(1)])
         known = [f.encode_name for f in msgspec.structs.fields(sections()[parts[0]][0] if parts else Config)]
         close = difflib.get_close_matches(unknown.group(1), known, n=1)
