@@ -1,41 +1,38 @@
-"""`.ledger.yaml`: the per-repository configuration, declared once.
+"""`.ledger.yaml`: the per-repository configuration, declared once, as msgspec Structs.
 
-Every key is declared here ONCE, as a field of `Config` (or of `HeatConfig`, the `heat_guard:`
-section) whose `metadata=key(...)` gives its YAML path, a one-line description and its
-constraints; the field's type and default are the key's. Everything else is derived from that:
+`Config` is the file's shape: a field per top-level key, a field per section (`code:`, `logs:`, ...)
+whose type is that section's Struct. Each key's meaning and constraints sit beside its field, in
+`Annotated[type, key(...)]`; its type and default are the field's. Everything else is derived:
 
-- the schema (`ledger/configschema.py` builds the pydantic models from `declared()`): an unknown
-  key, a wrong type, a string where a boolean is meant, a regex that does not compile, a
-  non-positive interval, `pause_at <= resume_at`, a negative size or a branch name git refuses all
-  end in one line naming the key path and the fix (`ledger run` exits 125 and starts nothing);
-- the mapping from the file onto `Config` (also in the schema module, generic over `declared()`);
+- validation (`ledger/configload.py`): msgspec decodes the parsed YAML into `Config`, so an unknown
+  key, a wrong type, a string where a boolean is meant, a non-positive interval or a negative size
+  is refused with the key's path; the checks `key()` names (a regex that does not compile, a branch
+  name git refuses, `pause_at <= resume_at`) run over `declared()` after it. Each ends in one line
+  naming the key path and the fix (`ledger run` exits 125 and starts nothing);
 - `default_text()`, what `ledger init` writes;
 - `docs/config.md` (`tools/gen_docs.py`; `make docs`), with every key's type, default and meaning.
 
-`ledger/configkeys.py` reads the declaration (`declared()`: each key's spec, type and default) for
-all of those, so that start-up, which imports only this module, builds nothing more than `Config`.
-A file that validated is remembered by the sha256 of its bytes and of the source of these modules
-(`.git/ledger/config/`, `ledger/configload.py`), so most commands start without importing pydantic
-or ruamel (~150 ms). To add a key: one field below, with `metadata=key(...)` (a new section: a line
-in `SECTIONS`); then `make docs` (docs/development.md). tests/test_config_declaration.py checks that
-the schema, the defaults, `ledger init`'s file and the reference all follow the declaration.
+The code reads the flat properties at the end of `Config` (`cfg.code_ignore`, `cfg.engine_patterns`):
+a list key marked `adds_to` holds what the file adds to ledger's built-ins, and the property gives
+both. To add a key: one field below (a new section: one Struct and one field of `Config`), a
+property if the code reads it flat; then `make docs` (docs/development.md).
+tests/test_config_declaration.py checks that validation, the defaults, `ledger init`'s file and the
+reference all follow the declaration.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: the fields' annotations are evaluated once, here, rather
+# than by msgspec on the first decode (~10 ms of start-up).
+import functools
+import typing
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from typing import Literal
-
-    Check = Literal["regex", "branch"]  # named checks the schema implements (configschema._CHECKS)
-    Merge = Literal["replace", "extend", "overlay"]  # how the file's value meets the field's default
+import msgspec
 
 CONFIG_NAME = ".ledger.yaml"
 
-# Built-in values that a key of the file extends (`merge="extend"`) or overlays (`merge="overlay"`):
-# what the user writes is added to these, never replaces them (they are those fields' defaults).
+# Built-in values that a key of the file adds to (`adds_to=`): what the user writes is added to
+# these, never replaces them.
 #
 # SGLang engine lines as Ray prefixes them: "(SGLangEngine pid=123, ip=10.0.0.1) ..." (see
 # /work/shared/miles-facts.md). Matched at a line start; must not match across a newline.
@@ -63,186 +60,345 @@ DEFAULT_ENV_PATTERNS: tuple[str, ...] = (
 # repeated (a second trainer cell's per-step lines), so ledger turns it off.
 DEFAULT_JOB_ENV: dict[str, str] = {"RAY_DEDUP_LOGS": "0"}
 
-# The sections of the file with their one-line meaning (docs/config.md, the schema's models). The
-# keys' order, in `ledger init`'s file and the reference, is the order of the fields below.
-SECTIONS: dict[str, str] = {
-    "code": "which tracked files are code (a change elsewhere does not make a new code version)",
-    "logs": "how the job's output is split into the trainer and engine logs, and kept",
-    "capture": "what ledger adds to the command and records of its environment",
-    "heat_guard": "pause the job while a GPU is too hot (see ledger/heat)",
-    "job": "how ledger stops the job",
-    "diff": "how `ledger diff` compares runs",
-    "secrets": "what ledger treats as secret, beside its built-in rules (docs/secrets.md)",
-}
+Check = Literal["regex", "branch"]  # named checks of a value (a list: of each item); ledger/configload.py runs them
 
 
 def key(
-    path: str,
     doc: str,
     *,
     gt: float | None = None,
     ge: float | None = None,
+    check: Check | None = None,
     above: str | None = None,
-    each: Check | None = None,
-    choices: tuple[str, ...] = (),
-    values: Any = None,
-    merge: Merge = "replace",
+    adds_to: tuple[str, ...] | dict[str, str] | None = None,
     example: str | None = None,
-) -> dict[str, Any]:
-    """The `metadata` of a field that is a key of `.ledger.yaml`, at YAML `path`, meaning `doc`.
+) -> msgspec.Meta:
+    """A key's meaning (`doc`, one line) and constraints, for `Annotated[type, key(...)]`.
 
-    The constraints and the rest are described on `ledger.configkeys.KeySpec`, which is built from
-    this mapping (a class here would cost every start-up about a millisecond)."""
-    return {
-        "path": path,
-        "doc": doc,
-        "gt": gt,
-        "ge": ge,
-        "above": above,
-        "each": each,
-        "choices": choices,
-        "values": values,
-        "merge": merge,
-        "example": example,
-    }
+    `gt`/`ge`: a number above / at least this (msgspec checks them while decoding). `check`: a
+    named check of the value (or of each item of a list). `above`: a number above this sibling
+    key. `adds_to`: the built-ins the file's list is added to (a mapping: merged over, a null
+    value removes one). `example`: `ledger init` writes the key commented out, with this value."""
+    given: dict[str, Any] = {"check": check, "above": above, "adds_to": adds_to, "example": example}
+    extra = {k: v for k, v in given.items() if v is not None}
+    if gt is not None:
+        return msgspec.Meta(gt=gt, description=doc, extra=extra)
+    if ge is not None:
+        return msgspec.Meta(ge=ge, description=doc, extra=extra)
+    return msgspec.Meta(description=doc, extra=extra)
 
 
-@dataclass(frozen=True)
-class HeatConfig:
-    """`heat_guard:`: pause the job while a GPU is too hot (see ledger/heat); the defaults."""
-
-    enabled: bool = field(default=True, metadata=key("heat_guard.enabled", "sample the GPUs' temperature and pause the job when hot"))
-    interval_s: float = field(default=5.0, metadata=key("heat_guard.interval_s", "seconds between two samples", gt=0))
-    pause_at: float = field(
-        default=85.0,
-        metadata=key("heat_guard.pause_at", "pause the job (SIGSTOP) when a GPU reaches this temperature (C)", above="resume_at"),
-    )
-    resume_at: float = field(
-        default=75.0, metadata=key("heat_guard.resume_at", "resume it once every GPU is at or below this temperature (C)")
-    )
-    resume_after: float = field(default=30.0, metadata=key("heat_guard.resume_after", "and has stayed there this many seconds", ge=0))
-    max_pause: float = field(
-        default=600.0,
-        metadata=key(
-            "heat_guard.max_pause", "warn when a pause has lasted this many seconds (keep it below the job's collective timeout)", ge=0
-        ),
-    )
-    sensor: dict[str, Any] = field(
-        default_factory=dict,
-        metadata=key(
-            "heat_guard.sensor",
-            "a scripted sensor instead of NVML: {timeline: FILE} plays a temperature timeline",
-            example="{timeline: heat.timeline}",
-        ),
-    )
+class Section(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """A mapping of keys in the file: an unknown key is an error; the values are facts of the run."""
 
 
-@dataclass(frozen=True)
-class Config:
-    """The merged configuration: defaults overlaid with `.ledger.yaml` (flat, as code reads it).
-
-    Each field is a key of the file (`metadata=key(...)`), except `heat`: the `heat_guard:` section."""
-
-    branch: str = field(default="experiments", metadata=key("branch", "the branch run commits go to", each="branch"))
-    image: str | None = field(
-        default=None, metadata=key("image", "the image recorded when the command names none", example="radixark/miles:latest")
-    )
-    ignore: tuple[str, ...] = field(default=(), metadata=key("ignore", "settings (fnmatch globs) that `ledger diff` ignores"))
-    code_ignore: tuple[str, ...] = field(
-        default=(), metadata=key("code.ignore", "globs of tracked files that are not code (docs, *.md and .dvc/ never are; docs/diff.md)")
-    )
-    code_max_file_mb: float = field(
-        default=64.0,
-        metadata=key(
-            "code.max_file_mb",
+class CodeSection(Section, frozen=True):
+    ignore: Annotated[tuple[str, ...], key("globs of tracked files that are not code (docs, *.md and .dvc/ never are; docs/diff.md)")] = ()
+    max_file_mb: Annotated[
+        float,
+        key(
             "an uncommitted file bigger than this is not read before the job: the run records its size and blob id, not its content",
             gt=0,
         ),
-    )
-    engine_patterns: tuple[str, ...] = field(
-        default=DEFAULT_ENGINE_PATTERNS,
-        metadata=key("logs.engine_patterns", "regexes (at a line start) for engine lines, beside SGLang's", each="regex", merge="extend"),
-    )
-    extra_logs: tuple[str, ...] = field(default=(), metadata=key("logs.extra", "globs of extra log files copied into the run at the end"))
-    log_git_max_mb: float = field(
-        default=64.0, metadata=key("logs.git_max_mb", "a bigger trainer/engine log is tracked with DVC; git keeps its head and tail", gt=0)
-    )
-    debug_data: bool = field(
-        default=True, metadata=key("capture.debug_data", "add --save-debug-rollout-data / --save-debug-event-data when absent")
-    )
-    debug_framework: str | None = field(
-        default=None,
-        metadata=key(
-            "capture.debug_framework",
-            "which debug flags the trainer takes (miles: both, slime: rollout, none); null: recognised from the command",
-            choices=("miles", "slime", "none"),
-            example="miles",
-        ),
-    )
-    env_patterns: tuple[str, ...] = field(
-        default=DEFAULT_ENV_PATTERNS,
-        metadata=key(
-            "capture.env_patterns", "environment variable globs recorded as env.<NAME> settings, beside CUDA_* and the like", merge="extend"
-        ),
-    )
-    training_patterns: tuple[str, ...] = field(
-        default=DEFAULT_TRAINING_PATTERNS,
-        metadata=key(
-            "capture.training_patterns",
+    ] = 64.0
+
+
+class LogsSection(Section, frozen=True):
+    engine_patterns: Annotated[
+        tuple[str, ...],
+        key("regexes (at a line start) for engine lines, beside SGLang's", check="regex", adds_to=DEFAULT_ENGINE_PATTERNS),
+    ] = ()
+    extra: Annotated[tuple[str, ...], key("globs of extra log files copied into the run at the end")] = ()
+    git_max_mb: Annotated[float, key("a bigger trainer/engine log is tracked with DVC; git keeps its head and tail", gt=0)] = 64.0
+
+
+class CaptureSection(Section, frozen=True):
+    debug_data: Annotated[bool, key("add --save-debug-rollout-data / --save-debug-event-data when absent")] = True
+    debug_framework: Annotated[
+        Literal["miles", "slime", "none"] | None,
+        key("which debug flags the trainer takes (miles: both, slime: rollout, none); null: recognised from the command", example="miles"),
+    ] = None
+    env_patterns: Annotated[
+        tuple[str, ...],
+        key("environment variable globs recorded as env.<NAME> settings, beside CUDA_* and the like", adds_to=DEFAULT_ENV_PATTERNS),
+    ] = ()
+    training_patterns: Annotated[
+        tuple[str, ...],
+        key(
             "regexes naming the training script inside launcher output, beside Miles' and slime's",
-            each="regex",
-            merge="extend",
+            check="regex",
+            adds_to=DEFAULT_TRAINING_PATTERNS,
         ),
+    ] = ()
+    job_env: Annotated[
+        dict[str, str | int | float | None],
+        key("variables ledger sets for the job, over its own; null removes one", adds_to=DEFAULT_JOB_ENV),
+    ] = {}
+
+
+class HeatConfig(Section, frozen=True):
+    """The `heat_guard:` section; `HEAT` below holds its defaults."""
+
+    enabled: Annotated[bool, key("sample the GPUs' temperature and pause the job when hot")] = True
+    interval_s: Annotated[float, key("seconds between two samples", gt=0)] = 5.0
+    pause_at: Annotated[float, key("pause the job (SIGSTOP) when a GPU reaches this temperature (C)", above="resume_at")] = 85.0
+    resume_at: Annotated[float, key("resume it once every GPU is at or below this temperature (C)")] = 75.0
+    resume_after: Annotated[float, key("and has stayed there this many seconds", ge=0)] = 30.0
+    max_pause: Annotated[
+        float, key("warn when a pause has lasted this many seconds (keep it below the job's collective timeout)", ge=0)
+    ] = 600.0
+    sensor: Annotated[
+        dict[str, Any],
+        key("a scripted sensor instead of NVML: {timeline: FILE} plays a temperature timeline", example="{timeline: heat.timeline}"),
+    ] = {}
+
+
+class JobSection(Section, frozen=True):
+    stop_grace_s: Annotated[float, key("after a forwarded stop signal, SIGKILL the job this many seconds later", ge=0)] = 30.0
+
+
+class DiffSection(Section, frozen=True):
+    max_age_hours: Annotated[
+        float, key("replicas count when started within this many hours of the compared runs (--any-age: any)", ge=0)
+    ] = 24.0
+    replica_keys: Annotated[
+        tuple[str, ...], key("settings (globs) replicas may differ in, beside seed and rollout-seed", example="[data-seed]")
+    ] = ()
+
+
+class SecretsSection(Section, frozen=True):
+    names: Annotated[tuple[str, ...], key("extra words that make a variable/flag/key name secret", example="[SIGNATURE]")] = ()
+
+
+class Config(Section, frozen=True):
+    """The whole `.ledger.yaml` (every key optional); the flat properties below are what the code reads."""
+
+    branch: Annotated[str, key("the branch run commits go to", check="branch")] = "experiments"
+    image: Annotated[str | None, key("the image recorded when the command names none", example="radixark/miles:latest")] = None
+    ignore: Annotated[tuple[str, ...], key("settings (fnmatch globs) that `ledger diff` ignores")] = ()
+    code: Annotated[CodeSection, key("which tracked files are code (a change elsewhere does not make a new code version)")] = msgspec.field(
+        default_factory=CodeSection
     )
-    job_env: dict[str, str] = field(
-        default_factory=lambda: dict(DEFAULT_JOB_ENV),
-        metadata=key(
-            "capture.job_env",
-            "variables ledger sets for the job, over its own; null removes one",
-            values=str | int | float | None,
-            merge="overlay",
-        ),
+    logs: Annotated[LogsSection, key("how the job's output is split into the trainer and engine logs, and kept")] = msgspec.field(
+        default_factory=LogsSection
     )
-    host_checkouts: dict[str, str] = field(
-        default_factory=dict, metadata=key("host_checkouts", "name: path of source checkouts whose commits a host run records")
+    capture: Annotated[CaptureSection, key("what ledger adds to the command and records of its environment")] = msgspec.field(
+        default_factory=CaptureSection
     )
-    heat: HeatConfig = HeatConfig()  # the `heat_guard:` section (HeatConfig's keys)
-    stop_grace_s: float = field(
-        default=30.0, metadata=key("job.stop_grace_s", "after a forwarded stop signal, SIGKILL the job this many seconds later", ge=0)
+    host_checkouts: Annotated[dict[str, str], key("name: path of source checkouts whose commits a host run records")] = {}
+    heat: Annotated[HeatConfig, key("pause the job while a GPU is too hot (see ledger/heat)")] = msgspec.field(
+        default_factory=HeatConfig, name="heat_guard"
     )
-    max_age_hours: float = field(
-        default=24.0,
-        metadata=key(
-            "diff.max_age_hours", "replicas count when started within this many hours of the compared runs (--any-age: any)", ge=0
-        ),
+    job: Annotated[JobSection, key("how ledger stops the job")] = msgspec.field(default_factory=JobSection)
+    diff: Annotated[DiffSection, key("how `ledger diff` compares runs")] = msgspec.field(default_factory=DiffSection)
+    dvc_remote: Annotated[
+        str | None, key("the DVC remote `ledger push`/`pull` use for run data (absent: DVC's default remote)", example="myremote")
+    ] = None
+    secrets: Annotated[SecretsSection, key("what ledger treats as secret, beside its built-in rules (docs/secrets.md)")] = msgspec.field(
+        default_factory=SecretsSection
     )
-    replica_keys: tuple[str, ...] = field(
-        default=(),
-        metadata=key("diff.replica_keys", "settings (globs) replicas may differ in, beside seed and rollout-seed", example="[data-seed]"),
-    )
-    dvc_remote: str | None = field(
-        default=None,
-        metadata=key(
-            "dvc_remote", "the DVC remote `ledger push`/`pull` use for run data (absent: DVC's default remote)", example="myremote"
-        ),
-    )
-    secret_names: tuple[str, ...] = field(
-        default=(), metadata=key("secrets.names", "extra words that make a variable/flag/key name secret", example="[SIGNATURE]")
-    )
-    image_probes: dict[str, Any] = field(
-        default_factory=dict,
-        metadata=key(
-            "image_probes",
-            "name: shell string or argv run in the image, instead of the default probes",
-            example="{cuda: nvcc --version}",
-        ),
-    )
+    image_probes: Annotated[
+        dict[str, Any], key("name: shell string or argv run in the image, instead of the default probes", example="{cuda: nvcc --version}")
+    ] = {}
+
+    # What the code reads, flat. The pattern lists and the job's environment are ledger's built-ins
+    # with the file's additions (the `adds_to` of their keys).
+    @property
+    def code_ignore(self) -> tuple[str, ...]:
+        return self.code.ignore
+
+    @property
+    def code_max_file_mb(self) -> float:
+        return self.code.max_file_mb
+
+    @property
+    def engine_patterns(self) -> tuple[str, ...]:
+        return DEFAULT_ENGINE_PATTERNS + self.logs.engine_patterns
+
+    @property
+    def extra_logs(self) -> tuple[str, ...]:
+        return self.logs.extra
+
+    @property
+    def log_git_max_mb(self) -> float:
+        return self.logs.git_max_mb
+
+    @property
+    def debug_data(self) -> bool:
+        return self.capture.debug_data
+
+    @property
+    def debug_framework(self) -> str | None:
+        return self.capture.debug_framework
+
+    @property
+    def env_patterns(self) -> tuple[str, ...]:
+        return DEFAULT_ENV_PATTERNS + self.capture.env_patterns
+
+    @property
+    def training_patterns(self) -> tuple[str, ...]:
+        return DEFAULT_TRAINING_PATTERNS + self.capture.training_patterns
+
+    @property
+    def job_env(self) -> dict[str, str]:
+        """ledger's variables for the job with the file's over them (a number as text; null removes one)."""
+        merged: dict[str, str | None] = {**DEFAULT_JOB_ENV, **{k: None if v is None else str(v) for k, v in self.capture.job_env.items()}}
+        return {k: v for k, v in merged.items() if v is not None}
+
+    @property
+    def stop_grace_s(self) -> float:
+        return self.job.stop_grace_s
+
+    @property
+    def max_age_hours(self) -> float:
+        return self.diff.max_age_hours
+
+    @property
+    def replica_keys(self) -> tuple[str, ...]:
+        return self.diff.replica_keys
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        return self.secrets.names
 
     @property
     def secret_env_names(self) -> frozenset[str]:
         """`secrets.names` as the names of environment variables and flags are matched (upper case)."""
-        return frozenset(n.upper() for n in self.secret_names)
+        return frozenset(n.upper() for n in self.secrets.names)
 
 
 HEAT = HeatConfig()  # the heat defaults, for modules that take thresholds as arguments
 DEFAULTS = Config()  # every default, for modules that take one as an argument
+
+
+# ---- the declaration, read: for validation, `ledger init`'s file and docs/config.md ----------------
+@dataclass(frozen=True)
+class Declared:
+    """One key of the file: where it is, where `Config` keeps it, its type, default and `key()`."""
+
+    path: str  # the YAML path, "heat_guard.pause_at"
+    attr: tuple[str, ...]  # ("heat", "pause_at"): the attribute path in `Config`
+    type: Any  # the field's type as the file writes it (without its `key()`)
+    default: Any  # the field's default: for an `adds_to` key, nothing added
+    meta: msgspec.Meta
+
+    @property
+    def doc(self) -> str:
+        return self.meta.description or ""
+
+    def extra(self, name: str) -> Any:
+        """A `key()` argument msgspec does not check itself (check, above, adds_to, example), or None."""
+        return (self.meta.extra or {}).get(name)
+
+    @property
+    def section(self) -> str:
+        """The section the key is in ("heat_guard"), or "" at the top level."""
+        return self.path.rpartition(".")[0]
+
+    @property
+    def name(self) -> str:
+        """The key's name inside its section ("pause_at")."""
+        return self.path.rpartition(".")[2]
+
+    def value(self, cfg: Config) -> Any:
+        """The key's value in `cfg`, as the file gave it."""
+        value: Any = cfg
+        for part in self.attr:
+            value = getattr(value, part)
+        return value
+
+
+def _is_section(ann: Any) -> bool:
+    return isinstance(ann, type) and typing.get_origin(ann) is None and issubclass(ann, Section)
+
+
+def _fields(cls: type[msgspec.Struct]) -> list[tuple[msgspec.structs.FieldInfo, Any, msgspec.Meta]]:
+    out = []
+    for f in msgspec.structs.fields(cls):
+        ann, meta = typing.get_args(f.type)  # every field is `Annotated[type, key(...)]`
+        out.append((f, ann, meta))
+    return out
+
+
+@functools.cache
+def sections() -> dict[str, tuple[type[Section], str]]:
+    """Each section's name in the file ("heat_guard"), with its Struct and its one-line meaning."""
+    return {f.encode_name: (ann, meta.description or "") for f, ann, meta in _fields(Config) if _is_section(ann)}
+
+
+@functools.cache
+def declared() -> tuple[Declared, ...]:
+    """Every key of `.ledger.yaml`, in the order `ledger init` writes them (`Config`, walked)."""
+    out: list[Declared] = []
+    for f, ann, meta in _fields(Config):
+        if _is_section(ann):  # a section: its own fields are its keys
+            for g, inner, inner_meta in _fields(ann):
+                default = g.default_factory() if g.default is msgspec.NODEFAULT else g.default
+                out.append(Declared(f"{f.encode_name}.{g.encode_name}", (f.name, g.name), inner, default, inner_meta))
+        else:
+            default = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
+            out.append(Declared(f.encode_name, (f.name,), ann, default, meta))
+    return tuple(out)
+
+
+def builtins(d: Declared) -> str:
+    """What an `adds_to` key's value is added to, as a clause; else ""."""
+    added = d.extra("adds_to")
+    if isinstance(added, tuple):
+        return "built in: " + ", ".join(f"`{p}`" for p in added)
+    if isinstance(added, dict):
+        return "built in: " + yaml_value(added)
+    return ""
+
+
+def yaml_value(value: Any) -> str:
+    """`value` as a YAML flow scalar, list or mapping (the defaults and examples are plain words)."""
+    if isinstance(value, str) and (value in ("", "true", "false", "null", "~") or value.replace(".", "", 1).isdigit()):
+        return f'"{value}"'  # read back as a string, not a number or a boolean
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(yaml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {yaml_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def layout() -> list[tuple[str, tuple[Declared, ...]]]:
+    """The file's shape, in order: ("", (key,)) for a top-level key, (section, its keys) for a section."""
+    out: list[tuple[str, tuple[Declared, ...]]] = []
+    for d in declared():
+        if not d.section:
+            out.append(("", (d,)))
+        elif not out or out[-1][0] != d.section:
+            out.append((d.section, (d,)))
+        else:
+            out[-1] = (d.section, (*out[-1][1], d))
+    return out
+
+
+def default_text() -> str:
+    """What `ledger init` writes: every key with its default (or commented, with an example) and meaning."""
+    lines = ["# ledger configuration (see docs/config.md). Every key is optional."]
+    for section, members in layout():
+        if not section:
+            lines.append(_line(members[0], "", ""))
+            continue
+        hidden = "# " if all(m.extra("example") is not None for m in members) else ""  # nothing to show
+        lines.append(f"{hidden}{section}:")
+        lines += [_line(m, "  ", hidden) for m in members]
+    return "\n".join(lines) + "\n"
+
+
+def _line(d: Declared, indent: str, hidden: str) -> str:
+    example = d.extra("example")
+    if example is None:
+        text = f"{indent}{d.name}: {yaml_value(d.default)}"
+    else:  # commented out, with an example: its default is "none" or an empty mapping
+        text = f"{hidden + indent if hidden else indent + '# '}{d.name}: {example}"
+    doc = f"{d.doc}; {builtins(d)}" if isinstance(d.extra("adds_to"), dict) else d.doc  # the long lists: docs/config.md
+    return f"{text:<36} # {doc}"

@@ -1,23 +1,43 @@
-"""Issue 20, part 3: `.ledger.yaml` is declared once (`ledger/config.py`), and everything else follows.
+"""`.ledger.yaml` is declared once (`ledger/config.py`, msgspec Structs), and everything else follows.
 
 These tests fail when something derived from the declaration drifts from it, or the declaration from
-what the code reads: the schema, the defaults, `ledger init`'s file, docs/config.md, the cache key.
+what the code reads: validation, the defaults, the flat names the code reads, `ledger init`'s file,
+docs/config.md, the cache of validated files.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import datetime
+import json
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import ledger
 
-from ledger import yamlio
-from ledger.config import DEFAULTS, SECTIONS, Config, HeatConfig
-from ledger.configkeys import Declared, declared, default_text
-from ledger.configschema import parse_config
+from ledger import cache, yamlio
+from ledger.config import (
+    DEFAULT_ENGINE_PATTERNS,
+    DEFAULT_ENV_PATTERNS,
+    DEFAULT_TRAINING_PATTERNS,
+    DEFAULTS,
+    CaptureSection,
+    CodeSection,
+    Config,
+    Declared,
+    DiffSection,
+    HeatConfig,
+    JobSection,
+    LogsSection,
+    SecretsSection,
+    declared,
+    default_text,
+    sections,
+)
+from ledger.configload import load_config, parse_config
 from ledger.errors import LedgerError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,31 +86,57 @@ FULL_CONFIG = Config(
     branch="runs/main",
     image="radixark/miles:v1",
     ignore=("wandb-*",),
-    code_ignore=("notes/",),
-    code_max_file_mb=16.0,
-    engine_patterns=(*DEFAULTS.engine_patterns, r"^\[engine\]"),
-    extra_logs=("ray-logs/*.log",),
-    log_git_max_mb=8.0,
-    debug_data=False,
-    debug_framework="slime",
-    env_patterns=(*DEFAULTS.env_patterns, "MY_*"),
-    training_patterns=(*DEFAULTS.training_patterns, r"^mytrainer\."),
-    job_env={"OMP_NUM_THREADS": "4"},  # the built-in RAY_DEDUP_LOGS removed by its null
+    code=CodeSection(ignore=("notes/",), max_file_mb=16.0),
+    logs=LogsSection(engine_patterns=(r"^\[engine\]",), extra=("ray-logs/*.log",), git_max_mb=8.0),
+    capture=CaptureSection(
+        debug_data=False,
+        debug_framework="slime",
+        env_patterns=("MY_*",),
+        training_patterns=(r"^mytrainer\.",),
+        job_env={"RAY_DEDUP_LOGS": None, "OMP_NUM_THREADS": 4},
+    ),
     host_checkouts={"miles": "/src/miles"},
-    heat=HeatConfig(False, 0.5, 90.0, 80.0, 10.0, 60.0, {"timeline": "heat.timeline"}),
-    stop_grace_s=5.0,
-    max_age_hours=48.0,
-    replica_keys=("data-seed",),
+    heat=HeatConfig(
+        enabled=False,
+        interval_s=0.5,
+        pause_at=90.0,
+        resume_at=80.0,
+        resume_after=10.0,
+        max_pause=60.0,
+        sensor={"timeline": "heat.timeline"},
+    ),
+    job=JobSection(stop_grace_s=5.0),
+    diff=DiffSection(max_age_hours=48.0, replica_keys=("data-seed",)),
     dvc_remote="myremote",
-    secret_names=("SIGNATURE",),
+    secrets=SecretsSection(names=("SIGNATURE",)),
     image_probes={"cuda": "nvcc --version"},
 )
+
+# The flat names the code reads (`cfg.engine_patterns`), each with its key, written by hand: a property
+# that reads the wrong key, or a new one without a line here, fails below.
+FLAT = {
+    "code_ignore": "code.ignore",
+    "code_max_file_mb": "code.max_file_mb",
+    "engine_patterns": "logs.engine_patterns",
+    "extra_logs": "logs.extra",
+    "log_git_max_mb": "logs.git_max_mb",
+    "debug_data": "capture.debug_data",
+    "debug_framework": "capture.debug_framework",
+    "env_patterns": "capture.env_patterns",
+    "training_patterns": "capture.training_patterns",
+    "job_env": "capture.job_env",
+    "stop_grace_s": "job.stop_grace_s",
+    "max_age_hours": "diff.max_age_hours",
+    "replica_keys": "diff.replica_keys",
+    "secret_names": "secrets.names",
+    "secret_env_names": "secrets.names",
+}
 
 
 def _paths(tree: dict[str, Any], prefix: str = "") -> set[str]:
     out: set[str] = set()
     for k, v in tree.items():
-        if isinstance(v, dict) and k in SECTIONS:
+        if isinstance(v, dict) and k in sections():
             out |= _paths(v, f"{prefix}{k}.")
         else:
             out.add(prefix + k)
@@ -98,10 +144,12 @@ def _paths(tree: dict[str, Any], prefix: str = "") -> set[str]:
 
 
 def _at(cfg: Config, d: Declared) -> Any:
-    value: Any = cfg
-    for part in d.attr:
-        value = getattr(value, part)
-    return value
+    return d.value(cfg)
+
+
+def _as_written(value: Any) -> Any:
+    """A default as the parsed YAML holds it (a list for a tuple)."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _nested(path: str, value: Any) -> dict[str, Any]:
@@ -123,6 +171,30 @@ def test_a_fully_specified_file_validates_and_every_key_reaches_its_attribute() 
     assert cfg == FULL_CONFIG
     for d in KEYS:  # and each one changed its attribute: no key is read into another's
         assert _at(cfg, d) != d.default, d.path
+    # what the code reads: the pattern lists and the job's environment are the built-ins plus the file's
+    assert cfg.engine_patterns == (*DEFAULT_ENGINE_PATTERNS, r"^\[engine\]")
+    assert cfg.env_patterns == (*DEFAULT_ENV_PATTERNS, "MY_*")
+    assert cfg.training_patterns == (*DEFAULT_TRAINING_PATTERNS, r"^mytrainer\.")
+    assert cfg.job_env == {"OMP_NUM_THREADS": "4"}  # the built-in RAY_DEDUP_LOGS removed by its null, the number as text
+
+
+def test_every_flat_name_the_code_reads_is_its_key() -> None:
+    by_path = {d.path: d for d in KEYS}
+    properties = {name for name, v in vars(Config).items() if isinstance(v, property)}
+    assert properties == set(FLAT)
+    for cfg in (FULL_CONFIG, DEFAULTS):
+        for name, path in FLAT.items():
+            d = by_path[path]
+            flat, value, added = getattr(cfg, name), _at(cfg, d), d.extra("adds_to")
+            if name == "secret_env_names":
+                assert flat == {n.upper() for n in value}
+            elif isinstance(added, tuple):
+                assert flat == added + value, name
+            elif isinstance(added, dict):
+                merged = {**added, **{k: None if v is None else str(v) for k, v in value.items()}}
+                assert flat == {k: v for k, v in merged.items() if v is not None}, name
+            else:
+                assert flat == value, name
 
 
 def test_every_default_in_the_declaration_is_what_config_gives() -> None:
@@ -132,26 +204,31 @@ def test_every_default_in_the_declaration_is_what_config_gives() -> None:
     for d in KEYS:
         assert _at(Config(), d) == d.default, d.path
         # the file's default, written explicitly, gives the same attribute
-        assert _at(parse_config(_nested(d.path, d.file_default)), d) == d.default, d.path
+        assert _at(parse_config(_nested(d.path, _as_written(d.default))), d) == d.default, d.path
 
 
 def test_every_declared_field_is_a_key_and_every_section_is_described() -> None:
     attrs = {d.attr for d in KEYS}
-    for f in dataclasses.fields(Config):
-        if f.name != "heat":
-            assert (f.name,) in attrs and f.metadata["path"], f.name
-    assert {("heat", f.name) for f in dataclasses.fields(HeatConfig)} <= attrs
-    assert {d.path.rpartition(".")[0] for d in KEYS} - {""} == set(SECTIONS)
-    assert all(d.spec.doc and "\n" not in d.spec.doc for d in KEYS)
+    found = set()
+    for f in msgspec.structs.fields(Config):
+        if f.encode_name in sections():
+            cls, doc = sections()[f.encode_name]
+            assert doc and "\n" not in doc, f.name
+            found |= {(f.name, g.name) for g in msgspec.structs.fields(cls)}
+        else:
+            found.add((f.name,))
+    assert found == attrs
+    assert {d.section for d in KEYS} - {""} == set(sections())
+    assert all(d.doc and "\n" not in d.doc for d in KEYS)
 
 
 def test_ledger_init_writes_every_key_with_its_meaning() -> None:
     text = default_text()
     for d in KEYS:
         name = d.path.rpartition(".")[2]
-        line = next((line for line in text.splitlines() if line.lstrip("# ").startswith(f"{name}:") and d.spec.doc in line), None)
+        line = next((line for line in text.splitlines() if line.lstrip("# ").startswith(f"{name}:") and d.doc in line), None)
         assert line is not None, d.path
-        assert line.lstrip().startswith("#") == (d.spec.example is not None), line  # commented exactly when it has an example
+        assert line.lstrip().startswith("#") == (d.extra("example") is not None), line  # commented exactly when it has an example
     commented = "\n".join(line.split(" # ")[0].replace("# ", "", 1) for line in text.splitlines()[1:])
     examples = parse_config(yamlio.loads(commented, "examples"))  # the examples, uncommented, validate too
     assert examples.image == "radixark/miles:latest" and examples.secret_names == ("SIGNATURE",)
@@ -160,8 +237,6 @@ def test_ledger_init_writes_every_key_with_its_meaning() -> None:
 def test_ledger_init_writes_the_derived_file_and_the_run_reads_it(repo: Path) -> None:
     assert ledger(repo, "init").returncode == 0
     assert (repo / ".ledger.yaml").read_text() == default_text()
-    from ledger.configload import load_config
-
     assert load_config(repo, repo / ".git") == Config() == load_config(repo, repo / ".git")  # validated, then cached
 
 
@@ -178,7 +253,7 @@ def test_the_reference_documents_every_key_and_is_current() -> None:
         row = rows[d.path]
         cells = [c.strip() for c in row.strip("|").split(" | ")]
         assert len(cells) == 4 and all(cells), row  # a type, a default and a meaning
-        assert d.spec.doc in cells[3].replace("\\|", "|"), row
+        assert d.doc in cells[3].replace("\\|", "|"), row
 
 
 def test_every_key_refuses_a_value_of_the_wrong_type_naming_its_path() -> None:
@@ -191,24 +266,73 @@ def test_every_key_refuses_a_value_of_the_wrong_type_naming_its_path() -> None:
 def test_every_declared_constraint_is_enforced() -> None:
     checked = 0
     for d in KEYS:
-        s = d.spec
         bad: list[Any] = []
-        if s.gt is not None:
-            bad.append(s.gt)
-        if s.ge is not None:
-            bad.append(s.ge - 1)
-        if s.choices:
+        if d.meta.gt is not None:
+            bad.append(d.meta.gt)
+        if d.meta.ge is not None:
+            bad.append(d.meta.ge - 1)
+        if any(typing.get_origin(m) is typing.Literal for m in typing.get_args(d.type)):
             bad.append("bogus")
-        if s.each == "regex":
+        if d.extra("check") == "regex":
             bad.append(["ok", "(unclosed"])
-        if s.each == "branch":
+        if d.extra("check") == "branch":
             bad.append("exp..bad")
         for value in bad:
             assert d.path in _refusal(_nested(d.path, value))
             checked += 1
-        if s.above:
-            section = d.path.rpartition(".")[0]
-            line = _refusal({section: {d.path.rpartition(".")[2]: 70, s.above: 75}})
-            assert line.endswith(f"{section}: pause_at (70) must be above resume_at (75)"), line
+        if d.extra("above"):
+            line = _refusal({d.section: {d.name: 70, d.extra("above"): 75}})
+            assert line.endswith(f"{d.section}: pause_at (70) must be above resume_at (75)"), line
             checked += 1
     assert checked >= 10  # interval, sizes, times, the two regex lists, the branch, the framework, the hysteresis
+
+
+# ---- the cache of validated files: plain JSON, named by the file's bytes and the code's version ----
+def _entries(repo: Path) -> list[Path]:
+    return sorted((repo / ".git" / "ledger" / "config").glob("*.json"))
+
+
+def test_a_validated_file_is_cached_as_plain_data_and_decoded_through_config_again(repo: Path) -> None:
+    (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 90}\n")
+    assert load_config(repo, repo / ".git").heat.pause_at == 90
+    (entry,) = _entries(repo)
+    plain = json.loads(entry.read_text())
+    assert plain == json.loads(msgspec.json.encode(load_config(repo)))  # the validated file, every key, as plain data
+    # a hit comes from the entry: one that says otherwise (and validates) is what the next load gives
+    entry.write_text(json.dumps({**plain, "heat_guard": {**plain["heat_guard"], "pause_at": 91}}))
+    assert load_config(repo, repo / ".git").heat.pause_at == 91
+    # an entry that does not validate through the same types and checks is a miss: the file is read
+    for bad in ({**plain, "heat_guard": {"pause_at": 60}}, {**plain, "bogus": 1}, {**plain, "branch": "exp..bad"}):
+        entry.write_text(json.dumps(bad))
+        assert load_config(repo, repo / ".git").heat.pause_at == 90, bad
+    entry.write_text("{not json")
+    assert load_config(repo, repo / ".git").heat.pause_at == 90
+    assert json.loads(entry.read_text()) == plain  # and the entry is written again
+
+
+def test_a_changed_file_or_a_changed_code_version_is_a_miss(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 90}\n")
+    load_config(repo, repo / ".git")
+    (entry,) = _entries(repo)
+    poisoned = json.loads(entry.read_text())
+    poisoned["heat_guard"]["pause_at"] = 91
+    entry.write_text(json.dumps(poisoned))  # from here, a hit on this entry reads 91
+    assert load_config(repo, repo / ".git").heat.pause_at == 91
+    (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 88}\n")  # other bytes: another entry
+    assert load_config(repo, repo / ".git").heat.pause_at == 88
+    (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 90}\n")  # the first bytes again: the hit
+    assert load_config(repo, repo / ".git").heat.pause_at == 91
+    monkeypatch.setattr(cache, "code_version", lambda: "0123456789ab")  # another ledger: every entry a miss
+    assert load_config(repo, repo / ".git").heat.pause_at == 90
+    assert len(_entries(repo)) == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "probes"), [("{built: 2026-12-03}", {"built": datetime.date(2026, 12, 3)}), ("{cuda: {1: x}}", {"cuda": {1: "x"}})]
+)
+def test_a_file_plain_json_cannot_hold_is_validated_every_time(repo: Path, text: str, probes: dict[str, Any]) -> None:
+    """A YAML date, or a number as a key, in a free mapping (`image_probes`) would come back from JSON as text: not cached."""
+    (repo / ".ledger.yaml").write_text(f"image_probes: {text}\n")
+    for _ in range(2):
+        assert load_config(repo, repo / ".git").image_probes == probes
+    assert _entries(repo) == []

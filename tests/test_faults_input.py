@@ -14,7 +14,7 @@ import pytest
 from conftest import LEDGER, git, ledger
 
 from ledger import yamlio
-from ledger.configkeys import default_text
+from ledger.config import default_text
 from ledger.configload import load_config
 from ledger.errors import EXIT_RUN_FAILED_TO_START
 
@@ -208,25 +208,26 @@ def test_stale_claim_of_a_dead_recover_is_reclaimed(repo: Path) -> None:
 
 
 def test_a_validated_config_is_remembered_and_an_edit_is_validated_again(repo: Path) -> None:
-    """The schema (pydantic, ~120 ms) runs once per distinct file: later commands read the
-    validated config from .git/ledger/config; any edit to the file is validated anew."""
+    """The YAML parser (ruamel, ~30 ms) runs once per distinct file: later commands decode what it
+    validated to from .git/ledger/config (plain JSON, through the same msgspec types); any edit to
+    the file is validated anew."""
     import subprocess
     import sys
 
     (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 90}\n")
     assert ledger(repo, "run", "--no-heat-guard", "--", "true").returncode == 0
-    cached = list((repo / ".git" / "ledger" / "config").glob("*.pickle"))
+    cached = list((repo / ".git" / "ledger" / "config").glob("*.json"))
     assert len(cached) == 1
     probe = (
         "import sys; from pathlib import Path; from ledger.configload import load_config; "
         f"cfg = load_config(Path({str(repo)!r}), Path({str(repo / '.git')!r})); "
-        "print(cfg.heat.pause_at, 'pydantic' in sys.modules)"
+        "print(cfg.heat.pause_at, 'ruamel' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["90.0", "False"]  # from the cache: the schema was not even imported
+    assert out == ["90.0", "False"]  # from the cache: the YAML parser was not even imported
     (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 70}\n")  # now below resume_at: refused
     assert "pause_at" in _refused(repo)
-    assert len(list((repo / ".git" / "ledger" / "config").glob("*.pickle"))) == 1  # a refusal is never cached
+    assert len(list((repo / ".git" / "ledger" / "config").glob("*.json"))) == 1  # a refusal is never cached
 
 
 def _staged_dead_run(repo: Path) -> Path:

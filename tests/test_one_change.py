@@ -21,7 +21,7 @@ from conftest import git, ledger, make_repo
 from ledger.compare.diffcore import build_report, change_log, changed_settings
 from ledger.compare.render import render_text
 from ledger.compare.settingsview import comparable
-from ledger.config import DEFAULT_TRAINING_PATTERNS, Config
+from ledger.config import DEFAULT_TRAINING_PATTERNS, CodeSection, Config
 from ledger.record import facts
 from ledger.record.codeset import counts, record_code, training_entries
 from ledger.runrecord import Code, Command
@@ -378,7 +378,7 @@ def test_one_change_gives_one_name(tmp_path: Path) -> None:
     import random
 
     rng = random.Random(22)
-    cfg = Config(code_ignore=("notes/",))
+    cfg = Config(code=CodeSection(ignore=("notes/",)))
     relevant = ["train.py", "miles/utils/misc.py", "miles/rollout.py"]
     not_code = ["README.md", "docs/index.md", "notes/a.txt", ".gitignore", "LICENSE", "examples/x/README.md"]
     inputs = ["scripts/models/tiny.py", "scripts/models/tiny-instruct.py"]

@@ -159,7 +159,7 @@ def test_trigger_set_is_valid_for_both_engines() -> None:
 def test_ledgers_own_default_config_is_not_redacted() -> None:
     """`ledger init`'s .ledger.yaml, dirty in a run's code snapshot, lost `{names:` to the YAML
     rule (`secrets: ***`): a flow mapping after a secret-ish key is structure, not a value."""
-    from ledger.configkeys import default_text
+    from ledger.config import default_text
 
     text = default_text()
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import textwrap
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -47,24 +48,27 @@ def cli_reference() -> str:
 
 def _type_name(d: Any) -> str:
     """The key's type as the file writes it, with its constraints (from the declaration)."""
-    spec, ann = d.spec, d.type
-    if spec.choices:
-        return " or ".join(f"`{c}`" for c in spec.choices)
+    ann = d.type
+    members = [a for a in typing.get_args(ann) if a is not type(None)] if typing.get_origin(ann) in (typing.Union, types.UnionType) else []
+    if len(members) == 1:  # an optional key: `null` is its default, not a value to document
+        ann = members[0]
+    if typing.get_origin(ann) is typing.Literal:
+        return " or ".join(f"`{c}`" for c in typing.get_args(ann))
     if typing.get_origin(ann) is tuple:
-        item = {"regex": "regex"}.get(spec.each or "", typing.get_args(ann)[0].__name__)
+        item = "regex" if d.extra("check") == "regex" else typing.get_args(ann)[0].__name__
         return f"list[{item}]"
     if typing.get_origin(ann) is dict:
-        values = spec.values if spec.values is not None else typing.get_args(ann)[1]
+        values = typing.get_args(ann)[1]
         shown = (
             "any" if values is Any else " or ".join("null" if a is type(None) else a.__name__ for a in typing.get_args(values) or (values,))
         )
         return f"mapping of str to {shown}"
-    name = {"branch": "branch name"}.get(spec.each or "", getattr(ann, "__name__", None) or "str")
-    for bound, sign in ((spec.gt, ">"), (spec.ge, ">=")):
+    name = "branch name" if d.extra("check") == "branch" else getattr(ann, "__name__", None) or "str"
+    for bound, sign in ((d.meta.gt, ">"), (d.meta.ge, ">=")):
         if bound is not None:
             name += f" {sign} {bound:g}"
-    if spec.above:
-        name += f" > {spec.above}"
+    if d.extra("above"):
+        name += f" > {d.extra('above')}"
     return name
 
 
@@ -74,20 +78,19 @@ def _cell(text: str) -> str:
 
 def config_reference() -> str:
     """Every key of `.ledger.yaml` with its type, default and meaning, read from its declaration."""
-    from ledger.config import SECTIONS
-    from ledger.configkeys import builtins, declared, layout, yaml_value
+    from ledger.config import builtins, declared, layout, sections, yaml_value
 
     rows: list[str] = []
     for section, members in layout():
         if section:
-            rows.append(f"| `{section}:` | section | | {_cell(SECTIONS[section])} |")
+            rows.append(f"| `{section}:` | section | | {_cell(sections()[section][1])} |")
         for m in members:
-            meaning = "; ".join(filter(None, (m.spec.doc, builtins(m))))
-            if m.spec.example is not None:
-                meaning += f"; e.g. `{m.spec.example}`"
-            rows.append(f"| `{m.path}` | {_cell(_type_name(m))} | `{_cell(yaml_value(m.file_default))}` | {_cell(meaning)} |")
-    extended = ", ".join(f"`{d.path}`" for d in declared() if d.spec.merge == "extend")
-    overlaid = ", ".join(f"`{d.path}`" for d in declared() if d.spec.merge == "overlay")
+            meaning = "; ".join(filter(None, (m.doc, builtins(m))))
+            if m.extra("example") is not None:
+                meaning += f"; e.g. `{m.extra('example')}`"
+            rows.append(f"| `{m.path}` | {_cell(_type_name(m))} | `{_cell(yaml_value(m.default))}` | {_cell(meaning)} |")
+    extended = ", ".join(f"`{d.path}`" for d in declared() if isinstance(d.extra("adds_to"), tuple))
+    overlaid = ", ".join(f"`{d.path}`" for d in declared() if isinstance(d.extra("adds_to"), dict))
     return "\n".join(
         [
             HEADER,

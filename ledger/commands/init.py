@@ -7,8 +7,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ledger.config import CONFIG_NAME
-from ledger.configkeys import default_text
+from ledger.config import CONFIG_NAME, default_text
 from ledger.errors import LedgerError
 from ledger.storage import staging
 from ledger.storage.git import Repo
