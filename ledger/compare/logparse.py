@@ -70,8 +70,9 @@ ENGINE_LOG = "engine.log"  # the split log of the inference engines' lines (ledg
 MAX_OTHER_LINE = 64 << 10  # longer lines are no other trainer's metric line (a 200 MB line costs nothing)
 _LINE_TIMESTAMP = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 
-# Candidate lines: the message part of a Miles line. Everything else is checked on the few hits.
-_CANDIDATE = re.compile(rb" - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ")
+# Candidate lines: the message part of a Miles line, and its payload (the rest of the line).
+# Everything else is checked on the few hits.
+_CANDIDATE = re.compile(rb" - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ([^\n]*)")
 _ANSI_TEXT = re.compile(r"\x1b\[[0-9;]*m")
 # What precedes " - " on a real Miles line: optional ANSI colour, optional Ray actor prefix
 # `(Name pid=N)` / `(Name pid=N, ip=A)`, the timestamp with optional millis and process, file:line.
@@ -162,6 +163,45 @@ def _payload_numbers(text: str) -> dict[str, float] | None:
     return _numbers(_literal(text))
 
 
+# A flat dict that reads the same as JSON once its quotes are swapped: printable ASCII keys
+# without quotes or backslashes, JSON's own numbers. Such payloads of a block are parsed by one
+# `json.loads` call (`_json_payloads`), with `parse_int=float`: each number is `float` of its
+# text, as `_payload_numbers` gives it. Any other payload takes `_payload_numbers`.
+_JSON_KEY = rb"'[ !#-&(-\[\]-~]*'"
+_JSON_NUMBER = rb"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_JSON_PAIR = _JSON_KEY + rb": " + _JSON_NUMBER
+_JSON_DICT = re.compile(rb"\{(?:" + _JSON_PAIR + rb"(?:, " + _JSON_PAIR + rb")*)?\}")
+
+
+def _json_payloads(payloads: list[bytes]) -> list[dict[str, float]]:
+    """The numbers of payloads that all match `_JSON_DICT`, in one C-level parse (none where
+    that parse fails: each then takes `_payload_numbers`)."""
+    if not payloads:
+        return []
+    text = b"".join([b"[", b",".join(payloads).replace(b"'", b'"'), b"]"])
+    try:
+        parsed: list[dict[str, float]] = json.loads(text, parse_int=float)
+    except (ValueError, RecursionError):
+        return []
+    return parsed
+
+
+# a candidate line: its start, kind, number, payload, time and whether it lacks its newline
+_Found = tuple[int, bytes, int, bytes, float, bool]
+_BATCH = 4096
+
+
+def _slow_payload(payload: bytes) -> dict[str, float] | None:
+    """The numbers of one payload as it was printed (colour codes and Ray's repeat note removed),
+    or None when it is not a dict literal."""
+    text = payload.decode("utf-8", "replace")
+    text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
+    try:
+        return _payload_numbers(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
 def _literal(text: str) -> Any:
     """`ast.literal_eval`, retried with `nan`/`inf`/`np.float64(x)` rewritten to literals."""
     try:
@@ -189,6 +229,7 @@ class LogScan:
         # other trainers' metric lines (`lineformats`), kept apart: used when no Miles line is seen
         self.other = MetricsTable()
         self.other_seen: dict[int, float] = {}
+        self._seconds: dict[bytes, float] = {}  # `_stamp`'s
 
     def scan(self, path: Path) -> None:
         with mapped(path) as data:
@@ -207,32 +248,54 @@ class LogScan:
                 ts = _unix(first.groups())
                 self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
                 self._no_timestamp_yet.discard(key)
-        lines_counted_to, line_no = 0, line_base + 1
+        # the candidate lines with a Miles head are gathered a batch at a time, then their payloads
+        # parsed (the JSON-shaped ones of a batch in one call), then each line taken in order
+        found: list[_Found] = []
+        counted = [0, line_base + 1]  # the line number of offset counted[0], for malformed examples
         for m in _CANDIDATE.finditer(data):
             start = data.rfind(b"\n", 0, m.start()) + 1
             head = _HEAD.fullmatch(data, start, m.start())
             if head is None:
                 continue  # the words occur inside some other message
-            end = data.find(b"\n", m.end())
-            truncated = end < 0
-            end = len(data) if truncated else end
-            kind, number = m.group(1).decode(), int(m.group(2))
-            text = data[m.end() : end].decode("utf-8", "replace")
-            text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
-            try:
-                metrics = _payload_numbers(text)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                metrics = None
-            if metrics is None:
-                if len(self.table.malformed_examples) < MAX_EXAMPLES:  # line numbers cost a count
-                    line_no += data[lines_counted_to:start].count(b"\n")
-                    lines_counted_to = start
-                why = "truncated last line" if truncated else "payload is not a dict literal"
-                self.table._note_malformed(f"{path.name}:{line_no}: {kind} {number}: {why}")
-                continue
-            self._add(kind, number, metrics, _unix(head.groups()))
+            kind, number, payload = m.group(1, 2, 3)
+            found.append((start, kind, int(number), payload, self._stamp(data, head), m.end() == len(data)))
+            if len(found) >= _BATCH:
+                self._take(found, data, path, counted)
+                found = []
+        self._take(found, data, path, counted)
         if not self.table.has_metrics() and path.name != ENGINE_LOG and may_hold_metrics(data):
             self._scan_other(data)
+
+    def _take(self, found: list[_Found], data: bytes | mmap.mmap, path: Path, counted: list[int]) -> None:
+        """Add the candidate lines of `found` (in line order); count the malformed ones."""
+        fast = [i for i, f in enumerate(found) if _JSON_DICT.fullmatch(f[3])]
+        numbers: list[dict[str, float] | None] = [None] * len(found)
+        for i, parsed in zip(fast, _json_payloads([found[i][3] for i in fast])):
+            numbers[i] = parsed
+        for (start, kind_bytes, number, payload, ts, truncated), metrics in zip(found, numbers):
+            kind = kind_bytes.decode()
+            if metrics is None:
+                metrics = _slow_payload(payload)
+            if metrics is None:
+                if len(self.table.malformed_examples) < MAX_EXAMPLES:  # line numbers cost a count
+                    counted[1] += data[counted[0] : start].count(b"\n")
+                    counted[0] = start
+                why = "truncated last line" if truncated else "payload is not a dict literal"
+                self.table._note_malformed(f"{path.name}:{counted[1]}: {kind} {number}: {why}")
+                continue
+            self._add(kind, number, metrics, ts)
+
+    def _stamp(self, data: bytes | mmap.mmap, head: re.Match[bytes]) -> float:
+        """The unix time of a line's head; the seconds of each distinct `YYYY-MM-DD HH:MM:SS`
+        are worked out once (the lines of one step share them)."""
+        key = data[head.start(1) : head.end(6)]
+        seconds = self._seconds.get(key)
+        if seconds is None:
+            if len(self._seconds) > 100_000:
+                self._seconds.clear()
+            seconds = self._seconds[key] = _unix((*head.groups()[:6], None))
+        frac = head.group(7)
+        return seconds + int(frac) / 10 ** len(frac) if frac else seconds
 
     def _scan_other(self, data: bytes | mmap.mmap) -> None:
         """Other trainers' metric lines in whole lines of `data` (see `ledger.compare.lineformats`)."""
