@@ -18,6 +18,7 @@ from ledger.compare.logparse import (
     read_metrics_jsonl,
     write_metrics_jsonl,
 )
+from ledger.compare.logparse import _payload_numbers as payload_numbers
 
 
 def utc(text: str) -> float:
@@ -290,3 +291,36 @@ def test_critic_multi_turn_and_coloured_repeated_lines(tmp_path: Path) -> None:
     assert table.malformed == 0
     assert table.train_steps == {3: {"critic/value_loss": 0.25}}
     assert table.rows[3].metrics == {"multi_turn/num_turns": 2.5, "perf/rollout_time": 4.0}
+
+
+# Payload spellings a block may mix: JSON-shaped ones take one parse per block, the rest the
+# per-line path; each line must read exactly as it does alone.
+PAYLOADS = [
+    "{'a': 1, 'b': 2.5, 'c': -0.125, 'd': 1e-05, 'e': 3E+2}",
+    "{'a': 1., 'b': .5, 'c': 007}",  # Python's spellings that are not JSON numbers
+    "{'a': nan, 'b': -inf, 'c': np.float64(2.5)}",
+    "{'ключ': 1.0, 'it\"s': 2.0, 'tab\there': 3.0}",  # keys that are not plain ASCII
+    "{'a': 123456789012345678901234567890, 'b': 1e999}",
+    "{'a': 1, 'a': 2}",
+    "{}",
+    "{'a': True, 'b': 'text', 'c': [1, 2], 'd': None}",
+    "{'a': 1.5}  ",
+    "not a dict",
+]
+
+
+def test_payloads_read_the_same_in_a_block_as_alone(tmp_path: Path) -> None:
+    lines = [f"[2026-04-15 07:57:{i:02d}.5 main] train.py:1 - perf {i}: {p}\n" for i, p in enumerate(PAYLOADS)]
+    together = parse_logs([write(tmp_path / "trainer.log", "".join(lines * 3))])
+    for i, line in enumerate(lines):
+        alone = parse_logs([write(tmp_path / f"alone{i}.log", line)])
+        if i == len(lines) - 1:
+            assert not alone.rows and alone.malformed == 1
+            continue
+        got, want = together.rows[i].metrics, alone.rows[i].metrics
+        assert list(got) == list(want) == list(payload_numbers(PAYLOADS[i].strip()) or {})  # the per-line reading
+        assert all(math.isnan(w) if math.isnan(w) else g == w and type(g) is float for g, w in zip(got.values(), want.values()))
+        assert together.rows[i].t_end == alone.rows[i].t_end == utc(f"2026-04-15 07:57:{i:02d}.5")
+    assert together.malformed == 3
+    assert together.rows[0].metrics == {"a": 1.0, "b": 2.5, "c": -0.125, "d": 1e-05, "e": 300.0}
+    assert together.rows[4].metrics == {"a": 1.2345678901234568e29, "b": math.inf}
