@@ -503,16 +503,17 @@ def write_metrics_jsonl(path: Path, table: MetricsTable) -> None:
     write_atomic(Path(path), "\n".join(lines) + "\n")
 
 
-def write_run_metrics(run_dir: Path, data_dir: Path, table: MetricsTable) -> tuple[bool, int]:
+def write_run_metrics(run_dir: Path, data_dir: Path, table: MetricsTable) -> tuple[bool, int, MetricsTable]:
     """A run's `metrics.jsonl`: the log metrics merged with its debug events (`data_dir/events`,
-    which win). Returns whether there were metrics to write, and how many lines were malformed."""
+    which win). Returns whether there were metrics to write, how many lines were malformed, and
+    the table written."""
     events = data_dir / "events"
     if events.is_dir():
         table = merge(table, parse_events(events))
     written = bool(table.rows or table.train_steps)
     if written:
         write_metrics_jsonl(run_dir / "metrics.jsonl", table)
-    return written, table.malformed
+    return written, table.malformed, table
 
 
 def _records(text: str) -> tuple[list[Any], list[int]]:
