@@ -267,13 +267,14 @@ class LogScan:
             self._scan_other(data)
 
     def _take(self, found: list[_Found], data: bytes | mmap.mmap, path: Path, counted: list[int]) -> None:
-        """Add the candidate lines of `found` (in line order); count the malformed ones."""
+        """Add the candidate lines of `found` (in line order); count the malformed ones. A
+        `perf`/`rollout` line (all but a few of a big log's) is added here, the rest by `_add`."""
         fast = [i for i, f in enumerate(found) if _JSON_DICT.fullmatch(f[3])]
         numbers: list[dict[str, float] | None] = [None] * len(found)
         for i, parsed in zip(fast, _json_payloads([found[i][3] for i in fast])):
             numbers[i] = parsed
+        rows, last_seen, added = self.table.rows, self.last_seen, False
         for (start, kind_bytes, number, payload, ts, truncated), metrics in zip(found, numbers):
-            kind = kind_bytes.decode()
             if metrics is None:
                 metrics = _slow_payload(payload)
             if metrics is None:
@@ -281,9 +282,20 @@ class LogScan:
                     counted[1] += data[counted[0] : start].count(b"\n")
                     counted[0] = start
                 why = "truncated last line" if truncated else "payload is not a dict literal"
-                self.table._note_malformed(f"{path.name}:{counted[1]}: {kind} {number}: {why}")
+                self.table._note_malformed(f"{path.name}:{counted[1]}: {kind_bytes.decode()} {number}: {why}")
                 continue
-            self._add(kind, number, metrics, ts)
+            if kind_bytes != b"perf" and kind_bytes != b"rollout":
+                self._add(kind_bytes.decode(), number, metrics, ts)
+                continue
+            added = True
+            row = rows.get(number)
+            if row is None:
+                row = rows[number] = StepRow(number, None, None, {})
+            row.metrics.update(metrics)
+            seen = last_seen.get(number)
+            last_seen[number] = ts if seen is None or ts >= seen else seen
+        if added:
+            self.table.add_format(MILES_LINES)
 
     def _stamp(self, data: bytes | mmap.mmap, head: re.Match[bytes]) -> float:
         """The unix time of a line's head; the seconds of each distinct `YYYY-MM-DD HH:MM:SS`
