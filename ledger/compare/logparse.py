@@ -579,9 +579,34 @@ def _read_meta(table: MetricsTable, meta: Any) -> None:
         table.malformed_examples = ([x for x in examples if isinstance(x, str)] + table.malformed_examples)[:MAX_EXAMPLES]
 
 
+def _plain_time(value: Any) -> bool:
+    return value is None or type(value) is float or type(value) is int
+
+
+def _read_plain_row(table: MetricsTable, record: dict[str, Any]) -> bool:
+    """A row exactly as `write_metrics_jsonl` writes it (all of a file ledger wrote), added
+    without `_read_record`'s checks one by one; False for any other shape, which they then read."""
+    raw = record.get("metrics")
+    if type(raw) is not dict or not all(type(v) is float or type(v) is int for v in raw.values()):
+        return False
+    if len(record) == 4:
+        step, t_start, t_end = record.get("rollout_id"), record.get("t_start"), record.get("t_end")
+        if type(step) is not int or not _plain_time(t_start) or not _plain_time(t_end) or "t_start" not in record or "t_end" not in record:
+            return False
+        table.rows[step] = StepRow(step, None if t_start is None else float(t_start), None if t_end is None else float(t_end), raw)
+        return True
+    step = record.get("train_step")
+    if len(record) != 2 or type(step) is not int:
+        return False
+    table.train_steps[step] = raw
+    return True
+
+
 def _read_record(table: MetricsTable, record: Any, where: str) -> None:
     """One line of metrics.jsonl into `table`; a line whose step is no integer, or whose values
     are not numbers, counts as malformed (the rest of the line is kept)."""
+    if type(record) is dict and _read_plain_row(table, record):
+        return
     if not isinstance(record, dict):
         table._note_malformed(f"{where}: not a JSON object")
         return
