@@ -372,3 +372,26 @@ def test_coloured_engine_lines_reach_engine_log_with_their_bytes(tmp_path: Path)
     trainer = b"".join(line for line, log in RAY_COLOURED if log == "trainer") * 50 + b"plain trainer line\n"
     assert (tmp_path / "e.log").read_bytes() == engine
     assert (tmp_path / "t.log").read_bytes() == trainer
+
+
+@pytest.mark.parametrize(
+    ("pattern", "local"),
+    [
+        (DEFAULT_ENGINE_PATTERNS[0], True),  # `[^)\n]`: a negated class that leaves the newline out
+        (r"\[e\]", True),
+        (r"(?i)vllm \w+ \d+:", True),
+        (r"x[^\n]*", True),
+        (r"\(X pid=[^)]*\)", False),  # `[^)]` holds a newline
+        (r"foo\s", False),
+        (r"(?s)foo.", False),
+        (r"a(?s:.)b", False),
+        (r"[\t-\r]", False),
+        (r"\D", False),
+        (r"(a)\1", False),  # a back-reference: not known
+        ("x\n", False),
+    ],
+)
+def test_line_local_patterns(pattern: str, local: bool) -> None:
+    from ledger.redact.lines import line_local
+
+    assert line_local(pattern) is local

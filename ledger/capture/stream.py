@@ -35,7 +35,7 @@ from ledger.redact.lines import (
     COMMAND_START,
     engine_alternatives,
     engine_runs,
-    literal_prefix,
+    line_local,
     suspect_spans,
 )
 from ledger.redact.names import Redactions
@@ -148,9 +148,8 @@ class LineSplitter:
         self._engine = re.compile(engine_alternatives(tolerant))
         self._plain = engine_runs(engine_alternatives(engine_patterns))  # a body without colour codes
         self._tolerant = engine_runs(engine_alternatives(tolerant))
-        # a single pattern that is all literal text can match nothing past its line: no count check
-        whole = len(engine_patterns) == 1 and literal_prefix(engine_patterns[0])[1] and "\n" not in engine_patterns[0]
-        self._verify_all = not whole
+        # patterns that can never match a newline (the default) need no count of engine line starts
+        self._verify_all = not all(line_local(p) for p in engine_patterns)
         self.trainer = _Sink(trainer_path)
         self.engine = _Sink(engine_path)
         self.redactor = redactor if redactor is not None else Redactor()
