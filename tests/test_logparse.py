@@ -324,3 +324,25 @@ def test_payloads_read_the_same_in_a_block_as_alone(tmp_path: Path) -> None:
     assert together.malformed == 3
     assert together.rows[0].metrics == {"a": 1.0, "b": 2.5, "c": -0.125, "d": 1e-05, "e": 300.0}
     assert together.rows[4].metrics == {"a": 1.2345678901234568e29, "b": math.inf}
+
+
+def test_a_block_read_at_once_equals_it_read_line_by_line(tmp_path: Path) -> None:
+    # the shapes a Miles block mixes: Ray prefixes (coloured, with ip), millis or none, `T`, kinds
+    heads = [
+        "(RolloutManager pid=1) [2026-04-15 07:57:53] rollout.py:1193",
+        "\x1b[36m(MegatronTrainRayActor pid=2, ip=10.0.0.2)\x1b[0m [2026-04-15 07:57:54.25 actor] model.py:5",
+        "[2026-04-15T07:57:55,5 main] train.py:88",
+        "(X pid=3)\t [2026-04-15 07:57:55.123456] a/b-c.py:1",
+    ]
+    kinds = ["perf", "rollout", "step", "eval", "critic-step", "multi_turn"]
+    lines = [f"{heads[i % 4]} - {kinds[i % 6]} {i // 3}: {{'m{i % 5}': {i}.5, 'loss': -{i}e-3}}\n" for i in range(120)]
+    data = "".join(["plain line - perf 1: {'not': 1}\n", *lines, "(SGLangEngine pid=1) [2026-04-15 07:58:00 TP0] Decode\n"]).encode()
+    from ledger.compare.logparse import LogScan
+
+    at_once, by_line = LogScan(), LogScan()
+    at_once.scan_bytes(data, tmp_path / "trainer.log")
+    by_line._line_by_line(data, tmp_path / "trainer.log", 0)
+    by_line.first_ts = at_once.first_ts
+    a, b = at_once.finish(), by_line.finish()
+    assert a.rows == b.rows and a.train_steps == b.train_steps and a.formats == b.formats == ["miles"]
+    assert len(a.rows) == 40 and a.malformed == 0

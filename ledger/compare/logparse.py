@@ -84,6 +84,17 @@ _HEAD = re.compile(
     + rb"\s+)?\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(?: [^\]\n]*)?\]"
     rb" [\w./<>-]+:\d+"
 )
+# A whole Miles metric line from its start (`_HEAD`, then `_CANDIDATE`): its seconds, fraction,
+# kind, number and payload. `[^\S\n]` is `\s` within one line.
+_MILES_LINE = re.compile(
+    rb"^"
+    + _ANSI
+    + rb"(?:\([^()\n]*pid=\d+[^()\n]*\)"
+    + _ANSI
+    + rb"[^\S\n]+)?\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?(?: [^\]\n]*)?\]"
+    rb" [\w./<>-]+:\d+ - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ([^\n]*)",
+    re.MULTILINE,
+)
 _ANY_TIMESTAMP = re.compile(rb"\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 # Ray's log deduplication appends this to a repeated line.
 _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]\s*$")
@@ -248,6 +259,52 @@ class LogScan:
                 ts = _unix(first.groups())
                 self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
                 self._no_timestamp_yet.discard(key)
+        if _CANDIDATE.search(data) is not None and self._all_at_once(data):
+            pass
+        else:
+            self._line_by_line(data, path, line_base)
+        if not self.table.has_metrics() and path.name != ENGINE_LOG and may_hold_metrics(data):
+            self._scan_other(data)
+
+    def _all_at_once(self, data: bytes | mmap.mmap) -> bool:
+        """The usual block, whose Miles lines all carry JSON-shaped payloads: every line read by one
+        `findall` and one `json.loads`, Python then only adding each to its row. False (nothing
+        added) for any other block, which `_line_by_line` reads."""
+        found = _MILES_LINE.findall(data)
+        payloads = [f[4] for f in found]
+        if not all(map(_JSON_DICT.fullmatch, payloads)):
+            return False
+        numbers = _json_payloads(payloads)
+        if len(numbers) != len(found):
+            return False
+        seconds = self._seconds
+        if len(seconds) > 100_000:
+            seconds.clear()
+        for key in {f[0] for f in found} - seconds.keys():
+            stamp = _LINE_TIMESTAMP.match(key)
+            assert stamp is not None  # the same digits `_MILES_LINE` matched
+            seconds[key] = _unix(stamp.groups())
+        fractions = {frac: int(frac) / 10 ** len(frac) if frac else 0.0 for frac in {f[1] for f in found}}
+        rows, last_seen = self.table.rows, self.last_seen
+        for (key, frac, kind, number_text, _), metrics in zip(found, numbers):
+            ts = seconds[key] + fractions[frac]
+            number = int(number_text)
+            if kind != b"perf" and kind != b"rollout":
+                self._add(kind.decode(), number, metrics, ts)
+                continue
+            row = rows.get(number)
+            if row is None:
+                row = rows[number] = StepRow(number, None, None, {})
+            row.metrics.update(metrics)
+            seen = last_seen.get(number)
+            last_seen[number] = ts if seen is None or ts >= seen else seen
+        if found:
+            self.table.add_format(MILES_LINES)
+        return True
+
+    def _line_by_line(self, data: bytes | mmap.mmap, path: Path, line_base: int) -> None:
+        """Each Miles line of a block on its own: its payload read as it was printed, a malformed
+        one counted with its line number."""
         # the candidate lines with a Miles head are gathered a batch at a time, then their payloads
         # parsed (the JSON-shaped ones of a batch in one call), then each line taken in order
         found: list[_Found] = []
@@ -263,8 +320,6 @@ class LogScan:
                 self._take(found, data, path, counted)
                 found = []
         self._take(found, data, path, counted)
-        if not self.table.has_metrics() and path.name != ENGINE_LOG and may_hold_metrics(data):
-            self._scan_other(data)
 
     def _take(self, found: list[_Found], data: bytes | mmap.mmap, path: Path, counted: list[int]) -> None:
         """Add the candidate lines of `found` (in line order); count the malformed ones. A
