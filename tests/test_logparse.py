@@ -18,6 +18,7 @@ from ledger.compare.logparse import (
     read_metrics_jsonl,
     write_metrics_jsonl,
 )
+from ledger.compare.logparse import _payload_numbers as payload_numbers
 
 
 def utc(text: str) -> float:
@@ -290,3 +291,58 @@ def test_critic_multi_turn_and_coloured_repeated_lines(tmp_path: Path) -> None:
     assert table.malformed == 0
     assert table.train_steps == {3: {"critic/value_loss": 0.25}}
     assert table.rows[3].metrics == {"multi_turn/num_turns": 2.5, "perf/rollout_time": 4.0}
+
+
+# Payload spellings a block may mix: JSON-shaped ones take one parse per block, the rest the
+# per-line path; each line must read exactly as it does alone.
+PAYLOADS = [
+    "{'a': 1, 'b': 2.5, 'c': -0.125, 'd': 1e-05, 'e': 3E+2}",
+    "{'a': 1., 'b': .5, 'c': 007}",  # Python's spellings that are not JSON numbers
+    "{'a': nan, 'b': -inf, 'c': np.float64(2.5)}",
+    "{'ключ': 1.0, 'it\"s': 2.0, 'tab\there': 3.0}",  # keys that are not plain ASCII
+    "{'a': 123456789012345678901234567890, 'b': 1e999}",
+    "{'a': 1, 'a': 2}",
+    "{}",
+    "{'a': True, 'b': 'text', 'c': [1, 2], 'd': None}",
+    "{'a': 1.5}  ",
+    "not a dict",
+]
+
+
+def test_payloads_read_the_same_in_a_block_as_alone(tmp_path: Path) -> None:
+    lines = [f"[2026-04-15 07:57:{i:02d}.5 main] train.py:1 - perf {i}: {p}\n" for i, p in enumerate(PAYLOADS)]
+    together = parse_logs([write(tmp_path / "trainer.log", "".join(lines * 3))])
+    for i, line in enumerate(lines):
+        alone = parse_logs([write(tmp_path / f"alone{i}.log", line)])
+        if i == len(lines) - 1:
+            assert not alone.rows and alone.malformed == 1
+            continue
+        got, want = together.rows[i].metrics, alone.rows[i].metrics
+        assert list(got) == list(want) == list(payload_numbers(PAYLOADS[i].strip()) or {})  # the per-line reading
+        assert all(math.isnan(w) if math.isnan(w) else g == w and type(g) is float for g, w in zip(got.values(), want.values()))
+        assert together.rows[i].t_end == alone.rows[i].t_end == utc(f"2026-04-15 07:57:{i:02d}.5")
+    assert together.malformed == 3
+    assert together.rows[0].metrics == {"a": 1.0, "b": 2.5, "c": -0.125, "d": 1e-05, "e": 300.0}
+    assert together.rows[4].metrics == {"a": 1.2345678901234568e29, "b": math.inf}
+
+
+def test_a_block_read_at_once_equals_it_read_line_by_line(tmp_path: Path) -> None:
+    # the shapes a Miles block mixes: Ray prefixes (coloured, with ip), millis or none, `T`, kinds
+    heads = [
+        "(RolloutManager pid=1) [2026-04-15 07:57:53] rollout.py:1193",
+        "\x1b[36m(MegatronTrainRayActor pid=2, ip=10.0.0.2)\x1b[0m [2026-04-15 07:57:54.25 actor] model.py:5",
+        "[2026-04-15T07:57:55,5 main] train.py:88",
+        "(X pid=3)\t [2026-04-15 07:57:55.123456] a/b-c.py:1",
+    ]
+    kinds = ["perf", "rollout", "step", "eval", "critic-step", "multi_turn"]
+    lines = [f"{heads[i % 4]} - {kinds[i % 6]} {i // 3}: {{'m{i % 5}': {i}.5, 'loss': -{i}e-3}}\n" for i in range(120)]
+    data = "".join(["plain line - perf 1: {'not': 1}\n", *lines, "(SGLangEngine pid=1) [2026-04-15 07:58:00 TP0] Decode\n"]).encode()
+    from ledger.compare.logparse import LogScan
+
+    at_once, by_line = LogScan(), LogScan()
+    at_once.scan_bytes(data, tmp_path / "trainer.log")
+    by_line._line_by_line(data, tmp_path / "trainer.log", 0)
+    by_line.first_ts = at_once.first_ts
+    a, b = at_once.finish(), by_line.finish()
+    assert a.rows == b.rows and a.train_steps == b.train_steps and a.formats == b.formats == ["miles"]
+    assert len(a.rows) == 40 and a.malformed == 0

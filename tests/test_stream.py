@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -271,6 +272,34 @@ def test_custom_engine_patterns(tmp_path: Path) -> None:
     )
 
 
+def test_engine_patterns_with_groups_and_back_references(tmp_path: Path) -> None:
+    # engine lines are found a run at a time; a pattern's own groups keep their numbers and names
+    data = b"[w3] w3 says\n[w3] w4 says\n<a><a> ok\n<a><b> no\nplain\n[w7] w7 again\n"
+    capture_bytes(tmp_path, [data], engine_patterns=[r"\[(w\d)\] \1 ", r"<(?P<tag>\w)><(?P=tag)>"])
+    assert files(tmp_path) == (b"[w3] w4 says\n<a><b> no\nplain\n", b"[w3] w3 says\n<a><a> ok\n[w7] w7 again\n")
+
+
+def test_split_matches_a_line_by_line_split(tmp_path: Path) -> None:
+    # runs of engine lines of every length, cut into chunks at every kind of place
+    rng = random.Random(7)
+    lines = [rng.choice(ENGINE + TRAINER + [b"\n", b"(SGLangEngine pid=9)\n"]) for _ in range(3000)]
+    data = b"".join(lines)
+    chunks = []
+    pos = 0
+    while pos < len(data):
+        step = rng.choice([1, 7, 90, 4096, 70000])
+        chunks.append(data[pos : pos + step])
+        pos += step
+    splitter = LineSplitter(tmp_path / "trainer.log", tmp_path / "engine.log")
+    for chunk in chunks:
+        splitter.feed(chunk)
+    splitter.finish()
+    engine = re.compile(rb"\(SGLangEngine pid=\d+(?:, ip=[^)\n]*)?\)")
+    expected_engine = b"".join(line for line in lines if engine.match(line))
+    expected_trainer = b"".join(line for line in lines if not engine.match(line))
+    assert files(tmp_path) == (expected_trainer, expected_engine)
+
+
 def test_closed_terminal_does_not_stop_capture(tmp_path: Path) -> None:
     read_fd, write_fd = os.pipe()
     term_r, term_w = os.pipe()
@@ -343,3 +372,26 @@ def test_coloured_engine_lines_reach_engine_log_with_their_bytes(tmp_path: Path)
     trainer = b"".join(line for line, log in RAY_COLOURED if log == "trainer") * 50 + b"plain trainer line\n"
     assert (tmp_path / "e.log").read_bytes() == engine
     assert (tmp_path / "t.log").read_bytes() == trainer
+
+
+@pytest.mark.parametrize(
+    ("pattern", "local"),
+    [
+        (DEFAULT_ENGINE_PATTERNS[0], True),  # `[^)\n]`: a negated class that leaves the newline out
+        (r"\[e\]", True),
+        (r"(?i)vllm \w+ \d+:", True),
+        (r"x[^\n]*", True),
+        (r"\(X pid=[^)]*\)", False),  # `[^)]` holds a newline
+        (r"foo\s", False),
+        (r"(?s)foo.", False),
+        (r"a(?s:.)b", False),
+        (r"[\t-\r]", False),
+        (r"\D", False),
+        (r"(a)\1", False),  # a back-reference: not known
+        ("x\n", False),
+    ],
+)
+def test_line_local_patterns(pattern: str, local: bool) -> None:
+    from ledger.redact.lines import line_local
+
+    assert line_local(pattern) is local

@@ -19,6 +19,7 @@ from conftest import LEDGER, REPO_ROOT, git, ledger, make_repo
 from logsplit import split_output
 
 from ledger.compare.logparse import parse_logs, read_metrics_jsonl
+from ledger.compare.summarymetrics import summarize_file
 from ledger.config import DEFAULT_ENGINE_PATTERNS
 from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
 from ledger.redact.runscrub import save_secrets
@@ -197,6 +198,9 @@ def test_a_big_run_is_split_while_it_runs_and_equals_the_split_after_the_fact(tm
     assert _committed(repo, "latest", "engine.log") == (ref / "engine.log").read_bytes()
     rows = [json.loads(line) for line in _committed(repo, "latest", "metrics.jsonl").splitlines()[1:]]
     assert len([r for r in rows if "rollout_id" in r]) == 1000  # the same 1000 steps, three times
+    # the summary metrics the worker summed up are those of the metrics.jsonl committed
+    committed = _write(tmp_path / "metrics.jsonl", _committed(repo, "latest", "metrics.jsonl"))
+    assert json.loads(_committed(repo, "latest", "summary.json"))["metrics"] == summarize_file(committed)
 
 
 def test_ledger_killed_while_the_worker_runs_leaves_a_complete_record(tmp_path: Path) -> None:

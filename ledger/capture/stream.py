@@ -9,9 +9,11 @@ terminal gets the raw bytes): every line a `ledger.redact.scanner.Redactor` flag
 secret-named values, URL credentials, private-key blocks, the run's known secret values), found by
 one fast scan per block; launcher command lines are kept for the settings.
 
-Speed (the job must never wait on us): per chunk, C-level calls (``bytes.split`` on the engine
-prefix, or one ``re.split``) cut the lines; Python touches single lines only where a chunk holds
-a command or suspect line (rare); the pieces go to the files with ``os.writev``, uncopied. A line
+Speed (the job must never wait on us): per chunk, one C-level regex pass finds the runs of
+consecutive engine lines (`ledger.redact.lines.engine_runs`); each run, and the lines between two
+runs, is one slice of the chunk, so Python works per run, not per line, and touches single lines
+only where a chunk holds a command or suspect line (rare); the slices go to the files with
+``os.writev``, uncopied. A line
 longer than `MAX_LINE` bytes is written in pieces to the file its start belongs to, redacted in
 overlapping windows (`Redactor.redact_part`), so memory stays bounded. `bench/bench_capture.py` measures it against ``tee``.
 """
@@ -25,7 +27,6 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
-from itertools import chain, repeat
 from pathlib import Path
 
 from ledger.config import DEFAULT_ENGINE_PATTERNS
@@ -33,8 +34,8 @@ from ledger.redact.lines import (
     COMMAND,
     COMMAND_START,
     engine_alternatives,
-    literal_prefix,
-    split_regex,
+    engine_runs,
+    line_local,
     suspect_spans,
 )
 from ledger.redact.names import Redactions
@@ -126,20 +127,13 @@ class _Sink:
             self.fd = None
 
 
-def _drop_first_byte(buffers: Buffers) -> Buffers:
-    """`buffers` without the first byte of their concatenation (the body's leading newline)."""
-    i = next((i for i, buf in enumerate(buffers) if len(buf)), len(buffers))
-    return [memoryview(buffers[i])[1:], *buffers[i + 1 :]] if i < len(buffers) else []
-
-
 class LineSplitter:
     """Splits a byte stream into the trainer and engine files, redacting suspect lines.
 
     Feed chunks of any size with `feed`, then call `finish` once. Engine patterns match at a
-    line start (a leading ``^`` is implied) and must not match across a newline. A single
-    pattern that starts with a literal text (like the default) takes the fast path: the lines
-    are cut with ``bytes.split`` on that text, then the engine lines are checked against the
-    whole pattern at once.
+    line start (a leading ``^`` is implied) and never match across a newline: where a pattern
+    did (the count of engine line starts differs from the lines of the runs), that block is split
+    one line at a time.
     """
 
     def __init__(
@@ -151,13 +145,11 @@ class LineSplitter:
         max_line: int = MAX_LINE,
     ):
         tolerant = colour_tolerant(engine_patterns)
-        self._split = split_regex(tolerant)
-        self._stride = self._split.groups + 1
         self._engine = re.compile(engine_alternatives(tolerant))
-        self._verify = re.compile(rb"\n(?:" + engine_alternatives(engine_patterns) + rb")")
-        prefix, whole = literal_prefix(engine_patterns[0]) if len(engine_patterns) == 1 else (b"", False)
-        self._needle = b"\n" + prefix if len(prefix) >= 4 else None
-        self._verify_all = not whole
+        self._plain = engine_runs(engine_alternatives(engine_patterns))  # a body without colour codes
+        self._tolerant = engine_runs(engine_alternatives(tolerant))
+        # patterns that can never match a newline (the default) need no count of engine line starts
+        self._verify_all = not all(line_local(p) for p in engine_patterns)
         self.trainer = _Sink(trainer_path)
         self.engine = _Sink(engine_path)
         self.redactor = redactor if redactor is not None else Redactor()
@@ -220,64 +212,62 @@ class LineSplitter:
         """A final line without a newline (at EOF)."""
         trainer: Buffers = []
         engine: Buffers = []
-        if suspect_spans(b"\n" + line, self.redactor):
+        body = b"\n" + line + b"\n"
+        if suspect_spans(body[:-1], self.redactor):
             self._redacted_into(line, trainer, engine)
         else:
-            self._split_by_line(b"\n" + line, trainer, engine)
-        if engine:
-            self.engine.write([memoryview(engine[0])[:-1]])
-        else:
-            self.trainer.write(_drop_first_byte(trainer))
+            self._split_lines(body, 0, len(body) - 1, trainer, engine)
+        sink, out = (self.engine, engine) if engine else (self.trainer, trainer)
+        sink.write([b"".join(out)[:-1]])
 
     def _block(self, pieces: Buffers) -> None:
         """Split whole lines (the concatenation of `pieces` ends with a newline)."""
         body = b"".join([b"\n", *pieces])  # every line is "\n" + its content
-        trainer: Buffers = []  # the trainer lines, each "\n" + content
-        engine: Buffers = []  # the engine lines, each content + "\n"
+        trainer: Buffers = []  # the trainer lines, each content + "\n"
+        engine: Buffers = []  # the engine lines, likewise
         pos = 0
         for start, end in suspect_spans(body, self.redactor):  # rare; cut around them
-            self._split_lines(body[pos : start - 1], trainer, engine)
+            self._split_lines(body, pos, start - 1, trainer, engine)
             self._redacted_into(body[start:end], trainer, engine)
             pos = end
-        self._split_lines(body[pos:] if pos else body, trainer, engine)
+        self._split_lines(body, pos, len(body) - 1, trainer, engine)
         if engine:
             self.engine.write(engine)
-        self.trainer.write(_drop_first_byte(trainer))
+        self.trainer.write(trainer)
 
-    def _split_lines(self, seg: bytes, trainer: Buffers, engine: Buffers) -> None:
-        """Sort the lines of `seg` ("\\n" + content, repeated) into `trainer` and `engine`."""
-        if self._needle is not None and b"\x1b" not in seg:  # no colour codes: the literal fast path
-            parts = seg.split(self._needle)
-            if len(parts) == 1:
-                trainer.append(seg)
-                return
-            heads, seps, tails = zip(*map(bytes.partition, parts[1:], repeat(b"\n")))
-            text = b"".join([self._needle, self._needle.join(heads), b"\n"])
-            if self._verify_all and len(self._verify.findall(text)) != len(heads):
-                self._split_by_line(seg, trainer, engine)
-                return
-            trainer.append(parts[0])
-            trainer.extend(chain.from_iterable(zip(seps, tails)))
-            engine.append(memoryview(text)[1:])
+    def _split_lines(self, body: bytes, lo: int, hi: int, trainer: Buffers, engine: Buffers) -> None:
+        """Sort the lines of ``body[lo:hi]`` ("\\n" + content, repeated; ``body[hi]`` is the next
+        newline) into `trainer` and `engine`, as slices of `body` (content + "\\n" each): a run of
+        engine lines and the lines between two runs are one slice each."""
+        if hi <= lo:
             return
-        parts = self._split.split(seg)
-        k = self._stride
-        engines = parts[1::k]
-        if any(b"\n" in e for e in engines):  # a pattern matched across a line end
-            self._split_by_line(seg, trainer, engine)
+        runs = self._tolerant if body.find(b"\x1b", lo, hi) >= 0 else self._plain
+        view = memoryview(body)
+        to_trainer: Buffers = []
+        to_engine: Buffers = []
+        prev, lines = lo, 0
+        for m in runs.run.finditer(body, lo, hi):
+            start, end = m.span()
+            if start > prev:
+                to_trainer.append(view[prev + 1 : start + 1])
+            to_engine.append(view[start + 1 : end + 1])
+            lines += body.count(b"\n", start, end)
+            prev = end
+        if not to_engine:
+            trainer.append(view[lo + 1 : hi + 1])
             return
-        trainer.extend(parts[0::k])
-        if engines:
-            engines.append(b"")
-            engine.append(b"\n".join(engines))
+        if self._verify_all and len(runs.starts.findall(body, lo, hi)) != lines:  # a pattern matched across a line end
+            self._split_by_line(body[lo:hi], trainer, engine)
+            return
+        if prev < hi:
+            to_trainer.append(view[prev + 1 : hi + 1])
+        trainer.extend(to_trainer)
+        engine.extend(to_engine)
 
     def _split_by_line(self, seg: bytes, trainer: Buffers, engine: Buffers) -> None:
-        """The slow path: one line at a time."""
+        """The slow path: one line at a time (`seg` is "\\n" + content, repeated)."""
         for line in seg.split(b"\n")[1:]:
-            if self._engine.match(line) is not None:
-                engine.append(line + b"\n")
-            else:
-                trainer.append(b"\n" + line)
+            (engine if self._engine.match(line) is not None else trainer).append(line + b"\n")
 
     def _redacted_into(self, line: bytes, trainer: Buffers, engine: Buffers) -> None:
         """Redact a suspect line into `trainer` or `engine`; keep it if it is a command line."""
@@ -285,10 +275,7 @@ class LineSplitter:
         new = self.redactor.redact_line(line, self.engine_redactions if to_engine else self.trainer_redactions)
         if COMMAND.match(line) is not None:
             self._keep_command(new)
-        if to_engine:
-            engine.append(new + b"\n")
-        else:
-            trainer.append(b"\n" + new)
+        (engine if to_engine else trainer).append(new + b"\n")
 
     def truncation_notes(self) -> list[str]:
         """One line per log whose writing failed (a full disk): where it stops, and why."""

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger import __version__
 from ledger.cache import LocalCache
@@ -20,14 +20,15 @@ from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, RunNotFound, Usage
 from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
 from ledger.opening import open_branch
-from ledger.pages.html import DiffPageInput, diff_page
-from ledger.record.live import LiveRun
 from ledger.runrecord import RunRecord
 from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_manifest, with_meta
 from ledger.storage.store import RunEntry, commit_of_run, read_file_at
 from ledger.understand.settings import DEFAULT_IGNORE, ignored_settings
+
+if TYPE_CHECKING:  # a diff of two recorded runs, the common case, never needs these modules
+    from ledger.record.live import LiveRun
 
 
 @dataclass
@@ -195,6 +196,8 @@ def _partial_diff(
     data["settings_incomplete"] = incomplete
     out = DiffOutput(text, data, report.refused, EXIT_REFUSED if report.refused else EXIT_OK, None)
     if html is not None:
+        from ledger.pages.html import DiffPageInput, diff_page
+
         page = DiffPageInput(report, render_text(report, None, show_steps=False), ma, mb, tables[0], tables[1], partial=banner)
         write_atomic(html, diff_page(page).encode())
         out.html_path = html
@@ -281,6 +284,8 @@ def diff_runs(
     out = _output(repo, tip, ea, eb, report, git_diff, steps_metric, code_diff)
     out.skipped = dict(sides.skipped)
     if html is not None:
+        from ledger.pages.html import DiffPageInput, diff_page
+
         data = DiffPageInput(
             report,
             render_text(report, None, show_steps=False),

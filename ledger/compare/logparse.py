@@ -70,8 +70,9 @@ ENGINE_LOG = "engine.log"  # the split log of the inference engines' lines (ledg
 MAX_OTHER_LINE = 64 << 10  # longer lines are no other trainer's metric line (a 200 MB line costs nothing)
 _LINE_TIMESTAMP = re.compile(rb"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 
-# Candidate lines: the message part of a Miles line. Everything else is checked on the few hits.
-_CANDIDATE = re.compile(rb" - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ")
+# Candidate lines: the message part of a Miles line, and its payload (the rest of the line).
+# Everything else is checked on the few hits.
+_CANDIDATE = re.compile(rb" - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ([^\n]*)")
 _ANSI_TEXT = re.compile(r"\x1b\[[0-9;]*m")
 # What precedes " - " on a real Miles line: optional ANSI colour, optional Ray actor prefix
 # `(Name pid=N)` / `(Name pid=N, ip=A)`, the timestamp with optional millis and process, file:line.
@@ -82,6 +83,17 @@ _HEAD = re.compile(
     + _ANSI
     + rb"\s+)?\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?(?: [^\]\n]*)?\]"
     rb" [\w./<>-]+:\d+"
+)
+# A whole Miles metric line from its start (`_HEAD`, then `_CANDIDATE`): its seconds, fraction,
+# kind, number and payload. `[^\S\n]` is `\s` within one line.
+_MILES_LINE = re.compile(
+    rb"^"
+    + _ANSI
+    + rb"(?:\([^()\n]*pid=\d+[^()\n]*\)"
+    + _ANSI
+    + rb"[^\S\n]+)?\[(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?(?: [^\]\n]*)?\]"
+    rb" [\w./<>-]+:\d+ - (perf|rollout|step|eval|critic-step|multi_turn) (\d+): ([^\n]*)",
+    re.MULTILINE,
 )
 _ANY_TIMESTAMP = re.compile(rb"\[(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,6}))?")
 # Ray's log deduplication appends this to a repeated line.
@@ -162,6 +174,45 @@ def _payload_numbers(text: str) -> dict[str, float] | None:
     return _numbers(_literal(text))
 
 
+# A flat dict that reads the same as JSON once its quotes are swapped: printable ASCII keys
+# without quotes or backslashes, JSON's own numbers. Such payloads of a block are parsed by one
+# `json.loads` call (`_json_payloads`), with `parse_int=float`: each number is `float` of its
+# text, as `_payload_numbers` gives it. Any other payload takes `_payload_numbers`.
+_JSON_KEY = rb"'[ !#-&(-\[\]-~]*'"
+_JSON_NUMBER = rb"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_JSON_PAIR = _JSON_KEY + rb": " + _JSON_NUMBER
+_JSON_DICT = re.compile(rb"\{(?:" + _JSON_PAIR + rb"(?:, " + _JSON_PAIR + rb")*)?\}")
+
+
+def _json_payloads(payloads: list[bytes]) -> list[dict[str, float]]:
+    """The numbers of payloads that all match `_JSON_DICT`, in one C-level parse (none where
+    that parse fails: each then takes `_payload_numbers`)."""
+    if not payloads:
+        return []
+    text = b"".join([b"[", b",".join(payloads).replace(b"'", b'"'), b"]"])
+    try:
+        parsed: list[dict[str, float]] = json.loads(text, parse_int=float)
+    except (ValueError, RecursionError):
+        return []
+    return parsed
+
+
+# a candidate line: its start, kind, number, payload, time and whether it lacks its newline
+_Found = tuple[int, bytes, int, bytes, float, bool]
+_BATCH = 4096
+
+
+def _slow_payload(payload: bytes) -> dict[str, float] | None:
+    """The numbers of one payload as it was printed (colour codes and Ray's repeat note removed),
+    or None when it is not a dict literal."""
+    text = payload.decode("utf-8", "replace")
+    text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
+    try:
+        return _payload_numbers(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
 def _literal(text: str) -> Any:
     """`ast.literal_eval`, retried with `nan`/`inf`/`np.float64(x)` rewritten to literals."""
     try:
@@ -189,6 +240,7 @@ class LogScan:
         # other trainers' metric lines (`lineformats`), kept apart: used when no Miles line is seen
         self.other = MetricsTable()
         self.other_seen: dict[int, float] = {}
+        self._seconds: dict[bytes, float] = {}  # `_stamp`'s
 
     def scan(self, path: Path) -> None:
         with mapped(path) as data:
@@ -207,32 +259,110 @@ class LogScan:
                 ts = _unix(first.groups())
                 self.first_ts = ts if self.first_ts is None else min(self.first_ts, ts)
                 self._no_timestamp_yet.discard(key)
-        lines_counted_to, line_no = 0, line_base + 1
+        if _CANDIDATE.search(data) is not None and self._all_at_once(data):
+            pass
+        else:
+            self._line_by_line(data, path, line_base)
+        if not self.table.has_metrics() and path.name != ENGINE_LOG and may_hold_metrics(data):
+            self._scan_other(data)
+
+    def _all_at_once(self, data: bytes | mmap.mmap) -> bool:
+        """The usual block, whose Miles lines all carry JSON-shaped payloads: every line read by one
+        `findall` and one `json.loads`, Python then only adding each to its row. False (nothing
+        added) for any other block, which `_line_by_line` reads."""
+        found = _MILES_LINE.findall(data)
+        payloads = [f[4] for f in found]
+        if not all(map(_JSON_DICT.fullmatch, payloads)):
+            return False
+        numbers = _json_payloads(payloads)
+        if len(numbers) != len(found):
+            return False
+        seconds = self._seconds
+        if len(seconds) > 100_000:
+            seconds.clear()
+        for key in {f[0] for f in found} - seconds.keys():
+            stamp = _LINE_TIMESTAMP.match(key)
+            assert stamp is not None  # the same digits `_MILES_LINE` matched
+            seconds[key] = _unix(stamp.groups())
+        fractions = {frac: int(frac) / 10 ** len(frac) if frac else 0.0 for frac in {f[1] for f in found}}
+        rows, last_seen = self.table.rows, self.last_seen
+        for (key, frac, kind, number_text, _), metrics in zip(found, numbers):
+            ts = seconds[key] + fractions[frac]
+            number = int(number_text)
+            if kind != b"perf" and kind != b"rollout":
+                self._add(kind.decode(), number, metrics, ts)
+                continue
+            row = rows.get(number)
+            if row is None:
+                row = rows[number] = StepRow(number, None, None, {})
+            row.metrics.update(metrics)
+            seen = last_seen.get(number)
+            last_seen[number] = ts if seen is None or ts >= seen else seen
+        if found:
+            self.table.add_format(MILES_LINES)
+        return True
+
+    def _line_by_line(self, data: bytes | mmap.mmap, path: Path, line_base: int) -> None:
+        """Each Miles line of a block on its own: its payload read as it was printed, a malformed
+        one counted with its line number."""
+        # the candidate lines with a Miles head are gathered a batch at a time, then their payloads
+        # parsed (the JSON-shaped ones of a batch in one call), then each line taken in order
+        found: list[_Found] = []
+        counted = [0, line_base + 1]  # the line number of offset counted[0], for malformed examples
         for m in _CANDIDATE.finditer(data):
             start = data.rfind(b"\n", 0, m.start()) + 1
             head = _HEAD.fullmatch(data, start, m.start())
             if head is None:
                 continue  # the words occur inside some other message
-            end = data.find(b"\n", m.end())
-            truncated = end < 0
-            end = len(data) if truncated else end
-            kind, number = m.group(1).decode(), int(m.group(2))
-            text = data[m.end() : end].decode("utf-8", "replace")
-            text = _RAY_REPEATED.sub("", _ANSI_TEXT.sub("", text)).strip()
-            try:
-                metrics = _payload_numbers(text)
-            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                metrics = None
+            kind, number, payload = m.group(1, 2, 3)
+            found.append((start, kind, int(number), payload, self._stamp(data, head), m.end() == len(data)))
+            if len(found) >= _BATCH:
+                self._take(found, data, path, counted)
+                found = []
+        self._take(found, data, path, counted)
+
+    def _take(self, found: list[_Found], data: bytes | mmap.mmap, path: Path, counted: list[int]) -> None:
+        """Add the candidate lines of `found` (in line order); count the malformed ones. A
+        `perf`/`rollout` line (all but a few of a big log's) is added here, the rest by `_add`."""
+        fast = [i for i, f in enumerate(found) if _JSON_DICT.fullmatch(f[3])]
+        numbers: list[dict[str, float] | None] = [None] * len(found)
+        for i, parsed in zip(fast, _json_payloads([found[i][3] for i in fast])):
+            numbers[i] = parsed
+        rows, last_seen, added = self.table.rows, self.last_seen, False
+        for (start, kind_bytes, number, payload, ts, truncated), metrics in zip(found, numbers):
+            if metrics is None:
+                metrics = _slow_payload(payload)
             if metrics is None:
                 if len(self.table.malformed_examples) < MAX_EXAMPLES:  # line numbers cost a count
-                    line_no += data[lines_counted_to:start].count(b"\n")
-                    lines_counted_to = start
+                    counted[1] += data[counted[0] : start].count(b"\n")
+                    counted[0] = start
                 why = "truncated last line" if truncated else "payload is not a dict literal"
-                self.table._note_malformed(f"{path.name}:{line_no}: {kind} {number}: {why}")
+                self.table._note_malformed(f"{path.name}:{counted[1]}: {kind_bytes.decode()} {number}: {why}")
                 continue
-            self._add(kind, number, metrics, _unix(head.groups()))
-        if not self.table.has_metrics() and path.name != ENGINE_LOG and may_hold_metrics(data):
-            self._scan_other(data)
+            if kind_bytes != b"perf" and kind_bytes != b"rollout":
+                self._add(kind_bytes.decode(), number, metrics, ts)
+                continue
+            added = True
+            row = rows.get(number)
+            if row is None:
+                row = rows[number] = StepRow(number, None, None, {})
+            row.metrics.update(metrics)
+            seen = last_seen.get(number)
+            last_seen[number] = ts if seen is None or ts >= seen else seen
+        if added:
+            self.table.add_format(MILES_LINES)
+
+    def _stamp(self, data: bytes | mmap.mmap, head: re.Match[bytes]) -> float:
+        """The unix time of a line's head; the seconds of each distinct `YYYY-MM-DD HH:MM:SS`
+        are worked out once (the lines of one step share them)."""
+        key = data[head.start(1) : head.end(6)]
+        seconds = self._seconds.get(key)
+        if seconds is None:
+            if len(self._seconds) > 100_000:
+                self._seconds.clear()
+            seconds = self._seconds[key] = _unix((*head.groups()[:6], None))
+        frac = head.group(7)
+        return seconds + int(frac) / 10 ** len(frac) if frac else seconds
 
     def _scan_other(self, data: bytes | mmap.mmap) -> None:
         """Other trainers' metric lines in whole lines of `data` (see `ledger.compare.lineformats`)."""
@@ -440,16 +570,17 @@ def write_metrics_jsonl(path: Path, table: MetricsTable) -> None:
     write_atomic(Path(path), "\n".join(lines) + "\n")
 
 
-def write_run_metrics(run_dir: Path, data_dir: Path, table: MetricsTable) -> tuple[bool, int]:
+def write_run_metrics(run_dir: Path, data_dir: Path, table: MetricsTable) -> tuple[bool, int, MetricsTable]:
     """A run's `metrics.jsonl`: the log metrics merged with its debug events (`data_dir/events`,
-    which win). Returns whether there were metrics to write, and how many lines were malformed."""
+    which win). Returns whether there were metrics to write, how many lines were malformed, and
+    the table written."""
     events = data_dir / "events"
     if events.is_dir():
         table = merge(table, parse_events(events))
     written = bool(table.rows or table.train_steps)
     if written:
         write_metrics_jsonl(run_dir / "metrics.jsonl", table)
-    return written, table.malformed
+    return written, table.malformed, table
 
 
 def _records(text: str) -> tuple[list[Any], list[int]]:
@@ -503,9 +634,34 @@ def _read_meta(table: MetricsTable, meta: Any) -> None:
         table.malformed_examples = ([x for x in examples if isinstance(x, str)] + table.malformed_examples)[:MAX_EXAMPLES]
 
 
+def _plain_time(value: Any) -> bool:
+    return value is None or type(value) is float or type(value) is int
+
+
+def _read_plain_row(table: MetricsTable, record: dict[str, Any]) -> bool:
+    """A row exactly as `write_metrics_jsonl` writes it (all of a file ledger wrote), added
+    without `_read_record`'s checks one by one; False for any other shape, which they then read."""
+    raw = record.get("metrics")
+    if type(raw) is not dict or not all(type(v) is float or type(v) is int for v in raw.values()):
+        return False
+    if len(record) == 4:
+        step, t_start, t_end = record.get("rollout_id"), record.get("t_start"), record.get("t_end")
+        if type(step) is not int or not _plain_time(t_start) or not _plain_time(t_end) or "t_start" not in record or "t_end" not in record:
+            return False
+        table.rows[step] = StepRow(step, None if t_start is None else float(t_start), None if t_end is None else float(t_end), raw)
+        return True
+    step = record.get("train_step")
+    if len(record) != 2 or type(step) is not int:
+        return False
+    table.train_steps[step] = raw
+    return True
+
+
 def _read_record(table: MetricsTable, record: Any, where: str) -> None:
     """One line of metrics.jsonl into `table`; a line whose step is no integer, or whose values
     are not numbers, counts as malformed (the rest of the line is kept)."""
+    if type(record) is dict and _read_plain_row(table, record):
+        return
     if not isinstance(record, dict):
         table._note_malformed(f"{where}: not a JSON object")
         return

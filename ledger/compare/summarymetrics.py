@@ -16,29 +16,38 @@ from typing import Any
 from ledger.compare.logparse import MetricsTable, read_metrics_jsonl
 
 
-def _series(table: MetricsTable) -> dict[str, list[tuple[int, float]]]:
-    """Each metric's finite (step, value) points in step order."""
-    out: dict[str, list[tuple[int, float]]] = {}
-    for step in sorted(table.rows):
-        for name, value in table.rows[step].metrics.items():
-            if isinstance(value, (int, float)) and math.isfinite(value):
-                out.setdefault(name, []).append((step, float(value)))
-    rollout_keyed = set(out)
-    for step in sorted(table.train_steps):
-        for name, value in table.train_steps[step].items():
-            if name not in rollout_keyed and isinstance(value, (int, float)) and math.isfinite(value):
-                out.setdefault(name, []).append((step, float(value)))
-    return out
+def _fold(out: dict[str, list[Any]], step: int, metrics: dict[str, float], skip: set[str] | frozenset[str]) -> None:
+    """Fold one step's finite values into `out`: name -> [last, last_step, min, min_step, max,
+    max_step]; a tie keeps the earlier step, as `min`/`max` over the steps in order would."""
+    for name, value in metrics.items():
+        if name in skip or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        value = float(value)
+        seen = out.get(name)
+        if seen is None:
+            out[name] = [value, step, value, step, value, step]
+            continue
+        seen[0], seen[1] = value, step
+        if value < seen[2]:
+            seen[2], seen[3] = value, step
+        if value > seen[4]:
+            seen[4], seen[5] = value, step
 
 
 def summarize(table: MetricsTable) -> dict[str, dict[str, float | int]]:
-    """`{metric: {last, last_step, min, min_step, max, max_step}}`; metrics with no finite value are left out."""
-    out: dict[str, dict[str, float | int]] = {}
-    for name, points in sorted(_series(table).items()):
-        lo = min(points, key=lambda p: p[1])
-        hi = max(points, key=lambda p: p[1])
-        out[name] = {"last": points[-1][1], "last_step": points[-1][0], "min": lo[1], "min_step": lo[0], "max": hi[1], "max_step": hi[0]}
-    return out
+    """`{metric: {last, last_step, min, min_step, max, max_step}}`; metrics with no finite value
+    are left out. A metric's steps are the rollout ids where it is logged per rollout, else the
+    train steps. One pass over the steps in order."""
+    folded: dict[str, list[Any]] = {}
+    for step in sorted(table.rows):
+        _fold(folded, step, table.rows[step].metrics, frozenset())
+    rollout_keyed = set(folded)
+    for step in sorted(table.train_steps):
+        _fold(folded, step, table.train_steps[step], rollout_keyed)
+    return {
+        name: {"last": f[0], "last_step": f[1], "min": f[2], "min_step": f[3], "max": f[4], "max_step": f[5]}
+        for name, f in sorted(folded.items())
+    }
 
 
 def summarize_file(path: Path) -> dict[str, dict[str, float | int]]:

@@ -278,7 +278,7 @@ def metrics(
     if logs.metrics is None:
         written, malformed = logs.metrics_written, logs.malformed
     else:
-        written, malformed = write_run_metrics(run_dir, data_dir, logs.metrics)
+        written, malformed, _ = write_run_metrics(run_dir, data_dir, logs.metrics)
     warnings = [f"{malformed} malformed metric lines in the logs"] if malformed else []
     if extra:
         table = read_metrics_jsonl(run_dir / "metrics.jsonl") if written else MetricsTable()

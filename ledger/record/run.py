@@ -722,9 +722,7 @@ def finish(
     write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
     text = storable(m)  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`
     yamlio.dump_file(run_dir / "manifest.yaml", text)
-    from ledger.compare.summarymetrics import summarize_file
-
-    summary = summary_of(text, summarize_file(run_dir / "metrics.jsonl"))  # list filters read these, not the table
+    summary = summary_of(text, logs.summary_for(run_dir / "metrics.jsonl"))  # list filters read these, not the table
     write_atomic(run_dir / "summary.json", json.dumps(summary, default=str, separators=(",", ":")) + "\n")
     write_atomic(run_dir / "settings.json", json.dumps(text["settings"], default=str, indent=0) + "\n")
     exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from ledger.capture.stream import CHUNK, LineSplitter
 from ledger.compare.logparse import LogScan, MetricsTable, write_run_metrics
+from ledger.compare.summarymetrics import summarize, summarize_file
 from ledger.fsutil import atomic_writer, write_atomic
 from ledger.redact.runscrub import as_texts, load_secrets, save_secrets
 from ledger.redact.scanner import Redactor
@@ -77,6 +78,21 @@ class StreamResult:
     metrics_written: bool = False  # the worker wrote metrics.jsonl (then `metrics` is None)
     malformed: int = 0
     where: str = "after the job"  # when the work was done (the manifest's `logs.split`)
+    # the summary metrics of the metrics.jsonl the worker wrote, with the (inode, mtime_ns, size)
+    # that file had: summary.json takes them while the file is unchanged (`summary_for`)
+    summary: dict[str, dict[str, float | int]] | None = None
+    summary_of: tuple[int, int, int] | None = None
+
+    def summary_for(self, path: Path) -> dict[str, dict[str, float | int]]:
+        """The summary metrics of `path` (the run's metrics.jsonl): the worker's while the file is
+        the one it wrote, else read from the file (another source rewrote it, or no worker ran)."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return {}
+        if self.summary is not None and self.summary_of == (st.st_ino, st.st_mtime_ns, st.st_size):
+            return self.summary
+        return summarize_file(path)
 
 
 class _Tail:
@@ -564,7 +580,10 @@ def _worker(staging_dir: Path) -> int:
     result = logs.finish()
     logs.give_back_split()
     if result.metrics is not None:  # the events are complete too: the job has ended
-        result.metrics_written, result.malformed = write_run_metrics(run_dir, staged.data_dir, result.metrics)
+        result.metrics_written, result.malformed, table = write_run_metrics(run_dir, staged.data_dir, result.metrics)
+        if result.metrics_written:  # summed up here, where the table is, not read back after the job
+            st = os.stat(run_dir / "metrics.jsonl")
+            result.summary, result.summary_of = summarize(table), (st.st_ino, st.st_mtime_ns, st.st_size)
         result.metrics = None  # written: not carried back (unpickling 300,000 rows costs ~1 s)
     with atomic_writer(staging_dir / RESULT, mode=0o600) as f:  # it holds the values the rules found
         pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)

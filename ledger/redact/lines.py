@@ -2,9 +2,9 @@
 
 The splitter (`ledger.capture.stream`) works on a *body*: a block of whole lines with one extra
 ``\\n`` in front, so every line is ``\\n`` + its content and a line starts right after a ``\\n``.
-Launcher command lines (``+ ``, ``++ ``, ``EXEC: `` at a line start) are found by the same regex
-that finds the engine lines (`split_regex`). The rest, which may come after a Ray prefix
-(``(ActorName pid=1)``), is found here by `suspect_spans`:
+The engine lines are found a run at a time (`engine_runs`). Launcher command lines (``+ ``,
+``++ ``, ``EXEC: `` at a line start) and the rest, which may come after a Ray prefix
+(``(ActorName pid=1)``), are found here by `suspect_spans`:
 
 - ``ENV_REPORT_JSON=`` lines (prefilter: a ``J`` byte, found with ``memchr``);
 - every line the run's `ledger.redact.scanner.Redactor` flags (one trigger scan per body).
@@ -12,8 +12,12 @@ that finds the engine lines (`split_regex`). The rest, which may come after a Ra
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from ledger.redact.scanner import Redactor
 
@@ -21,7 +25,6 @@ from ledger.redact.scanner import Redactor
 COMMAND = re.compile(rb"(?:\([^)\n]*\)[ \t]*)?(?:\++ |EXEC: |ENV_REPORT_JSON=)")
 # A launcher command line: at a line start.
 COMMAND_START = re.compile(rb"\++ |EXEC: ")
-_SPECIAL = frozenset(".^$*+?{}[]()|")
 _ENV_REPORT = b"ENV_REPORT_JSON="
 
 
@@ -31,39 +34,118 @@ def engine_alternatives(patterns: Sequence[str]) -> bytes:
     return "|".join(f"(?:{b})" for b in bodies).encode() or b"(?!)"
 
 
-def literal_prefix(pattern: str) -> tuple[bytes, bool]:
-    """The literal text every match of `pattern` starts with, and whether that is all of it.
+def _sre_parser() -> Any:
+    """Python's own regex parser (`re._parser`; `sre_parse` before 3.11), or None."""
+    for name in ("re._parser", "sre_parse"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
 
-    Conservative: stops at the first special character; no prefix for a pattern with ``|``.
-    """
-    pattern = pattern.removeprefix("^")
-    if "|" in pattern:
-        return b"", False
-    out: list[str] = []
-    i = 0
-    while i < len(pattern):
-        if pattern[i] == "\\":
-            if i + 1 >= len(pattern) or pattern[i + 1].isalnum():
-                break  # \d, \w, \1 ...: not a literal
-            char, step = pattern[i + 1], 2
-        elif pattern[i] in _SPECIAL:
-            break
+
+_DOTALL = re.DOTALL.value
+# the classes (`\\s`, `\\D`, `\\W` and their Unicode forms) that hold a newline, and those that do not
+_CLASSES_WITH_NEWLINE = frozenset(
+    f"CATEGORY_{k}"
+    for k in ("SPACE", "NOT_DIGIT", "NOT_WORD", "LINEBREAK", "UNI_SPACE", "UNI_NOT_DIGIT", "UNI_NOT_WORD", "UNI_LINEBREAK", "LOC_NOT_WORD")
+)
+_CLASSES_WITHOUT = frozenset(
+    f"CATEGORY_{k}"
+    for k in ("DIGIT", "NOT_SPACE", "WORD", "NOT_LINEBREAK", "UNI_DIGIT", "UNI_NOT_SPACE", "UNI_WORD", "UNI_NOT_LINEBREAK", "LOC_WORD")
+)
+
+
+def _set_holds_newline(items: Any) -> bool:
+    """Whether a parsed character set (`[...]`, `\\s`) matches a newline; True where unsure."""
+    negate = holds = False
+    for op, arg in items:
+        name = str(op)
+        if name == "NEGATE":
+            negate = True
+        elif name == "LITERAL":
+            holds |= arg == 10
+        elif name == "RANGE":
+            holds |= arg[0] <= 10 <= arg[1]
+        elif name == "CATEGORY" and str(arg) in _CLASSES_WITH_NEWLINE | _CLASSES_WITHOUT:
+            holds |= str(arg) in _CLASSES_WITH_NEWLINE
         else:
-            char, step = pattern[i], 1
-        if pattern[i + step : i + step + 1] in ("*", "+", "?", "{"):
-            break  # a repeated character is not part of every match
-        out.append(char)
-        i += step
-    return "".join(out).encode(), i == len(pattern)
+            return True
+    return holds != negate
 
 
-def split_regex(patterns: Sequence[str]) -> re.Pattern[bytes]:
-    """The regex that `re.split` cuts a body with: group 1 holds an engine line (no newline).
+def _may_match_newline(items: Any, dotall: bool) -> bool:
+    """Whether a parsed regex may consume a newline; True for anything not known not to."""
+    for op, arg in items:
+        name = str(op)
+        if name == "AT":
+            continue
+        if name == "LITERAL":
+            found = arg == 10
+        elif name == "NOT_LITERAL":
+            found = arg != 10
+        elif name == "ANY":
+            found = dotall
+        elif name == "IN":
+            found = _set_holds_newline(arg)
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            found = _may_match_newline(arg[2], dotall)
+        elif name == "SUBPATTERN":
+            _, add, delete, sub = arg
+            found = _may_match_newline(sub, (dotall or bool(add & _DOTALL)) and not delete & _DOTALL)
+        elif name == "BRANCH":
+            found = any(_may_match_newline(branch, dotall) for branch in arg[1])
+        elif name == "ATOMIC_GROUP":
+            found = _may_match_newline(arg, dotall)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            found = _may_match_newline(arg[1], dotall)
+        else:  # a back-reference, a conditional group, a construct of a later Python
+            found = True
+        if found:
+            return True
+    return False
 
-    The ``\\n`` before the line is the match's own. The pattern starts with a literal ``\\n``,
-    so ``re`` only tries it at line starts. Groups inside the engine patterns come after group 1.
+
+@functools.lru_cache(maxsize=64)
+def line_local(pattern: str) -> bool:
+    """Whether `pattern` can never match a newline, read from Python's own parse of it (so never
+    across a line end): then the splitter need not count engine line starts. False where unsure."""
+    parser = _sre_parser()
+    if parser is None:
+        return False
+    try:
+        parsed = parser.parse(pattern.encode())
+        flags = parsed.state.flags
+        return not _may_match_newline(parsed, bool(flags & _DOTALL))
+    except Exception:  # noqa: BLE001 - any surprise in a private module: not known to be line-local
+        return False
+
+
+@dataclass(frozen=True)
+class EngineRuns:
+    """The regexes that sort a body's lines (each ``\\n`` + content) into engine and other lines.
+
+    `run` matches a whole run of consecutive engine lines, from the ``\\n`` before its first line
+    to the end of its last line: one match per run, not per line, so a block of engine chatter
+    costs one C-level pass. `starts` matches the ``\\n`` and engine pattern at each engine line
+    start (its last group is empty, so `findall` builds no new bytes): where a pattern can match
+    across a line end, a run holds a newline that begins no engine match, and the counts differ.
     """
-    return re.compile(rb"\n((?:" + engine_alternatives(patterns) + rb")[^\n]*)")
+
+    run: re.Pattern[bytes]
+    starts: re.Pattern[bytes]
+
+
+def engine_runs(alternatives: bytes) -> EngineRuns:
+    """`EngineRuns` of an `engine_alternatives` regex.
+
+    The line regex is written twice (``L(?:L)*``, not ``(?:L)+``) so that ``re`` sees its literal
+    start and searches for it (2-3x faster); a pattern with groups is written once, so that its
+    group numbers and names stay what its back-references expect."""
+    line = rb"\n(?:" + alternatives + rb")[^\n]*"
+    twice = re.compile(alternatives).groups == 0
+    run = line + rb"(?:" + line + rb")*" if twice else rb"(?:" + line + rb")+"
+    return EngineRuns(re.compile(run), re.compile(rb"\n(?:" + alternatives + rb")()"))
 
 
 def line_span(body: bytes, i: int) -> tuple[int, int]:
