@@ -27,14 +27,11 @@ LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"
 
 # `make test TEST_WORKERS=N` runs the suite on N pytest-xdist workers with `--dist loadfile`: a
 # module's tests stay on one worker, in order (its module-scoped fixtures are made once). Workers
-# take modules in this order: the longest first, so they end together. The two Ray modules first,
-# so each starts on a worker of its own (xdist hands the first modules out one per worker) and no
-# worker runs both. Per-module seconds, serial, on the 2-core machine (`pytest --durations`,
-# December 2026): ray_jobs and ray_heat_replay about half each of the ~300 the one Ray module took,
-# share_replay 47, miles_launchers 29, daily 26, hostile_remote 23, hostile_tree ~25.
+# take modules in this order: the longest first, so they end together. Per-module seconds, serial,
+# on the 2-core machine (`pytest --durations`, December 2026): ray_cluster ~235, share_replay 47,
+# miles_launchers 29, daily 26, hostile_remote 23, hostile_tree ~25 (43 with 3 others on the machine).
 LONGEST_FIRST = (
-    "test_ray_jobs",
-    "test_ray_heat_replay",
+    "test_ray_cluster",
     "test_share_replay",
     "test_miles_launchers",
     "test_daily",

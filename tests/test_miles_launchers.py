@@ -149,7 +149,7 @@ def test_direct_ray_job_submit_records_ray_argv_runtime_env_and_data(miles_repo:
     assert m["settings"]["lr"] == 2e-6 and m["settings"]["env.NCCL_ALGO"] == "Tree"
     assert {d["role"] for d in m["data"]} == {"rollout", "events"}  # was: data [] and files deleted
     # a replay is submitted to Ray again, with the recorded runtime env (issue 21, item 4: a real
-    # head in test_ray_heat_replay.py); nothing answers at the recorded address: a local head would be
+    # head in test_ray_cluster.py); nothing answers at the recorded address: a local head would be
     # used; this checkout is its working_dir, without git's objects and ledger's or DVC's folders (issue 33)
     dry = ledger(repo, "replay", m["id"], "--step", "0", "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr

@@ -1,8 +1,11 @@
-"""Replays through Ray and the heat guard, on real local Ray clusters started one at a time: first
-a one-node cluster a recorded run is replayed on, then a two-node cluster for the heat guard, then
-a local head ledger starts for a replay whose cluster is gone. The Job API's own tests are in
-test_ray_jobs.py, on a cluster of its own (tests/ray_clusters.py says why no module runs two
-clusters at once).
+"""`ledger run` against real local Ray clusters, one module so that a test worker never runs two
+clusters side by side (`make test TEST_WORKERS=N` keeps a module on one worker): first a one-node
+cluster for Ray Job API runs (issue 9, items 7 and 8; issue 21), then a two-node cluster for the
+heat guard. Each cluster is a class's fixture, so the first is gone before the second starts.
+
+Every cluster is started by its fixture on 127.0.0.1 with free ports and torn down by it
+(`Cluster.shutdown` ends exactly the processes it started; `ray stop` would end every Ray on the
+machine). The driver tests/ray_shapes/train.py has actors named as Miles names them.
 
 The heat guard's cluster: the job is a real `ray job submit` job whose actors run on both nodes
 (custom resources `node1` on the head and `node2` on the second raylet pin them, as Miles pins
@@ -14,30 +17,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, ledger, nvml_works
-from ray_clusters import (
-    MILES_JOB,
-    actor_env,
-    agent_ports,
-    check_run_env,
-    failed,
-    free_port,
-    head_folder,
-    miles_repo,
-    one_node_cluster,
-    proc_stat,
-    show,
-    starting_alone,
-    trainer_log,
-)
+from conftest import LEDGER, git, ledger, make_repo, nvml_works
 
 from ledger.heat.cluster_target import ClusterTarget, collective_timeout, detect_cluster
 from ledger.heat.heatlog import read_heat_log
@@ -46,27 +38,422 @@ from ledger.replay.raylaunch import CODE_FROM_CHECKOUT
 ray = pytest.importorskip("ray", reason="Ray is the `ray` extra, installed by `make test` (test extra)")
 
 
-@pytest.fixture(name="miles_repo")
-def miles_repo_fixture(tmp_path: Path) -> Path:
-    return miles_repo(tmp_path / "proj")
+DRIVER = Path(__file__).resolve().parent / "ray_shapes" / "train.py"
 
 
-class TestReplayOnRay:
-    """A run submitted to a one-node cluster, replayed through Ray."""
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, pgrp, ...); None when gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def ray_repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "proj", {"train.py": DRIVER.read_text()})
+    ledger(repo, "init")
+    return repo
+
+
+def _failed(repo: Path, r: subprocess.CompletedProcess[str]) -> str:
+    """What a failed run said, and the end of the job's own log (Ray's error is there, not in ours)."""
+    tail = ledger(repo, "tail", "latest", "-n", "60")
+    return f"{r.stderr}\n--- the job's log (ledger tail latest) ---\n{tail.stdout}{tail.stderr}"
+
+
+def _show(repo: Path) -> dict:
+    return json.loads(ledger(repo, "show", "latest", "--json").stdout)
+
+
+def _logs(repo: Path, m: dict) -> tuple[str, str]:
+    folder = repo / ".." / "logs"
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "--detach", str(folder), "experiments"], check=True)
+    run = folder / f"runs/{m['id'][-4:-2]}/{m['id']}"
+    return (run / "trainer.log").read_text(), (run / "engine.log").read_text()
+
+
+def _check_split(trainer: str, engine: str) -> None:
+    assert "driver RAY_DEDUP_LOGS=0" in trainer, "ledger's RAY_DEDUP_LOGS=0 did not reach the driver"
+    # Ray coloured the actor prefixes even into ledger's pipe (miles-facts.md): the split read through them
+    assert engine.startswith("\x1b[") and "\x1b[36m(MegatronTrainRayActor pid=" in trainer
+    assert engine.count("Decode batch") == 3 and "Decode batch" not in trainer
+    assert all("SGLangEngine" in line for line in engine.splitlines())
+    for cell in (0, 1):  # no per-step line of either trainer cell lost to de-duplication
+        for step in range(3):
+            assert f"'train/loss': {0.5 + step + cell / 10}" in trainer
+    assert "repeated" not in trainer
+
+
+# -- issue 21: a Miles-shaped job submitted WITHOUT --no-wait ---------------------------------
+MILES_JOB = Path(__file__).resolve().parent / "ray_shapes" / "miles_job.py"
+
+
+LAUNCHER = Path(__file__).resolve().parent / "ray_shapes" / "run-miles-job.sh"
+
+
+@pytest.fixture
+def miles_repo(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path / "proj", {"train.py": MILES_JOB.read_text(), "run.sh": LAUNCHER.read_text()})
+    ledger(repo, "init")
+    return repo
+
+
+def _job_info(url: str, submission_id: str) -> object:
+    from ray.job_submission import JobSubmissionClient
+
+    return JobSubmissionClient(url).get_job_info(submission_id)
+
+
+def _trainer_log(repo: Path, m: dict) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def _actor_env(log: str) -> dict:
+    [line] = [x for x in log.splitlines() if "ACTOR_ENV " in x]
+    return json.loads(line.split("ACTOR_ENV ", 1)[1])
+
+
+def _check_run_env(seen: dict, run_id: str) -> None:
+    """The job's actor saw the run's LEDGER_RUN_ID and LEDGER_DATA_DIR (docs/recording.md): a Ray
+    job gets the cluster's environment plus its runtime env, never the submitter's (issue 33)."""
+    assert seen["LEDGER_RUN_ID"] == run_id, seen
+    assert (seen["LEDGER_DATA_DIR"] or "").endswith(f"/.ledger/staging/{run_id}/data"), seen
+
+
+class TestJobApi:
+    """Runs through the Ray Job API and the Ray driver on a one-node cluster."""
 
     @pytest.fixture(scope="class")
     @classmethod
     def head_cwd(cls) -> Iterator[Path]:
         """Where the class's cluster was started: a job without a working_dir runs there (a Miles
         launcher starts its head in the Miles checkout, so its `python3 train.py` is that one)."""
-        with head_folder() as cwd:
-            yield cwd
+        temp = Path(tempfile.mkdtemp(prefix="lr", dir="/tmp"))  # short: Ray's socket paths have a length limit
+        try:
+            (temp / "cwd").mkdir()
+            yield temp / "cwd"
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
 
     @pytest.fixture(scope="class")
     @classmethod
-    def cluster(cls, head_cwd: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-        with one_node_cluster(head_cwd, tmp_path_factory) as addresses:
-            yield addresses
+    def cluster(cls, head_cwd: Path) -> Iterator[tuple[str, str]]:
+        from ray.cluster_utils import Cluster
+
+        temp = str(head_cwd.parent)
+        # Ray rewrites a 127.0.0.1 address to the machine's outward IP unless told it is a one-machine
+        # cluster; drivers and the job supervisor inherit this from the cluster and from the tests
+        saved = dict(os.environ)
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        # Ray notes the cluster's address in <RAY_TMPDIR>/ray/ray_current_cluster (default /tmp/ray,
+        # shared with every other Ray on the machine): kept in this cluster's own folder
+        os.environ["RAY_TMPDIR"] = temp
+        os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
+        # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+        dash = _free_port()
+        here = os.getcwd()
+        os.chdir(head_cwd)  # the head's processes (and every job without a working_dir) run there
+        try:
+            c = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 1,
+                    "include_dashboard": True,
+                    "dashboard_host": "127.0.0.1",
+                    "dashboard_port": dash,
+                    "node_ip_address": "127.0.0.1",
+                    "gcs_server_port": _free_port(),
+                    "temp_dir": temp,
+                    "dashboard_agent_listen_port": _free_port(),
+                    "runtime_env_agent_port": _free_port(),
+                    "metrics_export_port": _free_port(),
+                    "metrics_agent_port": _free_port(),
+                },
+            )
+        finally:
+            os.chdir(here)
+        try:
+            url = f"http://127.0.0.1:{dash}"
+            from ray.job_submission import JobSubmissionClient
+
+            deadline = time.monotonic() + 60
+            while True:  # the job API answers a little after the head is up
+                try:
+                    JobSubmissionClient(url).list_jobs()
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            yield c.address, url
+        finally:
+            c.shutdown()
+            os.environ.clear()
+            os.environ.update(saved)
+
+    def test_driver_run_directly_splits_coloured_actor_lines(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        address, _ = cluster
+        r = ledger(ray_repo, "run", "--no-debug-data", "--", "python3", "train.py", env={"RAY_ADDRESS": address}, timeout=100)
+        assert r.returncode == 0, _failed(ray_repo, r)
+        m = _show(ray_repo)
+        assert m["command"]["ledger_env"]["RAY_DEDUP_LOGS"] == "0"
+        _check_split(*_logs(ray_repo, m))
+
+    def test_ray_job_submit_waits_and_no_wait_is_followed(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        _, url = cluster
+        script = str(ray_repo / "train.py")  # a job runs in the cluster's working directory
+        r = ledger(ray_repo, "run", "--no-debug-data", "--", "ray", "job", "submit", "--address", url, "--", "python3", script, timeout=100)
+        assert r.returncode == 0, _failed(ray_repo, r)
+        m = _show(ray_repo)
+        assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
+        assert m["command"]["training_argv"] == ["python3", script]
+        trainer, engine = _logs(ray_repo, m)
+        _check_split(trainer, engine)
+        # the run's id reached the job's actors (through the runtime env ledger's wrapper extended)
+        assert f"actor LEDGER_RUN_ID={m['id']}" in trainer, "LEDGER_RUN_ID did not reach the job's actors"
+        # --no-wait: the launcher returns at once; ledger follows the job to its real end and state
+        r = ledger(
+            ray_repo,
+            "run",
+            "--no-debug-data",
+            "--",
+            "ray",
+            "job",
+            "submit",
+            "--no-wait",
+            "--address",
+            url,
+            "--",
+            "python3",
+            script,
+            "--exit",
+            "3",
+            timeout=100,
+        )
+        assert r.returncode == 3, r.stderr
+        m = _show(ray_repo)
+        assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
+        assert m["status"]["ray_job"]["status"] == "FAILED"
+        trainer = subprocess.run(
+            ["git", "-C", str(ray_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert "driver done" in trainer  # the followed job's logs are in the record
+        assert f"actor LEDGER_RUN_ID={m['id']}" in trainer  # a --no-wait job's actors see it too
+
+    def test_ctrl_c_stops_a_followed_job(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        _, url = cluster
+        (ray_repo / "slow.py").write_text("import time\nprint('slow start', flush=True)\ntime.sleep(120)\n")
+        proc = subprocess.Popen(
+            [
+                *LEDGER,
+                "run",
+                "--no-debug-data",
+                "--",
+                "ray",
+                "job",
+                "submit",
+                "--no-wait",
+                "--address",
+                url,
+                "--",
+                "python3",
+                str(ray_repo / "slow.py"),
+            ],
+            cwd=ray_repo,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ),
+        )
+        out = ""
+        assert proc.stdout is not None
+        while "slow start" not in out:  # the followed job's own output reached ledger's terminal copy
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"ledger did not end after Ctrl-C: {out}{proc.communicate()[0]}") from None
+        m = _show(ray_repo)
+        assert m["status"]["ray_job"]["status"] == "STOPPED"
+        assert m["status"]["state"] == "killed" and proc.returncode == 130
+
+    def test_ray_own_driver_variables_are_not_settings(self, cluster: tuple[str, str], tmp_path: Path) -> None:
+        """Ray gives every job's driver variables of its own: the job's config with its random
+        submission id and the cluster's GCS address (`_get_driver_env_vars` in Ray's
+        dashboard/modules/job/job_supervisor.py). Miles launchers start their own head under ledger's
+        PATH wrappers, so the python3 wrapper reads the trainer's environment inside the job; seen
+        there, two identical jobs must give the same `env.*` settings."""
+        from ray.job_submission import JobStatus, JobSubmissionClient
+
+        from ledger.understand import envvars
+
+        _, url = cluster
+        client = JobSubmissionClient(url)
+        (tmp_path / "dump_env.py").write_text("import json, os, sys\njson.dump(dict(os.environ), open(sys.argv[1], 'w'))\n")
+        runtime_env = {"env_vars": {"NCCL_ALGO": "Ring"}}
+        seen = []
+        for n in range(2):
+            out = tmp_path / f"env{n}.json"
+            job = client.submit_job(entrypoint=f"python3 {tmp_path / 'dump_env.py'} {out}", runtime_env=runtime_env)
+            deadline = time.monotonic() + 60
+            while client.get_job_status(job) not in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.STOPPED):
+                assert time.monotonic() < deadline, client.get_job_logs(job)
+                time.sleep(0.2)
+            assert client.get_job_status(job) == JobStatus.SUCCEEDED, client.get_job_logs(job)
+            seen.append(json.loads(out.read_text()))
+        assert seen[0]["RAY_JOB_CONFIG_JSON_ENV_VAR"] != seen[1]["RAY_JOB_CONFIG_JSON_ENV_VAR"]  # what Ray really sets
+        first, second = (envvars.env_settings(envvars.capture_env(env), runtime_env) for env in seen)
+        assert first == second
+        assert first["env.NCCL_ALGO"] == "Ring" and "env.RAY_ADDRESS" not in first
+
+    def test_ctrl_c_stops_a_waiting_submission_and_keeps_every_file(self, cluster: tuple[str, str], miles_repo: Path) -> None:
+        """The Ray CLI answers Ctrl-C with `Aborted!` and exit 1 while the job runs on: ledger stops
+        the job through the Job API, records the truth, and every rollout file the job wrote is in
+        the record (nothing is written into a committed run's folder afterwards)."""
+        _, url = cluster
+        env = {**os.environ, "RAY_DASHBOARD_ADDR": url, "STEPS": "40", "STEP_SLEEP": "0.5"}
+        proc = subprocess.Popen(
+            [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+        out = ""
+        assert proc.stdout is not None
+        while "step 2:" not in out:  # the job is training, its rollout files are being written
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.send_signal(signal.SIGINT)
+        try:
+            out += proc.communicate(timeout=90)[0]
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise AssertionError(f"ledger did not end after Ctrl-C: {out}{proc.communicate()[0]}") from None
+        m = _show(miles_repo)
+        ray_job = m["status"]["ray_job"]
+        info = _job_info(url, ray_job["submission_id"])
+        assert str(info.status.value) == "STOPPED", out  # type: ignore[attr-defined]
+        assert ray_job["status"] == "STOPPED" and ray_job["stopped_by_ledger"] is True
+        assert m["status"]["state"] == "killed" and m["status"]["signal"] == "SIGINT" and proc.returncode == 130
+        job_s = (info.end_time - info.start_time) / 1000  # type: ignore[attr-defined]
+        assert m["status"]["duration_s"] >= job_s  # the record lasts until the job really stopped
+        trainer = subprocess.run(
+            ["git", "-C", str(miles_repo), "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        written = {line.split("perf ", 1)[1].split(":")[0] for line in trainer.splitlines() if "- perf " in line}
+        rollout = next(d for d in m["data"] if d["role"] == "rollout")
+        assert rollout["nfiles"] == len(written) >= 3 and len(written) < 40
+        assert not (miles_repo / ".ledger" / "staging" / m["id"]).exists()  # nothing wrote after the commit
+        r = ledger(miles_repo, "recover")
+        assert r.returncode == 0 and "removed" not in r.stderr
+
+    def test_a_sigkilled_ledgers_ray_job_is_recorded_as_it_ended_with_every_file(
+        self, cluster: tuple[str, str], miles_repo: Path, tmp_path: Path
+    ) -> None:
+        """ledger dies (SIGKILL) while its waiting Ray job runs (issue 33, item 2). `ledger recover`
+        asks Ray: while the job runs on, the run stays staged and is listed as running on Ray; once
+        it ended (`--follow`), the run is recorded with Ray's state, the driver's exit code, the
+        job's true duration, what it printed after ledger died and every rollout file it wrote."""
+        _, url = cluster
+        gate = tmp_path / "gate"  # the job holds before step 2 until it exists: ended on a condition
+        env = {**os.environ, "RAY_DASHBOARD_ADDR": url, "STEPS": "4", "HOLD": str(gate)}
+        proc = subprocess.Popen(
+            [*LEDGER, "run", "--", "bash", "run.sh"], cwd=miles_repo, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
+        out = ""
+        assert proc.stdout is not None
+        while "step 1:" not in out:  # the job is training and holds before step 2
+            line = proc.stdout.readline()
+            assert line, out
+            out += line
+        proc.kill()  # ledger alone: the launcher runs in its own process group, the job on the cluster
+        proc.wait()
+        try:
+            [staged] = list((miles_repo / ".ledger" / "staging").iterdir())
+            r = ledger(miles_repo, "recover", timeout=120)
+            assert r.returncode == 0, r.stderr
+            assert f"ledger: run {staged.name}: Ray job ledger-{staged.name}-0 is still RUNNING at {url}; the run stays staged" in r.stderr
+            assert staged.is_dir() and "recovered 0 runs" in r.stderr
+            row = next(line for line in ledger(miles_repo, "list").stdout.splitlines() if line.startswith(staged.name))
+            assert "running on Ray" in row and "ledger recover --follow" in row, row
+        finally:
+            gate.touch()  # never leave the job holding on the class's cluster
+        r = ledger(miles_repo, "recover", "--follow", timeout=150)
+        assert r.returncode == 0, r.stderr
+        m = _show(miles_repo)
+        assert m["id"] == staged.name and not staged.exists()
+        ray_job = m["status"]["ray_job"]
+        assert (m["status"]["state"], m["status"]["exit_code"], ray_job["status"]) == ("finished", 0, "SUCCEEDED"), m["status"]
+        info = _job_info(url, ray_job["submission_id"])
+        assert m["status"]["duration_s"] >= (info.end_time - info.start_time) / 1000  # type: ignore[attr-defined]
+        trainer = _trainer_log(miles_repo, m)
+        assert "step 3:" in trainer and "driver done" in trainer  # printed after ledger died, read from Ray
+        rollout = next(d for d in m["data"] if d["role"] == "rollout")
+        assert rollout["nfiles"] == 4 and rollout["rollout_ids"] == [0, 1, 2, 3]
+        assert not (miles_repo / ".ledger" / "untracked" / m["id"]).exists()
+
+    def test_waiting_submission_records_the_drivers_exit_code(self, cluster: tuple[str, str], miles_repo: Path) -> None:
+        _, url = cluster
+        r = ledger(
+            miles_repo,
+            "run",
+            "--no-debug-data",
+            "--",
+            "bash",
+            "run.sh",
+            env={"RAY_DASHBOARD_ADDR": url, "STEPS": "1", "DRIVER_EXIT": "3"},
+            timeout=100,
+        )
+        assert r.returncode == 3, r.stderr  # not the Ray CLI's 1
+        m = _show(miles_repo)
+        assert m["status"]["state"] == "failed" and m["status"]["exit_code"] == 3
+        assert m["status"]["ray_job"]["status"] == "FAILED"
+        assert "exit code 3" in (m["status"]["ray_job"]["message"] or ""), m["status"]["ray_job"]
+        assert m["status"]["ray_job"]["submission_id"].startswith(f"ledger-{m['id']}-")
+        # the launcher names its cluster through a variable: the heat sensor took the cluster the
+        # job was submitted to (the ray wrapper's record), never Ray's default address (issue 33)
+        watched = m["gpu"]["cluster"]
+        assert (watched["address"], watched["source"]) == (url, "submitted"), watched
+        assert watched["submission_id"] == m["status"]["ray_job"]["submission_id"]
+
+    def test_the_heat_sensor_attaches_only_to_a_cluster_the_job_submitted_to(self, cluster: tuple[str, str], ray_repo: Path) -> None:
+        """A launcher names the class's live cluster but never submits to it: the heat sensor never
+        connects there as a driver (it did, to whatever Ray listened at the address) (issue 33)."""
+        from ray.job_submission import JobSubmissionClient
+
+        _, url = cluster
+        launcher = f'#!/bin/bash\nset -ex\nsubmit() {{\n  ray job submit --address="{url}" -- python3 train.py\n}}\necho trained here\n'
+        (ray_repo / "run.sh").write_text(launcher)
+        r = ledger(ray_repo, "run", "--no-debug-data", "--", "bash", "run.sh", timeout=100)
+        assert r.returncode == 0, _failed(ray_repo, r)
+        m = _show(ray_repo)
+        watched = m["gpu"]["cluster"]
+        assert watched["connected"] is False and watched["address"] == url, watched
+        assert watched["unavailable"] == f"the job submitted to no Ray cluster while it ran (its launcher names {url})"
+        heat_drivers = [j for j in JobSubmissionClient(url).list_jobs() if m["id"] in str((j.metadata or {}).get("ledger"))]
+        assert heat_drivers == []
 
     def test_replay_of_a_submitted_run_goes_to_ray_with_its_runtime_env_runs_this_checkout_and_is_bitwise(
         self, cluster: tuple[str, str], head_cwd: Path, miles_repo: Path
@@ -83,16 +470,16 @@ class TestReplayOnRay:
         (head_cwd / "train.py").write_text(MILES_JOB.read_text())  # the original checkout's, where the head started
         try:
             r = ledger(miles_repo, "run", "--", "bash", "run.sh", env={"RAY_DASHBOARD_ADDR": url, "SCRIPT": "train.py"}, timeout=150)
-            assert r.returncode == 0, failed(miles_repo, r)
-            source = show(miles_repo)
+            assert r.returncode == 0, _failed(miles_repo, r)
+            source = _show(miles_repo)
             assert source["command"]["training_argv"][:2] == ["python3", "train.py"]
             assert "working_dir" not in (source["command"]["runtime_env"] or {})
             expected = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "NCCL_ALGO": "Ring", "PYTHONPATH": "/root/Megatron-LM/"}
-            assert {k: actor_env(trainer_log(miles_repo, source))[k] for k in expected} == expected
-            check_run_env(actor_env(trainer_log(miles_repo, source)), source["id"])
+            assert {k: _actor_env(_trainer_log(miles_repo, source))[k] for k in expected} == expected
+            _check_run_env(_actor_env(_trainer_log(miles_repo, source)), source["id"])
             r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
-            assert r.returncode == 0, failed(miles_repo, r)
-            m = show(miles_repo)
+            assert r.returncode == 0, _failed(miles_repo, r)
+            m = _show(miles_repo)
             assert m["replay_of"] == source["id"]
             assert m["status"]["ray_job"]["status"] == "SUCCEEDED"
             # the replay and its source, at the same commit, differ in no training setting: not in
@@ -102,12 +489,12 @@ class TestReplayOnRay:
             assert d.returncode == 0, d.stdout + d.stderr
             assert json.loads(d.stdout)["changed"] == []
             assert m["settings"]["code"] == source["settings"]["code"] and m["replay"]["code_left_out"] == ["run.sh"]
-            seen = actor_env(trainer_log(miles_repo, m))
+            seen = _actor_env(_trainer_log(miles_repo, m))
             # the actors, not only the driver; Ray puts the uploaded working_dir (this checkout) first
             # on their PYTHONPATH, so this checkout's packages are the ones imported
             first, _, rest = seen["PYTHONPATH"].partition(":")
             assert "working_dir_files" in first and {**seen, "PYTHONPATH": rest}.items() >= expected.items(), seen
-            check_run_env(seen, m["id"])  # the replay's own id, not its source's
+            _check_run_env(seen, m["id"])  # the replay's own id, not its source's
             assert m["settings"]["env.NCCL_ALGO"] == "Ring" and "--debug-train-only" in m["command"]["training_argv"]
             assert m["command"]["ray_argv"][:3] == ["ray", "job", "submit"]
             assert m["replay"]["fidelity"]["verdict"] == "bitwise", m["replay"]["fidelity"]
@@ -128,12 +515,12 @@ class TestReplayOnRay:
             (miles_repo / "train.py").write_text(marked)
             git(miles_repo, "commit", "-q", "-am", "a marker in this checkout's train.py")
             r = ledger(miles_repo, "replay", source["id"], "--yes", timeout=150)
-            assert r.returncode == 0, failed(miles_repo, r)
+            assert r.returncode == 0, _failed(miles_repo, r)
         finally:
             (head_cwd / "train.py").unlink()
-        m = show(miles_repo)
+        m = _show(miles_repo)
         assert m["replay_of"] == source["id"] and m["replay"]["ray"]["how"] == "recorded address"
-        assert "REPLAYED CHECKOUT MARK" in trainer_log(miles_repo, m), "the replay ran the cluster's train.py, not this checkout's"
+        assert "REPLAYED CHECKOUT MARK" in _trainer_log(miles_repo, m), "the replay ran the cluster's train.py, not this checkout's"
         assert m["code"]["commit"] == git(miles_repo, "rev-parse", "HEAD").strip()
 
 
@@ -166,6 +553,14 @@ out = sys.argv[1]
 tickers = [Ticker.options(resources={name: 0.5}).remote() for name in ("node1", "node2")]
 print("pids", ray.get([t.run.remote(f"{out}/{name}.ticks") for t, name in zip(tickers, ("node1", "node2"))]))
 """
+
+
+def _agent_ports() -> dict[str, int]:
+    """A node's agents on ports of their own: every node's agents default to 52365 and others, and
+    whichever bound second lost its HTTP service ("No available agent to submit job" for 90 s when
+    that was the head's, seen on a loaded machine)."""
+    names = ("dashboard_agent_listen_port", "runtime_env_agent_port", "metrics_export_port", "metrics_agent_port")
+    return {name: _free_port() for name in names}
 
 
 def _wait_for_job_agent(dashboard: str) -> None:
@@ -230,7 +625,7 @@ def _wait(what: str, ok: Any, sensor: Any, sample: bool = True, seconds: float =
 def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
     """No dashboard at the address: the job still runs, the record says the cluster was not watched."""
     _configure(repo, "0 0 50\n")
-    port = free_port()
+    port = _free_port()
     fake = repo / "ray"  # a stand-in `ray` that runs what follows `--`, as `ray job submit` would
     fake.write_text('#!/bin/sh\nwhile [ "$1" != "--" ]; do shift; done\nshift\nexec "$@"\n')
     fake.chmod(0o755)
@@ -248,13 +643,45 @@ def test_unreachable_cluster_runs_unwatched(repo: Path) -> None:
         "-c",
         "import time; time.sleep(1.5)",
     )
-    assert r.returncode == 0, failed(repo, r)
+    assert r.returncode == 0, _failed(repo, r)
     gpu = json.loads(ledger(repo, "show", "latest", "--json").stdout)["gpu"]
     assert gpu["cluster"]["connected"] is False
     # whether the connection attempt failed before the 1.5 s job ended (it did not, under load: was
     # "not connected yet") or not, the record and the terminal name the address not watched
     assert f"127.0.0.1:{port}" in gpu["cluster"]["unavailable"]
     assert "nodes were not watched" in r.stderr and f"127.0.0.1:{port}" in r.stderr
+
+
+def test_recover_with_ray_unreachable_keeps_the_run_staged(repo: Path, tmp_path: Path) -> None:
+    """A dead ledger's run submitted to a Ray that no longer answers: `ledger recover` says so in
+    one line and keeps the run staged; `--no-ray` records it as lost without asking (issue 33)."""
+    port = _free_port()  # nothing listens there
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    started = tmp_path / "started"
+    # a stand-in `ray` (the real one is behind ledger's wrapper, which records the submission first)
+    (bin_dir / "ray").write_text(f"#!/bin/sh\ntouch {started}\nexec sleep 300\n")
+    (bin_dir / "ray").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    submit = f"ray job submit --address http://127.0.0.1:{port} -- python3 train.py"
+    proc = subprocess.Popen([*LEDGER, "run", "--no-debug-data", "--", "bash", "-c", submit], cwd=repo, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the job never started"
+            time.sleep(0.2)
+    finally:
+        proc.kill()
+        proc.wait()
+    [staged] = list((repo / ".ledger" / "staging").iterdir())
+    r = ledger(repo, "recover", timeout=120)
+    assert r.returncode == 0, r.stderr
+    said = [line for line in r.stderr.splitlines() if "Ray not reachable" in line]
+    assert len(said) == 1 and said[0].startswith(f"ledger: run {staged.name}: Ray not reachable at http://127.0.0.1:{port}")
+    assert "the run stays staged" in said[0] and staged.is_dir()
+    r = ledger(repo, "recover", "--no-ray", timeout=120)
+    assert r.returncode == 0 and not staged.exists(), r.stderr
+    assert json.loads(ledger(repo, "show", staged.name, "--json").stdout)["status"]["state"] == "lost"
 
 
 def test_cluster_target_and_collective_timeout() -> None:
@@ -292,7 +719,7 @@ class TestHeatOnTwoNodes:
 
     @pytest.fixture(scope="class")
     @classmethod
-    def cluster(cls, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Any]]:
+    def cluster(cls) -> Iterator[tuple[str, str, Any]]:
         """A head (resource node1, with the dashboard the Job API needs) and a second raylet (node2).
 
         Everything listens on 127.0.0.1 only. Ray replaces a loopback address by the machine's own IP
@@ -307,30 +734,27 @@ class TestHeatOnTwoNodes:
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
         patch = pytest.MonkeyPatch()
         patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
-        dash = free_port()
+        dash = _free_port()
 
-        c = None
+        c = cluster_utils.Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 2,
+                "resources": {"node1": 1},
+                "node_ip_address": "127.0.0.1",
+                "include_dashboard": True,
+                "dashboard_host": "127.0.0.1",
+                "dashboard_port": dash,
+                **_agent_ports(),
+            },
+        )
         try:
-            with starting_alone(tmp_path_factory):
-                c = cluster_utils.Cluster(
-                    initialize_head=True,
-                    head_node_args={
-                        "num_cpus": 2,
-                        "resources": {"node1": 1},
-                        "node_ip_address": "127.0.0.1",
-                        "include_dashboard": True,
-                        "dashboard_host": "127.0.0.1",
-                        "dashboard_port": dash,
-                        **agent_ports(),
-                    },
-                )
-                c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **agent_ports())
-                c.wait_for_nodes()
-                _wait_for_job_agent(f"http://127.0.0.1:{dash}")
+            c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **_agent_ports())
+            c.wait_for_nodes()
+            _wait_for_job_agent(f"http://127.0.0.1:{dash}")
             yield f"http://127.0.0.1:{dash}", c.address, c
         finally:
-            if c is not None:
-                c.shutdown()
+            c.shutdown()
             patch.undo()
             if saved is None:
                 os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
@@ -486,7 +910,7 @@ class TestHeatOnTwoNodes:
 
     @pytest.mark.slow
     def test_nodes_that_join_later_are_watched_and_leaving_keeps_their_gpus(
-        self, cluster: tuple[str, str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+        self, cluster: tuple[str, str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """A third node joins during the run and gets a sampler; a node the timeline names no GPU of is
         recorded as not watched, with the reason; a node that leaves keeps its GPUs in the record."""
@@ -504,9 +928,8 @@ class TestHeatOnTwoNodes:
         third = None
         try:
             _wait("node 2's sampler", lambda: len(sensor.gpus()) == 1, sensor, sample=False)
-            with starting_alone(tmp_path_factory):
-                third = c.add_node(num_cpus=1, resources={"node3": 1}, node_ip_address="127.0.0.1", **agent_ports())
-                c.wait_for_nodes()
+            third = c.add_node(num_cpus=1, resources={"node3": 1}, node_ip_address="127.0.0.1", **_agent_ports())
+            c.wait_for_nodes()
             _wait("readings from the new node", lambda: len(read_heat_log(heat_log).keys) == 3, sensor, sample=False)
             c.remove_node(third)
             third = None
@@ -551,10 +974,8 @@ class TestHeatOnTwoNodes:
         assert sum("is not watched" in w for w in warnings) == 2, warnings
 
 
-# -- after the classes: no other cluster is up on this worker ---------------------------------
-def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_pid(
-    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
+# -- after both classes: no other cluster is up on this worker --------------------------------
+def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_pid(tmp_path: Path) -> None:
     """A submitted run replayed where its recorded cluster is gone (another machine, after `dvc
     pull`) and no --address is given: ledger starts a Ray head on 127.0.0.1 of its own (ports,
     folder), a job runs on it, and ledger stops it after, by its own PID, folder removed."""
@@ -562,13 +983,12 @@ def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_p
 
     from ledger.replay.raylaunch import choose_target, reachable
 
-    gone = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    gone = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
     m = {"command": {"ray_argv": ["ray", "job", "submit", "--address", gone, "--", "python3", "train.py"]}}
     said: list[str] = []
     dry = choose_target(m, None, tmp_path, said.append, dry_run=True)
     assert dry.head is None and dry.how == "local head started by ledger" and said == []  # a dry run starts nothing
-    with starting_alone(tmp_path_factory):
-        target = choose_target(m, None, tmp_path, said.append)
+    target = choose_target(m, None, tmp_path, said.append)
     head = target.head
     assert head is not None
     try:
