@@ -151,6 +151,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:`port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
 class LocalHead:
     """A Ray head on 127.0.0.1 that ledger started for one replay and stops after it by PID."""
 
@@ -178,12 +187,15 @@ class LocalHead:
             )
 
     def _start(self, ray: str, cwd: Path, say: Callable[[str], None]) -> tuple[str, int | None] | None:
-        """Start `ray start --head --block` and wait for its Job API; None once it answers, else
-        the last line it wrote and its exit code (None: still starting at the deadline), once it
-        is stopped and its folder removed."""
+        """Start `ray start --head --block` and wait for its Job API and its job agent; None once
+        both answer, else the last line it wrote and its exit code (None: still starting at the
+        deadline), once it is stopped and its folder removed. The Job API answers before the
+        agent that runs submissions is up (a submission then fails with "No available agent to
+        submit job"): on a busy machine that gap lasts seconds, so the agent's own port is waited for."""
         self.temp = tempfile.mkdtemp(prefix="lrh", dir="/tmp")  # short: Ray's socket paths have a length limit
         self.dashboard_port = _free_port()
         self.url = f"http://127.0.0.1:{self.dashboard_port}"
+        agent_port = _free_port()
         env = dict(os.environ)
         env["RAY_TMPDIR"] = self.temp  # its address file stays in its own folder, not /tmp/ray
         os.makedirs(os.path.join(self.temp, "ray"), exist_ok=True)
@@ -205,7 +217,7 @@ class LocalHead:
             "--dashboard-port",
             str(self.dashboard_port),
             "--dashboard-agent-listen-port",
-            str(_free_port()),
+            str(agent_port),
             "--dashboard-agent-grpc-port",
             str(_free_port()),
             "--runtime-env-agent-port",
@@ -221,7 +233,7 @@ class LocalHead:
             argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
         deadline = time.monotonic() + HEAD_START_S
-        while not reachable(self.url, 2.0):
+        while not (reachable(self.url, 2.0) and _listening(agent_port)):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 failed = self._last_line(), self.proc.returncode  # read before stop() removes the log
                 self.stop()
