@@ -168,7 +168,7 @@ def _partial_diff(
         if not part.settings_complete:
             incomplete.append(side)
     ma, mb = manifests
-    ra, rb = (RunRecord.trusted(m) for m in manifests)  # recorded: checked by parse_manifest; running: our own staged record
+    ra, rb = (RunRecord.partial(m) for m in manifests)  # recorded: checked by parse_manifest; running: our own staged record
     if ra.id == rb.id:
         raise UsageError(f"'{ra.id}' is named twice", "name two different runs")
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
@@ -205,7 +205,7 @@ def _env_unknown_while_running(manifests: list[dict[str, Any]], sides: list[RunE
     """`env.*` settings a recorded side has and a running side lacks. A record also takes them
     from ledger's own environment when the job ends, which no other process can read while it
     runs: unknown, so not a difference (a variable both sides show still compares)."""
-    settings = [RunRecord.trusted(m).settings for m in manifests]
+    settings = [RunRecord.partial(m).settings for m in manifests]
     running = [s for s, e in zip(settings, sides) if not isinstance(e, RunEntry)]
     recorded = [s for s, e in zip(settings, sides) if isinstance(e, RunEntry)]
     return sorted({k for r in recorded for k in r if k.startswith("env.") and any(k not in s for s in running)})
@@ -332,7 +332,7 @@ def _compare(
     manifests: _Manifests,
 ) -> DiffReport:
     ma, mb = manifests(ea), manifests(eb)
-    ra, rb = RunRecord.trusted(ma), RunRecord.trusted(mb)  # checked by parse_manifest
+    ra, rb = RunRecord.partial(ma), RunRecord.partial(mb)  # checked by parse_manifest
     code_a, code_b = ra.code.commit, rb.code.commit
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) and merge_base(repo, code_a, code_b) is None:
         raise LedgerError(

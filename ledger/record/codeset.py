@@ -25,7 +25,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from ledger.runrecord import Code, Command
+from ledger.runrecord import Code, Command, replace
 from ledger.storage.git import CodeSnapshot, Repo
 
 # never code, whatever `.ledger.yaml` says (docs/diff.md lists them)
@@ -77,15 +77,15 @@ class CodeContent:
 
     def code(self, code: Code) -> Code:
         """The `code` section with `content`, `ignore` (and `content_without_launcher`) set."""
-        code = code.with_(content=self.tree, ignore=list(self.ignore))
-        return code.with_(content_without_launcher=self.without_launcher) if self.without_launcher is not None else code
+        code = replace(code, content=self.tree, ignore=list(self.ignore))
+        return replace(code, content_without_launcher=self.without_launcher) if self.without_launcher is not None else code
 
     def command(self, command: Command) -> Command:
         """The `command` section with `launcher_inputs` and `launcher_path` set (a launcher run)."""
         if not self.has_launcher:
             return command
-        command = command.with_(launcher_inputs=list(self.launcher_inputs))
-        return command.with_(launcher_path=self.launcher_path) if self.launcher_path is not None else command
+        command = replace(command, launcher_inputs=list(self.launcher_inputs))
+        return replace(command, launcher_path=self.launcher_path) if self.launcher_path is not None else command
 
 
 def counted_tree(repo: Repo, tree: str, ignore: Sequence[str] = (), also_left_out: Iterable[str] = ()) -> str:

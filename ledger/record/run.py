@@ -33,7 +33,7 @@ from ledger.redact.names import Redactions
 from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
-from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status
+from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status, replace
 from ledger.storage import staging
 from ledger.storage.bigfiles import BlobHashes, describe
 from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
@@ -96,7 +96,7 @@ class HostFacts:
         if self.facts is not None:
             return image.merged(self.facts)
         if self.error is not None:
-            return image.with_(errors=[*image.errors, self.error])
+            return replace(image, errors=[*image.errors, self.error])
         return image
 
 
@@ -192,13 +192,13 @@ class Prepared:
 
 
 def _command_section(req: RunRequest, repo: Repo, argv: list[str]) -> Command:
-    return Command().with_(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root), cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
+    return Command(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root), cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
 
 
 def _code_section(code: CodeSnapshot) -> Code:
     section = Code(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked)
-    section = section.with_(submodules=code.submodules) if code.submodules else section
-    return section.with_(large_files=describe(code.large)) if code.large else section
+    section = replace(section, submodules=code.submodules) if code.submodules else section
+    return replace(section, large_files=describe(code.large)) if code.large else section
 
 
 def _snapshot_notes(code: CodeSnapshot, max_mb: float) -> list[str]:
@@ -256,15 +256,16 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
             route = jobsetup.debug_data_route(argv, launcher_text, cfg, staged, str(req.cwd), record.image, say)
             command = route.command(command)
         image, host_facts = _image_facts(req, cfg, repo, say)
-        record = record.with_(
+        record = replace(
+            record,
             name=name,
             note=note,
-            host=Host.trusted(basic_host()),
+            host=Host.from_dict(basic_host()),
             command=command,
             code=content.code(_code_section(sealed.code)),
             image=record.image.merged(image),
             replay_of=req.replay_of,
-            replay=None if req.replay is None else Replay.trusted(req.replay),
+            replay=None if req.replay is None else Replay.from_dict(req.replay),
             redacted=sorted(redacted),
             warnings=[*notes, *([content.warning] if content.warning else [])],
         )
@@ -336,7 +337,7 @@ def _redacted_command(
             say(f"ledger: warning: {path} is a changed binary file holding secret-shaped bytes; it is left out of the run's code tree")
     if launcher_path is not None:
         file_name, digest, names = _copy_launcher(launcher_path, run_dir, sealed.redactor)
-        command = command.with_(launcher=file_name, launcher_sha256=digest)
+        command = replace(command, launcher=file_name, launcher_sha256=digest)
         redacted.update(names)
     return command, redacted
 
@@ -381,7 +382,7 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
     env = dict(environ)
     job_vars, ledger_env = jobsetup.job_env(cfg, env, staged, prepared.record.id, prepared.wrapper_flags)
     env.update(job_vars)
-    record = prepared.record.with_(command=prepared.record.command.with_(ledger_env=ledger_env))
+    record = replace(prepared.record, command=replace(prepared.record.command, ledger_env=ledger_env))
     job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
     try:
         with _before_the_job():
@@ -464,8 +465,8 @@ def _ended_status(status: Status, result: JobResult) -> Status:
     """The `status` section of the job's end (a capture error's `warnings`, said before, kept)."""
     ended = Status(state=result.state, exit_code=result.exit_code, signal=result.signal_name, duration_s=round(result.duration_s, 3))
     if status.warnings:
-        ended = ended.with_(warnings=list(status.warnings))
-    return ended.with_(escalated=result.escalated) if result.escalated else ended
+        ended = replace(ended, warnings=list(status.warnings))
+    return replace(ended, escalated=result.escalated) if result.escalated else ended
 
 
 def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
@@ -487,8 +488,8 @@ def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
     notes = truncation_noted(staged.run_dir, ended.capture.truncation_notes() + logs.truncated, say)
     if notes:
         warnings.extend(notes)
-        status = status.with_(warnings=notes)
-    gpu = Gpu.trusted(ended.monitor.stop_summary())
+        status = replace(status, warnings=notes)
+    gpu = Gpu.from_dict(ended.monitor.stop_summary())
     image = prepared.host_facts.image(record.image)
     finished = iso(utc_now())
     status = _ended_status(status, result)
@@ -499,12 +500,13 @@ def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
         warnings.extend(ray_warnings)
     if status.state == "failed" and (hint := jobsetup.refused_debug_flags(staged.run_dir, command, status, say)):
         warnings.append(hint)
-    code = record.code.with_(untracked_left_out=ended.untracked.result())
+    code = replace(record.code, untracked_left_out=ended.untracked.result())
     if prepared.code.large:
         large, unhashed = ended.big.result()
-        code = code.with_(large_files=large)
+        code = replace(code, large_files=large)
         warnings.extend(unhashed)
-    record = record.with_(
+    record = replace(
+        record,
         command=command,
         code=code,
         image=image,
@@ -580,7 +582,7 @@ def _derived_facts(
         return _guarded(found, what, fn, say)
 
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or list(record.command.argv)
-    record = record.with_(logs=record.logs.with_(split=logs.where), redacted=sorted(redacted))
+    record = replace(record, logs=replace(record.logs, split=logs.where), redacted=sorted(redacted))
     records = shim.read_log(staged.dir / shim.LOG_NAME)
     lines = logs.command_lines
     current = record
@@ -588,19 +590,23 @@ def _derived_facts(
     if training is not None:
         redacted.update(training.redacted)
         warnings.extend(training.warnings)
-        record = record.with_(
-            redacted=sorted(redacted), command=training.command, env_report=training.env_report, seeds=Seeds.trusted(training.seeds)
+        record = replace(
+            record,
+            redacted=sorted(redacted),
+            command=training.command,
+            env_report=training.env_report,
+            seeds=Seeds.from_dict(training.seeds),
         )
-        record = record.with_(settings=training.settings)
+        record = replace(record, settings=training.settings)
     extra = guarded("copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, secrets))
     if extra is not None:
         redacted.update(extra[1])
-        record = record.with_(logs=record.logs.with_(extra=extra[0]), redacted=sorted(redacted))
+        record = replace(record, logs=replace(record.logs, extra=extra[0]), redacted=sorted(redacted))
     ran = record.command
     metrics = guarded("parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, logs, ran, record.started, environ, say))
     if metrics is not None:
         if metrics[0]:
-            record = record.with_(logs=record.logs.with_(metrics=metrics[0]))
+            record = replace(record, logs=replace(record.logs, metrics=metrics[0]))
         warnings.extend(metrics[1])
     command = record.command
     data: list[dict[str, Any]] = [d.to_dict() for d in record.data]
@@ -612,18 +618,18 @@ def _derived_facts(
     with_ids = guarded("listing the recorded rollout ids", lambda: _with_rollout_ids(staged, data, str(command.cwd)))
     if with_ids is not None:
         data = with_ids
-    record = record.with_(data=[DataEntry.trusted(d) for d in data])
+    record = replace(record, data=[DataEntry.from_dict(d) for d in data])
     if record.replay_of and record.replay is not None:
-        m = record.with_(warnings=warnings).to_dict()
+        m = replace(record, warnings=warnings).to_dict()
         fidelity = guarded("comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say))
         if fidelity is not None:
-            record = record.with_(replay=record.replay.with_(fidelity=fidelity))
+            record = replace(record, replay=replace(record.replay, fidelity=fidelity))
     for log in ("trainer.log", "engine.log"):
         if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
             (run_dir / log).touch()
     if (run_dir / "heat.log").exists():
-        record = record.with_(logs=record.logs.with_(heat="heat.log"))
-    return record.with_(warnings=warnings)
+        record = replace(record, logs=replace(record.logs, heat="heat.log"))
+    return replace(record, warnings=warnings)
 
 
 def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
