@@ -26,11 +26,11 @@ from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError, NotRecorded, StartError
 from ledger.fsutil import inode_clock, write_atomic
-from ledger.manifest import duration_text, new_run_id, run_path, status_line, storable
+from ledger.manifest import duration_text, new_run_id, readable, run_path, status_line, storable
 from ledger.record import jobsetup
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
-from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
+from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_record
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
 from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status, replace
@@ -546,13 +546,13 @@ def _import_end_modules() -> None:
             pass
 
 
-def _guarded(m: dict[str, Any], what: str, fn: Callable[[], Any], say: Say) -> Any:
-    """`fn()`, or None with a warning in the record when it fails: one fact never loses the run."""
+def _guarded(warnings: list[str], what: str, fn: Callable[[], Any], say: Say) -> Any:
+    """`fn()`, or None with a warning appended to `warnings` when it fails: one fact never loses the run."""
     try:
         return fn()
     except Exception as exc:  # one fact failing must never lose the run
         text = f"{what} failed: {type(exc).__name__}: {exc}"
-        m["warnings"].append(text)
+        warnings.append(text)
         say(f"ledger: {text}")
         return None
 
@@ -576,10 +576,9 @@ def _derived_facts(
     run_dir = staged.run_dir
     warnings = list(record.warnings)
     redacted = set(record.redacted) | set(logs.redacted)
-    found = {"warnings": warnings}  # `_guarded` appends its failures here, in order
 
     def guarded(what: str, fn: Callable[[], Any]) -> Any:
-        return _guarded(found, what, fn, say)
+        return _guarded(warnings, what, fn, say)
 
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or list(record.command.argv)
     record = replace(record, logs=replace(record.logs, split=logs.where), redacted=sorted(redacted))
@@ -590,13 +589,8 @@ def _derived_facts(
     if training is not None:
         redacted.update(training.redacted)
         warnings.extend(training.warnings)
-        record = replace(
-            record,
-            redacted=sorted(redacted),
-            command=training.command,
-            env_report=training.env_report,
-            seeds=Seeds.from_dict(training.seeds),
-        )
+        seeds = Seeds.from_dict(training.seeds)
+        record = replace(record, redacted=sorted(redacted), command=training.command, env_report=training.env_report, seeds=seeds)
         record = replace(record, settings=training.settings)
     extra = guarded("copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, secrets))
     if extra is not None:
@@ -609,21 +603,21 @@ def _derived_facts(
             record = replace(record, logs=replace(record.logs, metrics=metrics[0]))
         warnings.extend(metrics[1])
     command = record.command
-    data: list[dict[str, Any]] = [d.to_dict() for d in record.data]
+    data = list(record.data)
     # the run's known values, and the values the rules removed from its logs: a data file holding one is held back
     screen = Redactor(secrets | as_texts(logs.found), cfg.secret_names)
     tracked = guarded("tracking data", lambda: facts.track_data(repo, staged, command, say, screen))
     if tracked is not None:
-        data = tracked
+        data = [DataEntry.from_dict(d, "manifest", "data") for d in tracked]
     with_ids = guarded("listing the recorded rollout ids", lambda: _with_rollout_ids(staged, data, str(command.cwd)))
     if with_ids is not None:
         data = with_ids
-    record = replace(record, data=[DataEntry.from_dict(d) for d in data])
+    record = replace(record, data=data)
     if record.replay_of and record.replay is not None:
-        m = replace(record, warnings=warnings).to_dict()
-        fidelity = guarded("comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say))
+        so_far, replay = replace(record, warnings=list(warnings)), record.replay
+        fidelity = guarded("comparing the replay with its run", lambda: _replay_fidelity(repo, so_far, run_dir, say))
         if fidelity is not None:
-            record = replace(record, replay=replace(record.replay, fidelity=fidelity))
+            record = replace(record, replay=replace(replay, fidelity=fidelity))
     for log in ("trainer.log", "engine.log"):
         if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
             (run_dir / log).touch()
@@ -632,26 +626,22 @@ def _derived_facts(
     return replace(record, warnings=warnings)
 
 
-def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+def _keep_untracked_data(root: Path, staged: staging.Staged, record: RunRecord, say: Say) -> None:
     """Whatever the job wrote under the run's data folder and no tracked record holds stays on
     disk (never deleted with the staging folder)."""
-    tracked = {
-        str(rec.get("template") or "").split("/")[1]
-        for rec in m.get("data") or []
-        if rec.get("tracked") and str(rec.get("template") or "").startswith("data/")
-    }
+    tracked = {str(d.template).split("/")[1] for d in record.data if d.tracked and str(d.template or "").startswith("data/")}
     if not staged.data_dir.is_dir():
         return
     for source in sorted(staged.data_dir.iterdir()):
         if source.name in tracked:
             continue
-        dest = staging.ledger_dir(root) / "untracked" / m["id"] / source.name
+        dest = staging.ledger_dir(root) / "untracked" / record.id / source.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(source), dest)
-        say(f"ledger: untracked data of run {m['id']} kept at {dest}")
+        say(f"ledger: untracked data of run {record.id} kept at {dest}")
 
 
-def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list[Any]:
+def _with_rollout_ids(staged: staging.Staged, data: list[DataEntry], cwd: str) -> list[DataEntry]:
     """The `data` section with `rollout_ids` on the rollout data record: which rollouts a replay
     can pick (`--step N`)."""
     import re
@@ -659,9 +649,9 @@ def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list
     out = []
     for rec in data:
         out.append(rec)
-        if not isinstance(rec, dict) or rec.get("role") != "rollout" or not rec.get("template"):
+        if rec.role != "rollout" or not rec.template:
             continue
-        template = str(rec["template"])
+        template = rec.template
         base = Path(template)
         if template.startswith("data/"):
             base = staged.dir / template
@@ -672,17 +662,17 @@ def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list
             continue
         found = [match.group(1) for p in base.parent.iterdir() if (match := pattern.match(p.name))]
         numbers = sorted(int(x) for x in found if x.isdigit())
-        out[-1] = {**rec, "rollout_ids": [*numbers, *sorted(x for x in found if not x.isdigit())]}
+        out[-1] = replace(rec, rollout_ids=[*numbers, *sorted(x for x in found if not x.isdigit())])
     return out
 
 
-def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> dict[str, Any] | None:
+def _replay_fidelity(repo: Repo, record: RunRecord, run_dir: Path, say: Say) -> dict[str, Any] | None:
     """`replay.fidelity`: the replay's learning metrics against its source run's."""
     from ledger.compare.fidelity import describe, fidelity_of
 
-    result = fidelity_of(repo, m, run_dir)
+    result = fidelity_of(repo, record, run_dir)
     if result is not None:
-        say(f"ledger: replay fidelity against {m['replay_of']}: {describe(result)}")
+        say(f"ledger: replay fidelity against {record.replay_of}: {describe(result)}")
     return result
 
 
@@ -697,53 +687,80 @@ def finish(
     secrets: set[str] | None = None,
     environ: dict[str, str] | None = None,
 ) -> str:
-    """Derive the remaining facts, write manifest and status, commit, drop the staging folder.
+    """The record from the job's end to its commit, in stages that each take the record and
+    return it: the derived facts (`_derived_facts`), the logs' last scrub (`_scrubbed_logs`),
+    big logs to DVC (`_big_logs`), the tracker links (`_with_trackers`), the manifest's scrub
+    (`scrub_record`), then the commit (`_committed`). Returns the commit id.
 
     `logs` is the log work done on the job's output (`ledger.record.streamed`); None reads it
-    back from the split logs already in the run folder. The derived facts (`_derived_facts`) are
-    worked out on the typed record; the redaction scrub and what follows it, on the dict that is
-    written."""
-    from ledger import yamlio
-    from ledger.record import facts
-    from ledger.storage.summary import summary_of
-
+    back from the split logs already in the run folder."""
     run_dir = staged.run_dir
     if logs is None:
         from ledger.record.streamed import logs_result
 
         logs = logs_result(run_dir)
-    m = _derived_facts(repo, cfg, staged, record, logs, say, set(secrets or ()), environ).to_dict()
+    known = set(secrets or ())
+    record = _derived_facts(repo, cfg, staged, record, logs, say, known, environ)
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
-    scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
-    offloaded = _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m["id"], say, logs.md5), say)
-    if offloaded is not None:
-        m["data"] = [*m["data"], offloaded[0]]
-        m["logs"]["in_dvc"] = offloaded[1]
+    record = _scrubbed_logs(record, run_dir, known, logs, cfg)
+    record = _big_logs(record, repo, cfg, staged, logs, say)
+    record = _with_trackers(record, run_dir)
+    record = scrub_record(record, known, logs.found, cfg.secret_names)
+    return _committed(record, repo, cfg, staged, code, say)
+
+
+def _scrubbed_logs(record: RunRecord, run_dir: Path, secrets: set[str], logs: StreamResult, cfg: Config) -> RunRecord:
+    """The run folder's logs scrubbed a last time; what was hidden, in `redacted`."""
+    hidden = scrub_logs(run_dir, secrets, logs.found, cfg.secret_names)
+    return replace(record, redacted=sorted({*record.redacted, *hidden})) if hidden else record
+
+
+def _big_logs(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged, logs: StreamResult, say: Say) -> RunRecord:
+    """A trainer/engine log over `logs: git_max_mb` tracked with DVC (`facts.offload_big_logs`)."""
+    from ledger.record import facts
+
+    warnings = list(record.warnings)
+    offloaded = _guarded(warnings, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, record.id, say, logs.md5), say)
+    if offloaded is None:
+        return replace(record, warnings=warnings)
+    entry = DataEntry.from_dict(offloaded[0], "manifest", "data")
+    return replace(record, data=[*record.data, entry], logs=replace(record.logs, in_dvc=offloaded[1]), warnings=warnings)
+
+
+def _with_trackers(record: RunRecord, run_dir: Path) -> RunRecord:
+    """`trackers`: the W&B/MLflow run the job printed."""
     from ledger.compare.trackers import find_trackers
 
-    m["trackers"] = find_trackers(run_dir / "trainer.log", m.get("settings"))  # the W&B/MLflow run it printed
-    scrub_manifest(m, secrets or set(), logs.found, cfg.secret_names)
-    st = m["status"]
-    write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
-    text = storable(m)  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`
-    yamlio.dump_file(run_dir / "manifest.yaml", text)
-    from ledger.compare.summarymetrics import summarize_file
+    return replace(record, trackers=find_trackers(run_dir / "trainer.log", dict(record.settings)))
 
+
+def _committed(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged, code: CodeSnapshot, say: Say) -> str:
+    """The run folder's record files (manifest.yaml, summary.json, settings.json, status) written
+    from the record, the folder committed, the staging folder dropped."""
+    from ledger import yamlio
+    from ledger.compare.summarymetrics import summarize_file
+    from ledger.storage.summary import summary_of
+
+    run_dir, status = staged.run_dir, record.status
+    duration = duration_text(status.duration_s or 0.0)
+    write_atomic(run_dir / "status", status_line(status.exit_code, status.signal, status.duration_s or 0.0, record.finished))
+    text = storable(record.to_dict())  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`
+    yamlio.dump_file(run_dir / "manifest.yaml", text)
     summary = summary_of(text, summarize_file(run_dir / "metrics.jsonl"))  # list filters read these, not the table
     write_atomic(run_dir / "summary.json", json.dumps(summary, default=str, separators=(",", ":")) + "\n")
-    write_atomic(run_dir / "settings.json", json.dumps(text["settings"], default=str, indent=0) + "\n")
-    exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
-    if st["state"] in ("killed", "lost"):
-        exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"
-    message = commit_message(m["id"], text["name"], exit_text, duration_text(st["duration_s"] or 0.0), code.commit)
+    write_atomic(run_dir / "settings.json", json.dumps(readable(dict(record.settings)), default=str, indent=0) + "\n")
+    exit_text = f"exit {status.exit_code if status.exit_code is not None else '-'}"
+    if status.state in ("killed", "lost"):
+        exit_text += f" ({status.state}{', ' + status.signal if status.signal else ''})"
+    name = readable(record.name)
+    message = commit_message(record.id, name, exit_text, duration, code.commit)
     tree = repo.tree_from_dir(run_dir)
-    commit = write_run(repo, cfg.branch, code, m["id"], tree, message)
-    _keep_untracked_data(repo.root, staged, m, say)
+    commit = write_run(repo, cfg.branch, code, record.id, tree, message)
+    _keep_untracked_data(repo.root, staged, record, say)
     staged.remove()
     repo.gc_auto()
     say(
-        f"ledger: recorded run {m['id']}{' (' + text['name'] + ')' if text['name'] else ''}: {st['state']}, "
-        f"exit {st['exit_code']}, {duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
-        f"({run_path(m['id'])})"
+        f"ledger: recorded run {record.id}{' (' + name + ')' if name else ''}: {status.state}, "
+        f"exit {status.exit_code}, {duration} -> {cfg.branch} {commit[:10]} ({run_path(record.id)})"
     )
     return commit
