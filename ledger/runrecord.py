@@ -309,7 +309,7 @@ class DataEntry(Section, frozen=True, kw_only=True):
     hash: str | None = None
     nfiles: int | None = None
     size: int | None = None
-    tracked: bool | None = False
+    tracked: bool | None | UnsetType = UNSET  # (an early record lacks it: its `hash` says it)
     error: str | None = None
     template: str | None = None
     # files of the output holding secret text, kept out of DVC: {"file": ..., "rule": ...} (record/heldback.py)

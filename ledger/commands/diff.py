@@ -59,7 +59,7 @@ def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_files: list
     return out
 
 
-def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ma: dict[str, Any], mb: dict[str, Any], report: DiffReport) -> None:
+def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ra: RunRecord, rb: RunRecord, report: DiffReport) -> None:
     """Name the files behind a `code` change; say in one line when only files that are not code
     (documentation, bookkeeping, `code: ignore:`, launcher inputs) differ."""
     from ledger.record.codeset import changed_code_files
@@ -67,7 +67,7 @@ def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ma: dict[str, 
     ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
     if not ca or not cb:
         return
-    files = changed_code_files(repo, ca, cb, ma, mb)
+    files = changed_code_files(repo, ca, cb, ra, rb)
     if any(c.name == "code" for c in report.changed):
         report.code_files = files.counted
         return
@@ -358,7 +358,7 @@ def _compare(
     )
     attach_noise(report, repo, sides, ea, eb, ma, mb)
     baseline_session(repo, listing, tip, report, mb)
-    _code_facts(repo, tip, ea, eb, ma, mb, report)
+    _code_facts(repo, tip, ea, eb, ra, rb, report)
     return report
 
 
