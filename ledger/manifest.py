@@ -1,6 +1,6 @@
 """The run manifest, schema version 1 (docs/manifest.md): run ids, where a run lives, how it is stored.
 
-The manifest's shape is `ledger.runrecord` (frozen dataclasses, one per section, `RunRecord`);
+The manifest's shape is `ledger.runrecord` (frozen msgspec Structs, one per section, `RunRecord`);
 what is stored is its dict, in a fixed key order so `git diff` between two runs is short.
 `new_manifest` makes one with every key present (null where unknown); `check_manifest` validates
 one read back from git and refuses newer schema versions.
