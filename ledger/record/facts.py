@@ -17,9 +17,8 @@ from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
-from ledger.redact.runscrub import add_redacted
 from ledger.redact.scanner import Redactor
-from ledger.runrecord import Code, Command, RunRecord, replace
+from ledger.runrecord import Code, Command, RunRecord, Seeds, replace
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import envvars, launcher, seeddefaults, tracescan
@@ -84,14 +83,17 @@ class TrainingFacts:
     redacted: list[str]  # entries for `redacted`
     warnings: list[str]  # for `warnings`
 
-    def apply(self, m: dict[str, Any]) -> None:
-        """Set them in a manifest's dict (the record's `finish`, `ledger tail`'s partial view)."""
-        add_redacted(m, self.redacted)
-        m["command"] = self.command.to_dict()
-        m["env_report"] = self.env_report
-        m["seeds"] = self.seeds
-        m.setdefault("warnings", []).extend(self.warnings)
-        m["settings"] = self.settings
+    def applied(self, record: RunRecord) -> RunRecord:
+        """The record with them set (the record's `finish`, `ledger tail`'s and `diff --partial`'s view)."""
+        return replace(
+            record,
+            redacted=sorted({*record.redacted, *self.redacted}),
+            command=self.command,
+            env_report=self.env_report,
+            seeds=Seeds.from_dict(self.seeds, "manifest", "seeds"),
+            warnings=[*record.warnings, *self.warnings],
+            settings=self.settings,
+        )
 
 
 def settings_section(
@@ -102,8 +104,12 @@ def settings_section(
     records: list[ShimRecord] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> None:
-    """Fill command.training_argv, settings, seeds and env from what the job really ran."""
-    training_facts(RunRecord.partial(m), cfg, command_lines, job_argv, records, environ).apply(m)
+    """Fill command.training_argv, settings, seeds and env from what the job really ran, in a
+    manifest's dict (`TrainingFacts.applied` on the record it decodes to)."""
+    record = RunRecord.partial(m)
+    done = training_facts(record, cfg, command_lines, job_argv, records, environ).applied(record)
+    m.update(redacted=list(done.redacted), command=done.command.to_dict(), env_report=list(done.env_report))
+    m.update(seeds=done.seeds.to_dict(), warnings=list(done.warnings), settings=dict(done.settings))
 
 
 def training_facts(

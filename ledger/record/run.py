@@ -33,7 +33,7 @@ from ledger.redact.names import Redactions
 from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_record
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
-from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status, replace
+from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Status, replace
 from ledger.storage import staging
 from ledger.storage.bigfiles import BlobHashes, describe
 from ledger.storage.git import CodeSnapshot, Repo, UntrackedCount
@@ -589,9 +589,7 @@ def _derived_facts(
     if training is not None:
         redacted.update(training.redacted)
         warnings.extend(training.warnings)
-        seeds = Seeds.from_dict(training.seeds)
-        record = replace(record, redacted=sorted(redacted), command=training.command, env_report=training.env_report, seeds=seeds)
-        record = replace(record, settings=training.settings)
+        record = training.applied(record)
     extra = guarded("copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, secrets))
     if extra is not None:
         redacted.update(extra[1])
