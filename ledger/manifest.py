@@ -1,6 +1,6 @@
 """The run manifest, schema version 1 (docs/manifest.md): run ids, where a run lives, how it is stored.
 
-The manifest's shape is `ledger.runrecord` (frozen dataclasses, one per section, `RunRecord`);
+The manifest's shape is `ledger.runrecord` (frozen msgspec Structs, one per section, `RunRecord`);
 what is stored is its dict, in a fixed key order so `git diff` between two runs is short.
 `new_manifest` makes one with every key present (null where unknown); `check_manifest` validates
 one read back from git and refuses newer schema versions.
@@ -65,6 +65,30 @@ def _has_surrogates(text: str) -> bool:
     return False
 
 
+def _readable(value: Any, path: str, raw: dict[str, str] | None) -> Any:
+    """`value` with each string holding surrogate escapes as readable UTF-8 (U+FFFD in place of
+    the bad bytes); its exact bytes go to `raw` (key path -> base64) when given."""
+    if isinstance(value, str) and _has_surrogates(value):
+        data = value.encode("utf-8", "surrogateescape")
+        if raw is not None:
+            raw[path] = base64.b64encode(data).decode("ascii")
+        return data.decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {
+            _readable(k, f"{path}.<key>", raw) if isinstance(k, str) else k: _readable(v, f"{path}.{k}" if path else str(k), raw)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_readable(v, f"{path}.{i}", raw) for i, v in enumerate(value)]
+    return value
+
+
+def readable(value: Any) -> Any:
+    """`value` (a name, the settings) as `storable` writes it: valid UTF-8 text, U+FFFD where a
+    byte was not (the commit message, settings.json)."""
+    return _readable(value, "", None)
+
+
 def storable(m: dict[str, Any]) -> dict[str, Any]:
     """The manifest as valid UTF-8 text, losslessly.
 
@@ -73,21 +97,7 @@ def storable(m: dict[str, Any]) -> dict[str, Any]:
     bytes, and its exact bytes go to `raw_bytes` (key path -> base64) for `original` to restore.
     """
     raw: dict[str, str] = {}
-
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, str) and _has_surrogates(value):
-            data = value.encode("utf-8", "surrogateescape")
-            raw[path] = base64.b64encode(data).decode("ascii")
-            return data.decode("utf-8", "replace")
-        if isinstance(value, dict):
-            return {
-                walk(k, f"{path}.<key>") if isinstance(k, str) else k: walk(v, f"{path}.{k}" if path else str(k)) for k, v in value.items()
-            }
-        if isinstance(value, list):
-            return [walk(v, f"{path}.{i}") for i, v in enumerate(value)]
-        return value
-
-    out: dict[str, Any] = walk({k: v for k, v in m.items() if k != "raw_bytes"}, "")
+    out: dict[str, Any] = _readable({k: v for k, v in m.items() if k != "raw_bytes"}, "", raw)
     if raw:
         out["raw_bytes"] = raw
     return out

@@ -1,30 +1,40 @@
-"""The run record: the manifest (schema 1, docs/manifest.md) as frozen dataclasses, one per section.
+"""The run record: the manifest (schema 1, docs/manifest.md) as frozen msgspec Structs, one per section.
 
-`RunRecord.from_dict` reads any manifest ledger ever wrote: it refuses a newer schema (as
-`check_manifest` always did), a value of the wrong type is a `ManifestError` naming its key path,
-a key an older manifest lacks reads as its default, and a key this version does not know is kept.
-`to_dict` gives the same dict back: the same keys, in the same order, with the same values, so the
-YAML (and `git diff` between two runs) is unchanged.
+Each section's shape is declared once, as a Struct's typed fields, in the order a manifest holds
+its keys; msgspec checks every value on the way in (`from_dict`, `partial`) and gives the dict
+back on the way out (`to_dict`), so the YAML a new run writes (and `git diff` between two runs)
+keeps the order docs/manifest.md shows.
 
-How a section keeps the dict's shape: `keys_` lists its keys in their order (known fields and
-unknown keys alike) and `unknown_` holds the values of the unknown ones. A known field whose key is
-not in `keys_` (an older manifest lacked it, or an optional key the run never set) reads as its
-default and `to_dict` leaves it out. Writers change a section with `with_(**changes)`: a key already
-there keeps its place and a new one goes last, exactly as a dict assignment does.
+Reading rules:
+- a newer schema is refused with the version named (`check_manifest`, as it always was);
+- a value of the wrong type is a `ManifestError` naming its key path
+  (`manifest 'status.exit_code' is not an integer`), never a traceback;
+- a key an older manifest lacks reads as its field's default (written back, it is there);
+- a key set only when it applies (`launcher_path`, `status.escalated`, ...) is `UNSET` when
+  absent (falsy, and left out of `to_dict`), so an absent key stays absent;
+- a key this version does not know (an image probe named in .ledger.yaml, a cluster run's
+  per-node heat keys, a later optional key) is kept, with its value, in the section's `unknown_`,
+  and `to_dict` writes it after the known keys.
 
-Dataclasses only (no schema library): this module is on `ledger run`'s start-up path. They are
-made with `eq=False`: each generated method is an `exec` at import (~0.15 ms), and a record is
-compared by its `to_dict()`.
+Writers change a record with `msgspec.structs.replace` (re-exported here as `replace`).
+
+No `from __future__ import annotations` here: msgspec resolves real annotations ~5x faster than
+strings (a process's first decode: ~2 ms against ~9 ms), so only forward references are quoted.
 """
 
-from __future__ import annotations
+import datetime as dt
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+import msgspec
+from msgspec import UNSET, UnsetType
+from msgspec.structs import replace
 
 from ledger.errors import LedgerError
+
+__all__ = ["SCHEMA", "UNSET", "ManifestError", "RunRecord", "UnsetType", "check_manifest", "replace"]
 
 SCHEMA = 1
 
@@ -36,12 +46,13 @@ class ManifestError(LedgerError):
 
 
 NOT_LEDGERS = "the record is not one ledger wrote"  # the hint of a record someone else crafted
+CORRUPT = "the record is corrupt; `git show` it to inspect"
 
 
-def check_manifest(data: Any, where: str) -> dict[str, Any]:
+def check_manifest(data: Any, where: str) -> Any:
     """Validate a manifest read from git; raise ManifestError naming the run and the reason."""
     if not isinstance(data, dict):
-        raise ManifestError(f"{where}: manifest is not a mapping", "the record is corrupt; `git show` it to inspect")
+        raise ManifestError(f"{where}: manifest is not a mapping", CORRUPT)
     schema = data.get("schema")
     if not isinstance(schema, int):
         raise ManifestError(f"{where}: manifest has no schema version", "the record is corrupt")
@@ -58,341 +69,330 @@ def check_manifest(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-# -- value checks: what a key may hold (None is allowed wherever ledger ever wrote null) ----------
+# -- the decoder: known keys to msgspec, unknown ones into `unknown_`; errors as key paths ---------
+
+# what msgspec calls a type -> how the manifest error says it
+_WORDS = {"int": "an integer", "float": "a number", "int | float": "a number", "str": "text", "bool": "true or false"}
+_WORDS.update(array="a list", object="a mapping")
+# values to_builtins hands back as they are (a record holds what its dict held, never a re-encoding)
+_AS_IS = (bytes, bytearray, dt.datetime, dt.date, dt.time)
+_UNKNOWN = "unknown_"
+_LAYOUTS: "dict[type[Section], tuple[frozenset[str], dict[str, tuple[type[Section], bool]]]]" = {}
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
+def _layout(cls: "type[Section]") -> "tuple[frozenset[str], dict[str, tuple[type[Section], bool]]]":
+    """(the keys `cls` knows, key -> (nested section class, a list of them)), from its fields' types."""
+    got = _LAYOUTS.get(cls)
+    if got is not None:
+        return got
+    known: set[str] = set()
+    nested: dict[str, tuple[type[Section], bool]] = {}
+    for f in msgspec.structs.fields(cls):
+        if f.name == _UNKNOWN:
+            continue
+        known.add(f.encode_name)
+        for t in typing.get_args(f.type) if isinstance(f.type, types.UnionType) else (f.type,):
+            args = typing.get_args(t)
+            many = typing.get_origin(t) in (list, Sequence) and bool(args)
+            inner = args[0] if many else t
+            if isinstance(inner, type) and issubclass(inner, Section):
+                nested[f.encode_name] = (inner, many)
+    got = _LAYOUTS[cls] = (frozenset(known), nested)
+    return got
 
 
-_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "any": (lambda v: True, "anything"),
-    "text": (lambda v: v is None or isinstance(v, str), "text"),
-    "int": (lambda v: v is None or _is_int(v), "an integer"),
-    "number": (lambda v: v is None or _is_int(v) or isinstance(v, float), "a number"),
-    "bool": (lambda v: v is None or isinstance(v, bool), "true or false"),
-    "list": (lambda v: isinstance(v, list), "a list"),
-    "list?": (lambda v: v is None or isinstance(v, list), "a list"),
-    "map": (lambda v: isinstance(v, dict), "a mapping"),
-    "map?": (lambda v: v is None or isinstance(v, dict), "a mapping"),
-}
+def _split(cls: "type[Section]", data: Any) -> Any:
+    """`data` with each section's unknown keys moved into its `unknown_` (anything else as it is:
+    msgspec names a wrong type)."""
+    if not isinstance(data, dict):
+        return data
+    known, nested = _layout(cls)
+    out: dict[Any, Any] = {}
+    unknown: dict[Any, Any] = {}
+    for key, value in data.items():
+        if key not in known:
+            unknown[key] = value
+        elif key not in nested:
+            out[key] = value
+        else:
+            sub, many = nested[key]
+            out[key] = [_split(sub, v) for v in value] if many and isinstance(value, list) else value if many else _split(sub, value)
+    if unknown:
+        out[_UNKNOWN] = unknown
+    return out
 
 
-def _f(kind: str, default: Any = None, factory: Callable[[], Any] | None = None, section: Any = None, sometimes: bool = False) -> Any:
-    """A field: `kind` names its check (`_CHECKS`), or `section`/`sections`/`section?` a nested one.
-    `sometimes`: a key set only when it applies; every other field is a key a new record has."""
-    meta = {"kind": kind, "section": section, "sometimes": sometimes}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+def _flat(cls: "type[Section]", data: dict[Any, Any]) -> dict[Any, Any]:
+    """`to_builtins`' dict of a section with its `unknown_` keys put back, after the known ones."""
+    unknown = data.pop(_UNKNOWN, None)
+    for key, (sub, many) in _layout(cls)[1].items():
+        value = data.get(key)
+        if many and isinstance(value, list):
+            data[key] = [_flat(sub, v) for v in value]
+        elif isinstance(value, dict):
+            _flat(sub, value)
+    if unknown:
+        data.update(unknown)
+    return data
 
 
-def _plain(value: Any) -> Any:
-    """Sections as dicts; lists and dicts copied (a record never shares a container with its dict)."""
-    if isinstance(value, Section):
-        return value.to_dict()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
+def _decode(cls: type[S], data: Any, where: str, path: str) -> S:
+    try:
+        return msgspec.convert(_split(cls, data), cls)
+    except msgspec.ValidationError as exc:
+        raise _error(where, path, exc) from None
 
 
-def _corrupt(where: str, path: str, what: str) -> ManifestError:
-    return ManifestError(f"{where}: manifest '{path}' is not {what}", "the record is corrupt; `git show` it to inspect")
+def _error(where: str, prefix: str, exc: msgspec.ValidationError) -> ManifestError:
+    """msgspec's `Expected `int | null`, got `str` - at `$.status.exit_code`` as the manifest error."""
+    text = str(exc)
+    expected = text.split("`")[1] if text.startswith("Expected `") else ""
+    kinds = " | ".join(k for k in expected.split(" | ") if k != "null")
+    what = _WORDS.get(kinds, kinds or "valid")
+    at = text.rsplit(" - at `", 1)[1].rstrip("`") if " - at `" in text else "$"
+    key = at.startswith("key` in `")
+    if key:
+        at = at.split("`")[-1]
+    path = at.lstrip("$").replace("[", ".").replace("]", "").lstrip(".")
+    path = ".".join(p for p in (prefix, path) if p)
+    if key:
+        return ManifestError(f"{where}: manifest '{path}' has a key that is not {what}", CORRUPT)
+    if not path:
+        return ManifestError(f"{where}: manifest is not {what}", CORRUPT)
+    return ManifestError(f"{where}: manifest '{path}' is not {what}", CORRUPT)
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Section:
-    """A mapping of the manifest: known keys as fields, the rest kept in `unknown_` (module doc)."""
+class Section(msgspec.Struct, frozen=True, kw_only=True):
+    """A mapping of the manifest: known keys as typed fields, the rest kept in `unknown_` (module doc)."""
 
-    _specs: ClassVar[dict[str, tuple[str, Any]]]
-    _always: ClassVar[tuple[str, ...]]
-
-    keys_: tuple[str, ...] | None = field(default=None, repr=False)  # None: `always()`
-    unknown_: Mapping[str, Any] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.keys_ is None:
-            object.__setattr__(self, "keys_", type(self).always())
-
-    @classmethod
-    def always(cls) -> tuple[str, ...]:
-        """The keys a new record has (`new_manifest`), in order: the fields not set `sometimes`."""
-        if "_always" not in cls.__dict__:
-            cls._always = tuple(f.name for f in dataclasses.fields(cls) if f.metadata and not f.metadata["sometimes"])
-        return cls._always
-
-    @classmethod
-    def specs(cls) -> dict[str, tuple[str, Any]]:
-        """field name -> (kind, nested section class)."""
-        if "_specs" not in cls.__dict__:
-            cls._specs = {f.name: (f.metadata["kind"], f.metadata["section"]) for f in dataclasses.fields(cls) if f.metadata}
-        return cls._specs
+    unknown_: Mapping[Any, Any] = {}
 
     @classmethod
     def from_dict(cls: type[S], data: Any, where: str = "manifest", path: str = "") -> S:
-        """The section read from `data`, every known value checked; ManifestError names the key."""
-        return cls.read(data, where, path)
-
-    @classmethod
-    def trusted(cls: type[S], data: Mapping[str, Any]) -> S:
-        """A section ledger itself has just made (a heat summary, the host's facts): read as
-        `from_dict` reads, without the type checks, so a shape this version did not foresee is
-        kept as it is and never stops a run from being recorded."""
-        return cls.read(dict(data), "manifest", "", check=False)
-
-    @classmethod
-    def read(cls: type[S], data: Any, where: str, path: str, check: bool = True) -> S:
-        """`from_dict` of a section: each known key checked against its field, the rest kept."""
-        if not isinstance(data, dict):
-            raise _corrupt(where, path, "a mapping")
-        specs = cls.specs()
-        values: dict[str, Any] = {}
-        unknown: dict[Any, Any] = {}
-        for key, value in data.items():
-            spec = specs.get(key) if isinstance(key, str) else None
-            if spec is None:
-                unknown[key] = _plain(value)
-                continue
-            kind, nested = spec
-            at = f"{path}.{key}" if path else str(key)
-            if kind == "section":
-                values[key] = nested.read(value, where, at, check)
-            elif kind == "section?":
-                values[key] = None if value is None else nested.read(value, where, at, check)
-            elif kind == "sections":
-                if not isinstance(value, list):
-                    raise _corrupt(where, at, "a list")
-                values[key] = [nested.read(v, where, f"{at}.{i}", check) for i, v in enumerate(value)]
-            else:
-                ok, what = _CHECKS[kind]
-                if check and not ok(value):
-                    raise _corrupt(where, at, what)
-                values[key] = _plain(value)
-        return cls(keys_=tuple(data), unknown_=unknown, **values)
+        """The section read from `data` (at key path `path`), every known value checked; a wrong
+        one is a ManifestError naming its key."""
+        return _decode(cls, data, where, path)
 
     def to_dict(self) -> dict[str, Any]:
-        """The section as the manifest holds it: its keys, in their order."""
-        specs = self.specs()
-        return {k: _plain(getattr(self, k) if k in specs else self.unknown_[k]) for k in self.keys_ or ()}
+        """The section as the manifest holds it: its known keys in order (an `UNSET` one left
+        out), then the unknown ones."""
+        return _flat(type(self), msgspec.to_builtins(self, builtin_types=_AS_IS))
 
     def has(self, key: str) -> bool:
-        """Whether the section holds `key` (an older manifest may lack a later-added one)."""
-        return key in (self.keys_ or ())
+        """Whether the section holds `key` (a key set only when it applies may be absent)."""
+        if key != _UNKNOWN and key in self.__struct_fields__:
+            return getattr(self, key) is not UNSET
+        return key in self.unknown_
 
     def get(self, key: str, default: Any = None) -> Any:
         """The value of `key` whether this version knows it or not (`default` when absent)."""
         if not self.has(key):
             return default
-        return getattr(self, key) if key in self.specs() else self.unknown_[key]
-
-    def with_(self: S, **changes: Any) -> S:
-        """A copy with `changes` set: a key already there keeps its place, a new one goes last."""
-        return self.merged(changes)
+        return getattr(self, key) if key in self.__struct_fields__ else self.unknown_[key]
 
     def merged(self: S, changes: Mapping[str, Any]) -> S:
-        """`with_` for keys that are data (an image's probe names): `dict.update` on the section."""
-        specs = self.specs()
-        keys = self.keys_ or ()
-        added = tuple(k for k in changes if k not in keys)
-        unknown = {k: v for k, v in changes.items() if k not in specs}
-        known = {k: v for k, v in changes.items() if k in specs}
-        return dataclasses.replace(self, keys_=keys + added, unknown_={**self.unknown_, **unknown}, **known)
+        """`changes` set, known keys as fields and the rest (an image's probe names, data) as
+        unknown keys: `dict.update` on the section."""
+        known = {k: v for k, v in changes.items() if k != _UNKNOWN and k in self.__struct_fields__}
+        unknown = {k: v for k, v in changes.items() if k not in known}
+        return replace(self, unknown_={**self.unknown_, **unknown}, **known) if unknown else replace(self, **known)
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Host(Section):
+# Field order is key order. A field defaulting to UNSET is a key set only when it applies, and its
+# place is where the recording sets it (docs/manifest.md lists the keys; this is their order).
+
+
+class Host(Section, frozen=True, kw_only=True):
     """`host`: where `ledger run` ran."""
 
-    hostname: str | None = _f("text")
-    user: str | None = _f("text")
-    platform: str | None = _f("text")
-    python: str | None = _f("text")
+    hostname: str | None = None
+    user: str | None = None
+    platform: str | None = None
+    python: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Command(Section):
+class Command(Section, frozen=True, kw_only=True):
     """`command`: what was run, and the training command found in it (docs/diff.md)."""
 
-    argv: Sequence[str] = _f("list", factory=list)
-    cwd: str | None = _f("text")
-    cwd_in_repo: str | None = _f("text")
-    repo_root: str | None = _f("text")
-    launcher: str | None = _f("text")
-    launcher_sha256: str | None = _f("text")
-    training_argv: Sequence[str] | None = _f("list?")
-    training_source: str | None = _f("text")
-    ray_argv: Sequence[str] | None = _f("list?")
-    runtime_env: Mapping[str, Any] | None = _f("map?")
-    added_args: Sequence[str] = _f("list", factory=list)
-    # `sometimes`: set only when they apply (after the keys above, in the order the recording sets them)
-    launcher_inputs: Sequence[str] = _f("list", factory=list, sometimes=True)
-    launcher_path: str | None = _f("text", sometimes=True)
-    debug_data: Mapping[str, Any] | None = _f("map?", sometimes=True)
-    ledger_env: Mapping[str, Any] | None = _f("map?", sometimes=True)
+    argv: Sequence[str] = []
+    cwd: str | None = None
+    cwd_in_repo: str | None = None
+    repo_root: str | None = None
+    launcher: str | None = None
+    launcher_sha256: str | None = None
+    training_argv: Sequence[str] | None = None
+    training_source: str | None = None
+    ray_argv: Sequence[str] | None = None
+    runtime_env: Mapping[str, Any] | None = None
+    added_args: Sequence[str] = []
+    launcher_inputs: Sequence[str] | UnsetType = UNSET
+    launcher_path: str | None | UnsetType = UNSET
+    debug_data: Mapping[str, Any] | None | UnsetType = UNSET
+    ledger_env: Mapping[str, Any] | None | UnsetType = UNSET
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Code(Section):
+class Code(Section, frozen=True, kw_only=True):
     """`code`: the commit, the uncommitted changes, and the content that counts as code."""
 
-    commit: str | None = _f("text")
-    branch: str | None = _f("text")
-    dirty: bool | None = _f("bool", False)
-    patch: str | None = _f("text")
-    untracked_left_out: int | None = _f("int", 0)
-    submodules: Mapping[str, Any] = _f("map", factory=dict, sometimes=True)
-    content: str | None = _f("text", sometimes=True)
-    ignore: Sequence[str] = _f("list", factory=list, sometimes=True)
-    content_without_launcher: str | None = _f("text", sometimes=True)
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool | None = False
+    patch: str | None = None
+    untracked_left_out: int | None = 0
+    submodules: Mapping[str, Any] | UnsetType = UNSET
     # changed files over `code.max_file_mb`, not in the tree: path -> {size, mtime, oid (git's blob id or null)}
-    large_files: Mapping[str, Any] = _f("map", factory=dict, sometimes=True)
+    large_files: Mapping[str, Any] | UnsetType = UNSET
+    content: str | None | UnsetType = UNSET
+    ignore: Sequence[str] | UnsetType = UNSET
+    content_without_launcher: str | None | UnsetType = UNSET
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Image(Section):
-    """`image`: the container image's identity and probes, or the host's packages (`source`)."""
+class Image(Section, frozen=True, kw_only=True):
+    """`image`: the container image's identity, or the host's packages (`source`); one unknown
+    key per configured probe (`unknown_`)."""
 
-    ref: str | None = _f("text")
-    id: str | None = _f("text")
-    digest: str | None = _f("text")
-    miles_commit: str | None = _f("text")
-    sglang_version: str | None = _f("text")
-    sglang_commit: str | None = _f("text")
-    megatron_commit: str | None = _f("text")
-    labels: Mapping[str, Any] = _f("map", factory=dict)
-    source: str | None = _f("text")
-    packages: Mapping[str, Any] = _f("map", factory=dict)
-    errors: Sequence[str] = _f("list", factory=list)
-    host: Mapping[str, Any] | None = _f("map?", sometimes=True)  # a host run's python and checkouts
+    ref: str | None = None
+    id: str | None = None
+    digest: str | None = None
+    miles_commit: str | None = None
+    sglang_version: str | None = None
+    sglang_commit: str | None = None
+    megatron_commit: str | None = None
+    labels: Mapping[str, Any] = {}
+    source: str | None = None
+    packages: Mapping[str, Any] = {}
+    errors: Sequence[str] = []
+    host: Mapping[str, Any] | None | UnsetType = UNSET  # a host run's python and checkouts
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Seeds(Section):
+class Seeds(Section, frozen=True, kw_only=True):
     """`seeds`: the seed settings, apart."""
 
-    seed: Any = _f("any")
-    rollout_seed: Any = _f("any")
-    defaults: Mapping[str, Any] = _f("map", factory=dict, sometimes=True)  # key -> where a default was read (none passed)
+    seed: Any = None
+    rollout_seed: Any = None
+    defaults: Mapping[str, Any] | UnsetType = UNSET  # key -> where a default was read (none passed)
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Logs(Section):
+class Logs(Section, frozen=True, kw_only=True):
     """`logs`: the file names of the run folder's logs."""
 
-    trainer: str | None = _f("text", "trainer.log")
-    engine: str | None = _f("text", "engine.log")
-    extra: Sequence[str] = _f("list", factory=list)
-    metrics: str | None = _f("text")
-    heat: str | None = _f("text")
-    split: str | None = _f("text", sometimes=True)  # who split the output into the logs
-    in_dvc: Sequence[str] = _f("list", factory=list, sometimes=True)  # logs too big for git, tracked with DVC
+    trainer: str | None = "trainer.log"
+    engine: str | None = "engine.log"
+    extra: Sequence[str] = []
+    metrics: str | None = None
+    heat: str | None = None
+    split: str | None | UnsetType = UNSET  # who split the output into the logs
+    in_dvc: Sequence[str] | UnsetType = UNSET  # logs too big for git, tracked with DVC
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Gpu(Section):
-    """`gpu`: the heat guard's summary (`heat/monitor.py`); a cluster run adds per-node keys."""
+class Gpu(Section, frozen=True, kw_only=True):
+    """`gpu`: the heat guard's summary (`heat/monitor.py`); a cluster run's per-node keys are
+    unknown keys. One rebuilt from heat.log alone (`ledger recover`) has no guard, interval or count."""
 
-    sensor: str | None = _f("text")
-    unavailable: Any = _f("any")
-    gpus: Sequence[Mapping[str, Any]] = _f("list", factory=list)
-    peak_temp_c: Mapping[Any, float] | None = _f("map?")  # per GPU (index, or `node/index` on a cluster)
-    pauses: int | None = _f("int")
-    paused_s: float | None = _f("number")
-    pause_windows: Sequence[Mapping[str, Any]] = _f("list", factory=list)
-    guard: Mapping[str, Any] | None = _f("map?")
-    interval_s: float | None = _f("number")
-    samples: int | None = _f("int")
+    sensor: str | None = None
+    unavailable: Any = None
+    gpus: Sequence[Mapping[str, Any]] = []
+    peak_temp_c: Mapping[Any, Any] | None = None  # per GPU (index, or `node/index` on a cluster)
+    pauses: int | None = None
+    paused_s: int | float | None = None
+    pause_windows: Sequence[Mapping[str, Any]] = []
+    guard: Mapping[str, Any] | None | UnsetType = UNSET
+    interval_s: int | float | None | UnsetType = UNSET
+    samples: int | None | UnsetType = UNSET
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class DataEntry(Section):
+class DataEntry(Section, frozen=True, kw_only=True):
     """One entry of `data`: an output tracked with DVC (`data/dvcops.py`)."""
 
-    role: str | None = _f("text")
-    path: str | None = _f("text")
-    dvc_file: str | None = _f("text")
-    hash: str | None = _f("text")
-    nfiles: int | None = _f("int")
-    size: int | None = _f("int")
-    tracked: bool | None = _f("bool", False)
-    error: str | None = _f("text")
-    template: str | None = _f("text")
-    rollout_ids: Sequence[Any] = _f("list", factory=list, sometimes=True)
+    role: str | None = None
+    path: str | None = None
+    dvc_file: str | None = None
+    hash: str | None = None
+    nfiles: int | None = None
+    size: int | None = None
+    tracked: bool | None | UnsetType = UNSET  # (an early record lacks it: its `hash` says it)
+    error: str | None = None
+    template: str | None = None
     # files of the output holding secret text, kept out of DVC: {"file": ..., "rule": ...} (record/heldback.py)
-    held_back: Sequence[Mapping[str, Any]] = _f("list", factory=list, sometimes=True)
+    held_back: Sequence[Mapping[str, Any]] | UnsetType = UNSET
+    rollout_ids: Sequence[Any] | UnsetType = UNSET
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Status(Section):
+class Status(Section, frozen=True, kw_only=True):
     """`status`: how the run ended."""
 
-    state: str | None = _f("text", "running")
-    exit_code: int | None = _f("int")
-    signal: str | None = _f("text")
-    duration_s: float | None = _f("number")
-    warnings: Sequence[str] = _f("list", factory=list, sometimes=True)  # capture errors, said again here
-    escalated: str | None = _f("text", sometimes=True)  # the stop went on to SIGKILL
-    ray_job: Mapping[str, Any] | None = _f("map?", sometimes=True)  # the submitted Ray job followed to its end
+    state: str | None = "running"
+    exit_code: int | None = None
+    signal: str | None = None
+    duration_s: int | float | None = None
+    warnings: Sequence[str] | UnsetType = UNSET  # capture errors, said again here
+    escalated: str | None | UnsetType = UNSET  # the stop went on to SIGKILL
+    ray_job: Mapping[str, Any] | None | UnsetType = UNSET  # the submitted Ray job followed to its end
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class Replay(Section):
+class Replay(Section, frozen=True, kw_only=True):
     """`replay`: what a replay replayed (`replay/replay.py`), and its fidelity once recorded."""
 
-    mode: str | None = _f("text")
-    steps: Any = _f("any")
-    mapping: Mapping[str, Any] | None = _f("map?")
-    sets: Any = _f("any")
-    extra: Any = _f("any")
-    in_image: Any = _f("any")
-    ray: Mapping[str, Any] | None = _f("map?", sometimes=True)
-    code_left_out: Sequence[str] = _f("list", factory=list, sometimes=True)  # the source's launcher files, left out of `code`
-    fidelity: Mapping[str, Any] | None = _f("map?", sometimes=True)
+    mode: str | None = None
+    steps: Any = None
+    mapping: Mapping[Any, Any] | None = None
+    sets: Any = None
+    extra: Any = None
+    in_image: Any = None
+    code_left_out: Sequence[str] | UnsetType = UNSET  # the source's launcher files, left out of `code`
+    ray: Mapping[str, Any] | None | UnsetType = UNSET
+    fidelity: Mapping[str, Any] | None | UnsetType = UNSET
 
 
-@dataclass(frozen=True, kw_only=True, eq=False)
-class RunRecord(Section):
-    """A run's manifest, typed. `from_dict` validates (schema first), `to_dict` gives the same dict."""
+class RunRecord(Section, frozen=True, kw_only=True):
+    """A run's manifest, typed. `from_dict` validates (schema first), `to_dict` gives the dict back."""
 
-    schema: int = _f("int", SCHEMA)
-    id: str = _f("text", "")
-    name: str | None = _f("text")
-    note: str | None = _f("text")
-    started: str | None = _f("text")
-    finished: str | None = _f("text")
-    host: Host = _f("section", factory=Host, section=Host)
-    command: Command = _f("section", factory=Command, section=Command)
-    code: Code = _f("section", factory=Code, section=Code)
-    image: Image = _f("section", factory=Image, section=Image)
-    seeds: Seeds = _f("section", factory=Seeds, section=Seeds)
-    settings: Mapping[str, Any] = _f("map", factory=dict)
-    logs: Logs = _f("section", factory=Logs, section=Logs)
-    gpu: Gpu | None = _f("section?", section=Gpu)
-    data: Sequence[DataEntry] = _f("sections", factory=list, section=DataEntry)
-    status: Status = _f("section", factory=Status, section=Status)
-    replay_of: str | None = _f("text")
-    replay: Replay | None = _f("section?", section=Replay)
-    trackers: Mapping[str, Any] | None = _f("map?")  # W&B/MLflow/TensorBoard links the job printed
-    redacted: Sequence[str] = _f("list", factory=list)
-    env_report: Sequence[Any] = _f("list", factory=list)
-    warnings: Sequence[str] = _f("list", factory=list)
-    raw_bytes: Mapping[str, str] = _f("map", factory=dict, sometimes=True)  # `manifest.storable`: exact bytes of non-UTF-8 text
+    schema: int = SCHEMA
+    id: str = ""
+    name: str | None = None
+    note: str | None = None
+    started: str | None = None
+    finished: str | None = None
+    host: Host = Host()
+    command: Command = Command()
+    code: Code = Code()
+    image: Image = Image()
+    seeds: Seeds = Seeds()
+    settings: Mapping[str, Any] = {}
+    logs: Logs = Logs()
+    gpu: Gpu | None = None
+    data: Sequence[DataEntry] = []
+    status: Status = Status()
+    replay_of: str | None = None
+    replay: Replay | None = None
+    trackers: Mapping[str, Any] | None = None  # W&B/MLflow/TensorBoard links the job printed
+    redacted: Sequence[str] = []
+    env_report: Sequence[Any] = []
+    warnings: Sequence[str] = []
+    raw_bytes: Mapping[str, str] | UnsetType = UNSET  # `manifest.storable`: exact bytes of non-UTF-8 text
 
     @classmethod
     def from_dict(cls: type[S], data: Any, where: str = "manifest", path: str = "") -> S:
         """A manifest read back: the schema checked as `check_manifest` does, then every value."""
         check_manifest(data, where)
-        return cls.read(data, where, path)
+        return _decode(cls, data, where, path)
 
     @classmethod
-    def partial(cls, data: Mapping[str, Any], where: str = "run") -> RunRecord:
-        """Some of a manifest's keys (a `summary.json`, a listing's fields, a staged manifest):
-        each value checked as a manifest's, without the keys a whole manifest must have."""
-        return cls.read(dict(data), where, "")
+    def partial(cls, data: Any, where: str = "run") -> "RunRecord":
+        """Some of a manifest's keys (a `summary.json`, a staged manifest): each value checked as
+        a manifest's, without the keys a whole manifest must have."""
+        return _decode(cls, data, where, "")
 
     @classmethod
-    def new(cls, run_id: str, started: str | None) -> RunRecord:
+    def new(cls, run_id: str, started: str | None) -> "RunRecord":
         """A record about to be made: every key present, unknowns null (`manifest.new_manifest`)."""
         return cls(id=run_id, started=started)
+
+
+def warm() -> None:
+    """Resolve every section's field types now, msgspec's and `_layout`'s: the first decode in a
+    process pays for it (~2 ms), later ones ~0.1 ms. `ledger run` calls it on a thread while
+    the job runs, so the record's first read after the job costs nothing extra."""
+    for cls in (RunRecord, Host, Command, Code, Image, Seeds, Logs, Gpu, DataEntry, Status, Replay):
+        _layout(cls)
+    msgspec.convert({}, RunRecord)

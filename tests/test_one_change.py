@@ -362,8 +362,8 @@ def _recorded(
     m["code"].update(commit=code.commit, patch=code.patch_sha256)
     text = launcher.read_text() if launcher else None
     content = record_code(repo, code, cfg.code_ignore, launcher, text, root, cfg.training_patterns)
-    m["code"] = content.code(Code.trusted(m["code"])).to_dict()
-    m["command"] = content.command(Command.trusted(m["command"])).to_dict()
+    m["code"] = content.code(Code.from_dict(m["code"])).to_dict()
+    m["command"] = content.command(Command.from_dict(m["command"])).to_dict()
     m["warnings"] += [content.warning] if content.warning else []
     if launcher is not None:
         m["command"]["launcher_path"] = launcher.relative_to(root).as_posix()

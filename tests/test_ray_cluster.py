@@ -891,9 +891,10 @@ def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_p
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from ledger.replay.raylaunch import choose_target, reachable
+    from ledger.runrecord import Command, RunRecord
 
     gone = f"http://127.0.0.1:{_free_port()}"  # nothing listens there
-    m = {"command": {"ray_argv": ["ray", "job", "submit", "--address", gone, "--", "python3", "train.py"]}}
+    m = RunRecord(command=Command(ray_argv=["ray", "job", "submit", "--address", gone, "--", "python3", "train.py"]))
     said: list[str] = []
     dry = choose_target(m, None, tmp_path, said.append, dry_run=True)
     assert dry.head is None and dry.how == "local head started by ledger" and said == []  # a dry run starts nothing

@@ -18,7 +18,7 @@ from conftest import LEDGER, git, ledger
 
 from ledger import yamlio
 from ledger.manifest import ManifestError, check_manifest, new_manifest
-from ledger.runrecord import Code, Command, RunRecord, Status
+from ledger.runrecord import UNSET, Code, Command, Image, RunRecord, Status, replace
 
 
 def _shape(value: Any) -> Any:
@@ -157,45 +157,65 @@ def _old(**changes: Any) -> dict[str, Any]:
     return m
 
 
-def test_older_manifests_read_with_defaults_and_round_trip() -> None:
+def test_older_manifests_read_with_defaults() -> None:
     """Shapes written before later keys existed: no `trackers` (before tracker links), a `code`
     without `content`/`ignore` (before the code setting), a `command` without `ledger_env`, no
-    `logs.split`; a status without its optional keys."""
+    `logs.split`; a status without its optional keys. Each missing key reads as its default; the
+    record written back has today's keys in today's order (nothing rewrites a committed manifest:
+    `ledger show` prints the one stored)."""
     m = _old()
     del m["trackers"]
     m["code"] = {"commit": "c" * 40, "branch": "main", "dirty": True, "patch": "p" * 64}  # no untracked_left_out
     m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.5}
-    _round_trips(m)
+    before = copy.deepcopy(m)
     rec = RunRecord.from_dict(m)
-    assert rec.trackers is None and not rec.has("trackers")
-    assert rec.code.content is None and list(rec.code.ignore) == [] and rec.code.untracked_left_out == 0
-    assert rec.command.ledger_env is None and rec.logs.split is None and rec.status.ray_job is None
-    assert "trackers" not in rec.to_dict() and "content" not in rec.to_dict()["code"]
+    assert m == before  # reading never changes the dict it read
+    assert rec.trackers is None and rec.has("trackers")
+    assert rec.code.content is UNSET and not rec.code.has("content") and not rec.code.ignore and rec.code.untracked_left_out == 0
+    assert not rec.command.ledger_env and not rec.logs.split and not rec.status.ray_job
+    assert not rec.command.has("ledger_env") and not rec.status.has("ray_job")
+    full = copy.deepcopy(NEW_MANIFEST_SHAPE)
+    full.update(id=m["id"], started=m["started"], settings=m["settings"])
+    full["code"].update(m["code"])
+    full["status"].update(m["status"])
+    assert _shape(rec.to_dict()) == _shape(full)
+    _round_trips(rec.to_dict())
 
 
-def test_unknown_keys_are_kept_in_their_place() -> None:
-    """A key this version does not know (an image probe named in .ledger.yaml, a newer optional
-    key) is kept, in its place, with its value."""
+def test_unknown_keys_are_kept_after_the_known_ones() -> None:
+    """A key this version does not know (an image probe named in .ledger.yaml, a cluster run's
+    per-node heat keys, a newer optional key) is kept, with its value, and written after the
+    section's known keys."""
     m = _old()
     m["image"] = {"ref": "img:1", "cuda_version": "12.4", **{k: v for k, v in m["image"].items() if k != "ref"}}
     m["gpu"] = {"sensor": "nvml", "unavailable": None, "gpus": [], "nodes": {"n1": {"peak": 70}}, "pauses": 0}
     m["status"]["ray_job"] = {"submission_id": "raysubmit_1", "status": "SUCCEEDED"}
     m = {**{k: v for k, v in m.items() if k != "warnings"}, "future_key": {"a": [1, {"b": 2}]}, "warnings": ["w"]}
-    _round_trips(m)
     rec = RunRecord.from_dict(m)
     assert rec.image.ref == "img:1" and rec.image.get("cuda_version") == "12.4"
     assert rec.gpu is not None and rec.gpu.get("nodes") == {"n1": {"peak": 70}} and rec.get("future_key") == {"a": [1, {"b": 2}]}
+    back = rec.to_dict()
+    assert list(back["image"])[-1] == "cuda_version" and back["image"]["cuda_version"] == "12.4"
+    assert list(back["gpu"])[-1] == "nodes" and back["gpu"]["pauses"] == 0
+    assert list(back)[-2:] == ["warnings", "future_key"] and back["future_key"] == {"a": [1, {"b": 2}]}
+    assert back["status"]["ray_job"] == m["status"]["ray_job"]
+    _round_trips(back)
+    # a section built by ledger with data for keys (an image's probes) keeps them the same way
+    image = Image().merged({"ref": "img:2", "cuda_version": "12.4"})
+    assert image.ref == "img:2" and list(image.to_dict())[-1] == "cuda_version"
 
 
-def test_with_keeps_a_key_in_its_place_and_appends_a_new_one() -> None:
-    """`with_` is a dict assignment: the order the manifest's keys are set in is the order stored."""
-    command = Command().with_(argv=["python3", "train.py"], cwd="/x").with_(launcher_inputs=["a.yaml"]).with_(debug_data={"via": None})
+def test_a_key_set_when_it_applies_goes_in_its_place() -> None:
+    """The order of a section's keys is its fields' order: a key set only when it applies is
+    absent until set, and then in the place docs/manifest.md gives it."""
+    command = replace(Command(), argv=["python3", "train.py"], cwd="/x")
+    command = replace(replace(command, debug_data={"via": None}), launcher_inputs=["a.yaml"])
     d = command.to_dict()
     assert list(d)[:2] == ["argv", "cwd"] and list(d)[-2:] == ["launcher_inputs", "debug_data"]
     assert d["argv"] == ["python3", "train.py"] and "launcher_path" not in d
-    code = Code().with_(submodules={"sub": {"dirty": True}}, content="t" * 40)
+    code = replace(Code(), content="t" * 40, submodules={"sub": {"dirty": True}})
     assert list(code.to_dict())[-2:] == ["submodules", "content"]
-    status = Status(state="finished", exit_code=0, duration_s=1.0).with_(escalated="SIGKILL after 30 s")
+    status = replace(Status(state="finished", exit_code=0, duration_s=1.0), escalated="SIGKILL after 30 s")
     assert list(status.to_dict()) == ["state", "exit_code", "signal", "duration_s", "escalated"]
 
 

@@ -60,7 +60,7 @@ def _git_diff(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, code_files: list
     return out
 
 
-def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ma: dict[str, Any], mb: dict[str, Any], report: DiffReport) -> None:
+def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ra: RunRecord, rb: RunRecord, report: DiffReport) -> None:
     """Name the files behind a `code` change; say in one line when only files that are not code
     (documentation, bookkeeping, `code: ignore:`, launcher inputs) differ."""
     from ledger.record.codeset import changed_code_files
@@ -68,7 +68,7 @@ def _code_facts(repo: Repo, tip: str, ea: RunEntry, eb: RunEntry, ma: dict[str, 
     ca, cb = commit_of_run(repo, tip, ea.id), commit_of_run(repo, tip, eb.id)
     if not ca or not cb:
         return
-    files = changed_code_files(repo, ca, cb, ma, mb)
+    files = changed_code_files(repo, ca, cb, ra, rb)
     if any(c.name == "code" for c in report.changed):
         report.code_files = files.counted
         return
@@ -169,7 +169,7 @@ def _partial_diff(
         if not part.settings_complete:
             incomplete.append(side)
     ma, mb = manifests
-    ra, rb = (RunRecord.trusted(m) for m in manifests)  # recorded: checked by parse_manifest; running: our own staged record
+    ra, rb = (RunRecord.partial(m) for m in manifests)  # recorded: checked by parse_manifest; running: our own staged record
     if ra.id == rb.id:
         raise UsageError(f"'{ra.id}' is named twice", "name two different runs")
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
@@ -208,7 +208,7 @@ def _env_unknown_while_running(manifests: list[dict[str, Any]], sides: list[RunE
     """`env.*` settings a recorded side has and a running side lacks. A record also takes them
     from ledger's own environment when the job ends, which no other process can read while it
     runs: unknown, so not a difference (a variable both sides show still compares)."""
-    settings = [RunRecord.trusted(m).settings for m in manifests]
+    settings = [RunRecord.partial(m).settings for m in manifests]
     running = [s for s, e in zip(settings, sides) if not isinstance(e, RunEntry)]
     recorded = [s for s, e in zip(settings, sides) if isinstance(e, RunEntry)]
     return sorted({k for r in recorded for k in r if k.startswith("env.") and any(k not in s for s in running)})
@@ -337,7 +337,7 @@ def _compare(
     manifests: _Manifests,
 ) -> DiffReport:
     ma, mb = manifests(ea), manifests(eb)
-    ra, rb = RunRecord.trusted(ma), RunRecord.trusted(mb)  # checked by parse_manifest
+    ra, rb = RunRecord.partial(ma), RunRecord.partial(mb)  # checked by parse_manifest
     code_a, code_b = ra.code.commit, rb.code.commit
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) and merge_base(repo, code_a, code_b) is None:
         raise LedgerError(
@@ -363,7 +363,7 @@ def _compare(
     )
     attach_noise(report, repo, sides, ea, eb, ma, mb)
     baseline_session(repo, listing, tip, report, mb)
-    _code_facts(repo, tip, ea, eb, ma, mb, report)
+    _code_facts(repo, tip, ea, eb, ra, rb, report)
     return report
 
 

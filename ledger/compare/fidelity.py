@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from ledger.compare.logparse import MetricsTable
+from ledger.runrecord import RunRecord
 
 CLOSE = 1e-6
 
@@ -157,9 +158,9 @@ def describe(fidelity: dict[str, Any] | None) -> str | None:
     return f"{verdict} ({fidelity.get('compared')} values on {fidelity.get('steps')} steps)"
 
 
-def fidelity_of(repo: Any, m: dict[str, Any], run_dir: Any) -> dict[str, Any] | None:
-    """`replay.fidelity` for the replay being recorded (`m`), against its source run on the
-    ledger branch; None when `m` is not a replay."""
+def fidelity_of(repo: Any, record: RunRecord, run_dir: Any) -> dict[str, Any] | None:
+    """`replay.fidelity` for the replay being recorded (`record`), against its source run on the
+    ledger branch; None when `record` is not a replay."""
     from pathlib import Path
 
     from ledger.compare.logparse import read_metrics_jsonl
@@ -167,7 +168,7 @@ def fidelity_of(repo: Any, m: dict[str, Any], run_dir: Any) -> dict[str, Any] | 
     from ledger.configload import load_config
     from ledger.storage.store import check_ledger_branch, find_run
 
-    source_id = m.get("replay_of")
+    source_id = record.replay_of
     if not source_id:
         return None
     path = Path(run_dir) / "metrics.jsonl"
@@ -177,7 +178,6 @@ def fidelity_of(repo: Any, m: dict[str, Any], run_dir: Any) -> dict[str, Any] | 
     if entry is None:
         return {"verdict": "unknown", "reason": f"run {source_id} is not on the ledger branch", "compared": 0}
     theirs = load_metrics(repo, entry) or MetricsTable()
-    info = m.get("replay") or {}
-    raw_mapping = info.get("mapping") if isinstance(info, dict) else None
+    raw_mapping = record.replay.mapping if record.replay is not None else None
     mapping = {int(k): int(v) for k, v in raw_mapping.items()} if isinstance(raw_mapping, dict) else None
     return compare(theirs, mine, mapping)

@@ -19,13 +19,12 @@ only "ignored files" (`changed_code_files`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any
 
-from ledger.runrecord import Code, Command
+from ledger.runrecord import Code, Command, RunRecord, replace
 from ledger.storage.git import CodeSnapshot, Repo
 
 # never code, whatever `.ledger.yaml` says (docs/diff.md lists them)
@@ -77,15 +76,15 @@ class CodeContent:
 
     def code(self, code: Code) -> Code:
         """The `code` section with `content`, `ignore` (and `content_without_launcher`) set."""
-        code = code.with_(content=self.tree, ignore=list(self.ignore))
-        return code.with_(content_without_launcher=self.without_launcher) if self.without_launcher is not None else code
+        code = replace(code, content=self.tree, ignore=list(self.ignore))
+        return replace(code, content_without_launcher=self.without_launcher) if self.without_launcher is not None else code
 
     def command(self, command: Command) -> Command:
         """The `command` section with `launcher_inputs` and `launcher_path` set (a launcher run)."""
         if not self.has_launcher:
             return command
-        command = command.with_(launcher_inputs=list(self.launcher_inputs))
-        return command.with_(launcher_path=self.launcher_path) if self.launcher_path is not None else command
+        command = replace(command, launcher_inputs=list(self.launcher_inputs))
+        return replace(command, launcher_path=self.launcher_path) if self.launcher_path is not None else command
 
 
 def counted_tree(repo: Repo, tree: str, ignore: Sequence[str] = (), also_left_out: Iterable[str] = ()) -> str:
@@ -153,18 +152,17 @@ def record_code(
     return CodeContent(full, without, inputs, list(ignore), own[0] if own else None, True, warning)
 
 
-def left_out_of_run(m: Mapping[str, Any]) -> tuple[list[str], set[str]]:
-    """(ignore globs, files the run's `code` setting leaves out beyond the globs) of one manifest."""
-    code = m.get("code") or {}
-    command = m.get("command") or {}
-    settings = m.get("settings") or {}
+def left_out_of_run(record: RunRecord) -> tuple[list[str], set[str]]:
+    """(ignore globs, files the run's `code` setting leaves out beyond the globs) of one record."""
+    code, command = record.code, record.command
     extra: set[str] = set()
-    if code.get("content_without_launcher") and settings.get("code") == code.get("content_without_launcher"):
-        extra.update(command.get("launcher_inputs") or [])
-        if command.get("launcher_path"):
-            extra.add(command["launcher_path"])
-        extra.update((m.get("replay") or {}).get("code_left_out") or [])  # a replay: its source's launcher files
-    return list(code.get("ignore") or []), extra
+    if code.content_without_launcher and record.settings.get("code") == code.content_without_launcher:
+        extra.update(command.launcher_inputs or [])
+        if command.launcher_path:
+            extra.add(command.launcher_path)
+        if record.replay is not None:  # a replay: its source's launcher files
+            extra.update(record.replay.code_left_out or [])
+    return list(code.ignore or []), extra
 
 
 @dataclass(frozen=True)
@@ -176,9 +174,9 @@ class CodeFiles:
     ignored: list[str]  # documentation, bookkeeping, `code: ignore:` globs
 
 
-def split_files(paths: Iterable[str], ma: Mapping[str, Any], mb: Mapping[str, Any]) -> CodeFiles:
+def split_files(paths: Iterable[str], ra: RunRecord, rb: RunRecord) -> CodeFiles:
     """Sort changed `paths` by the code rule of both runs (a file counts when it counts for one)."""
-    rules = [left_out_of_run(ma), left_out_of_run(mb)]
+    rules = [left_out_of_run(ra), left_out_of_run(rb)]
     counted, inputs, ignored = [], [], []
     for path in sorted(paths):
         if any(counts(path, globs) and path not in extra for globs, extra in rules):
@@ -190,9 +188,9 @@ def split_files(paths: Iterable[str], ma: Mapping[str, Any], mb: Mapping[str, An
     return CodeFiles(counted, inputs, ignored)
 
 
-def changed_code_files(repo: Repo, commit_a: str, commit_b: str, ma: Mapping[str, Any], mb: Mapping[str, Any]) -> CodeFiles:
+def changed_code_files(repo: Repo, commit_a: str, commit_b: str, ra: RunRecord, rb: RunRecord) -> CodeFiles:
     """The files that differ between two run commits' code (outside `runs/`), by the code rule."""
     out = repo.git("diff", "--no-renames", "--name-only", "-z", commit_a, commit_b, "--", ".", ":(exclude)runs", check=False).stdout.decode(
         "utf-8", "surrogateescape"
     )
-    return split_files([p for p in out.split("\0") if p], ma, mb)
+    return split_files([p for p in out.split("\0") if p], ra, rb)

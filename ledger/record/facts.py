@@ -17,9 +17,8 @@ from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
-from ledger.redact.runscrub import add_redacted
 from ledger.redact.scanner import Redactor
-from ledger.runrecord import Code, Command, RunRecord
+from ledger.runrecord import Code, Command, RunRecord, Seeds, replace
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import envvars, launcher, seeddefaults, tracescan
@@ -51,17 +50,17 @@ def _training_facts(
     if direct is not None and ray_argv is None and direct.ray_argv is not None:
         ray_argv, runtime_env = direct.ray_argv, direct.runtime_env
     if ray_argv is not None:
-        command = command.with_(ray_argv=redact.redact_argv(list(ray_argv), cfg.secret_env_names)[0])
+        command = replace(command, ray_argv=redact.redact_argv(list(ray_argv), cfg.secret_env_names)[0])
     if pythons:
-        return command.with_(training_source="wrapper"), list(pythons[-1].argv), runtime_env
+        return replace(command, training_source="wrapper"), list(pythons[-1].argv), runtime_env
     if rays and rays[-1].entrypoint:
-        return command.with_(training_source="wrapper"), list(rays[-1].entrypoint), runtime_env
+        return replace(command, training_source="wrapper"), list(rays[-1].entrypoint), runtime_env
     if found is not None:
-        return command.with_(training_source=found.source), list(found.argv), runtime_env
+        return replace(command, training_source=found.source), list(found.argv), runtime_env
     if direct is not None:
-        return command.with_(training_source="argv"), list(direct.argv), runtime_env
+        return replace(command, training_source="argv"), list(direct.argv), runtime_env
     if settings_mod.locate_training_command(job_argv) is not None:
-        return command.with_(training_source="argv"), list(job_argv), runtime_env
+        return replace(command, training_source="argv"), list(job_argv), runtime_env
     return command, None, runtime_env
 
 
@@ -84,14 +83,17 @@ class TrainingFacts:
     redacted: list[str]  # entries for `redacted`
     warnings: list[str]  # for `warnings`
 
-    def apply(self, m: dict[str, Any]) -> None:
-        """Set them in a manifest's dict (the record's `finish`, `ledger tail`'s partial view)."""
-        add_redacted(m, self.redacted)
-        m["command"] = self.command.to_dict()
-        m["env_report"] = self.env_report
-        m["seeds"] = self.seeds
-        m.setdefault("warnings", []).extend(self.warnings)
-        m["settings"] = self.settings
+    def applied(self, record: RunRecord) -> RunRecord:
+        """The record with them set (the record's `finish`, `ledger tail`'s and `diff --partial`'s view)."""
+        return replace(
+            record,
+            redacted=sorted({*record.redacted, *self.redacted}),
+            command=self.command,
+            env_report=self.env_report,
+            seeds=Seeds.from_dict(self.seeds, "manifest", "seeds"),
+            warnings=[*record.warnings, *self.warnings],
+            settings=self.settings,
+        )
 
 
 def settings_section(
@@ -102,8 +104,12 @@ def settings_section(
     records: list[ShimRecord] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> None:
-    """Fill command.training_argv, settings, seeds and env from what the job really ran."""
-    training_facts(RunRecord.trusted(m), cfg, command_lines, job_argv, records, environ).apply(m)
+    """Fill command.training_argv, settings, seeds and env from what the job really ran, in a
+    manifest's dict (`TrainingFacts.applied` on the record it decodes to)."""
+    record = RunRecord.partial(m)
+    done = training_facts(record, cfg, command_lines, job_argv, records, environ).applied(record)
+    m.update(redacted=list(done.redacted), command=done.command.to_dict(), env_report=list(done.env_report))
+    m.update(seeds=done.seeds.to_dict(), warnings=list(done.warnings), settings=dict(done.settings))
 
 
 def training_facts(
@@ -122,12 +128,12 @@ def training_facts(
     if training_argv is not None:
         training_argv, names = redact.redact_argv(training_argv, cfg.secret_env_names)
         redacted.extend(f"training_argv: {n}" for n in names)
-        command = command.with_(training_argv=training_argv)
+        command = replace(command, training_argv=training_argv)
         settings.update(settings_mod.parse_settings(settings_mod.split_training_command(training_argv)[2]))
     if runtime_env is not None:
         env_vars: Any = runtime_env.get("env_vars") or {}
         safe_env, names = redact.redact_env({str(k): str(v) for k, v in dict(env_vars).items()}, cfg.secret_env_names)
-        command = command.with_(runtime_env={**runtime_env, "env_vars": safe_env})
+        command = replace(command, runtime_env={**runtime_env, "env_vars": safe_env})
         redacted.extend(f"runtime_env: {n}" for n in names)
     env_settings, names = _env_settings(command, cfg, command_lines, records, environ)
     redacted.extend(f"env: {n}" for n in names)
@@ -201,12 +207,12 @@ def _with_record_facts(
     out.update(code_settings(command, record.code, command_found))
     for name in ledger_set(record.id, command, cfg, out, records):
         out.pop(name, None)
-    for path, sub in record.code.submodules.items():  # its gitlink is in the tree; its edits are not
+    for path, sub in (record.code.submodules or {}).items():  # its gitlink is in the tree; its edits are not
         if sub.get("dirty"):
             out[f"code.submodule.{path}"] = sub.get("patch")
     from ledger.record.codeset import counts
 
-    for path, big in record.code.large_files.items():  # HEAD's version is in the tree; its own id is here
+    for path, big in (record.code.large_files or {}).items():  # HEAD's version is in the tree; its own id is here
         if isinstance(big, Mapping) and counts(path, cfg.code_ignore):
             out[f"code.large.{path}"] = big.get("oid") or f"{big.get('size')} bytes, {big.get('mtime')}"
     return dict(sorted(out.items()))
@@ -259,8 +265,8 @@ def _debug_data_reached(command: Command, records: list[ShimRecord], training_ar
     wanted = set(FLAGS.get(str(debug.get("framework")), ())) or {ROLLOUT_FLAG}
     if training_argv is None or not (wanted <= present or "--dump-details" in present):
         debug["via"] = None
-        return command.with_(debug_data=debug), "the debug-data flags did not reach the training command: this run cannot be replayed"
-    return command.with_(debug_data=debug), None
+        return replace(command, debug_data=debug), "the debug-data flags did not reach the training command: this run cannot be replayed"
+    return replace(command, debug_data=debug), None
 
 
 def metrics(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from ledger.config import Config
 from ledger.errors import LedgerError
-from ledger.runrecord import Command, Image, Status
+from ledger.runrecord import Command, Image, Status, replace
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.understand import launcher
@@ -51,8 +51,8 @@ class DebugRoute:
 
     def command(self, command: Command) -> Command:
         """The `command` section with the route recorded."""
-        command = command.with_(debug_data=self.debug_data)
-        return command.with_(added_args=self.added_args) if self.added_args else command
+        command = replace(command, debug_data=self.debug_data)
+        return replace(command, added_args=self.added_args) if self.added_args else command
 
 
 def debug_data_route(
@@ -122,7 +122,7 @@ def note_framework(command: Command, records: list[Any]) -> Command:
     debug = command.debug_data
     if decided and isinstance(debug, dict) and debug.get("via") == "wrapper":
         noted = {**debug, "framework": decided[-1].framework, "recognised_by": decided[-1].framework_how}
-        return command.with_(debug_data={**noted, "added": list(decided[-1].added)})
+        return replace(command, debug_data={**noted, "added": list(decided[-1].added)})
     return command
 
 
@@ -290,7 +290,7 @@ def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
     ray_job: dict[str, Any] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
     if end.stopped_by_ledger:
         ray_job["stopped_by_ledger"] = True
-    status = status.with_(ray_job=ray_job)
+    status = replace(status, ray_job=ray_job)
     followed = round((status.duration_s or 0.0) + end.followed_s, 3)
     from ledger.capture.rayjob import RUN_STATE  # loaded already: `end` came from it
 
@@ -298,17 +298,17 @@ def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
         if end.waiting:
             say(f"ledger: {end.error or 'the Ray job did not end'}; recorded what is known")
             warning = f"{end.error or 'the Ray job did not end'}; the job's end is unknown (`ray job status {end.submission_id}`)"
-            return status.with_(duration_s=followed), [warning]
+            return replace(status, duration_s=followed), [warning]
         say(f"ledger: {end.error}; recorded what is known")
-        return status.with_(state="unknown"), [f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)"]
-    status = status.with_(duration_s=followed)
+        return replace(status, state="unknown"), [f"{end.error}; the job's end is unknown (`ray job status {end.submission_id}`)"]
+    status = replace(status, duration_s=followed)
     if end.waiting and end.status == "SUCCEEDED":
         return status, []
     if end.waiting and end.status == "STOPPED" and not end.stopped_by_ledger and status.state == "killed":
         return status, []  # stopped before ledger asked: the run's own signal is the story
-    status = status.with_(exit_code=end.exit_code, state=RUN_STATE[end.status])
+    status = replace(status, exit_code=end.exit_code, state=RUN_STATE[end.status])
     if end.stopped_by_ledger:
-        status = status.with_(signal=end.stop_signal or "SIGINT")
+        status = replace(status, signal=end.stop_signal or "SIGINT")
     return status, []
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ledger.compare.logparse import last_step
 from ledger.record.rayrecover import running_on_ray
+from ledger.runrecord import RunRecord
 from ledger.storage import staging
 
 ORPHANED_HINT = "`ledger recover` commits it"
@@ -151,7 +152,7 @@ def _staged_logs(live: LiveRun, patterns: tuple[str, ...], into: Path) -> list[P
 
 def partial_run(live: LiveRun, cfg: Any) -> PartialRun:
     """Metrics parsed from the staged output so far (`parse_logs`, as the record parses its logs)
-    and the settings that output shows (`facts.settings_section`, as the record computes them)."""
+    and the settings that output shows (`facts.training_facts`, as the record computes them)."""
     import copy
     import tempfile
 
@@ -159,16 +160,16 @@ def partial_run(live: LiveRun, cfg: Any) -> PartialRun:
     from ledger.record import facts
     from ledger.understand import shim, tracescan
 
-    m = copy.deepcopy(live.manifest)
     with tempfile.TemporaryDirectory(prefix="ledger-partial-") as tmp:
         logs = _staged_logs(live, tuple(cfg.engine_patterns), Path(tmp))
         table = parse_logs(logs)
         lines = tracescan.command_lines(logs)
-    job_argv = (live.staged.read_json("request.json") or {}).get("job_argv") or m["command"]["argv"]
     records = shim.read_log(live.staged.dir / shim.LOG_NAME)
     try:  # ledger's own environment is not this process's: the trainer's, where a wrapper saw it
-        facts.settings_section(m, cfg, lines, job_argv, records, environ={})
+        record = RunRecord.partial(live.manifest, live.id)
+        job_argv = (live.staged.read_json("request.json") or {}).get("job_argv") or list(record.command.argv)
+        record = facts.training_facts(record, cfg, lines, job_argv, records, environ={}).applied(record)
     except Exception:  # noqa: BLE001 - a partial view: the staged manifest's settings stand
-        return PartialRun(live, live.manifest, table if (table.rows or table.train_steps) else None, False)
-    complete = m["command"].get("training_argv") is not None or bool(records)  # a command was seen
-    return PartialRun(live, m, table if (table.rows or table.train_steps) else None, complete)
+        return PartialRun(live, copy.deepcopy(live.manifest), table if (table.rows or table.train_steps) else None, False)
+    complete = record.command.training_argv is not None or bool(records)  # a command was seen
+    return PartialRun(live, record.to_dict(), table if (table.rows or table.train_steps) else None, complete)

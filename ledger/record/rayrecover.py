@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ledger.runrecord import Status
+from ledger.runrecord import Status, replace
 from ledger.storage import staging
 from ledger.timefmt import iso, utc_now
 from ledger.understand import shim
@@ -111,4 +111,4 @@ def ended_status(state: JobState, started: float, fallback_end: float) -> tuple[
     status = Status(
         state=RUN_STATE.get(str(state.status), "unknown"), exit_code=state.exit_code, duration_s=round(max(0.0, end - started), 3)
     )
-    return status.with_(ray_job=ray_job), str(iso(end))
+    return replace(status, ray_job=ray_job), str(iso(end))

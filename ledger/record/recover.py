@@ -24,7 +24,7 @@ from ledger.record.run import Say, finish, truncation_noted
 from ledger.record.streamed import StreamResult, from_split_logs, process_raw, retire_raw, stop_worker, was_punched
 from ledger.redact.runscrub import load_secrets
 from ledger.redact.scanner import Redactor
-from ledger.runrecord import Gpu, RunRecord, Status
+from ledger.runrecord import Gpu, RunRecord, Status, replace
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import iso, parse_iso
@@ -83,7 +83,7 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
             )
         staged.remove()
         return
-    record = RunRecord.trusted(m)  # ledger's own staged JSON, of this or an older version
+    record = RunRecord.partial(m)  # ledger's own staged JSON, of this or an older version
     ray = RayAnswer(None, False)
     if asking.ask_ray and record.status.state in (None, "running"):
         ray = ask_ray(staged, asking.follow, say)
@@ -112,22 +112,22 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
         warnings = [*record.warnings, "ledger could not commit the record when the job ended; committed by `ledger recover`"]
     elif ray.ended is not None:
         status, finished = ended_status(ray.ended, started, last)
-        record = record.with_(finished=finished)
+        record = replace(record, finished=finished)
         warnings = [*record.warnings, "ledger exited before the job ended; `ledger recover` read the Ray job's end from Ray"]
     else:
-        record = record.with_(finished=iso(last))
+        record = replace(record, finished=iso(last))
         status = Status(state="lost", duration_s=round(max(0.0, last - started), 3))
         warnings = [*record.warnings, "ledger exited before the job ended; recovered by `ledger recover`"]
     # after the status above: a truncation is said in it too, as for a run
     notes = truncation_noted(staged.run_dir, logs.truncated, say) if logs is not None else []
     if notes:
         warnings.extend(notes)
-        status = status.with_(warnings=notes)
-    record = record.with_(status=status, warnings=warnings)
+        status = replace(status, warnings=notes)
+    record = replace(record, status=status, warnings=warnings)
     if record.gpu is None and (staged.run_dir / "heat.log").exists():
         from ledger.heat.setup import summary_from_log
 
-        record = record.with_(gpu=Gpu.trusted(summary_from_log(staged.run_dir / "heat.log")))
+        record = replace(record, gpu=Gpu.from_dict(summary_from_log(staged.run_dir / "heat.log")))
     done.append(finish(repo, cfg, staged, record, code, logs, say, secrets=secrets))
 
 

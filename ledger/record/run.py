@@ -26,14 +26,14 @@ from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError, NotRecorded, StartError
 from ledger.fsutil import inode_clock, write_atomic
-from ledger.manifest import duration_text, new_run_id, run_path, status_line, storable
+from ledger.manifest import duration_text, new_run_id, readable, run_path, status_line, storable
 from ledger.record import jobsetup
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
-from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_manifest
+from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_record
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
-from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Seeds, Status
+from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Status, replace
 from ledger.storage import staging
 from ledger.storage.bigfiles import BlobHashes, describe
 from ledger.storage.git import CodeSnapshot, Repo
@@ -97,7 +97,7 @@ class HostFacts:
         if self.facts is not None:
             return image.merged(self.facts)
         if self.error is not None:
-            return image.with_(errors=[*image.errors, self.error])
+            return replace(image, errors=[*image.errors, self.error])
         return image
 
 
@@ -193,13 +193,13 @@ class Prepared:
 
 
 def _command_section(req: RunRequest, repo: Repo, argv: list[str]) -> Command:
-    return Command().with_(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root), cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
+    return Command(argv=argv, cwd=str(req.cwd), repo_root=str(repo.root), cwd_in_repo=os.path.relpath(req.cwd.resolve(), repo.root))
 
 
 def _code_section(code: CodeSnapshot) -> Code:
     section = Code(commit=code.commit, branch=code.branch, dirty=code.dirty, patch=code.patch_sha256, untracked_left_out=code.untracked)
-    section = section.with_(submodules=code.submodules) if code.submodules else section
-    return section.with_(large_files=describe(code.large)) if code.large else section
+    section = replace(section, submodules=code.submodules) if code.submodules else section
+    return replace(section, large_files=describe(code.large)) if code.large else section
 
 
 def _snapshot_notes(code: CodeSnapshot, max_mb: float) -> list[str]:
@@ -257,15 +257,16 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
             route = jobsetup.debug_data_route(argv, launcher_text, cfg, staged, str(req.cwd), record.image, say)
             command = route.command(command)
         image, host_facts = _image_facts(req, cfg, repo, say)
-        record = record.with_(
+        record = replace(
+            record,
             name=name,
             note=note,
-            host=Host.trusted(basic_host()),
+            host=_host(),
             command=command,
             code=content.code(_code_section(sealed.code)),
             image=record.image.merged(image),
             replay_of=req.replay_of,
-            replay=None if req.replay is None else Replay.trusted(req.replay),
+            replay=None if req.replay is None else Replay.from_dict(req.replay),
             redacted=sorted(redacted),
             warnings=[*notes, *([content.warning] if content.warning else [])],
         )
@@ -276,6 +277,13 @@ def prepare(req: RunRequest, say: Say) -> Prepared:
         staged.remove()
         raise
     return Prepared(repo, cfg, staged, record, sealed.code, route.job_argv, sealed.secrets, route.wrapper_flags, launcher_text, host_facts)
+
+
+def _host() -> Host:
+    """`host`, built from ledger's own values rather than decoded: a process's first decode
+    resolves the record's types (~10 ms), which `ledger run` pays while the job runs, not before."""
+    facts = basic_host()
+    return Host(hostname=facts["hostname"], user=facts["user"], platform=facts["platform"], python=facts["python"])
 
 
 def _opened(req: RunRequest) -> tuple[Repo, Config]:
@@ -337,7 +345,7 @@ def _redacted_command(
             say(f"ledger: warning: {path} is a changed binary file holding secret-shaped bytes; it is left out of the run's code tree")
     if launcher_path is not None:
         file_name, digest, names = _copy_launcher(launcher_path, run_dir, sealed.redactor)
-        command = command.with_(launcher=file_name, launcher_sha256=digest)
+        command = replace(command, launcher=file_name, launcher_sha256=digest)
         redacted.update(names)
     return command, redacted
 
@@ -382,7 +390,7 @@ def _run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_f
     env = dict(environ)
     job_vars, ledger_env = jobsetup.job_env(cfg, env, staged, prepared.record.id, prepared.wrapper_flags)
     env.update(job_vars)
-    record = prepared.record.with_(command=prepared.record.command.with_(ledger_env=ledger_env))
+    record = replace(prepared.record, command=replace(prepared.record.command, ledger_env=ledger_env))
     job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
     try:
         with _before_the_job():
@@ -465,8 +473,8 @@ def _ended_status(status: Status, result: JobResult) -> Status:
     """The `status` section of the job's end (a capture error's `warnings`, said before, kept)."""
     ended = Status(state=result.state, exit_code=result.exit_code, signal=result.signal_name, duration_s=round(result.duration_s, 3))
     if status.warnings:
-        ended = ended.with_(warnings=list(status.warnings))
-    return ended.with_(escalated=result.escalated) if result.escalated else ended
+        ended = replace(ended, warnings=list(status.warnings))
+    return replace(ended, escalated=result.escalated) if result.escalated else ended
 
 
 def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
@@ -488,8 +496,8 @@ def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
     notes = truncation_noted(staged.run_dir, ended.capture.truncation_notes() + logs.truncated, say)
     if notes:
         warnings.extend(notes)
-        status = status.with_(warnings=notes)
-    gpu = Gpu.trusted(ended.monitor.stop_summary())
+        status = replace(status, warnings=notes)
+    gpu = Gpu.from_dict(ended.monitor.stop_summary())
     image = prepared.host_facts.image(record.image)
     finished = iso(utc_now())
     status = _ended_status(status, result)
@@ -500,12 +508,13 @@ def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
         warnings.extend(ray_warnings)
     if status.state == "failed" and (hint := jobsetup.refused_debug_flags(staged.run_dir, command, status, say)):
         warnings.append(hint)
-    code = record.code.with_(untracked_left_out=ended.untracked.result())
+    code = replace(record.code, untracked_left_out=ended.untracked.result())
     if prepared.code.large:
         large, unhashed = ended.big.result()
-        code = code.with_(large_files=large)
+        code = replace(code, large_files=large)
         warnings.extend(unhashed)
-    record = record.with_(
+    record = replace(
+        record,
         command=command,
         code=code,
         image=image,
@@ -543,15 +552,18 @@ def _import_end_modules() -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the import is retried, and reported, where the module is used
             pass
+    from ledger.runrecord import warm
+
+    warm()  # the record's types, resolved once: its first decode after the job is then ~0.1 ms
 
 
-def _guarded(m: dict[str, Any], what: str, fn: Callable[[], Any], say: Say) -> Any:
-    """`fn()`, or None with a warning in the record when it fails: one fact never loses the run."""
+def _guarded(warnings: list[str], what: str, fn: Callable[[], Any], say: Say) -> Any:
+    """`fn()`, or None with a warning appended to `warnings` when it fails: one fact never loses the run."""
     try:
         return fn()
     except Exception as exc:  # one fact failing must never lose the run
         text = f"{what} failed: {type(exc).__name__}: {exc}"
-        m["warnings"].append(text)
+        warnings.append(text)
         say(f"ledger: {text}")
         return None
 
@@ -575,13 +587,12 @@ def _derived_facts(
     run_dir = staged.run_dir
     warnings = list(record.warnings)
     redacted = set(record.redacted) | set(logs.redacted)
-    found = {"warnings": warnings}  # `_guarded` appends its failures here, in order
 
     def guarded(what: str, fn: Callable[[], Any]) -> Any:
-        return _guarded(found, what, fn, say)
+        return _guarded(warnings, what, fn, say)
 
     job_argv = (staged.read_json("request.json") or {}).get("job_argv") or list(record.command.argv)
-    record = record.with_(logs=record.logs.with_(split=logs.where), redacted=sorted(redacted))
+    record = replace(record, logs=replace(record.logs, split=logs.where), redacted=sorted(redacted))
     records = shim.read_log(staged.dir / shim.LOG_NAME)
     lines = logs.command_lines
     current = record
@@ -589,64 +600,57 @@ def _derived_facts(
     if training is not None:
         redacted.update(training.redacted)
         warnings.extend(training.warnings)
-        record = record.with_(
-            redacted=sorted(redacted), command=training.command, env_report=training.env_report, seeds=Seeds.trusted(training.seeds)
-        )
-        record = record.with_(settings=training.settings)
+        record = training.applied(record)
     extra = guarded("copying extra logs", lambda: facts.extra_logs(cfg, repo.root, run_dir, secrets))
     if extra is not None:
         redacted.update(extra[1])
-        record = record.with_(logs=record.logs.with_(extra=extra[0]), redacted=sorted(redacted))
+        record = replace(record, logs=replace(record.logs, extra=extra[0]), redacted=sorted(redacted))
     ran = record.command
     metrics = guarded("parsing metrics", lambda: facts.metrics(run_dir, staged.data_dir, logs, ran, record.started, environ, say))
     if metrics is not None:
         if metrics[0]:
-            record = record.with_(logs=record.logs.with_(metrics=metrics[0]))
+            record = replace(record, logs=replace(record.logs, metrics=metrics[0]))
         warnings.extend(metrics[1])
     command = record.command
-    data: list[dict[str, Any]] = [d.to_dict() for d in record.data]
+    data = list(record.data)
     # the run's known values, and the values the rules removed from its logs: a data file holding one is held back
     screen = Redactor(secrets | as_texts(logs.found), cfg.secret_names)
     tracked = guarded("tracking data", lambda: facts.track_data(repo, staged, command, say, screen))
     if tracked is not None:
-        data = tracked
+        data = [DataEntry.from_dict(d, "manifest", "data") for d in tracked]
     with_ids = guarded("listing the recorded rollout ids", lambda: _with_rollout_ids(staged, data, str(command.cwd)))
     if with_ids is not None:
         data = with_ids
-    record = record.with_(data=[DataEntry.trusted(d) for d in data])
+    record = replace(record, data=data)
     if record.replay_of and record.replay is not None:
-        m = record.with_(warnings=warnings).to_dict()
-        fidelity = guarded("comparing the replay with its run", lambda: _replay_fidelity(repo, m, run_dir, say))
+        so_far, replay = replace(record, warnings=list(warnings)), record.replay
+        fidelity = guarded("comparing the replay with its run", lambda: _replay_fidelity(repo, so_far, run_dir, say))
         if fidelity is not None:
-            record = record.with_(replay=record.replay.with_(fidelity=fidelity))
+            record = replace(record, replay=replace(replay, fidelity=fidelity))
     for log in ("trainer.log", "engine.log"):
         if not (run_dir / log).exists():  # (never touched: a new mtime would void the worker's md5)
             (run_dir / log).touch()
     if (run_dir / "heat.log").exists():
-        record = record.with_(logs=record.logs.with_(heat="heat.log"))
-    return record.with_(warnings=warnings)
+        record = replace(record, logs=replace(record.logs, heat="heat.log"))
+    return replace(record, warnings=warnings)
 
 
-def _keep_untracked_data(root: Path, staged: staging.Staged, m: dict[str, Any], say: Say) -> None:
+def _keep_untracked_data(root: Path, staged: staging.Staged, record: RunRecord, say: Say) -> None:
     """Whatever the job wrote under the run's data folder and no tracked record holds stays on
     disk (never deleted with the staging folder)."""
-    tracked = {
-        str(rec.get("template") or "").split("/")[1]
-        for rec in m.get("data") or []
-        if rec.get("tracked") and str(rec.get("template") or "").startswith("data/")
-    }
+    tracked = {str(d.template).split("/")[1] for d in record.data if d.tracked and str(d.template or "").startswith("data/")}
     if not staged.data_dir.is_dir():
         return
     for source in sorted(staged.data_dir.iterdir()):
         if source.name in tracked:
             continue
-        dest = staging.ledger_dir(root) / "untracked" / m["id"] / source.name
+        dest = staging.ledger_dir(root) / "untracked" / record.id / source.name
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(source), dest)
-        say(f"ledger: untracked data of run {m['id']} kept at {dest}")
+        say(f"ledger: untracked data of run {record.id} kept at {dest}")
 
 
-def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list[Any]:
+def _with_rollout_ids(staged: staging.Staged, data: list[DataEntry], cwd: str) -> list[DataEntry]:
     """The `data` section with `rollout_ids` on the rollout data record: which rollouts a replay
     can pick (`--step N`)."""
     import re
@@ -654,9 +658,9 @@ def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list
     out = []
     for rec in data:
         out.append(rec)
-        if not isinstance(rec, dict) or rec.get("role") != "rollout" or not rec.get("template"):
+        if rec.role != "rollout" or not rec.template:
             continue
-        template = str(rec["template"])
+        template = rec.template
         base = Path(template)
         if template.startswith("data/"):
             base = staged.dir / template
@@ -667,17 +671,17 @@ def _with_rollout_ids(staged: staging.Staged, data: list[Any], cwd: str) -> list
             continue
         found = [match.group(1) for p in base.parent.iterdir() if (match := pattern.match(p.name))]
         numbers = sorted(int(x) for x in found if x.isdigit())
-        out[-1] = {**rec, "rollout_ids": [*numbers, *sorted(x for x in found if not x.isdigit())]}
+        out[-1] = replace(rec, rollout_ids=[*numbers, *sorted(x for x in found if not x.isdigit())])
     return out
 
 
-def _replay_fidelity(repo: Repo, m: dict[str, Any], run_dir: Path, say: Say) -> dict[str, Any] | None:
+def _replay_fidelity(repo: Repo, record: RunRecord, run_dir: Path, say: Say) -> dict[str, Any] | None:
     """`replay.fidelity`: the replay's learning metrics against its source run's."""
     from ledger.compare.fidelity import describe, fidelity_of
 
-    result = fidelity_of(repo, m, run_dir)
+    result = fidelity_of(repo, record, run_dir)
     if result is not None:
-        say(f"ledger: replay fidelity against {m['replay_of']}: {describe(result)}")
+        say(f"ledger: replay fidelity against {record.replay_of}: {describe(result)}")
     return result
 
 
@@ -692,51 +696,79 @@ def finish(
     secrets: set[str] | None = None,
     environ: dict[str, str] | None = None,
 ) -> str:
-    """Derive the remaining facts, write manifest and status, commit, drop the staging folder.
+    """The record from the job's end to its commit, in stages that each take the record and
+    return it: the derived facts (`_derived_facts`), the logs' last scrub (`_scrubbed_logs`),
+    big logs to DVC (`_big_logs`), the tracker links (`_with_trackers`), the manifest's scrub
+    (`scrub_record`), then the commit (`_committed`). Returns the commit id.
 
     `logs` is the log work done on the job's output (`ledger.record.streamed`); None reads it
-    back from the split logs already in the run folder. The derived facts (`_derived_facts`) are
-    worked out on the typed record; the redaction scrub and what follows it, on the dict that is
-    written."""
-    from ledger import yamlio
-    from ledger.record import facts
-    from ledger.storage.summary import summary_of
-
+    back from the split logs already in the run folder."""
     run_dir = staged.run_dir
     if logs is None:
         from ledger.record.streamed import logs_result
 
         logs = logs_result(run_dir)
-    m = _derived_facts(repo, cfg, staged, record, logs, say, set(secrets or ()), environ).to_dict()
+    known = set(secrets or ())
+    record = _derived_facts(repo, cfg, staged, record, logs, say, known, environ)
     # the same scrub for `ledger run` and `ledger recover`, before anything reaches git or DVC
-    scrub_logs(run_dir, m, secrets or set(), logs.found, cfg.secret_names)
-    offloaded = _guarded(m, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, m["id"], say, logs.md5), say)
-    if offloaded is not None:
-        m["data"] = [*m["data"], offloaded[0]]
-        m["logs"]["in_dvc"] = offloaded[1]
+    record = _scrubbed_logs(record, run_dir, known, logs, cfg)
+    record = _big_logs(record, repo, cfg, staged, logs, say)
+    record = _with_trackers(record, run_dir)
+    record = scrub_record(record, known, logs.found, cfg.secret_names)
+    return _committed(record, repo, cfg, staged, code, logs, say)
+
+
+def _scrubbed_logs(record: RunRecord, run_dir: Path, secrets: set[str], logs: StreamResult, cfg: Config) -> RunRecord:
+    """The run folder's logs scrubbed a last time; what was hidden, in `redacted`."""
+    hidden = scrub_logs(run_dir, secrets, logs.found, cfg.secret_names)
+    return replace(record, redacted=sorted({*record.redacted, *hidden})) if hidden else record
+
+
+def _big_logs(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged, logs: StreamResult, say: Say) -> RunRecord:
+    """A trainer/engine log over `logs: git_max_mb` tracked with DVC (`facts.offload_big_logs`)."""
+    from ledger.record import facts
+
+    warnings = list(record.warnings)
+    offloaded = _guarded(warnings, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, record.id, say, logs.md5), say)
+    if offloaded is None:
+        return replace(record, warnings=warnings)
+    entry = DataEntry.from_dict(offloaded[0], "manifest", "data")
+    return replace(record, data=[*record.data, entry], logs=replace(record.logs, in_dvc=offloaded[1]), warnings=warnings)
+
+
+def _with_trackers(record: RunRecord, run_dir: Path) -> RunRecord:
+    """`trackers`: the W&B/MLflow run the job printed."""
     from ledger.compare.trackers import find_trackers
 
-    m["trackers"] = find_trackers(run_dir / "trainer.log", m.get("settings"))  # the W&B/MLflow run it printed
-    scrub_manifest(m, secrets or set(), logs.found, cfg.secret_names)
-    st = m["status"]
-    write_atomic(run_dir / "status", status_line(st["exit_code"], st["signal"], st["duration_s"] or 0.0, m["finished"]))
-    text = storable(m)  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`
+    return replace(record, trackers=find_trackers(run_dir / "trainer.log", dict(record.settings)))
+
+
+def _committed(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged, code: CodeSnapshot, logs: StreamResult, say: Say) -> str:
+    """The run folder's record files (manifest.yaml, summary.json, settings.json, status) written
+    from the record, the folder committed, the staging folder dropped."""
+    from ledger import yamlio
+    from ledger.storage.summary import summary_of
+
+    run_dir, status = staged.run_dir, record.status
+    duration = duration_text(status.duration_s or 0.0)
+    write_atomic(run_dir / "status", status_line(status.exit_code, status.signal, status.duration_s or 0.0, record.finished))
+    text = storable(record.to_dict())  # valid UTF-8; bytes that were not are kept exactly in `raw_bytes`
     yamlio.dump_file(run_dir / "manifest.yaml", text)
     summary = summary_of(text, logs.summary_for(run_dir / "metrics.jsonl"))  # list filters read these, not the table
     write_atomic(run_dir / "summary.json", json.dumps(summary, default=str, separators=(",", ":")) + "\n")
-    write_atomic(run_dir / "settings.json", json.dumps(text["settings"], default=str, indent=0) + "\n")
-    exit_text = f"exit {st['exit_code'] if st['exit_code'] is not None else '-'}"
-    if st["state"] in ("killed", "lost"):
-        exit_text += f" ({st['state']}{', ' + st['signal'] if st['signal'] else ''})"
-    message = commit_message(m["id"], text["name"], exit_text, duration_text(st["duration_s"] or 0.0), code.commit)
+    write_atomic(run_dir / "settings.json", json.dumps(readable(dict(record.settings)), default=str, indent=0) + "\n")
+    exit_text = f"exit {status.exit_code if status.exit_code is not None else '-'}"
+    if status.state in ("killed", "lost"):
+        exit_text += f" ({status.state}{', ' + status.signal if status.signal else ''})"
+    name = readable(record.name)
+    message = commit_message(record.id, name, exit_text, duration, code.commit)
     tree = repo.tree_from_dir(run_dir)
-    commit = write_run(repo, cfg.branch, code, m["id"], tree, message)
-    _keep_untracked_data(repo.root, staged, m, say)
+    commit = write_run(repo, cfg.branch, code, record.id, tree, message)
+    _keep_untracked_data(repo.root, staged, record, say)
     staged.remove()
     repo.gc_auto()
     say(
-        f"ledger: recorded run {m['id']}{' (' + text['name'] + ')' if text['name'] else ''}: {st['state']}, "
-        f"exit {st['exit_code']}, {duration_text(st['duration_s'] or 0.0)} -> {cfg.branch} {commit[:10]} "
-        f"({run_path(m['id'])})"
+        f"ledger: recorded run {record.id}{' (' + name + ')' if name else ''}: {status.state}, "
+        f"exit {status.exit_code}, {duration} -> {cfg.branch} {commit[:10]} ({run_path(record.id)})"
     )
     return commit

@@ -22,6 +22,7 @@ from typing import Any
 
 from ledger.redact.names import Redactions
 from ledger.redact.scanner import Redactor
+from ledger.runrecord import RunRecord
 
 SECRETS_FILE = "secrets.json"  # in the staging folder, outside the run folder: never committed
 LOGS = ("trainer.log", "engine.log")
@@ -99,22 +100,25 @@ def add_redacted(m: dict[str, Any], entries: Iterable[str]) -> None:
     m["redacted"] = sorted(set(m.get("redacted") or []) | set(entries))
 
 
-def scrub_logs(run_dir: Path, m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
-    """The final scrub of a staged run folder's files (see the module docstring)."""
+def scrub_logs(run_dir: Path, secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> list[str]:
+    """The final scrub of a staged run folder's files (see the module docstring); returns the
+    `redacted` entries of what it hid."""
     secrets = set(secrets)
     extra = tuple(extra_names)
     logs = [run_dir / n for n in LOGS] + sorted((run_dir / "extra-logs").glob("*"))
     new_values = set(found)
+    hidden: list[str] = []
     if new_values:
         for path in logs:
             acc = Redactions()
             if path.is_file() and Redactor(new_values, rules_on=False).redact_file(path, acc=acc):
-                add_redacted(m, acc.at(_place(run_dir, path)))
+                hidden.extend(acc.at(_place(run_dir, path)))
     for name in SMALL:
         path = run_dir / name
         acc = Redactions()
         if path.is_file() and Redactor(secrets | as_texts(new_values), extra).redact_file(path, acc=acc):
-            add_redacted(m, acc.at(name))
+            hidden.extend(acc.at(name))
+    return hidden
 
 
 def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
@@ -127,6 +131,15 @@ def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[by
     m.update(clean)
     add_redacted(m, acc.at("manifest"))
     m["redacted"] = sorted({clean_entry(redactor, str(e)) for e in m.get("redacted") or []})
+
+
+def scrub_record(record: RunRecord, secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> RunRecord:
+    """The record as `scrub_manifest` leaves its encoding, read back: the scrub sees exactly the
+    keys and values that are written. A hidden value stays text and a hidden key is kept as an
+    unknown one, so the record reads back whatever was hidden."""
+    encoded = record.to_dict()
+    scrub_manifest(encoded, secrets, found, extra_names)
+    return RunRecord.partial(encoded, "the scrubbed record")
 
 
 def clean_entry(redactor: Redactor, entry: str) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 
 from ledger.errors import LedgerError
 from ledger.installhint import RAY_PACKAGE, install_hint
+from ledger.runrecord import RunRecord
 
 HEAD_START_S = 90.0
 HEAD_STOP_S = 30.0
@@ -59,9 +60,9 @@ class RayTarget:
         return out
 
 
-def was_submitted(m: Mapping[str, Any]) -> bool:
+def was_submitted(record: RunRecord) -> bool:
     """Whether the run's training command was submitted with `ray job submit`."""
-    return bool((m.get("command") or {}).get("ray_argv"))
+    return bool(record.command.ray_argv)
 
 
 def _option(argv: list[str], name: str) -> str | None:
@@ -73,12 +74,12 @@ def _option(argv: list[str], name: str) -> str | None:
     return None
 
 
-def recorded_address(m: Mapping[str, Any]) -> str | None:
+def recorded_address(record: RunRecord) -> str | None:
     """The Job API the run was submitted to (its followed job's, or the `--address` it gave)."""
-    ray_job = (m.get("status") or {}).get("ray_job") or {}
-    if isinstance(ray_job, dict) and isinstance(ray_job.get("address"), str):
+    ray_job = record.status.ray_job or {}
+    if isinstance(ray_job.get("address"), str):
         return str(ray_job["address"])
-    argv = [str(a) for a in (m.get("command") or {}).get("ray_argv") or []]
+    argv = [str(a) for a in record.command.ray_argv or []]
     address = _option(argv, "--address")
     if address and not address.startswith(("http://", "https://")) and ":" not in address:
         return None
@@ -101,7 +102,7 @@ CODE_FROM_RECORDED = "the recorded runtime env's working_dir"
 
 
 def runtime_env(
-    m: Mapping[str, Any], env_vars: Mapping[str, str], rebase: Callable[[str], str], checkout: Path, excludes: Sequence[str] = ()
+    record: RunRecord, env_vars: Mapping[str, str], rebase: Callable[[str], str], checkout: Path, excludes: Sequence[str] = ()
 ) -> tuple[dict[str, Any], str]:
     """The recorded runtime env with `env_vars` (the replay's, already filtered by the caller) and
     its paths (`working_dir`, `py_modules`) pointed into this checkout; and where the job's code
@@ -113,10 +114,9 @@ def runtime_env(
     its runtime env nor as `--working-dir`) is replayed with `checkout`, the recorded working
     directory in this checkout, as its working_dir, `excludes` (what Ray must not upload of it:
     pulled data, git's objects; `.gitignore`d files it leaves out itself) added."""
-    command = m.get("command") or {}
-    recorded = command.get("runtime_env") or {}
-    out: dict[str, Any] = {k: v for k, v in recorded.items() if k != "env_vars"} if isinstance(recorded, dict) else {}
-    given = _option([str(a) for a in command.get("ray_argv") or []], "--working-dir")
+    recorded = record.command.runtime_env or {}
+    out: dict[str, Any] = {k: v for k, v in recorded.items() if k != "env_vars"}
+    given = _option([str(a) for a in record.command.ray_argv or []], "--working-dir")
     if given is not None and "working_dir" not in out:
         out["working_dir"] = given
     code_from = CODE_FROM_RECORDED
@@ -291,7 +291,7 @@ def _group_runs(pgid: int) -> bool:
     return False
 
 
-def choose_target(m: Mapping[str, Any], address: str | None, cwd: Path, say: Callable[[str], None], dry_run: bool = False) -> RayTarget:
+def choose_target(record: RunRecord, address: str | None, cwd: Path, say: Callable[[str], None], dry_run: bool = False) -> RayTarget:
     """Where the replay goes (module docstring); a dry run starts nothing."""
     if address:
         if not dry_run and not reachable(address):
@@ -299,7 +299,7 @@ def choose_target(m: Mapping[str, Any], address: str | None, cwd: Path, say: Cal
                 f"no Ray Job API answers at --address {address}", "give the dashboard URL of a running cluster (http://HOST:8265)"
             )
         return RayTarget(address, "--address")
-    recorded = recorded_address(m)
+    recorded = recorded_address(record)
     if recorded and reachable(recorded):
         return RayTarget(recorded, "recorded address")
     if dry_run:

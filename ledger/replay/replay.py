@@ -21,10 +21,11 @@ from ledger.errors import DataError, LedgerError, RunNotFound, StartError, Usage
 from ledger.replay import trust
 from ledger.replay.command import build_replay_argv, parse_set
 from ledger.replay.steps import file_name_template, link_steps, parse_steps
+from ledger.runrecord import UNSET, DataEntry, Image, RunRecord
 from ledger.runref import check_run_name, resolve
 from ledger.storage import staging
 from ledger.storage.git import Repo
-from ledger.storage.listing import load_listing, parse_manifest
+from ledger.storage.listing import load_listing, parse_record
 from ledger.storage.store import RunEntry, check_ledger_branch, dvc_text, read_file_at
 
 if TYPE_CHECKING:
@@ -66,14 +67,14 @@ class ReplayPlan:
     mapping: dict[int, int] | None
     data_dir: Path | None
     warnings: list[str]
-    image: dict[str, Any] = field(default_factory=dict)
+    image: Image = field(default_factory=Image)
     # the recorded Ray runtime env's variables: a `ray job submit` run's trainer had them, and a
     # replay runs the trainer directly, so they are set for it (PYTHONPATH, NCCL_*, ...)
     env: dict[str, str] = field(default_factory=dict)
     env_dropped: dict[str, str] = field(default_factory=dict)  # recorded variables left out, and why
     prepare: Callable[[], None] | None = None  # writes the data the argv names (after the yes)
     foreign: str | None = None  # who made the run commit, when this clone did not record the run
-    manifest: dict[str, Any] = field(default_factory=dict)  # the source run's record (where it ran)
+    record: RunRecord = field(default_factory=RunRecord)  # the source run's record (where it ran)
     script: Path | None = None  # the training script the replay runs, resolved in this checkout
     module: str | None = None  # or the `-m` module, imported from `cwd` first
 
@@ -86,15 +87,12 @@ def _inside(root: Path, path: Path) -> bool:
     return True
 
 
-def _rollout_record(m: dict[str, Any]) -> dict[str, Any] | None:
-    for rec in m.get("data") or []:
-        if isinstance(rec, dict) and rec.get("role") == "rollout":
-            return dict(rec)
-    return None
+def _rollout_record(record: RunRecord) -> DataEntry | None:
+    return next((d for d in record.data if d.role == "rollout"), None)
 
 
-def _dvc_text(repo: Repo, entry: RunEntry, rec: dict[str, Any]) -> str:
-    rel = rec.get("dvc_file") or "data/rollout.dvc"
+def _dvc_text(repo: Repo, entry: RunEntry, rec: DataEntry) -> str:
+    rel = rec.dvc_file or "data/rollout.dvc"
     if rel.startswith("/") or ".." in Path(rel).parts:
         raise DataError(f"run {entry.id}: data file path {rel!r} escapes the run folder", "the record is not trusted")
     raw = read_file_at(repo, entry, rel, DataError)
@@ -110,7 +108,7 @@ def _replay_data(repo: Repo, *parts: str) -> Path:
     return repo.root / staging.LEDGER_DIR / REPLAY_DATA[0] / Path(*parts)
 
 
-def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: str, dry_run: bool = False) -> Path:
+def locate_data(repo: Repo, entry: RunEntry, rec: DataEntry, remote_hint: str, dry_run: bool = False) -> Path:
     """A verified local copy of the run's rollout data: in this checkout, or from the DVC cache.
 
     With `dry_run` nothing is written: data that is only in the DVC cache is not checked out (and
@@ -120,7 +118,7 @@ def locate_data(repo: Repo, entry: RunEntry, rec: dict[str, Any], remote_hint: s
     from ledger.data.dvcops import checkout_data, status_data, verify_data
 
     text = _dvc_text(repo, entry, rec)
-    in_tree = repo.root / entry.path / (rec.get("path") or "data/rollout")
+    in_tree = repo.root / entry.path / (rec.path or "data/rollout")
     pull = f"`ledger pull {remote_hint} {entry.id}` (or `dvc pull -R {entry.path}` in a checkout of the experiments branch)"
     if in_tree.is_dir() and any(in_tree.iterdir()):
         if not _inside(repo.root / entry.path, in_tree):
@@ -161,18 +159,18 @@ def _nofollow_dirs(repo: Repo, *parts: str) -> None:
     staging.ledger_dir(repo.root)  # its .gitignore
 
 
-def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) -> list[str]:
+def _environment_warnings(repo: Repo, record: RunRecord, opts: ReplayOptions) -> list[str]:
     """The recorded image / Miles / SGLang against what this replay will run on.
 
     Warnings by default; with `--strict` a different image digest or Miles commit is an error.
     """
-    image = m.get("image") or {}
+    image = record.image
     hard: list[str] = []
     soft: list[str] = []
-    if image.get("source") == "image":
+    if image.source == "image":
         if not opts.in_image:
             hard.append(
-                f"the run used image {image.get('ref')} ({image.get('digest') or image.get('id')}); "
+                f"the run used image {image.ref} ({image.digest or image.id}); "
                 "this replay runs on the host (add --in-image to use that exact image)"
             )
     else:
@@ -180,14 +178,14 @@ def _environment_warnings(repo: Repo, m: dict[str, Any], opts: ReplayOptions) ->
 
         # a dry run writes nothing, not even the cache of this host's package versions
         now = (host_facts() if opts.dry_run else cached_host_facts(repo.common_dir / "ledger" / "host")).packages
-        was = image.get("packages") or {}
+        was = image.packages
         for pkg in ("sglang", "torch", "megatron-core", "miles"):
             if was.get(pkg) != now.get(pkg) and (was.get(pkg) or now.get(pkg)):
                 (hard if pkg == "miles" else soft).append(
                     f"{pkg} was {was.get(pkg) or 'absent'} when recorded, is {now.get(pkg) or 'absent'} here"
                 )
     head = repo.head_commit()
-    recorded = (m.get("code") or {}).get("commit")
+    recorded = record.code.commit
     if recorded and recorded != head:
         soft.append(f"the code is at {head[:10]}, the run was recorded at {recorded[:10]} (the replay runs this checkout's code)")
     if hard and opts.strict:
@@ -222,7 +220,7 @@ class _Checked:
     runs, the replay's settings and steps, and the environment the replay sets."""
 
     entry: RunEntry
-    manifest: dict[str, Any]
+    record: RunRecord
     training: list[str]
     code: trust.CodePaths
     sets: list[tuple[str, str]]
@@ -248,11 +246,11 @@ class _Checked:
             mapping,
             data_dir,
             warnings=self.warnings,
-            image=self.manifest.get("image") or {},
+            image=self.record.image,
             env=self.env.taken,
             env_dropped=self.env.dropped,
             foreign=self.foreign,
-            manifest=self.manifest,
+            record=self.record,
             prepare=prepare,
             script=self.code.script,
             module=self.code.module,
@@ -284,16 +282,16 @@ def _check_run(repo: Repo, tip: str, opts: ReplayOptions) -> _Checked:
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
         raise LedgerError(f"run {entry.id} has no manifest", "the record is damaged")
-    m = parse_manifest(raw, entry.path)
-    command = m.get("command") or {}
-    training = command.get("training_argv")
+    record = parse_record(raw, entry.path)[0]
+    command = record.command
+    training = command.training_argv
     if not training:
         raise UsageError(f"run {entry.id} has no recorded training command", "replay needs a run of `python3 train.py ...`")
     sets = [parse_set(s) for s in opts.sets]
     chosen = parse_steps(opts.step, opts.steps)
-    warnings = _environment_warnings(repo, m, opts)
-    training = [_rebase_path(a, command.get("repo_root"), repo.root) for a in training]
-    recorded_env, hidden = _runtime_env(m)
+    warnings = _environment_warnings(repo, record, opts)
+    training = [_rebase_path(a, command.repo_root, repo.root) for a in training]
+    recorded_env, hidden = _runtime_env(record)
     choice = trust.choose_env(repo, recorded_env, opts.trust_env)
     foreign = None if trust.own_run(repo, entry.id) else trust.identity(repo, tip, entry)
     from ledger.runref import own_runs, shared_name_note
@@ -301,18 +299,18 @@ def _check_run(repo: Repo, tip: str, opts: ReplayOptions) -> _Checked:
     shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, trust.branch_of(repo)))
     if shared:
         warnings.append(shared)
-    code = trust.check_code_paths(repo, training, str(command.get("cwd_in_repo") or "."), entry.id, opts.in_image)
+    code = trust.check_code_paths(repo, training, str(command.cwd_in_repo or "."), entry.id, opts.in_image)
     if hidden:
         warnings.append(
             f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; the replay takes them from your environment"
         )
     from ledger.understand.settings import parse_settings, split_training_command
 
-    training = _only_framework_flags(training, m)
+    training = _only_framework_flags(training, record)
     recorded = parse_settings(split_training_command(training)[2])
     warnings += _unknown_sets(entry.id, [s for s in sets if s[0].lstrip("-") not in opts.new_settings], recorded, opts.force)
     sets += _own_outputs(recorded, [k for k, _ in sets])
-    return _Checked(entry, m, training, code, sets, chosen, warnings, choice, foreign)
+    return _Checked(entry, record, training, code, sets, chosen, warnings, choice, foreign)
 
 
 def _own_outputs(recorded: dict[str, Any], own: list[str]) -> list[tuple[str, str]]:
@@ -329,10 +327,11 @@ def _train_side(repo: Repo, run: _Checked, opts: ReplayOptions, remote_hint: str
     """The training side on the recorded samples: the data must have been tracked; the chosen
     steps are linked as 0..N-1 in a folder of the replay's own, after the user said yes."""
     entry, chosen = run.entry, run.chosen
-    rec = _rollout_record(run.manifest)
-    if rec is not None and not rec.get("tracked", rec.get("hash") is not None):
+    rec = _rollout_record(run.record)
+    # a record from before `tracked` existed says it by its hash
+    if rec is not None and not (rec.hash is not None if rec.tracked is UNSET else rec.tracked):
         raise DataError(
-            f"the rollout data of run {entry.id} was never tracked: {rec.get('error') or 'unknown reason'}",
+            f"the rollout data of run {entry.id} was never tracked: {rec.error or 'unknown reason'}",
             "run `ledger init` (it sets up DVC) before recording runs you want to replay",
         )
     if rec is None:
@@ -342,7 +341,7 @@ def _train_side(repo: Repo, run: _Checked, opts: ReplayOptions, remote_hint: str
         )
     # only reads: the data is checked out by `prepare`, once the user said yes
     data_dir = locate_data(repo, entry, rec, remote_hint, dry_run=True)
-    name_template = file_name_template(rec.get("template") or "{rollout_id}.pt")
+    name_template = file_name_template(rec.template or "{rollout_id}.pt")
     mapping = None
     steps_name = f"{entry.id}-steps-{'-'.join(map(str, chosen))}" if chosen is not None else ""
     if chosen is not None:
@@ -366,10 +365,10 @@ def _train_side(repo: Repo, run: _Checked, opts: ReplayOptions, remote_hint: str
     return run.plan(argv, "train", mapping=mapping, data_dir=data_dir, prepare=prepare)
 
 
-def _check_steps_recorded(run_id: str, rec: dict[str, Any], data_dir: Path, name_template: str, chosen: list[int]) -> None:
+def _check_steps_recorded(run_id: str, rec: DataEntry, data_dir: Path, name_template: str, chosen: list[int]) -> None:
     """A dry run refuses steps that are not in the recorded data, as the replay itself would."""
-    ids = rec.get("rollout_ids")
-    if isinstance(ids, list):
+    ids = rec.rollout_ids
+    if ids is not UNSET:
         have = {str(i) for i in ids}
         recorded = ", ".join(str(i) for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
     elif data_dir.is_dir():
@@ -382,13 +381,13 @@ def _check_steps_recorded(run_id: str, rec: dict[str, Any], data_dir: Path, name
         raise DataError(f"rollout {missing[0]} is not in the recorded data of run {run_id} (recorded: {recorded})", "pick steps that exist")
 
 
-def _only_framework_flags(training: list[str], m: dict[str, Any]) -> list[str]:
+def _only_framework_flags(training: list[str], record: RunRecord) -> list[str]:
     """The recorded command without debug flags its trainer's framework does not have (a slime
     run recorded by an older ledger carries `--save-debug-event-data`, which slime lacks)."""
     from ledger.understand.framework import FLAGS
     from ledger.understand.settings import flag_groups, split_training_command
 
-    name = ((m.get("command") or {}).get("debug_data") or {}).get("framework")
+    name = (record.command.debug_data or {}).get("framework")
     if name not in FLAGS:
         return training
     lacking = {f[2:] for f in FLAGS["miles"] if f not in FLAGS[name]}
@@ -399,11 +398,11 @@ def _only_framework_flags(training: list[str], m: dict[str, Any]) -> list[str]:
     return [*prefix, script, *kept]
 
 
-def _runtime_env(m: dict[str, Any]) -> tuple[dict[str, str], list[str]]:
+def _runtime_env(record: RunRecord) -> tuple[dict[str, str], list[str]]:
     """The recorded runtime env's variables, and the names whose values were redacted."""
     from ledger.redact.names import MASK
 
-    env_vars = ((m.get("command") or {}).get("runtime_env") or {}).get("env_vars") or {}
+    env_vars = (record.command.runtime_env or {}).get("env_vars") or {}
     if not isinstance(env_vars, dict):
         return {}, []
     hidden = sorted(str(k) for k, v in env_vars.items() if MASK in str(v))
@@ -447,7 +446,7 @@ def replay_run(
     plan = plan_replay(repo, tip, opts)
     from ledger.replay import raylaunch
 
-    target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.manifest) and not opts.in_image else None
+    target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.record) and not opts.in_image else None
     shown = _shown(plan, target)
     _say_warnings(plan, say)
     say(f"ledger: the replay runs in {plan.cwd}; {_code_line(plan)}")
@@ -553,18 +552,18 @@ def _code_left_out(plan: ReplayPlan) -> list[str]:
     command they shaped, never them, so they leave the replay's `code` too."""
     from ledger.record.codeset import left_out_of_run
 
-    return sorted(left_out_of_run(plan.manifest)[1])
+    return sorted(left_out_of_run(plan.record)[1])
 
 
 def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> Any:
     """Where a replay of a ray-submitted run goes, with its runtime env (`raylaunch`); starts nothing."""
     from ledger.replay import raylaunch
 
-    rec_root = (plan.manifest.get("command") or {}).get("repo_root")
-    target = raylaunch.choose_target(plan.manifest, opts.address, plan.cwd, say, dry_run=True)
+    rec_root = plan.record.command.repo_root
+    target = raylaunch.choose_target(plan.record, opts.address, plan.cwd, say, dry_run=True)
     excludes = trust.upload_excludes(repo, plan.cwd)
     rebase = lambda p: _rebase_path(p, rec_root, repo.root)  # noqa: E731
-    target.runtime_env, target.code_from = raylaunch.runtime_env(plan.manifest, plan.env, rebase, plan.cwd, excludes)
+    target.runtime_env, target.code_from = raylaunch.runtime_env(plan.record, plan.env, rebase, plan.cwd, excludes)
     trust.check_runtime_paths(repo, target.runtime_env, plan.cwd, plan.source)
     return target
 
@@ -575,7 +574,7 @@ def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dic
     from ledger.record.run import record_run
     from ledger.replay import raylaunch
 
-    _, hidden = _runtime_env(plan.manifest)  # redacted in the record: taken from this environment
+    _, hidden = _runtime_env(plan.record)  # redacted in the record: taken from this environment
     missing = {k: os.environ[k] for k in hidden if k in os.environ}
     if missing:
         target.runtime_env.setdefault("env_vars", {}).update(missing)
@@ -594,9 +593,9 @@ def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dic
 
 def _in_image(root: Path, plan: ReplayPlan, argv: list[str]) -> list[str]:
     """Wrap the replay in `docker run` of the recorded image, pinned by digest."""
-    pinned = plan.image.get("digest") or plan.image.get("id")
+    pinned = plan.image.digest or plan.image.id
     if not pinned:
         raise UsageError(f"run {plan.source} did not record an image", "replay without --in-image")
-    ref = pinned if "@" in pinned or pinned.startswith("sha256:") else f"{plan.image.get('ref')}@{pinned}"
+    ref = pinned if "@" in pinned or pinned.startswith("sha256:") else f"{plan.image.ref}@{pinned}"
     env = [x for k, v in plan.env.items() for x in ("-e", f"{k}={v}")]
     return ["docker", "run", "--rm", "--gpus", "all", "-v", f"{root}:{root}", "-w", str(plan.cwd), *env, ref, *argv]
