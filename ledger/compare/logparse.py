@@ -285,19 +285,14 @@ class LogScan:
             assert stamp is not None  # the same digits `_MILES_LINE` matched
             seconds[key] = _unix(stamp.groups())
         fractions = {frac: int(frac) / 10 ** len(frac) if frac else 0.0 for frac in {f[1] for f in found}}
-        rows, last_seen = self.table.rows, self.last_seen
+        add_step = self._add_step
         for (key, frac, kind, number_text, _), metrics in zip(found, numbers):
             ts = seconds[key] + fractions[frac]
             number = int(number_text)
             if kind != b"perf" and kind != b"rollout":
                 self._add(kind.decode(), number, metrics, ts)
                 continue
-            row = rows.get(number)
-            if row is None:
-                row = rows[number] = StepRow(number, None, None, {})
-            row.metrics.update(metrics)
-            seen = last_seen.get(number)
-            last_seen[number] = ts if seen is None or ts >= seen else seen
+            add_step(number, metrics, ts)
         if found:
             self.table.add_format(MILES_LINES)
         return True
@@ -321,6 +316,15 @@ class LogScan:
                 found = []
         self._take(found, data, path, counted)
 
+    def _add_step(self, number: int, metrics: dict[str, float], ts: float) -> None:
+        """A `perf`/`rollout` line's metrics into its step's row, the step's last time kept."""
+        row = self.table.rows.get(number)
+        if row is None:
+            row = self.table.rows[number] = StepRow(number, None, None, {})
+        row.metrics.update(metrics)
+        seen = self.last_seen.get(number)
+        self.last_seen[number] = ts if seen is None or ts >= seen else seen
+
     def _take(self, found: list[_Found], data: bytes | mmap.mmap, path: Path, counted: list[int]) -> None:
         """Add the candidate lines of `found` (in line order); count the malformed ones. A
         `perf`/`rollout` line (all but a few of a big log's) is added here, the rest by `_add`."""
@@ -328,7 +332,7 @@ class LogScan:
         numbers: list[dict[str, float] | None] = [None] * len(found)
         for i, parsed in zip(fast, _json_payloads([found[i][3] for i in fast])):
             numbers[i] = parsed
-        rows, last_seen, added = self.table.rows, self.last_seen, False
+        add_step, added = self._add_step, False
         for (start, kind_bytes, number, payload, ts, truncated), metrics in zip(found, numbers):
             if metrics is None:
                 metrics = _slow_payload(payload)
@@ -343,12 +347,7 @@ class LogScan:
                 self._add(kind_bytes.decode(), number, metrics, ts)
                 continue
             added = True
-            row = rows.get(number)
-            if row is None:
-                row = rows[number] = StepRow(number, None, None, {})
-            row.metrics.update(metrics)
-            seen = last_seen.get(number)
-            last_seen[number] = ts if seen is None or ts >= seen else seen
+            add_step(number, metrics, ts)
         if added:
             self.table.add_format(MILES_LINES)
 
