@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
 
 from ledger.config import Config
 from ledger.errors import LedgerError
@@ -255,12 +255,17 @@ def append_missing_logs(staged: staging.Staged, record: Any, terminal_fd: int | 
     if not rest:
         return
     with open(raw_path, "ab") as raw:
-        raw.write(rest)
+        _echoed(raw, terminal_fd, rest)
+
+
+def _echoed(raw: BinaryIO, terminal_fd: int | None, data: bytes) -> None:
+    """Output of the job into the run's raw output, and onto the terminal when there is one."""
+    raw.write(data)
     if terminal_fd is not None:
         try:
-            os.write(terminal_fd, rest)
+            os.write(terminal_fd, data)
         except OSError:
-            pass
+            pass  # the terminal went away: the run's copy is what counts
 
 
 def _follow(staged: staging.Staged, record: Any, terminal_fd: int | None, say: Say) -> Any:
@@ -268,16 +273,7 @@ def _follow(staged: staging.Staged, record: Any, terminal_fd: int | None, say: S
 
     say(f"ledger: following Ray job {record.submission_id} to its end (Ctrl-C stops it)")
     with open(staged.dir / RAW_OUTPUT, "ab") as raw:
-
-        def write(data: bytes) -> None:
-            raw.write(data)
-            if terminal_fd is not None:
-                try:
-                    os.write(terminal_fd, data)
-                except OSError:
-                    pass
-
-        return follow(record.address, str(record.submission_id), write, say=say)
+        return follow(record.address, str(record.submission_id), lambda data: _echoed(raw, terminal_fd, data), say=say)
 
 
 def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
