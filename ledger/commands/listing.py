@@ -152,7 +152,7 @@ def list_runs(
             column = listing._ask(lambda v, c=f"m:{name}": v.column(c))
             for m in shown:
                 if m["id"] in column:
-                    m.setdefault("metrics", {})[name] = json.loads(column[m["id"]])
+                    m.setdefault("metrics", {})[name] = column[m["id"]]
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
     if with_settings and not changed and listing.view is not None:
@@ -190,17 +190,17 @@ def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> se
     for w in where:
         settings = listing._ask(lambda v, w=w: v.column(f"s:{w.key}")) if w.key in listing.setting_keys else {}
         metrics = listing._ask(lambda v, w=w: v.column(f"m:{w.key}", with_num=True)) if w.key in listing.metric_names else {}
-        memo: dict[str, bool] = {}
+        memo: dict[int, bool] = {}  # runs with the same value share one object: tested once
         passing = set()
         for rid in kept:
-            text = settings.get(rid)
-            if text is not None:
-                ok = memo.get(text)
+            if rid in settings:
+                value = settings[rid]
+                ok = memo.get(id(value))
                 if ok is None:
-                    ok = memo[text] = w.matches(True, json.loads(text))
+                    ok = memo[id(value)] = w.matches(True, value)
             else:
-                value = metrics.get(rid)
-                ok = w.matches(value is not None, value)
+                num = metrics.get(rid)
+                ok = w.matches(num is not None, num)
             if ok:
                 passing.add(rid)
         kept = passing

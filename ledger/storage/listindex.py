@@ -321,6 +321,10 @@ class ListIndex:
             raise Damaged from exc
 
 
+def _raise() -> Any:
+    raise Damaged
+
+
 def _last(entry: Any) -> float | None:
     value = entry.get("last") if isinstance(entry, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -436,17 +440,31 @@ class View:
         return {rid: unpack_text(blob) for rid, blob in found}
 
     def column(self, col: str, with_num: bool = False) -> dict[str, Any]:
-        """One setting or metric of every run that has it: its JSON text, or (`with_num`) the
-        metric's last value as a number."""
+        """One setting or metric of every run that has it, by run id: its value (runs with the
+        same value share one object), or (`with_num`) the metric's last value as a number."""
         self.index.ensure_column(self, col)
         where, params = self._where()
         pick = "c.num" if with_num else "c.val"
         # CROSS JOIN: the shards' runs drive the loop (SQLite would probe every shard per cell)
         sql = f"SELECT r.id, {pick} FROM {{m}} m CROSS JOIN {{c}} c ON c.col = ? AND c.k = m.k CROSS JOIN {{r}} r ON r.k = m.k WHERE m.{where}"
         try:
-            return dict(self.index.db.execute(self._sql(sql), (col, *params)).fetchall())
+            found = self.index.db.execute(self._sql(sql), (col, *params)).fetchall()
         except sqlite3.Error as exc:
             raise Damaged from exc
+        if with_num:
+            if not all(v is None or type(v) is float for _r, v in found):
+                raise Damaged
+            return dict(found)
+        parsed: dict[Any, Any] = {}
+        out = {}
+        for rid, text in found:
+            if text not in parsed:
+                try:
+                    parsed[text] = json.loads(text) if type(text) is str else _raise()
+                except ValueError as exc:
+                    raise Damaged from exc
+            out[rid] = parsed[text]
+        return out
 
     def stored_view(self) -> str | None:
         try:

@@ -317,7 +317,7 @@ def load_listing(
             col = listing._ask(lambda v, c=f"{kind[0]}:{key}": v.column(c))
             for rid, value in col.items():
                 if rid in listing.manifests:
-                    listing.manifests[rid].setdefault(kind, {})[key] = json.loads(value)
+                    listing.manifests[rid].setdefault(kind, {})[key] = value
     return listing
 
 
@@ -334,17 +334,23 @@ def listing_at(repo: Repo, tip: str | None, cold: bool = False) -> Listing:
     def read(e: RunEntry) -> RunRow:
         return read_run(repo, e, cache)
 
-    def rebuild() -> View:  # a damaged index: every folder read again, into memory
-        return ListIndex(copy_to_memory(None, cache.version), cache.version).update(repo, runs_tree[0], read)
+    if cold:
+        return Listing(view=ListIndex(copy_to_memory(None, cache.version), cache.version).update(repo, runs_tree[0], read))
 
-    view = rebuild() if cold else _open_view(repo, runs_tree[0], cache, read)
-    return Listing(view=view, rebuild=None if cold else rebuild)
+    def rebuild() -> View:  # found damaged while reading: emptied and every folder read again
+        return _open_view(repo, runs_tree[0], cache, read, clear=True)
+
+    return Listing(view=_open_view(repo, runs_tree[0], cache, read), rebuild=rebuild)
 
 
-def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, read: ReadRun) -> View:
+def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, read: ReadRun, clear: bool = False) -> View:
     """The index of `runs_tree` in the cache file, brought up to date (a read-only one in a copy in
-    memory), or in memory alone when the file cannot be used or is found damaged twice."""
-    index = ListIndex(cache.db or copy_to_memory(None, cache.version), cache.version, read_only=_READ_ONLY.get())
+    memory), or in memory alone when the file cannot be used or is found damaged twice; `clear`:
+    emptied first (it was found damaged)."""
+    read_only = _READ_ONLY.get()
+    index = ListIndex(cache.db if cache.db is not None and not (clear and read_only) else copy_to_memory(None, cache.version), cache.version, read_only)
+    if clear and not index.read_only and not index.clear():
+        index = ListIndex(copy_to_memory(None, cache.version), cache.version)
     for _attempt in range(2):
         try:
             view = index.update(repo, runs_tree, read)
