@@ -18,10 +18,10 @@ from conftest import git, ledger, make_repo
 
 from ledger.errors import LedgerError
 from ledger.manifest import new_manifest
+from ledger.runref import resolve
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex, RunRow, table_names
 from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only, read_run
-from ledger.runref import resolve
 from ledger.storage.runmeta import RunMeta, change_meta
 from ledger.storage.store import RunEntry, build_run_tree, commit_message
 from ledger.storage.summary import summary_of

@@ -68,7 +68,7 @@ class ListResult:
     def json_lines(self) -> list[str]:
         """`to_json()`'s objects as compact JSON text, one a line: a run's settings and metrics
         are put in as their stored text, never parsed and written again."""
-        out = []
+        out: list[str | None] = []
         for m in self.rows:
             text = self.texts.get(m["id"]) if self.with_settings and not self.changes and "settings" not in m else None
             if text is None:
@@ -76,12 +76,13 @@ class ListResult:
                 continue
             head = json.dumps(summary(m), default=str)
             out.append(f'{head[:-1]}, "settings": {text[0] or "{}"}, "metrics": {text[1] or "{}"}}}')
-        if None in out:
+        lines = [line for line in out if line is not None]
+        if len(lines) < len(out):  # a row without stored text (`ledger log` rows): written whole
             whole = self.to_json()
             recorded = whole[len(self.running) :] if self.running_first else whole[: len(whole) - len(self.running)]
-            out = [line if line is not None else json.dumps(item, default=str) for line, item in zip(out, recorded)]
+            lines = [line if line is not None else json.dumps(item, default=str) for line, item in zip(out, recorded)]
         live = [json.dumps(dict(r), default=str) for r in self.running]
-        return [*live, *out] if self.running_first else [*out, *live]
+        return [*live, *lines] if self.running_first else [*lines, *live]
 
 
 def summary(m: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +127,7 @@ def list_runs(
     running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
     unpulled = _unpulled(repo, cfg.branch, tip)
     if listing.view is not None and flt == RunFilter() and not (changed or with_settings or metric_globs or limit or reverse or running):
-        table = listing.view.stored_view()
+        table = listing.stored_table()
         if table is not None:  # the default view of this very `runs/` tree, as printed before
             return ListResult([], listing.broken, unpulled=unpulled, table=table)
     rows, cells = _recorded(listing, flt)
@@ -149,15 +150,15 @@ def list_runs(
     if metric_globs and listing.view is not None:
         names = sorted(n for n in listing.metric_names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs))
         for name in names:
-            column = listing._ask(lambda v, c=f"m:{name}": v.column(c))
+            column = listing.column(f"m:{name}")
             for m in shown:
                 if m["id"] in column:
                     m.setdefault("metrics", {})[name] = column[m["id"]]
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
     if with_settings and not changed and listing.view is not None:
-        texts = listing._ask(lambda v: (v.texts("settings"), v.texts("metrics")))
-        result.texts = {m["id"]: (texts[0].get(m["id"], "{}"), texts[1].get(m["id"], "{}")) for m in shown}
+        settings, metrics = listing.texts("settings"), listing.texts("metrics")
+        result.texts = {m["id"]: (settings.get(m["id"], "{}"), metrics.get(m["id"], "{}")) for m in shown}
     if changed:
         from ledger.compare.diffcore import change_log
         from ledger.understand.settings import DEFAULT_IGNORE
@@ -166,17 +167,17 @@ def list_runs(
         for run_id, changes in change_log(rows, ignore):
             result.changes[run_id] = [{"name": c.name, "a": c.a, "b": c.b} for c in changes]
     elif listing.view is not None and flt == RunFilter() and not (metric_globs or limit or reverse or running or with_settings):
-        listing.view.store_view(render_list(result))
+        listing.store_table(render_list(result))
     return result
 
 
 def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[dict[str, Any]], dict[str, tuple[str, ...]]]:
     """Every recorded run's listing fields, oldest first, and the table cells of those `flt`
     keeps (a `--where` reads only the setting or metric it names, from the index)."""
-    if listing.view is None or listing._manifests is not None:  # loaded already (`ledger log`): filtered here
+    if listing.loaded:  # `ledger log`, `--changed`: every run's settings are at hand, filtered here
         rows = listing.ordered()
         return rows, {m["id"]: table_cells(m) for m in rows if flt.keep(m)}
-    both: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = listing._ask(lambda v: v.fields(cells=True))
+    both = listing.with_cells()
     rows = [m for m, _c in both.values()]
     passes = _where_ids(listing, flt.where, list(both))
     fields_only = replace(flt, where=())
@@ -188,8 +189,8 @@ def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> se
     metric's last value (`RunFilter`), each read as one column of the index."""
     kept = set(ids)
     for w in where:
-        settings = listing._ask(lambda v, w=w: v.column(f"s:{w.key}")) if w.key in listing.setting_keys else {}
-        metrics = listing._ask(lambda v, w=w: v.column(f"m:{w.key}", with_num=True)) if w.key in listing.metric_names else {}
+        settings = listing.column(f"s:{w.key}") if w.key in listing.setting_keys else {}
+        metrics = listing.column(f"m:{w.key}", with_num=True) if w.key in listing.metric_names else {}
         memo: dict[int, bool] = {}  # runs with the same value share one object: tested once
         passing = set()
         for rid in kept:

@@ -218,9 +218,14 @@ class ListIndex:
     def _build_shard(self, repo: Repo, key: str, name: str, read_run: ReadRun) -> None:
         """Index one shard tree: the rows its run folders already have, the others read from git."""
         oid = key.split("/", 1)[0]
-        runs = [(rid, tree) for rid, tree, mode in repo.list_tree(oid) if mode == MODE_TREE and RUN_ID_RE.match(rid) and shard_of(rid) == name]
+        runs = [
+            (rid, tree) for rid, tree, mode in repo.list_tree(oid) if mode == MODE_TREE and RUN_ID_RE.match(rid) and shard_of(rid) == name
+        ]
         ids = [rid for rid, _tree in runs]
-        stored = {(rid, tree): (k, sk, mk) for k, rid, tree, sk, mk in self._select("SELECT k, id, tree, sk, mk FROM {r} WHERE id IN ({marks})", ids)}
+        stored = {
+            (rid, tree): (k, sk, mk)
+            for k, rid, tree, sk, mk in self._select("SELECT k, id, tree, sk, mk FROM {r} WHERE id IN ({marks})", ids)
+        }
         rows: list[tuple[int, int, int]] = []
         new: list[tuple[Any, ...]] = []
         for rid, tree in runs:
@@ -233,7 +238,9 @@ class ListIndex:
         self.db.executemany(self._sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"), new)
         self.db.executemany(self._sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
         skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
-        self.db.execute(self._sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), marshal.dumps(skeys), marshal.dumps(mkeys)))
+        self.db.execute(
+            self._sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), marshal.dumps(skeys), marshal.dumps(mkeys))
+        )
 
     def _row(self, row: RunRow) -> tuple[Any, ...]:
         """A new `xr` row: its key, then the run (its settings and metrics text are written when
@@ -248,7 +255,20 @@ class ListIndex:
         name = text_key(m["name"]) if isinstance(m.get("name"), str) else None
         sk, mk = self._keyset(tuple(sorted(row.settings))), self._keyset(tuple(sorted(row.metrics)))
         started = text_key(m.get("started") or "")
-        return (k, e.id, e.tree, entry, None, started, name, 1 if m.get("archived") else 0, sk, mk, marshal.dumps(m), marshal.dumps(row.cells))
+        return (
+            k,
+            e.id,
+            e.tree,
+            entry,
+            None,
+            started,
+            name,
+            1 if m.get("archived") else 0,
+            sk,
+            mk,
+            marshal.dumps(m),
+            marshal.dumps(row.cells),
+        )
 
     def fill_texts(self, shards: list[str]) -> None:
         """Write the settings and metrics text of the runs of `shards` that have none yet (read
@@ -347,7 +367,11 @@ class View:
     def rows(self, columns: str, cond: str = "", params: tuple[Any, ...] = (), order: str = "started, id") -> list[tuple[Any, ...]]:
         """`columns` of this view's runs (`xr` columns; `shard` too), `cond` holding, in `order`."""
         where, shard_params = self._where()
-        sql = f"SELECT {columns} FROM {{m}} JOIN {{r}} USING (k) WHERE {where}" + (f" AND ({cond})" if cond else "") + (f" ORDER BY {order}" if order else "")
+        sql = (
+            f"SELECT {columns} FROM {{m}} JOIN {{r}} USING (k) WHERE {where}"
+            + (f" AND ({cond})" if cond else "")
+            + (f" ORDER BY {order}" if order else "")
+        )
         try:
             return self.index.db.execute(self._sql(sql), (*shard_params, *params)).fetchall()
         except sqlite3.Error as exc:
@@ -358,7 +382,9 @@ class View:
         each row is its shard's own run is checked as rows are read (`_own`)."""
         where, params = self._where()
         try:
-            counts = dict(self.index.db.execute(self._sql(f"SELECT shard, count(*) FROM {{m}} WHERE {where} GROUP BY shard"), params).fetchall())
+            counts = dict(
+                self.index.db.execute(self._sql(f"SELECT shard, count(*) FROM {{m}} WHERE {where} GROUP BY shard"), params).fetchall()
+            )
             stored = dict(self.index.db.execute(self._sql(f"SELECT shard, n FROM {{s}} WHERE {where}"), params).fetchall())
         except sqlite3.Error as exc:
             raise Damaged from exc
@@ -413,7 +439,9 @@ class View:
         """Listing fields by run id, oldest first (by start time, then id); `cells`: with each
         run's table cells, as (fields, cells)."""
         out: dict[str, Any] = {}
-        for shard, rid, blob, cell_blob in self.rows("shard, id, fields, cells", "broken IS NULL" + (f" AND ({cond})" if cond else ""), params):
+        for shard, rid, blob, cell_blob in self.rows(
+            "shard, id, fields, cells", "broken IS NULL" + (f" AND ({cond})" if cond else ""), params
+        ):
             self._own(shard, rid)
             m = _loads(blob, dict)
             if m.get("id") != rid:
@@ -432,7 +460,9 @@ class View:
         assert kind in ("settings", "metrics")
         self.index.fill_texts(list(self.shards))
         where, shard_params = self._where()
-        sql = f"SELECT r.id, x.{kind} FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k CROSS JOIN {{x}} x ON x.k = m.k WHERE m.{where}" + (f" AND ({cond})" if cond else "")
+        sql = f"SELECT r.id, x.{kind} FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k CROSS JOIN {{x}} x ON x.k = m.k WHERE m.{where}" + (
+            f" AND ({cond})" if cond else ""
+        )
         try:
             found = self.index.db.execute(self._sql(sql), (*shard_params, *params)).fetchall()
         except sqlite3.Error as exc:
@@ -446,7 +476,8 @@ class View:
         where, params = self._where()
         pick = "c.num" if with_num else "c.val"
         # CROSS JOIN: the shards' runs drive the loop (SQLite would probe every shard per cell)
-        sql = f"SELECT r.id, {pick} FROM {{m}} m CROSS JOIN {{c}} c ON c.col = ? AND c.k = m.k CROSS JOIN {{r}} r ON r.k = m.k WHERE m.{where}"
+        joins = "{m} m CROSS JOIN {c} c ON c.col = ? AND c.k = m.k CROSS JOIN {r} r ON r.k = m.k"
+        sql = f"SELECT r.id, {pick} FROM {joins} WHERE m.{where}"
         try:
             found = self.index.db.execute(self._sql(sql), (col, *params)).fetchall()
         except sqlite3.Error as exc:
@@ -480,7 +511,8 @@ class View:
         try:
             with self.index.db:
                 self.index.db.execute(
-                    self._sql("UPDATE {t} SET view = ? WHERE tree = ?"), (zlib.compress(text.encode("utf-8", "surrogatepass"), 1), self.runs_tree)
+                    self._sql("UPDATE {t} SET view = ? WHERE tree = ?"),
+                    (zlib.compress(text.encode("utf-8", "surrogatepass"), 1), self.runs_tree),
                 )
         except sqlite3.Error:
             pass

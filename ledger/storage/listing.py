@@ -139,6 +139,33 @@ class Listing:
         cond = "substr(id, 1, ?) = ?"
         return sorted(self._ask(lambda v: v.entries(cond, (len(prefix), prefix))))
 
+    @property
+    def loaded(self) -> bool:
+        """Whether every run's listing fields are loaded (`manifests` was read)."""
+        return self._manifests is not None or self.view is None
+
+    def column(self, col: str, with_num: bool = False) -> dict[str, Any]:
+        """One setting (`col` "s:<name>") or summary metric ("m:<name>") of every run that has it
+        (`View.column`)."""
+        return self._ask(lambda v: v.column(col, with_num)) if self.view is not None else {}
+
+    def texts(self, kind: str) -> dict[str, str]:
+        """Every run's settings (`kind` "settings") or summary metrics ("metrics") as JSON text."""
+        return self._ask(lambda v: v.texts(kind)) if self.view is not None else {}
+
+    def with_cells(self) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
+        """Every readable run's listing fields and table cells, oldest first."""
+        found: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = self._ask(lambda v: v.fields(cells=True)) if self.view else {}
+        return found
+
+    def stored_table(self) -> str | None:
+        """The default `ledger list` table of this very `runs/` tree, as printed before."""
+        return self.view.stored_view() if self.view is not None else None
+
+    def store_table(self, text: str) -> None:
+        if self.view is not None:
+            self.view.store_view(text)
+
     def refuse_broken(self, run_id: str) -> None:
         """A verb naming a run that listings skip refuses it, in one line (docs/trust.md)."""
         if run_id in self.broken:
@@ -307,15 +334,14 @@ def load_listing(
     if listing.view is None:
         return listing
     if with_settings:
-        texts = listing._ask(lambda v: (v.texts("settings"), v.texts("metrics")))
+        settings, metrics = listing.texts("settings"), listing.texts("metrics")
         for rid, m in listing.manifests.items():
-            m["settings"], m["metrics"] = json.loads(texts[0].get(rid, "{}")), json.loads(texts[1].get(rid, "{}"))
+            m["settings"], m["metrics"] = json.loads(settings.get(rid, "{}")), json.loads(metrics.get(rid, "{}"))
         return listing
     names = set(metric_names) | {n for n in listing.metric_names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)}
     for kind, keys, known in (("settings", set(setting_keys), listing.setting_keys), ("metrics", names, listing.metric_names)):
         for key in sorted(keys & known):
-            col = listing._ask(lambda v, c=f"{kind[0]}:{key}": v.column(c))
-            for rid, value in col.items():
+            for rid, value in listing.column(f"{kind[0]}:{key}").items():
                 if rid in listing.manifests:
                     listing.manifests[rid].setdefault(kind, {})[key] = value
     return listing
@@ -348,7 +374,9 @@ def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, read: ReadRun, 
     memory), or in memory alone when the file cannot be used or is found damaged twice; `clear`:
     emptied first (it was found damaged)."""
     read_only = _READ_ONLY.get()
-    index = ListIndex(cache.db if cache.db is not None and not (clear and read_only) else copy_to_memory(None, cache.version), cache.version, read_only)
+    index = ListIndex(
+        cache.db if cache.db is not None and not (clear and read_only) else copy_to_memory(None, cache.version), cache.version, read_only
+    )
     if clear and not index.read_only and not index.clear():
         index = ListIndex(copy_to_memory(None, cache.version), cache.version)
     for _attempt in range(2):
