@@ -80,6 +80,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS {q} (col TEXT, shard TEXT, PRIMARY KEY (col, shard)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS {k} (ks INTEGER PRIMARY KEY, keys BLOB UNIQUE)",
     "CREATE INDEX IF NOT EXISTS {r}_name ON {r} (name)",
+    "CREATE INDEX IF NOT EXISTS {r}_broken ON {r} (broken) WHERE broken IS NOT NULL",
 )
 
 
@@ -364,14 +365,18 @@ class View:
     def _where(self) -> tuple[str, list[str]]:
         return f"shard IN ({','.join('?' * len(self.shards))})", list(self.shards)
 
-    def rows(self, columns: str, cond: str = "", params: tuple[Any, ...] = (), order: str = "started, id") -> list[tuple[Any, ...]]:
-        """`columns` of this view's runs (`xr` columns; `shard` too), `cond` holding, in `order`."""
+    def rows(
+        self, columns: str, cond: str = "", params: tuple[Any, ...] = (), order: str = "started, id", by_run: bool = False
+    ) -> list[tuple[Any, ...]]:
+        """`columns` of this view's runs (`xr` columns; `shard` too), `cond` holding, in `order`.
+        `by_run`: `cond` picks a few rows by an indexed column (a name, an id), looked up first."""
         where, shard_params = self._where()
-        sql = (
-            f"SELECT {columns} FROM {{m}} JOIN {{r}} USING (k) WHERE {where}"
-            + (f" AND ({cond})" if cond else "")
-            + (f" ORDER BY {order}" if order else "")
-        )
+        cond_sql = f" AND ({cond})" if cond else ""
+        if by_run:  # the rows `cond` names, then whether this view holds them
+            sql = f"SELECT {columns} FROM {{r}} CROSS JOIN {{m}} USING (k) WHERE {where}{cond_sql}"
+        else:  # the view's runs drive the loop
+            sql = f"SELECT {columns} FROM {{m}} CROSS JOIN {{r}} USING (k) WHERE {where}{cond_sql}"
+        sql += f" ORDER BY {order}" if order else ""
         try:
             return self.index.db.execute(self._sql(sql), (*shard_params, *params)).fetchall()
         except sqlite3.Error as exc:
@@ -414,7 +419,7 @@ class View:
 
     def broken(self) -> dict[str, str]:
         out = {}
-        for rid, why in self.rows("id, broken", "broken IS NOT NULL"):
+        for rid, why in self.rows("id, broken", "broken IS NOT NULL", by_run=True):
             if type(rid) is not str or type(why) is not str:
                 raise Damaged
             out[rid] = why
@@ -427,7 +432,7 @@ class View:
 
     def entries(self, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, RunEntry]:
         out = {}
-        for shard, rid, blob in self.rows("shard, id, entry", cond, params):
+        for shard, rid, blob in self.rows("shard, id, entry", cond, params, by_run=bool(cond)):
             self._own(shard, rid)
             e = _entry(blob)
             if e.id != rid:
@@ -439,9 +444,8 @@ class View:
         """Listing fields by run id, oldest first (by start time, then id); `cells`: with each
         run's table cells, as (fields, cells)."""
         out: dict[str, Any] = {}
-        for shard, rid, blob, cell_blob in self.rows(
-            "shard, id, fields, cells", "broken IS NULL" + (f" AND ({cond})" if cond else ""), params
-        ):
+        both = "broken IS NULL" + (f" AND ({cond})" if cond else "")
+        for shard, rid, blob, cell_blob in self.rows("shard, id, fields, cells", both, params, by_run=bool(cond)):
             self._own(shard, rid)
             m = _loads(blob, dict)
             if m.get("id") != rid:

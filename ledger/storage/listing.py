@@ -136,8 +136,9 @@ class Listing:
         """The ids of the runs (broken ones too) that start with `prefix`, sorted."""
         if self._entries is not None or self.view is None:
             return sorted(rid for rid in self.entries if rid.startswith(prefix))
-        cond = "substr(id, 1, ?) = ?"
-        return sorted(self._ask(lambda v: v.entries(cond, (len(prefix), prefix))))
+        # a range of the id index: ids are ASCII, every one that starts with `prefix` sorts below prefix + U+FFFF
+        found = self._ask(lambda v: v.entries("id >= ? AND id < ?", (prefix, prefix + "\uffff")))
+        return sorted(rid for rid in found if rid.startswith(prefix))
 
     @property
     def loaded(self) -> bool:
