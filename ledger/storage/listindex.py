@@ -275,7 +275,10 @@ class ListIndex:
         """Write the settings and metrics text of the runs of `shards` that have none yet (read
         from git again, through the same limits)."""
         sql = "SELECT k, entry FROM {m} JOIN {r} USING (k) WHERE broken IS NULL AND k NOT IN (SELECT k FROM {x}) AND shard IN ({marks})"
-        todo = list(self._select(sql, shards))
+        self._fill(list(self._select(sql, shards)))
+
+    def _fill(self, todo: list[tuple[Any, ...]]) -> None:
+        """Write the settings and metrics text of the rows `todo` names, as (k, entry)."""
         if not todo:
             return
         self._writable()
@@ -472,6 +475,26 @@ class View:
         except sqlite3.Error as exc:
             raise Damaged from exc
         return {rid: unpack_text(blob) for rid, blob in found}
+
+    def record(self, rid: str, tree: str) -> dict[str, Any] | None:
+        """One run's listing fields with its `settings` and `metrics` (None: broken or not here);
+        only its own text is read (or written, the first time)."""
+        found = self.rows("k, shard, id, fields, entry", "broken IS NULL AND id = ? AND tree = ?", (rid, tree), by_run=True)
+        if not found:
+            return None
+        k, shard, rid, blob, entry = found[0]
+        self._own(shard, rid)
+        m: dict[str, Any] = _loads(blob, dict)
+        db = self.index.db
+        try:
+            if db.execute(self._sql("SELECT 1 FROM {x} WHERE k = ?"), (k,)).fetchone() is None:
+                self.index._fill([(k, entry)])
+                db = self.index.db  # a read-only index is copied into memory to be written
+            texts = db.execute(self._sql("SELECT settings, metrics FROM {x} WHERE k = ?"), (k,)).fetchone()
+            m["settings"], m["metrics"] = json.loads(unpack_text(texts[0])), json.loads(unpack_text(texts[1]))
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            raise Damaged from exc
+        return m
 
     def column(self, col: str, with_num: bool = False) -> dict[str, Any]:
         """One setting or metric of every run that has it, by run id: its value (runs with the

@@ -120,6 +120,16 @@ class Listing:
             return (self.manifests.get(run_id) or {}).get(key)
         return (self._ask(lambda v: v.fields("id = ?", (run_id,))).get(run_id) or {}).get(key)
 
+    def record_of(self, entry: RunEntry) -> dict[str, Any]:
+        """A run's listing fields with its settings and summary metrics (`settings`, `metrics`),
+        read for that run alone; ManifestError saying why when the run could not be read."""
+        if self.view is None or (self._manifests is not None and "settings" in (self._manifests.get(entry.id) or {})):
+            return self.fields_of(entry)
+        found = self._ask(lambda v: v.record(entry.id, entry.tree))
+        if found is None:
+            raise ManifestError(self.broken.get(entry.id) or f"{entry.path}: not in the listing", NOT_LEDGERS)
+        return found
+
     def ordered(self) -> list[dict[str, Any]]:
         """Manifests oldest first (by start time, then id)."""
         return sorted(self.manifests.values(), key=lambda m: (m.get("started") or "", m["id"]))
