@@ -1,7 +1,7 @@
-"""Filtering 1,000 and 10,000 runs (`ledger list --where` on a setting and on a metric's last value,
-`--name`/`--since`, `--json`), cold, warm and after a tag (the listing index:
-ledger/storage/listindex.py), against `git log --first-parent` of the same branch, and a 10-run `ledger compare --html` page: size, write time
-and render time in headless Chromium against an empty page.
+"""Listing and filtering 0 to 100,000 runs (`ledger list`, `--where` on a setting and on a metric's
+last value, `--name`/`--since`, `--json`), cold, warm and after a tag (the listing index:
+ledger/storage/listindex.py), against `git log --first-parent` of the same branch; the index's
+size; and the verbs that name runs (`show`, `compare --html` of 10 runs, `diff`, `replay --dry-run`).
 
 The branch is filled through the same store code `ledger run` uses (as bench_store.py does), each
 run with 150 settings and summary metrics for 12 metrics, as `ledger run` writes them.
@@ -13,10 +13,13 @@ import argparse
 import datetime as dt
 import json
 import math
+import os
 import secrets
 import shutil
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 from common import ledger_argv, report, scratch_repo, sh, timeit
 
@@ -107,14 +110,42 @@ LISTINGS = [
     ("list --name 'bench-1*' --since 2026-01-01", ["list", "--name", "bench-1*", "--since", "2026-01-01"]),
     ("list --json (settings and metrics of every run)", ["list", "--json"]),
 ]
+TARGETS = {  # (warm, cold) in seconds at 10,000 and 100,000 runs (issue 37)
+    "list": {10_000: (0.3, 1.5), 100_000: (0.5, 10.0)},
+    "--where": {100_000: (1.0, None)},
+    "--json": {100_000: (5.0, None)},
+}
+
+
+def _target(argv: list[str], n: int) -> str:
+    kind = "--json" if "--json" in argv else "--where" if "--where" in argv else "list" if argv == ["list"] else None
+    found = TARGETS.get(kind or "", {}).get(n)
+    if found is None:
+        return ""
+    warm, cold = found
+    return f"; target warm <= {warm} s" + (f", cold <= {cold} s" if cold else "")
+
+
+def run_quiet(argv: list[str], cwd) -> None:
+    """A command whose exit code is not the point (`replay --dry-run` of a run it refuses)."""
+    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
     """Each listing cold (no listing index: every run folder read from git), warm (the index of this
     tip) and after a tag (a new tip: the index is updated from the last one, one folder read),
-    against `git log --first-parent` of the branch in the same run."""
+    against `git log --first-parent` of the branch in the same run; the index's size; and the verbs
+    that name runs (`show`, `compare`, `diff`, `replay --dry-run`)."""
     ledger = ledger_argv
     index = repo / ".git" / "ledger" / "manifests.sqlite"
+    if not n:  # no branch yet: `ledger list` says so
+        took = timeit(lambda: sh(ledger("list"), cwd=repo), repeat)
+        return [
+            (
+                "list, 0 runs (no branch yet)",
+                f"{took:.3f} s; `python3 -c pass` {timeit(lambda: sh([sys.executable, '-c', 'pass']), repeat):.3f} s",
+            )
+        ]
     git_log = timeit(lambda: sh(["git", "log", "--first-parent", "--format=%H %s", "experiments"], cwd=repo), repeat)
     rows = [(f"git log --first-parent of the branch, {n} runs", f"{git_log:.3f} s (the baseline)")]
     tags = iter(range(1_000_000))
@@ -138,28 +169,32 @@ def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
         sh(ledger(*argv), cwd=repo)
         took = timeit(lambda argv=argv: sh(ledger(*argv), cwd=repo), repeat)
         took_tag = after_tag(argv)
-        target = "; target < 0.5 s" if argv != ["list", "--json"] else ""
         rows.append(
             (
                 f"{label}, {n} runs",
-                f"warm {took:.3f} s ({took / git_log:.1f}x git log{target}), after a tag {took_tag:.3f} s, "
+                f"warm {took:.3f} s ({took / git_log:.2f}x git log{_target(argv, n)}), after a tag {took_tag:.3f} s, "
                 f"cold {took_cold:.3f} s ({took_cold / git_log:.1f}x)",
             )
         )
+    for _label, argv in LISTINGS:  # the index as it is once every listing above was made
+        sh(ledger(*argv), cwd=repo)
+    rows.append((f"listing index (.git/ledger/manifests.sqlite), {n} runs", f"{index.stat().st_size / 1e6:.1f} MB"))
+    names = [f"bench-{i}" for i in range(max(0, n - 10), n)]
+    named = [
+        ("show NAME", ledger("show", names[-1])),
+        (f"compare {len(names)} names --html", ledger("compare", *names, "--html", str(repo.parent / "cmp.html"))),
+        ("diff NAME NAME (one setting differs)", ledger("diff", names[-8], names[-1]) if len(names) >= 8 else []),
+        ("replay NAME --dry-run (refused: no training command)", ledger("replay", names[-1], "--dry-run")),
+    ]
+    for label, argv in named:
+        if argv:
+            took = timeit(lambda argv=argv: run_quiet(argv, repo), repeat)
+            rows.append((f"{label}, {n} runs", f"{took:.3f} s ({took / git_log:.2f}x git log)"))
     return rows
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=10000, help="the larger ledger (the smaller one has a tenth of its runs)")
-    ap.add_argument("--repeat", type=int, default=5)
-    args = ap.parse_args()
-    small = scratch_repo("daily-small")
-    rows = measure(small, args.runs // 10, args.repeat, populate(small, args.runs // 10))
-    subprocess.run(["rm", "-rf", str(small.parent)])
-    repo = scratch_repo("daily")
-    ids = populate(repo, args.runs, tables=10)
-    rows += measure(repo, args.runs, args.repeat, ids)
+def compare_page(repo, ids: list[str]) -> tuple[str, str]:
+    """A 10-run `compare --html` page: its size, write time and render time in headless Chromium."""
     ledger = ledger_argv
     page = repo.parent / "compare.html"
     write = timeit(lambda: sh(ledger("compare", *ids[-10:], "--html", str(page)), cwd=repo), 3)
@@ -170,14 +205,46 @@ def main() -> None:
         shown = f"render {render:.0f} ms in headless Chromium (empty page {base:.0f} ms: +{render - base:.0f} ms)"
     else:
         shown = "no chromium on PATH: render time not measured"
-    rows.append(
-        (
-            "compare --html, 10 runs x 12 metrics x 200 steps",
-            f"{page.stat().st_size / 1024:.0f} KiB, written in {write:.2f} s (with resolving and reading), {shown}",
-        )
+    label = f"compare --html, 10 runs x 12 metrics x 200 steps, {len(ids)} runs"
+    return label, f"{page.stat().st_size / 1024:.0f} KiB, written in {write:.2f} s (with resolving and reading), {shown}"
+
+
+def filled(n: int, keep: Path | None) -> tuple[Path, list[str]]:
+    """A repository whose branch holds `n` runs: filled now, or (`keep`) the one filled before."""
+    if keep is not None and (keep / f"r{n}" / "ids.json").is_file():
+        base = keep / f"r{n}"
+        os.environ["HOME"] = str(base / "home")
+        os.environ["GIT_CONFIG_GLOBAL"] = str(base / "home" / ".gitconfig")
+        return base / "repo", json.loads((base / "ids.json").read_text())
+    repo = scratch_repo(f"daily-{n}")
+    ids = populate(repo, n, tables=10) if n else []
+    (repo.parent / "ids.json").write_text(json.dumps(ids))
+    if keep is None:
+        return repo, ids
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(repo.parent), keep / f"r{n}")
+    return filled(n, keep)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=10000, help="the larger ledger (the smaller one has a tenth of its runs)")
+    ap.add_argument("--sizes", type=int, nargs="+", help="instead of --runs: every size to measure (0 is a repository without runs)")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--keep", type=Path, help="keep each filled branch under DIR/r<N> and measure it again next time (100,000 runs take ~1 h to fill)"
     )
-    report("filtering and comparing (bench/bench_daily.py)", rows)
-    subprocess.run(["rm", "-rf", str(repo.parent)])
+    args = ap.parse_args()
+    rows: list[tuple[str, str]] = []
+    sizes = args.sizes or [args.runs // 10, args.runs]
+    for n in sizes:
+        repo, ids = filled(n, args.keep)
+        rows += measure(repo, n, args.repeat, ids)
+        if n == max(sizes) and n >= 10:
+            rows.append(compare_page(repo, ids))
+        if args.keep is None:
+            subprocess.run(["rm", "-rf", str(repo.parent)])
+    report("listing, filtering and naming runs (bench/bench_daily.py)", rows)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,13 @@ def main() -> None:
         ["bench_diff.py", "--steps", "10000", "--engine-lines", "100" if args.full else "20"],
         ["bench_data.py", *([] if args.full else ["--files", "8"])],
         ["bench_cluster_heat.py", "--interval", "1"],
-        ["bench_daily.py", "--runs", "10000", "--repeat", "5" if args.full else "3"],
+        [
+            "bench_daily.py",
+            "--sizes",
+            *(["0", "1000", "10000", "100000"] if args.full else ["0", "100", "1000"]),
+            "--repeat",
+            "5" if args.full else "3",
+        ],
         ["bench_limits.py", "--settings", "400000"],
     ]
     failed = 0

@@ -167,8 +167,8 @@ def list_cmd(
     _skipped(result.broken)
     if result.unpulled:
         say(f"ledger: {result.unpulled}")
-    if as_json:
-        _emit_json(result.to_json(), compact=True)
+    if as_json:  # one run a line, as `_emit_json(compact=True)` writes it
+        click.echo("[\n" + ",\n".join(result.json_lines()) + "\n]")
     elif as_csv:
         _show(render_csv(result), nl=False)
     else:

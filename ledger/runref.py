@@ -83,7 +83,7 @@ def runs_named(listing: Listing, name: str, repo: Repo | None = None, tip: str |
     `started:` time a record claims (a pulled run saying 2099 must not become what a name means);
     a run folder no run commit of that history added counts as the oldest of all."""
     want = _text(name)
-    found = [m["id"] for m in listing.ordered() if m.get("name") is not None and m.get("name") in (name, want)]
+    found = [m["id"] for m in listing.named((name, want))]
     if repo is None or tip is None or len(found) < 2:
         return found
     position = {rid: -i for i, (rid, _c) in enumerate(run_commits(repo, tip))}  # newest first: 0, -1, ...
@@ -109,8 +109,7 @@ def run_commit_map(repo: Repo, tip: str) -> dict[str, str]:
 def shared_name_note(repo: Repo, tip: str, listing: Listing, entry: RunEntry, own: set[str]) -> str | None:
     """When the run's name is also another run's and one of them was recorded in another clone
     (not in `own`, this clone's runs), who made each: the author of each run commit."""
-    m = listing.manifests.get(entry.id) or {}
-    name = m.get("name")
+    name = listing.field(entry.id, "name")
     if not name:
         return None
     same = runs_named(listing, name, repo, tip)
@@ -164,21 +163,28 @@ def _named(repo: Repo, tip: str, listing: Listing, ref: RunRef, text: str) -> Ru
     """NAME / NAME~N (the newest unarchived run of that name, `ledger archive`), else a unique id
     prefix; None when neither names a run."""
     by_name = runs_named(listing, ref.text, repo, tip)
-    by_name = [rid for rid in by_name if not listing.manifests[rid].get("archived")] or by_name
+    archived = {m["id"] for m in listing.named((ref.text, _text(ref.text))) if m.get("archived")}
+    by_name = [rid for rid in by_name if rid not in archived] or by_name
     if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones
         if ref.back >= len(by_name):
             raise RunNotFound(f"'{text}': only {plural(len(by_name), 'run')} named '{ref.text}'", "`ledger list` shows the runs")
-        return listing.entries[by_name[-1 - ref.back]]
+        return _entry(listing, by_name[-1 - ref.back])
     if ref.back:
         return None
-    by_prefix = sorted(rid for rid in listing.entries if rid.startswith(text))
+    by_prefix = listing.with_prefix(text)
     if len(by_prefix) > 1:
         shown = ", ".join(by_prefix[:10]) + (" ..." if len(by_prefix) > 10 else "")
         raise RunNotFound(f"run prefix '{text}' is ambiguous: {shown}", "give more characters of the id")
     if not by_prefix:
         return None
     # a run the listing could not read is looked up as its full id is: its folder checked again
-    return find_run(repo, tip, by_prefix[0]) if by_prefix[0] in listing.broken else listing.entries[by_prefix[0]]
+    return find_run(repo, tip, by_prefix[0]) if by_prefix[0] in listing.broken else _entry(listing, by_prefix[0])
+
+
+def _entry(listing: Listing, run_id: str) -> RunEntry:
+    found = listing.entry(run_id)
+    assert found is not None  # the listing named it
+    return found
 
 
 def _not_found(listing: Listing, ref: RunRef) -> RunNotFound:

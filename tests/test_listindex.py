@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 from conftest import git, ledger, make_repo
 
+from ledger.errors import LedgerError
 from ledger.manifest import new_manifest
+from ledger.runref import resolve
 from ledger.storage.git import Repo
-from ledger.storage.listindex import ListIndex, RunRow
-from ledger.storage.listing import ManifestCache, load_listing, read_run
+from ledger.storage.listindex import ListIndex, RunRow, table_names
+from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only, read_run
 from ledger.storage.runmeta import RunMeta, change_meta
 from ledger.storage.store import RunEntry, build_run_tree, commit_message
 from ledger.storage.summary import summary_of
@@ -77,18 +79,31 @@ def _same_as_cold(root: Path) -> None:
         assert narrow.manifests[rid].get("settings", {}).get("lr") == m["settings"].get("lr")
         assert narrow.manifests[rid].get("metrics") == {"train/loss": m["metrics"]["train/loss"]}
     for args in FILTERS:
-        listed = ledger(root, "list", "--json", *args)
-        assert listed.returncode == 0, listed.stderr
-        (root / ".git" / "ledger" / "manifests.sqlite").rename(root / "saved.sqlite")
-        cold_listed = ledger(root, "list", "--json", *args)
-        (root / "saved.sqlite").rename(root / ".git" / "ledger" / "manifests.sqlite")
-        assert json.loads(listed.stdout) == json.loads(cold_listed.stdout), args
+        for shape in (("--json",), ()):  # the objects, and the table (the default one kept per tree)
+            listed = ledger(root, "list", *shape, *args)
+            assert listed.returncode == 0, listed.stderr
+            again = ledger(root, "list", *shape, *args)
+            (root / ".git" / "ledger" / "manifests.sqlite").rename(root / "saved.sqlite")
+            cold_listed = ledger(root, "list", *shape, *args)
+            (root / "saved.sqlite").rename(root / ".git" / "ledger" / "manifests.sqlite")
+            if shape:
+                assert json.loads(listed.stdout) == json.loads(cold_listed.stdout), args
+            assert listed.stdout == again.stdout == cold_listed.stdout, (shape, args)
+
+
+def _tables(cache: ManifestCache) -> dict[str, str]:
+    return table_names(cache.version)
 
 
 def _index_rows(root: Path) -> list[tuple[str, str]]:
+    """What the index holds, as (key, part): each `runs/` tree ("tree"), each shard ("shard") and
+    each filter column made for a shard ("s:<setting>", "m:<metric>")."""
     cache = ManifestCache(root / ".git")
     assert cache.db is not None
-    rows = cache.db.execute(f"SELECT runs, part FROM {cache.index_table}").fetchall()
+    t = _tables(cache)
+    rows = [(tree, "tree") for (tree,) in cache.db.execute(f"SELECT tree FROM {t['t']}")]
+    rows += [(shard, "shard") for (shard,) in cache.db.execute(f"SELECT shard FROM {t['s']}")]
+    rows += [(shard, col) for col, shard in cache.db.execute(f"SELECT col, shard FROM {t['q']}")]
     cache.close()
     return rows
 
@@ -131,10 +146,11 @@ def test_a_new_tip_reads_only_the_new_and_changed_run_folders(proj: Path) -> Non
         read.append(e.id)
         return read_run(repo, e, cache)
 
-    data = ListIndex(cache.db, cache.index_table).index_of(repo, runs_tree[0], counting)
-    cache.close()
+    assert cache.db is not None
+    view = ListIndex(cache.db, cache.version).update(repo, runs_tree[0], counting)
     assert sorted(read) == sorted([*new, tagged])
-    assert data.fields[tagged]["tags"] == ["best"] and len(data.entries) == 27
+    assert view.fields()[tagged]["tags"] == ["best"] and len(view.entries()) == 27
+    cache.close()
 
 
 def test_pulled_runs_of_another_clone_are_indexed(proj: Path, tmp_path: Path) -> None:
@@ -155,37 +171,41 @@ def test_pulled_runs_of_another_clone_are_indexed(proj: Path, tmp_path: Path) ->
     _same_as_cold(proj)
 
 
-def _damage(root: Path, part: str, data: bytes) -> None:
+def _damage(root: Path, sql: str, *params: Any) -> None:
     cache = ManifestCache(root / ".git")
     assert cache.db is not None
     with cache.db:
-        cache.db.execute(f"UPDATE {cache.index_table} SET data = ? WHERE part = ?", (data, part))
+        cache.db.execute(sql.format(**_tables(cache)), params)
     cache.close()
 
 
 @pytest.mark.parametrize(
     "damage",
-    ["garbage file", "truncated file", "damaged shard", "damaged column", "damaged rows", "foreign shard"],
+    ["garbage file", "truncated file", "damaged run", "damaged cells", "damaged column", "damaged rows", "lost member", "foreign shard"],
 )
 def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: str) -> None:
     ledger(proj, "list", "--where", "lr=1e-06")
+    ledger(proj, "list", "--json")
     db = proj / ".git" / "ledger" / "manifests.sqlite"
     if damage == "garbage file":
         db.write_bytes(b"not a database at all\n" * 100)
     elif damage == "truncated file":
         db.write_bytes(db.read_bytes()[:5000])
-    elif damage == "damaged shard":
-        _damage(proj, "shard", b"\xff\x00junk")
+    elif damage == "damaged run":
+        _damage(proj, "UPDATE {r} SET fields = ?", b"\xff\x00junk")
+    elif damage == "damaged cells":
+        _damage(proj, "UPDATE {r} SET cells = ?", b"\x00")
     elif damage == "damaged column":
-        _damage(proj, "s:lr", b"\x00")
+        _damage(proj, "UPDATE {c} SET val = ? WHERE col = 's:lr'", b"\x00")
     elif damage == "damaged rows":
-        _damage(proj, "settings", b"")
-    else:  # every shard's row holds one other shard's runs: filed under the wrong tree id
-        cache = ManifestCache(proj / ".git")
-        assert cache.db is not None
-        (other,) = cache.db.execute(f"SELECT data FROM {cache.index_table} WHERE part = 'shard'").fetchone()
-        cache.close()
-        _damage(proj, "shard", other)
+        _damage(proj, "UPDATE {x} SET settings = ?", b"")
+    elif damage == "lost member":
+        _damage(proj, "DELETE FROM {m} WHERE k = (SELECT min(k) FROM {m})")
+    else:  # two shards' rows filed under each other's tree ids (their counts swapped too)
+        a, b = sorted(s for s, part in _index_rows(proj) if part == "shard")[:2]
+        for table in ("m", "s"):
+            for old, new in ((a, "swap"), (b, a), ("swap", b)):
+                _damage(proj, f"UPDATE {{{table}}} SET shard = ? WHERE shard = ?", new, old)
     _same_as_cold(proj)
     try:
         rows = _index_rows(proj)
@@ -196,6 +216,38 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
     assert tip is not None
     runs_tree = repo.tree_entry(tip, "runs")
     assert runs_tree is not None and (runs_tree[0], "tree") in rows
+
+
+def test_a_read_only_listing_writes_nothing_and_lists_what_a_cold_read_does(proj: Path) -> None:
+    """`ledger replay --dry-run` promises to write nothing: a listing in `read_only` at a tip the
+    index lacks is made in memory, the file left byte for byte as it was."""
+    ledger(proj, "list", "--where", "lr=1e-06")
+    _add_runs(proj, 30, 3)
+    db = proj / ".git" / "ledger" / "manifests.sqlite"
+    before = db.read_bytes()
+    repo = Repo(proj)
+    tip = repo.branch_tip("experiments")
+    with read_only():
+        listing = load_listing(repo, tip, setting_keys=["lr"])
+        shown = {rid: m["settings"]["lr"] for rid, m in listing.manifests.items() if "settings" in m}
+    cold = load_listing(repo, tip, with_settings=True, cold=True)
+    assert db.read_bytes() == before
+    assert listing.manifests.keys() == cold.manifests.keys() and len(shown) == 27
+    assert shown == {rid: m["settings"]["lr"] for rid, m in cold.manifests.items()}
+
+
+def test_a_run_name_is_looked_up_without_loading_every_run(proj: Path) -> None:
+    """`show`, `diff`, `compare` and `replay` of named runs cost what they name: the name, an id
+    prefix and `NAME~N` are SQL lookups, no run's listing fields but the named one's are read."""
+    repo = Repo(proj)
+    tip = repo.branch_tip("experiments")
+    listing = listing_at(repo, tip)
+    third = load_listing(repo, tip, cold=True).ordered()[3]["id"]
+    assert resolve(repo, tip, "run-3", listing).id == third
+    assert resolve(repo, tip, third[:-1], listing).id == third  # a unique id prefix
+    with pytest.raises(LedgerError, match="only 1 run named 'run-3'"):
+        resolve(repo, tip, "run-3~1", listing)
+    assert listing._manifests is None and listing._entries is None  # nothing loaded whole
 
 
 def test_a_hostile_pulled_summary_is_a_broken_row_in_the_index_too(proj: Path) -> None:

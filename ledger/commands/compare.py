@@ -14,7 +14,7 @@ from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
 from ledger.opening import open_branch
 from ledger.runref import resolve
-from ledger.storage.listing import load_listing
+from ledger.storage.listing import listing_at
 from ledger.textfmt import ABSENT, is_absent, note_cell, show_value
 from ledger.understand.settings import DEFAULT_IGNORE
 
@@ -42,11 +42,11 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
     if len(names) < 2:
         raise UsageError("compare needs at least two runs", "ledger compare RUN RUN [RUN...]")
     repo, cfg, tip = open_branch(start)
-    listing = load_listing(repo, tip, with_settings=True)
+    listing = listing_at(repo, tip)  # the named runs are read, never the whole ledger
     entries = [resolve(repo, tip, n, listing) for n in names]
     if len({e.id for e in entries}) < len(entries):
         raise UsageError("the same run is named twice", "name each run once")
-    ms = [listing.fields_of(e) for e in entries]
+    ms = [listing.record_of(e) for e in entries]
     settings = [m.get("settings") or {} for m in ms]
     differ = _differing(settings, [*DEFAULT_IGNORE, *cfg.ignore])
     names_metrics = _metric_names(ms, metric_globs)

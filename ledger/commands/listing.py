@@ -8,22 +8,22 @@ staging area by `ledger.record.live`), newest first as `git log` does: the runs 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.runfilter import RunFilter
+from ledger.compare.runfilter import RunFilter, Where
 from ledger.compare.summarymetrics import metric_value
-from ledger.manifest import duration_text
 from ledger.opening import open_branch
 from ledger.runref import resolve, runs_named
 from ledger.storage.git import Repo
-from ledger.storage.listing import list_fields, load_listing, parse_record
+from ledger.storage.listing import Listing, list_fields, listing_at, load_listing, parse_record, table_cells
 from ledger.storage.store import read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.termstyle import printable_cell
-from ledger.textfmt import MISSING, change_text, csv_text, note_cell, plural
+from ledger.textfmt import change_text, csv_text, plural
 
 
 @dataclass
@@ -40,19 +40,49 @@ class ListResult:
     metric_columns: list[str] = field(default_factory=list)  # `--metric`: summary metrics shown as columns
     with_settings: bool = False  # `--json`/`--csv`: each run's settings and summary metrics too
     filtered: bool = False  # some recorded runs were left out (a filter, or archived)
+    cells: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each row's table cells (`listing.table_cells`)
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # each row's settings and metrics as JSON text
+    table: str | None = None  # the whole table, when the listing index kept it (the default view)
+
+    def _full(self, m: dict[str, Any]) -> dict[str, Any]:
+        """A row with its settings and summary metrics, read from their JSON text if need be."""
+        if "settings" in m or m["id"] not in self.texts:
+            return m
+        settings, metrics = self.texts[m["id"]]
+        return {**m, "settings": json.loads(settings), "metrics": json.loads(metrics)}
 
     def to_json(self) -> list[dict[str, Any]]:
         out = []
         for m in self.rows:
             item = summary(m)
             if self.with_settings:
-                item["settings"] = m.get("settings") or {}
-                item["metrics"] = m.get("metrics") or {}
+                full = self._full(m)
+                item["settings"] = full.get("settings") or {}
+                item["metrics"] = full.get("metrics") or {}
             if self.changes:
                 item["changed"] = self.changes.get(m["id"], [])
             out.append(item)
         live = [dict(r) for r in self.running]
         return live + out if self.running_first else out + live
+
+    def json_lines(self) -> list[str]:
+        """`to_json()`'s objects as compact JSON text, one a line: a run's settings and metrics
+        are put in as their stored text, never parsed and written again."""
+        out: list[str | None] = []
+        for m in self.rows:
+            text = self.texts.get(m["id"]) if self.with_settings and not self.changes and "settings" not in m else None
+            if text is None:
+                out.append(None)
+                continue
+            head = json.dumps(summary(m), default=str)
+            out.append(f'{head[:-1]}, "settings": {text[0] or "{}"}, "metrics": {text[1] or "{}"}}}')
+        lines = [line for line in out if line is not None]
+        if len(lines) < len(out):  # a row without stored text (`ledger log` rows): written whole
+            whole = self.to_json()
+            recorded = whole[len(self.running) :] if self.running_first else whole[: len(whole) - len(self.running)]
+            lines = [line if line is not None else json.dumps(item, default=str) for line, item in zip(out, recorded)]
+        live = [json.dumps(dict(r), default=str) for r in self.running]
+        return [*live, *lines] if self.running_first else [*lines, *live]
 
 
 def summary(m: dict[str, Any]) -> dict[str, Any]:
@@ -82,19 +112,26 @@ def list_runs(
 ) -> ListResult:
     """Every run at the branch tip, newest first (`reverse`: oldest first), optionally with what
     changed from the run before each; `limit` keeps the newest N of those `flt` keeps, runs in progress first (archived
-    runs are left out unless it says); `metric_globs` name the summary metrics to show as columns."""
+    runs are left out unless it says); `metric_globs` name the summary metrics to show as columns.
+
+    Read from the listing index (`storage/listindex.py`): a `--where` reads the one setting or
+    metric it names, the table the cells kept for each run, `--json` the settings and metrics as
+    stored text; `ledger log` and `--changed` read every run's settings."""
     repo, cfg, tip = open_branch(start)
     flt = flt or RunFilter()
-    keys = [w.key for w in flt.where]
-    listing = load_listing(repo, tip, changed or with_settings, setting_keys=keys, metric_names=keys, metric_globs=metric_globs)
-    rows = listing.ordered()
-    flt.check_keys(rows, known=listing.setting_keys | listing.metric_names)
-    kept = [m for m in rows if flt.keep(m)]
+    listing = load_listing(repo, tip, with_settings=True) if changed else listing_at(repo, tip)
+    flt.check_keys([], known=listing.setting_keys | listing.metric_names)
     from ledger.record.live import running_runs
 
-    recorded = {m["id"] for m in rows}
-    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if r.id not in recorded]
+    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if listing.entry(r.id) is None]
     running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+    unpulled = _unpulled(repo, cfg.branch, tip)
+    if listing.view is not None and flt == RunFilter() and not (changed or with_settings or metric_globs or limit or reverse or running):
+        table = listing.stored_table()
+        if table is not None:  # the default view of this very `runs/` tree, as printed before
+            return ListResult([], listing.broken, unpulled=unpulled, table=table)
+    rows, cells = _recorded(listing, flt)
+    kept = [m for m in rows if m["id"] in cells]
     shown = kept
     if limit:  # the newest N of all: runs in progress are newer than every recorded run
         running = running[-limit:]
@@ -103,14 +140,25 @@ def list_runs(
     result = ListResult(
         shown if reverse else shown[::-1],
         listing.broken,
-        unpulled=_unpulled(repo, cfg.branch, tip),
+        unpulled=unpulled,
         oldest_id=rows[0]["id"] if rows else None,
         running=running if reverse else running[::-1],
         running_first=not reverse,
+        cells=cells,
     )
+    result.filtered = len(kept) < len(rows)
+    if metric_globs and listing.view is not None:
+        names = sorted(n for n in listing.metric_names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs))
+        for name in names:
+            column = listing.column(f"m:{name}")
+            for m in shown:
+                if m["id"] in column:
+                    m.setdefault("metrics", {})[name] = column[m["id"]]
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
-    result.filtered = len(kept) < len(rows)
+    if with_settings and not changed and listing.view is not None:
+        settings, metrics = listing.texts("settings"), listing.texts("metrics")
+        result.texts = {m["id"]: (settings.get(m["id"], "{}"), metrics.get(m["id"], "{}")) for m in shown}
     if changed:
         from ledger.compare.diffcore import change_log
         from ledger.understand.settings import DEFAULT_IGNORE
@@ -118,7 +166,46 @@ def list_runs(
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]
         for run_id, changes in change_log(rows, ignore):
             result.changes[run_id] = [{"name": c.name, "a": c.a, "b": c.b} for c in changes]
+    elif listing.view is not None and flt == RunFilter() and not (metric_globs or limit or reverse or running or with_settings):
+        listing.store_table(render_list(result))
     return result
+
+
+def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[dict[str, Any]], dict[str, tuple[str, ...]]]:
+    """Every recorded run's listing fields, oldest first, and the table cells of those `flt`
+    keeps (a `--where` reads only the setting or metric it names, from the index)."""
+    if listing.loaded:  # `ledger log`, `--changed`: every run's settings are at hand, filtered here
+        rows = listing.ordered()
+        return rows, {m["id"]: table_cells(m) for m in rows if flt.keep(m)}
+    both = listing.with_cells()
+    rows = [m for m, _c in both.values()]
+    passes = _where_ids(listing, flt.where, list(both))
+    fields_only = replace(flt, where=())
+    return rows, {rid: c for rid, (m, c) in both.items() if rid in passes and fields_only.keep(m)}
+
+
+def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> set[str]:
+    """The runs every `--where` holds for: on the run's setting of that name, else on its summary
+    metric's last value (`RunFilter`), each read as one column of the index."""
+    kept = set(ids)
+    for w in where:
+        settings = listing.column(f"s:{w.key}") if w.key in listing.setting_keys else {}
+        metrics = listing.column(f"m:{w.key}", with_num=True) if w.key in listing.metric_names else {}
+        memo: dict[int, bool] = {}  # runs with the same value share one object: tested once
+        passing = set()
+        for rid in kept:
+            if rid in settings:
+                value = settings[rid]
+                ok = memo.get(id(value))
+                if ok is None:
+                    ok = memo[id(value)] = w.matches(True, value)
+            else:
+                num = metrics.get(rid)
+                ok = w.matches(num is not None, num)
+            if ok:
+                passing.add(rid)
+        kept = passing
+    return kept
 
 
 def metric_columns(rows: list[dict[str, Any]], globs: tuple[str, ...]) -> list[str]:
@@ -129,12 +216,10 @@ def metric_columns(rows: list[dict[str, Any]], globs: tuple[str, ...]) -> list[s
     return sorted(n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs))
 
 
-def _fmt_duration(s: Any) -> str:
-    return duration_text(s) if isinstance(s, (int, float)) else MISSING
-
-
 def render_list(result: ListResult) -> str:
     """A table, one run a line."""
+    if result.table is not None:
+        return result.table
     if not result.rows and not result.running:
         if result.filtered:
             return "no runs match (`ledger list --archived` shows archived runs too)\n"
@@ -144,38 +229,30 @@ def render_list(result: ListResult) -> str:
     note_column = any(m.get("note") for m in result.rows)
     header += (["TAGS"] if tags_column else []) + list(result.metric_columns) + (["NOTE"] if note_column else [])
     lines = [_run_row(result, m, tags_column, note_column) for m in result.rows]
-    running = [_running_row(result, live, len(header)) for live in result.running]
+    running = [[printable_cell(c) for c in _running_row(result, live, len(header))] for live in result.running]
     lines = running + lines if result.running_first else lines + running
     if result.changes:
         header.append("CHANGED")
-    table = [[printable_cell(c) for c in row] for row in [header, *lines]]  # a pulled name's newline stays in its cell
+    table = [[printable_cell(c) for c in header], *lines]
     widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in table]
+    pads = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
+    out = [pads.format(*r).rstrip() for r in table]
     if any(m.get("replay_of") for m in result.rows):
         out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
-    return "\n".join(line.rstrip() for line in out) + "\n"
-
-
-def _started(text: str | None) -> str:
-    return (text or "-")[:19].replace("T", " ")
+    return "\n".join(out) + "\n"
 
 
 def _run_row(result: ListResult, m: dict[str, Any], tags_column: bool, note_column: bool) -> list[str]:
-    """One recorded run's cells."""
-    s = summary(m)
-    paused = "-" if s["paused"] is None else f"{s['paused']} ({_fmt_duration(s['paused_s'])})" if s["paused"] else "0"
-    state = s["state"] or "-"
-    if s["replay_of"]:
-        state += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
-    if s["archived"]:  # shown only with --archived
-        state += " (archived)"
-    exit_code = "-" if s["exit_code"] is None else str(s["exit_code"])
-    row = [s["id"], s["name"] or "-", state, exit_code, _fmt_duration(s["duration_s"]), paused, _started(s["started"])]
-    row += _extra_cells(result, m, tags_column)
+    """One recorded run's cells (printable: `listing.table_cells`)."""
+    cells = result.cells.get(m["id"]) or table_cells(m)
+    row = list(cells[:7])
+    if tags_column:
+        row.append(cells[7])
+    row += [printable_cell(c) for c in _metric_cells(result, m)]
     if note_column:
-        row.append(note_cell(s["note"]))
+        row.append(cells[8])
     if result.changes:
-        row.append(change_text(result.changes.get(s["id"], [])) if s["id"] != result.oldest_id else "(first run)")
+        row.append(printable_cell(change_text(result.changes.get(m["id"], [])) if m["id"] != result.oldest_id else "(first run)"))
     return row
 
 
@@ -188,16 +265,16 @@ def _running_row(result: ListResult, live: dict[str, Any], columns: int) -> list
         state = live["hint"]
     elif live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
         state = f"orphaned: {live['hint']}"
-    row = [live["id"], live["name"] or "-", state, "-", "-", "-", _started(live["started"])]
+    row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
     row += ["-"] * (columns - len(row))
     if result.changes:
         row.append("(running)")
     return row
 
 
-def _extra_cells(result: ListResult, m: dict[str, Any], tags_column: bool) -> list[str]:
-    """The TAGS cell (when any run has tags) and one cell per `--metric` column (its last value)."""
-    cells = [",".join(m.get("tags") or []) or "-"] if tags_column else []
+def _metric_cells(result: ListResult, m: dict[str, Any]) -> list[str]:
+    """One cell per `--metric` column: the metric's last value."""
+    cells = []
     for name in result.metric_columns:
         value = metric_value(m.get("metrics"), name)
         cells.append("-" if value is None else f"{value:.4g}")
@@ -209,11 +286,12 @@ def render_csv(result: ListResult, sep: str = ",") -> str:
     (`settings.NAME`) and every summary metric (`metrics.NAME.last`/`min`/`max` and their steps).
     A cell that would start a spreadsheet formula starts with `'` (`textfmt.csv_text`)."""
     base = ["id", "name", "state", "exit_code", "duration_s", "started", "replay_of", "tags", "note", "archived"]
-    settings = sorted({k for m in result.rows for k in (m.get("settings") or {})})
-    metrics = sorted({k for m in result.rows for k in (m.get("metrics") or {})})
+    full = [result._full(m) for m in result.rows]
+    settings = sorted({k for m in full for k in (m.get("settings") or {})})
+    metrics = sorted({k for m in full for k in (m.get("metrics") or {})})
     header = base + [f"settings.{k}" for k in settings] + [f"metrics.{k}.{w}" for k in metrics for w in SUMMARY_KEYS]
     rows = []
-    for m in result.rows:
+    for m in full:
         s = summary(m)
         row: list[Any] = [s[k] if k != "tags" else " ".join(s["tags"]) for k in base]
         row += [_cell((m.get("settings") or {}).get(k)) for k in settings]
