@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from ledger import yamlio
 from ledger.config import CONFIG_NAME, Config, Declared, declared, sections
 from ledger.errors import LedgerError
 
@@ -49,7 +50,6 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
                 return parse_config(plain)
             except LedgerError:
                 pass  # damaged or foreign: read the file
-    from ledger import yamlio  # lazily: ruamel costs ~30 ms of start-up
 
     cfg = parse_config(yamlio.loads(raw, CONFIG_NAME))
     if cache is not None:

@@ -13,17 +13,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ledger import yamlio
 from ledger.compare.runfilter import RunFilter, Where
 from ledger.compare.summarymetrics import metric_value
+from ledger.manifest import ManifestError
 from ledger.opening import open_branch
-from ledger.runref import resolve, runs_named
+from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, list_fields, listing_at, load_listing, parse_record, table_cells
 from ledger.storage.store import read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.termstyle import printable_cell
-from ledger.textfmt import change_text, csv_text, plural
+from ledger.textfmt import change_text, csv_text, is_absent, plural
 
 
 @dataclass
@@ -301,8 +303,6 @@ def render_csv(result: ListResult, sep: str = ",") -> str:
 
 
 def _cell(value: Any) -> Any:
-    import json
-
     return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
@@ -328,7 +328,6 @@ def render_change_log(result: ListResult) -> str:
 
 def change_log_json(result: ListResult) -> list[dict[str, Any]]:
     """`ledger log --json`: per run its id, name, whether it is the first run, and its changes."""
-    from ledger.textfmt import is_absent
 
     def plain(v: Any) -> Any:
         return None if is_absent(v) else v
@@ -357,8 +356,6 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
 
     live = find_running(repo.root, name)
     if live is not None:
-        from ledger import yamlio
-
         so_far = {
             **live.manifest,
             "status": {"state": "running", "step": live.step, "last_step_at": live.last_step_at, "output_bytes": live.output_bytes},
@@ -374,8 +371,6 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
         listing.refuse_broken(entry.id)
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
-        from ledger.manifest import ManifestError
-
         raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
     record, manifest = parse_record(raw, entry.path)
     shown, text = with_meta_block(manifest, raw.decode("utf-8", "replace"), repo.read_blob(entry.meta_blob) if entry.meta_blob else None)
@@ -389,8 +384,6 @@ def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
                 f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]
             )
     if listing is not None and tip is not None:
-        from ledger.runref import own_runs, shared_name_note
-
         shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, cfg.branch))
         note = f"{note}; {shared}" if note and shared else note or shared
     return shown, text, note
@@ -404,7 +397,6 @@ def with_meta_block(manifest: dict[str, Any], text: str, meta_raw: bytes | None)
     archived flag) when the run has a meta.json; the record itself unchanged after it."""
     if not meta_raw:
         return manifest, text
-    from ledger import yamlio
     from ledger.storage.runmeta import parse_meta
 
     meta = parse_meta(meta_raw)

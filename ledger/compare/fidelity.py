@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import MetricsTable
+from ledger.compare.logparse import MetricsTable, read_metrics_jsonl
 from ledger.runrecord import RunRecord
 
 CLOSE = 1e-6
@@ -161,9 +162,6 @@ def describe(fidelity: dict[str, Any] | None) -> str | None:
 def fidelity_of(repo: Any, record: RunRecord, run_dir: Any) -> dict[str, Any] | None:
     """`replay.fidelity` for the replay being recorded (`record`), against its source run on the
     ledger branch; None when `record` is not a replay."""
-    from pathlib import Path
-
-    from ledger.compare.logparse import read_metrics_jsonl
     from ledger.compare.metrics_store import load_metrics
     from ledger.configload import load_config
     from ledger.storage.store import check_ledger_branch, find_run

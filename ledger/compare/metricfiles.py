@@ -10,6 +10,7 @@ short while the job was killed.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ledger.compare.lineformats import object_metrics, object_step
@@ -21,8 +22,6 @@ MAX_LINE = 1 << 20  # a longer line is no metrics record
 
 def parse_metrics_file(path: Path) -> MetricsTable:
     """The rows of one JSON-lines metrics file (an unreadable file gives an empty table)."""
-    import json
-
     table = MetricsTable(sources=[str(path)])
     try:
         data = path.read_bytes()

@@ -21,6 +21,7 @@ it separates "the engine got slower" from "the model writes longer answers".
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import statistics
 from collections.abc import Iterable, KeysView, Mapping, Sequence
@@ -440,8 +441,6 @@ def permutation_p(a: Sequence[float], b: Sequence[float]) -> float | None:
     whose |difference| is at least the observed one. Only with `PERMUTATION_MIN_RUNS` or more a
     side: 3 against 3 gives 20 splits, whose smallest two-sided p is 0.1, so it could never say 5%.
     """
-    import itertools
-
     na, nb = len(a), len(b)
     if min(na, nb) < PERMUTATION_MIN_RUNS or math.comb(na + nb, na) > PERMUTATION_MAX_SPLITS:
         return None

@@ -19,6 +19,7 @@ only "ignored files" (`changed_code_files`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -109,8 +110,6 @@ def _relative(paths: Iterable[Path], root: Path) -> list[str]:
 def training_entries(cwd: Path, root: Path, patterns: Sequence[str]) -> list[Path]:
     """The training scripts a launcher may run, found before it runs: `*.py` files in the cwd and
     the repository root whose name matches the training patterns (Miles: train.py, train_async.py)."""
-    import re
-
     found: dict[Path, None] = {}
     for folder in (cwd, root):
         for path in sorted(folder.glob("*.py")):

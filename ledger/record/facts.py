@@ -21,7 +21,8 @@ from ledger.redact.scanner import Redactor
 from ledger.runrecord import Code, Command, RunRecord, Seeds, replace
 from ledger.storage import staging
 from ledger.storage.git import Repo
-from ledger.understand import envvars, launcher, seeddefaults, tracescan
+from ledger.timefmt import parse_iso
+from ledger.understand import envvars, framework, launcher, seeddefaults, tracescan
 from ledger.understand import settings as settings_mod
 from ledger.understand.shim import ShimRecord
 
@@ -171,7 +172,6 @@ def _trainer(command: Command, training_argv: list[str], record: RunRecord) -> t
     recorded = (command.debug_data or {}).get("framework")
     if isinstance(recorded, str) and recorded in seeddefaults.TABLE:
         return recorded, Path(cwd, script)
-    from ledger.understand import framework
 
     return framework.detect(script, cwd, None, bool(record.image.miles_commit))[0], Path(cwd, script)
 
@@ -278,7 +278,6 @@ def metrics(
     None, warnings). A run with no per-step metrics says so, naming the formats ledger reads."""
     from ledger.compare.logparse import NO_METRICS, MetricsTable, read_metrics_jsonl, write_metrics_jsonl, write_run_metrics
     from ledger.record.metricsources import find_sources, with_metric_files
-    from ledger.timefmt import parse_iso
 
     extra = find_sources(command, data_dir, os.environ if environ is None else environ, parse_iso(started))
     if logs.metrics is None:

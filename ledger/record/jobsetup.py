@@ -4,6 +4,8 @@ variables and PATH wrappers ledger gives the job, and following a job submitted 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +17,8 @@ from ledger.errors import LedgerError
 from ledger.runrecord import Command, Image, Status, replace
 from ledger.storage import staging
 from ledger.storage.git import Repo
-from ledger.understand import launcher
+from ledger.understand import framework, launcher, shim
+from ledger.understand.launcher import without_comments
 
 if TYPE_CHECKING:
     from ledger.heat.cluster_target import Submitted
@@ -33,8 +36,6 @@ def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bo
     if launcher.training_command_from_argv(argv, list(cfg.training_patterns)) is not None:
         return True
     if launcher_text is not None:
-        from ledger.understand.launcher import without_comments
-
         code = without_comments(launcher_text)  # a "$@" in a comment forwards nothing
         return '"$@"' in code or "${@}" in code or "sys.argv" in code
     return False
@@ -63,12 +64,9 @@ def debug_data_route(
     one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
     from ledger.capture.image import detect_image_in_argv
     from ledger.data.outputs import debug_flag_values, inject_debug_flags
-    from ledger.understand.launcher import without_comments
 
     script = _entry_script(argv, launcher_text, cfg, Path(cwd))
     if forwards_args(argv, launcher_text, cfg) and script is not None:
-        from ledger.understand import framework
-
         name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(image))
         decision = {"framework": name, "recognised_by": how}
         if not allowed:
@@ -104,9 +102,6 @@ def _entry_script(argv: list[str], launcher_text: str | None, cfg: Config, cwd: 
         return found.script
     if launcher_text is None:
         return None
-    import re
-
-    from ledger.understand.launcher import without_comments
 
     for word in re.findall(r"[\w./${}-]+\.py\b", without_comments(launcher_text)):
         if "$" in word or not any(re.search(p, word) for p in cfg.training_patterns):
@@ -129,8 +124,6 @@ def note_framework(command: Command, records: list[Any]) -> Command:
 def refused_debug_flags(run_dir: Path, command: Command, status: Status, say: Say) -> str | None:
     """A trainer that exited at once with `unrecognized arguments: --save-debug-...`: one line
     saying how to turn ledger's debug-data flags off; returned for the record's warnings."""
-    from ledger.understand import framework
-
     if not (command.debug_data or {}).get("added") and not command.added_args:
         return None
     if (status.duration_s or 0.0) > 300:
@@ -151,8 +144,6 @@ def job_env(
     cfg: Config, env: dict[str, str], staged: staging.Staged, run_id: str, wrapper_flags: list[tuple[str, str]]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(the variables ledger sets for the job, what of them `command.ledger_env` records)."""
-    from ledger.understand import shim
-
     ledger_env = {
         "LEDGER_RUN_ID": run_id,  # so a launcher can name outputs after the run
         "LEDGER_DATA_DIR": str(staged.data_dir),
@@ -180,7 +171,6 @@ def last_submission(staged: staging.Staged) -> Callable[[], Submitted | None]:
     """The last `ray job submit` the job made, as ledger's `ray` wrapper recorded it (None until
     it made one): the cluster the heat sensor attaches to when only the launcher's text names one."""
     from ledger.heat.cluster_target import DEFAULT_DASHBOARD, Submitted
-    from ledger.understand import shim
 
     def last() -> Submitted | None:
         records = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray"]
@@ -191,8 +181,6 @@ def last_submission(staged: staging.Staged) -> Callable[[], Submitted | None]:
 
 def _stop_signal(result: Any) -> int | None:
     """The signal that stopped the run (forwarded, SIGKILL after the grace, or one it died of)."""
-    import signal
-
     if result.state != "killed":
         return None
     name = result.forwarded or result.signal_name or "SIGTERM"
@@ -211,8 +199,6 @@ def follow_submitted(staged: staging.Staged, terminal_fd: int | None, say: Say, 
     message), and followed if it still runs; the last `--no-wait` job is followed to its end,
     its logs appended to the run's raw output. Returns the end of the last
     job submitted (None when nothing was submitted, or Ray never saw it)."""
-    from ledger.understand import shim
-
     submitted = [r for r in shim.read_log(staged.dir / shim.LOG_NAME) if r.via == "ray" and r.submission_id]
     if not submitted:
         return None

@@ -8,16 +8,19 @@ current step and the time it was logged. Nothing here writes anything.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import last_step
+from ledger.compare.logparse import last_step, parse_logs
+from ledger.record import facts
 from ledger.record.rayrecover import running_on_ray
 from ledger.runrecord import RunRecord
 from ledger.storage import staging
+from ledger.understand import shim, tracescan
 
 ORPHANED_HINT = "`ledger recover` commits it"
 ON_RAY_HINT = "`ledger recover --follow` records the run when it ends"
@@ -153,12 +156,7 @@ def _staged_logs(live: LiveRun, patterns: tuple[str, ...], into: Path) -> list[P
 def partial_run(live: LiveRun, cfg: Any) -> PartialRun:
     """Metrics parsed from the staged output so far (`parse_logs`, as the record parses its logs)
     and the settings that output shows (`facts.training_facts`, as the record computes them)."""
-    import copy
     import tempfile
-
-    from ledger.compare.logparse import parse_logs
-    from ledger.record import facts
-    from ledger.understand import shim, tracescan
 
     with tempfile.TemporaryDirectory(prefix="ledger-partial-") as tmp:
         logs = _staged_logs(live, tuple(cfg.engine_patterns), Path(tmp))

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import os
+import re
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -19,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ledger.capture.hostfacts import basic_host
+from ledger import yamlio
+from ledger.capture.hostfacts import basic_host, cached_host_facts
 from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.stream import OutputCapture
 from ledger.config import Config
@@ -27,13 +30,13 @@ from ledger.configload import load_config
 from ledger.errors import LedgerError, NotRecorded, StartError
 from ledger.fsutil import inode_clock, write_atomic
 from ledger.manifest import duration_text, new_run_id, readable, run_path, status_line, storable
-from ledger.record import jobsetup
+from ledger.record import facts, jobsetup
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
 from ledger.redact.runscrub import LEFT_OUT, as_texts, save_secrets, scrub_code_file, scrub_logs, scrub_record
 from ledger.redact.scanner import Redactor, secret_kinds_in_name
 from ledger.redact.values import known_secrets
-from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Status, replace
+from ledger.runrecord import Code, Command, DataEntry, Gpu, Host, Image, Replay, RunRecord, Status, replace, warm
 from ledger.storage import staging
 from ledger.storage.bigfiles import BlobHashes, describe
 from ledger.storage.git import CodeSnapshot, Repo
@@ -41,7 +44,7 @@ from ledger.storage.gitcmd import UntrackedCount
 from ledger.storage.store import check_branch_writable, commit_message, write_run
 from ledger.textfmt import size_text
 from ledger.timefmt import iso, utc_now
-from ledger.understand import launcher
+from ledger.understand import launcher, shim
 
 if TYPE_CHECKING:
     from ledger.heat.setup import RunMonitor
@@ -118,8 +121,6 @@ def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[di
         return section, host_facts
 
     def host() -> None:
-        from ledger.capture.hostfacts import cached_host_facts
-
         try:
             facts = cached_host_facts(repo.common_dir / "ledger" / "host", "python3", cfg.host_checkouts).to_manifest()
             checkouts = facts.get("checkouts") or {}
@@ -487,7 +488,6 @@ def _after_job(prepared: Prepared, ended: JobEnd, say: Say) -> RunOutcome:
         warnings.append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
     from ledger.record.streamed import retire_raw
-    from ledger.understand import shim
 
     command = jobsetup.note_framework(record.command, shim.read_log(staged.dir / shim.LOG_NAME))
     logs = ended.follower.finish(Redactor(prepared.secrets, cfg.secret_names))
@@ -545,14 +545,11 @@ def truncation_noted(run_dir: Path, notes: list[str], say: Say) -> list[str]:
 
 def _import_end_modules() -> None:
     """Pay the imports the record needs while the job runs (a failure shows up, later, where used)."""
-    import importlib
-
     for name in END_MODULES:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the import is retried, and reported, where the module is used
             pass
-    from ledger.runrecord import warm
 
     warm()  # the record's types, resolved once: its first decode after the job is then ~0.1 ms
 
@@ -581,9 +578,6 @@ def _derived_facts(
     """The facts derived once the job has ended, each step returning its part of the record: the
     training command's settings, extra logs, metrics, DVC-tracked data, rollout ids, a replay's
     fidelity. A step that fails is a warning in the record, never a lost run."""
-    from ledger.record import facts
-    from ledger.understand import shim
-
     run_dir = staged.run_dir
     warnings = list(record.warnings)
     redacted = set(record.redacted) | set(logs.redacted)
@@ -653,8 +647,6 @@ def _keep_untracked_data(root: Path, staged: staging.Staged, record: RunRecord, 
 def _with_rollout_ids(staged: staging.Staged, data: list[DataEntry], cwd: str) -> list[DataEntry]:
     """The `data` section with `rollout_ids` on the rollout data record: which rollouts a replay
     can pick (`--step N`)."""
-    import re
-
     out = []
     for rec in data:
         out.append(rec)
@@ -726,8 +718,6 @@ def _scrubbed_logs(record: RunRecord, run_dir: Path, secrets: set[str], logs: St
 
 def _big_logs(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged, logs: StreamResult, say: Say) -> RunRecord:
     """A trainer/engine log over `logs: git_max_mb` tracked with DVC (`facts.offload_big_logs`)."""
-    from ledger.record import facts
-
     warnings = list(record.warnings)
     offloaded = _guarded(warnings, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, record.id, say, logs.md5), say)
     if offloaded is None:
@@ -746,7 +736,6 @@ def _with_trackers(record: RunRecord, run_dir: Path) -> RunRecord:
 def _committed(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged, code: CodeSnapshot, logs: StreamResult, say: Say) -> str:
     """The run folder's record files (manifest.yaml, summary.json, settings.json, status) written
     from the record, the folder committed, the staging folder dropped."""
-    from ledger import yamlio
     from ledger.storage.summary import summary_of
 
     run_dir, status = staged.run_dir, record.status

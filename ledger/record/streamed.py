@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.capture.stream import CHUNK, LineSplitter
-from ledger.compare.logparse import LogScan, MetricsTable, write_run_metrics
+from ledger.compare.logparse import LogScan, MetricsTable, parse_logs, write_run_metrics
 from ledger.compare.summarymetrics import summarize, summarize_file
 from ledger.fsutil import atomic_writer, write_atomic
 from ledger.redact.runscrub import as_texts, load_secrets, save_secrets
@@ -289,8 +289,6 @@ def process_raw(raw: Path, run_dir: Path, engine_patterns: Sequence[str], redact
 def logs_result(run_dir: Path) -> StreamResult:
     """The log work's result read back from split logs already in `run_dir` (their redaction was
     done when they were split)."""
-    from ledger.compare.logparse import parse_logs
-
     paths = [run_dir / "trainer.log", run_dir / "engine.log"]
     return StreamResult(tracescan.command_lines(paths), [], set(), parse_logs(paths), where="after the job, from the split logs")
 

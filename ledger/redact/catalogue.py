@@ -34,6 +34,7 @@ import functools
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import json
 import re
 from collections.abc import Iterable
@@ -202,7 +203,6 @@ def translate(pattern: str) -> str:
 
 
 def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
-    import inspect  # only to build the catalogue, once per user (`_cached_entries`)
     import pkgutil
 
     try:

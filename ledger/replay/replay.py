@@ -18,15 +18,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.errors import DataError, LedgerError, RunNotFound, StartError, UsageError
-from ledger.replay import trust
+from ledger.replay import raylaunch, trust
 from ledger.replay.command import build_replay_argv, parse_set
 from ledger.replay.steps import file_name_template, link_steps, parse_steps
 from ledger.runrecord import UNSET, DataEntry, Image, RunRecord
-from ledger.runref import check_run_name, resolve
+from ledger.runref import check_run_name, own_runs, resolve, shared_name_note
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing, parse_record
 from ledger.storage.store import RunEntry, check_ledger_branch, dvc_text, read_file_at
+from ledger.understand.settings import flag_groups, parse_settings, split_training_command
 
 if TYPE_CHECKING:
     from ledger.record.run import RunRequest
@@ -151,8 +152,6 @@ def locate_data(repo: Repo, entry: RunEntry, rec: DataEntry, remote_hint: str, d
 
 def _nofollow_dirs(repo: Repo, *parts: str) -> None:
     """Create `.ledger/replay-data/<parts>` without following a link a pulled tree could plant."""
-    import os
-
     from ledger.data.dirpaths import open_dir
 
     os.close(open_dir(repo.root, [staging.LEDGER_DIR, *REPLAY_DATA, *parts], create=True))
@@ -294,7 +293,6 @@ def _check_run(repo: Repo, tip: str, opts: ReplayOptions) -> _Checked:
     recorded_env, hidden = _runtime_env(record)
     choice = trust.choose_env(repo, recorded_env, opts.trust_env)
     foreign = None if trust.own_run(repo, entry.id) else trust.identity(repo, tip, entry)
-    from ledger.runref import own_runs, shared_name_note
 
     shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, trust.branch_of(repo)))
     if shared:
@@ -304,7 +302,6 @@ def _check_run(repo: Repo, tip: str, opts: ReplayOptions) -> _Checked:
         warnings.append(
             f"run {entry.id}'s Ray runtime env had {', '.join(hidden)} redacted in the record; the replay takes them from your environment"
         )
-    from ledger.understand.settings import parse_settings, split_training_command
 
     training = _only_framework_flags(training, record)
     recorded = parse_settings(split_training_command(training)[2])
@@ -385,7 +382,6 @@ def _only_framework_flags(training: list[str], record: RunRecord) -> list[str]:
     """The recorded command without debug flags its trainer's framework does not have (a slime
     run recorded by an older ledger carries `--save-debug-event-data`, which slime lacks)."""
     from ledger.understand.framework import FLAGS
-    from ledger.understand.settings import flag_groups, split_training_command
 
     name = (record.command.debug_data or {}).get("framework")
     if name not in FLAGS:
@@ -444,7 +440,6 @@ def replay_run(
     if tip is None:
         raise RunNotFound(f"no run named '{opts.run}': no runs recorded yet", "record one with `ledger run -- CMD`")
     plan = plan_replay(repo, tip, opts)
-    from ledger.replay import raylaunch
 
     target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.record) and not opts.in_image else None
     shown = _shown(plan, target)
@@ -507,8 +502,6 @@ def _code_line(plan: ReplayPlan) -> str:
 
 def _shown(plan: ReplayPlan, target: Any) -> str:
     """The command as the user is shown it: with the variables the replay sets, or as submitted to Ray."""
-    from ledger.replay import raylaunch
-
     if target is not None:
         return shlex.join(a.replace(PLACEHOLDER, "<new run data>") for a in raylaunch.submit_argv(target, plan.argv))
     return shlex.join([*(f"{k}={v}" for k, v in plan.env.items()), *(a.replace(PLACEHOLDER, "<new run data>") for a in plan.argv)])
@@ -557,8 +550,6 @@ def _code_left_out(plan: ReplayPlan) -> list[str]:
 
 def _ray_target(repo: Repo, plan: ReplayPlan, opts: ReplayOptions, say: Say) -> Any:
     """Where a replay of a ray-submitted run goes, with its runtime env (`raylaunch`); starts nothing."""
-    from ledger.replay import raylaunch
-
     rec_root = plan.record.command.repo_root
     target = raylaunch.choose_target(plan.record, opts.address, plan.cwd, say, dry_run=True)
     excludes = trust.upload_excludes(repo, plan.cwd)
@@ -572,7 +563,6 @@ def _replay_on_ray(plan: ReplayPlan, opts: ReplayOptions, target: Any, info: dic
     """Submit the replay to Ray (a local head started for it when none answers), record it, and
     stop that head after it."""
     from ledger.record.run import record_run
-    from ledger.replay import raylaunch
 
     _, hidden = _runtime_env(plan.record)  # redacted in the record: taken from this environment
     missing = {k: os.environ[k] for k in hidden if k in os.environ}

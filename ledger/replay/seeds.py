@@ -18,6 +18,8 @@ from pathlib import Path
 
 from ledger.errors import UsageError
 from ledger.replay.replay import Confirm, ReplayOptions, Say, replay_run
+from ledger.runref import resolve
+from ledger.storage.listing import load_listing
 
 SEED_KEY = "seed"
 _SEEDS_RE = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*")
@@ -42,8 +44,6 @@ def _base_name(start: Path, opts: ReplayOptions) -> str:
             "add e.g. --name lr-2e-6, so this set of replicas is told from the one without --set",
         )
     from ledger.opening import open_branch
-    from ledger.runref import resolve
-    from ledger.storage.listing import load_listing
 
     repo, _cfg, tip = open_branch(start)
     listing = load_listing(repo, tip)

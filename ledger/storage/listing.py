@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ledger import yamlio
 from ledger.cache import code_version
 from ledger.errors import LedgerError
 from ledger.manifest import NOT_LEDGERS, RUN_ID_RE, SCHEMA, ManifestError, check_manifest, duration_text
@@ -296,8 +297,6 @@ def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
 
 def parse_record(raw: bytes, where: str) -> tuple[RunRecord, dict[str, Any]]:
     """A run's manifest.yaml, typed, and its dict (what `ledger show` prints, diffcore reads)."""
-    from ledger import yamlio  # lazily: ruamel costs ~15 ms of every command's start-up
-
     what = f"{where}/manifest.yaml"
     m = check_manifest(check_depth(yamlio.loads(raw, what, max_entries={"settings": MAX_SETTINGS}), what), where)
     _check_id(m, where, "manifest.yaml")
