@@ -32,7 +32,7 @@ from ledger.redact.scanner import Redactor  # noqa: E402
 
 W = "(key|token|auth|pat|pass|pwd|secrets?|passwords?|passwd|passphrase|credentials?|private|apikey)"
 N = "[[:alnum:]_.-]{0,64}"
-# ERE equivalents of ledger.redact.scanner._TRIGGERS (grep -i covers the caseless ones too)
+# ERE equivalents of ledger.redact.triggers.TRIGGERS (grep -i covers the caseless ones too)
 GREP_PATTERNS = [
     W + N + "\\\\?[\"'][[:space:]]{0,8}[:,]",
     W + N + "[ \t]{0,8}[:=][ \t]{0,8}([\"'\\\\]|[0-9]{0,9}[^0-9[:space:],;'\"\\\\})]|[0-9]{10})",
@@ -98,8 +98,9 @@ def catalogue_patterns() -> list[str]:
     import re
 
     from ledger.redact.scanner import trigger_patterns
+    from ledger.redact.triggers import TRIGGERS
 
-    base = len(scanner._TRIGGERS)
+    base = len(TRIGGERS)
     out = []
     for p, _ in trigger_patterns()[base - 8 :]:
         e = ere(p)

@@ -37,6 +37,7 @@ from ledger.redact import rules
 from ledger.redact.gitleaks import file_name_rules
 from ledger.redact.names import KNOWN_VALUE, Redactions
 from ledger.redact.scanner import Redactor
+from ledger.redact.spans import literal_spans
 
 CHUNK = 4 << 20
 OVERLAP = 64 << 10
@@ -171,7 +172,7 @@ def kinds_in(redactor: Redactor, data: bytes) -> set[str]:
         rules.shape_spans(b"\n".join(_PRINTABLE.findall(part)), acc)
         if rules.PEM_BEGIN.search(part) is not None:
             acc.add_kind("private-key")
-        if redactor.needles and rules.literal_spans(part, redactor.needles):
+        if redactor.needles and literal_spans(part, redactor.needles):
             acc.add_kind(KNOWN_VALUE)
         found |= acc.kinds
     return found

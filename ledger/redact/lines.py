@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ledger.redact.scanner import Redactor
+from ledger.redact.spans import line_span
 
 # A line kept in `command_lines` (after an optional Ray prefix).
 COMMAND = re.compile(rb"(?:\([^)\n]*\)[ \t]*)?(?:\++ |EXEC: |ENV_REPORT_JSON=)")
@@ -146,13 +147,6 @@ def engine_runs(alternatives: bytes) -> EngineRuns:
     twice = re.compile(alternatives).groups == 0
     run = line + rb"(?:" + line + rb")*" if twice else rb"(?:" + line + rb")+"
     return EngineRuns(re.compile(run), re.compile(rb"\n(?:" + alternatives + rb")()"))
-
-
-def line_span(body: bytes, i: int) -> tuple[int, int]:
-    """``(start, end)`` of the line holding offset `i` of a body, without the newlines."""
-    start = body.rfind(b"\n", 0, i) + 1
-    end = body.find(b"\n", i)
-    return start, end if end >= 0 else len(body)
 
 
 def suspect_spans(body: bytes, redactor: Redactor) -> list[tuple[int, int]]:

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 MASK = "***"
+MASK_BYTES = MASK.encode()  # the same mask, for the rules that work on bytes
 PATTERN_PREFIX = "pattern:"
 KNOWN_VALUE = "known-value"
 

@@ -3,7 +3,7 @@
 Working on bytes keeps offsets exact (a long line is redacted in windows, see
 `ledger.redact.scanner`), never decodes a log, and lets invalid UTF-8 pass through untouched.
 A rule reports `(start, end)` spans and records the name or kind it hid in a `Redactions`; the
-caller merges the spans and replaces each by ``***`` (`mask_spans`).
+caller merges the spans and replaces each by ``***`` (`ledger.redact.spans.mask_spans`).
 
 Secret-named values (the name rule is `ledger.redact.names.is_secret_name`):
 ``"name": "value"`` (JSON, Python dict reprs, escaped JSON), ``['--name', 'value']`` (printed
@@ -19,60 +19,19 @@ OpenAI/Anthropic ``sk-``/``sk-proj-``/``sk-ant-``, GitHub ``ghp_ gho_ ghs_ ghu_ 
 40-character secret key on the same line), Google API keys ``AIza`` + 35, JWTs ``eyJ..``.``..``,
 ``Authorization: Bearer``/``Basic`` values (and the credential of any other scheme after an
 ``Authorization`` header name, Digest's parameters included), credentials in URLs, and PEM/OpenSSH private key blocks
-(`pem_step`: a block spread over several lines is masked line by line, keeping the line count).
+(`ledger.redact.blocks`: a block spread over several lines is masked line by line, keeping the line count).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import re
-import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 
-from ledger.redact import names
 from ledger.redact.catalogue import rules_for
 from ledger.redact.names import Redactions, is_secret_name, keeps_value
-
-Span = tuple[int, int]
-MASK = names.MASK.encode()
-
-
-class Rx:
-    """A bytes regex compiled when first run (compiling all of this module's ~50 at import cost
-    ~10 ms of every `ledger run`, and most texts never reach most of them), and run only where
-    `needs` is: a literal every match holds (a cheap `in` test; tests check each against the
-    regex itself)."""
-
-    __slots__ = ("source", "needs", "_rx")
-
-    def __init__(self, source: bytes, needs: bytes = b""):
-        self.source = source
-        self.needs = needs
-        self._rx: re.Pattern[bytes] | None = None
-
-    @property
-    def rx(self) -> re.Pattern[bytes]:
-        """The compiled pattern."""
-        if self._rx is None:
-            self._rx = re.compile(self.source)
-        return self._rx
-
-    def search(self, data: bytes, pos: int = 0, endpos: int = sys.maxsize) -> re.Match[bytes] | None:
-        if self.needs and data.find(self.needs, pos, endpos) < 0:
-            return None
-        return self.rx.search(data, pos, endpos)
-
-    def match(self, data: bytes) -> re.Match[bytes] | None:
-        if self.needs and self.needs not in data:
-            return None
-        return self.rx.match(data)
-
-    def finditer(self, data: bytes, pos: int = 0, endpos: int = sys.maxsize) -> Iterator[re.Match[bytes]]:
-        if self.needs and data.find(self.needs, pos, endpos) < 0:
-            return iter(())
-        return self.rx.finditer(data, pos, endpos)
-
+from ledger.redact.rx import Rx
+from ledger.redact.spans import Span, line_span
 
 _NAME = rb"[A-Za-z_][A-Za-z0-9_.-]*"
 _DQ = rb'"(?:[^"\\\n]|\\.)*"'
@@ -245,12 +204,10 @@ _ENC_ASSIGN = Rx(
 _ENC_URL = Rx(rb"(?i)%3A%2F%2F[^%\s/@]*%3A(?P<v>(?:(?!%40)[^\s/@\"'])+)%40")
 # YAML block scalar after a secret name: "password: |" / "api_key: >-", the value on the next lines
 BLOCK_HEAD = Rx(rb"^(?P<ind>[ \t]*)(?:- )?(?P<name>" + _NAME + rb")[ \t]*:[ \t]*[|>][+-]?[0-9]?[ \t]*(?:#.*)?$", b":")
-BLOCK_MAX_LINES = 400
 
 # PEM / OpenSSH private keys ("-----BEGIN OPENSSH PRIVATE KEY-----", "BEGIN RSA PRIVATE KEY", ...)
 PEM_BEGIN = Rx(rb"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----", b"-----BEGIN ")
 PEM_END = Rx(rb"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----", b"PRIVATE KEY")
-PEM_MAX_LINES = 400  # a 16384-bit RSA key in PEM is ~200 lines; a lone BEGIN never masks a whole log
 
 NameTest = Callable[[str], bool]
 
@@ -397,155 +354,14 @@ def _aws_secrets(data: bytes, acc: Redactions, out: list[Span], found: set[bytes
     value assigned on the line before or after it; never anywhere in a text (a git SHA is 40
     characters too)."""
     for m in _AWS_ID.finditer(data):
-        start, end = _line_of(data, m.start())
+        start, end = line_span(data, m.start())
         spans = [s.span() for s in _AWS_SECRET.finditer(data, start, end)]
         for at in (start - 1, end + 1):
             if 0 <= at <= len(data) and (at < start or end < len(data)):
-                a, b = _line_of(data, at)
+                a, b = line_span(data, at)
                 spans += [s.span("v") for s in _AWS_ASSIGNED.finditer(data, a, b)]
         for span in spans:
             acc.add_kind("aws-secret-access-key")
             out.append(span)
             if found is not None:
                 found.add(data[span[0] : span[1]])
-
-
-def _line_of(data: bytes, i: int) -> Span:
-    start = data.rfind(b"\n", 0, i) + 1
-    end = data.find(b"\n", i)
-    return start, len(data) if end < 0 else end
-
-
-def block_scalar_spans(text: bytes, acc: Redactions, secret: NameTest = is_secret_name) -> list[Span]:
-    """The lines of a YAML block scalar under a secret name (``password: |`` and the lines more
-    indented than it), one span per line."""
-    spans: list[Span] = []
-    lines = text.split(b"\n")
-    pos = 0
-    i = 0
-    offsets = []
-    for line in lines:
-        offsets.append(pos)
-        pos += len(line) + 1
-    while i < len(lines):
-        m = BLOCK_HEAD.match(lines[i].rstrip(b"\r"))
-        i += 1
-        if m is None or not secret(m.group("name").decode("ascii")):
-            continue
-        indent = len(m.group("ind"))
-        taken = 0
-        while i < len(lines) and taken < BLOCK_MAX_LINES:
-            line = lines[i].rstrip(b"\r")
-            body = line.lstrip(b" \t")
-            if body and len(line) - len(body) <= indent:
-                break
-            if body:
-                spans.append((offsets[i] + len(line) - len(body), offsets[i] + len(line)))
-                acc.add_name(m.group("name").decode("ascii"))
-            i += 1
-            taken += 1
-    return spans
-
-
-def pem_step(data: bytes, is_open: bool, acc: Redactions) -> tuple[list[Span], bool]:
-    """PEM private-key spans in one line (or one window of a long line), and whether a block is
-    open after it. In an open block the segment is key material up to an END marker; a BEGIN
-    without an END after it opens a block. (How many lines a block may hold is the caller's.)
-    """
-    spans: list[Span] = []
-    pos = 0
-    if is_open:
-        end = PEM_END.search(data)
-        if end is None:
-            if data:
-                spans.append((0, len(data)))
-            return spans, True
-        spans.append((0, end.end()))
-        pos = end.end()
-    while (begin := PEM_BEGIN.search(data, pos)) is not None:
-        acc.add_kind("private-key")
-        end = PEM_END.search(data, begin.end())
-        if end is None:
-            spans.append((begin.start(), len(data)))
-            return spans, True
-        spans.append((begin.start(), end.end()))
-        pos = end.end()
-    return spans, False
-
-
-def pem_text_spans(text: bytes, acc: Redactions) -> list[Span]:
-    """PEM blocks in a multi-line text, one span per line so that the line count is kept."""
-    spans: list[Span] = []
-    left = 0
-    start = 0
-    while start <= len(text):
-        nl = text.find(b"\n", start)
-        end = len(text) if nl < 0 else nl
-        if left > 0 or PEM_BEGIN.search(text, start, end) is not None:
-            line_end = end - 1 if end > start and text[end - 1 : end] == b"\r" else end
-            found, is_open = pem_step(text[start:line_end], left > 0, acc)
-            spans.extend((start + a, start + b) for a, b in found)
-            left = (left - 1 if left > 0 else PEM_MAX_LINES) if is_open else 0
-        if nl < 0:
-            break
-        start = nl + 1
-    return spans
-
-
-def literal_spans(data: bytes, needles: Iterable[bytes]) -> list[Span]:
-    """Every occurrence of every needle (the known secret values and their escaped forms)."""
-    out: list[Span] = []
-    for needle in needles:
-        i = data.find(needle)
-        while i >= 0:
-            out.append((i, i + len(needle)))
-            i = data.find(needle, i + 1)
-    return out
-
-
-def mask_spans(data: bytes, spans: list[Span]) -> bytes:
-    """`data` with each union of overlapping spans replaced by ``***`` (newlines are kept)."""
-    if not spans:
-        return data
-    parts: list[bytes] = []
-    pos = 0
-    for start, end in merge(spans):
-        if start < pos:
-            start = pos
-        if b"\0" in data[start:end] or b"\0" in (data[end : end + 1], data[start - 1 : start]):
-            start, end, mask = _wide(data, start, end)
-        else:
-            mask = MASK
-        parts.append(data[pos:start])
-        # a span never swallows a line break: each line keeps its own mask
-        parts.append(b"\n".join(mask if seg.strip(b"\0") else seg for seg in data[start:end].split(b"\n")))
-        pos = end
-    parts.append(data[pos:])
-    return b"".join(parts)
-
-
-def _wide(data: bytes, start: int, end: int) -> tuple[int, int, bytes]:
-    """A span in UTF-16/32 text (ASCII characters and NUL bytes) widened to whole characters, and
-    the mask in the same encoding, so that the text stays decodable."""
-    if data[end : end + 1] == b"\0":  # little-endian: each character's NULs follow it
-        width = 1 + len(data[start + 1 : start + 4]) - len(data[start + 1 : start + 4].lstrip(b"\0"))
-        while end < len(data) and data[end : end + 1] == b"\0":
-            end += 1
-        return start, end, (b"*" + b"\0" * (width - 1)) * 3
-    while start > 0 and data[start - 1 : start] == b"\0":  # big-endian: they come first
-        start -= 1
-    width = 1 + len(data[start : start + 3]) - len(data[start : start + 3].lstrip(b"\0"))
-    return start, end, (b"\0" * (width - 1) + b"*") * 3
-
-
-def merge(spans: list[Span]) -> list[Span]:
-    """Sorted spans with overlapping or touching ones joined."""
-    out: list[Span] = []
-    for start, end in sorted(spans):
-        if end <= start:
-            continue
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out

@@ -30,78 +30,40 @@ boundary it straddles. A line fed in pieces (`redact_part`) keeps at most one wi
 
 from __future__ import annotations
 
-import bisect
 import functools
-import hashlib
 import os
-import platform
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ledger.cache import user_cache_dir
-from ledger.fsutil import write_atomic
-from ledger.redact import rules
+from ledger.redact import engine, rules
+from ledger.redact.blocks import Block, block_after, block_head, block_scalar_spans, pem_after, pem_step, pem_text_spans
 from ledger.redact.catalogue import CatalogueRule, catalogue
-from ledger.redact.names import KNOWN_VALUE, MASK, SECRET_IN_NAME, Redactions, is_secret_name, keeps_value, plain_label
-from ledger.redact.variants import MIN_LENGTH, variants
+from ledger.redact.engine import Engine as _Engine
+from ledger.redact.engine import Pattern, hyperscan_compiles
+from ledger.redact.names import KNOWN_VALUE, MASK, MASK_BYTES, SECRET_IN_NAME, Redactions, is_secret_name, keeps_value, plain_label
+from ledger.redact.rules import NameTest
+from ledger.redact.spans import Span, line_span, literal_spans, mask_spans, merge
+from ledger.redact.triggers import TRIGGERS
+from ledger.redact.variants import MIN_LENGTH, variants, wrapped_piece_spans, wrapped_spans
+from ledger.redact.view import View, content_end
 
-Span = tuple[int, int]
 WINDOW = 1 << 20
 OVERLAP = 64 << 10
 MAX_FOUND = 10000  # values remembered from rule hits, to find them again in other forms
 BLOCK = 4 << 20
-
-_W = rb"(?:key|token|auth|pat|pass|pwd|secrets?|passwords?|passwd|passphrase|credentials?|private|apikey"
-_N = rb"[\w.-]*"
-# (pattern, caseless): every secret a rule hides is matched by one of these (see the module doc)
-_TRIGGERS: tuple[tuple[bytes, bool], ...] = (
-    # one pattern for the named forms: fewer engines woken by the common word "token"
-    (
-        _W + b"%s)" + _N + rb"(?:\\?[\"']\s{0,8}[:,]"  # "name": v   ['--name', v]
-        rb"|[ \t]*[:=][ \t]*(?:[\"'\\]|\d{0,9}[^\d\s,;'\"\\})\]]|\d{10})"  # name=v, name: v (not a count)
-        rb"| \.\.\.)",
-        True,
-    ),  # Megatron's argument dump
-    (rb"-" + _N + _W + b"%s)" + _N + rb"(?:[ \t]|\\\n){1,8}[^\s-]", True),  # --name value
-    (rb"\bhf_[A-Za-z0-9]{30}", False),
-    (rb"\b(?:gh[pousr]_[A-Za-z0-9]{20}|github_pat_[A-Za-z0-9_]{20})", False),
-    (rb"\bglpat-[A-Za-z0-9_-]{20}", False),
-    (rb"\bsk-[A-Za-z0-9_-]{20}", False),
-    (rb"\b(?:AKIA|ASIA)[A-Z0-9]{16}", False),
-    (rb"\bxox[abposr]-[A-Za-z0-9-]{10}", False),
-    (rb"\bAIza[A-Za-z0-9_-]{35}", False),
-    (rb"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8}", False),
-    (rb"\b(?:bearer\s+[A-Za-z0-9._~+/=-]{8}|basic\s+[A-Za-z0-9+/]{6})", True),
-    (rb"://[^/\s:@'\"]{0,256}:[^/\s@'\"]{1,256}@", False),
-    (rb"\bhttps?://[A-Za-z0-9_.~-]{16,256}@", False),
-    (rb"-----(?:BEGIN|END) [A-Z0-9 ]{0,40}PRIVATE KEY", False),
-    # name => v, name := v, name -> v; <password>v</password>; password%3Dv; netrc; commands
-    (_W + b"%s)" + _N + rb"\\?[\"']?[ \t]*(?:=>|:=|->)", True),
-    (_W + b"%s)" + rb"[\w.-]*(?:\s[^<>\n]*)?>[^<\n]", True),
-    (_W + b"%s)" + _N + rb"%3D[^&\s]", True),
-    (rb"%3A%2F%2F[^%\s/@]{0,256}%3A", True),
-    (rb"password[ \t]+[^\s]", False),
-    (rb"\b(?:docker|podman|nerdctl|sshpass|mysql|mysqldump|mysqladmin|mariadb)\b[^\n]*[ \t]-p", False),
-    (rb"\b(?:curl|wget)\b[^\n]*[ \t](?:-u|--user|--proxy-user)", False),
-    (rb"cookie\\?[\"']?[ \t]*[:=]", True),
-)
-
-
-def wrap_pieces(value: bytes) -> list[tuple[bytes, bytes]]:
-    """The (head, tail) pairs a known value splits into when wrapped over two lines (each piece at
-    least `MIN_LENGTH` long: a shorter piece is no secret by itself)."""
-    return [(value[:k], value[k:]) for k in range(MIN_LENGTH, len(value) - MIN_LENGTH + 1)]
+# the process's and the user's database caches, which their tests reach through this module
+_COMPILED, _database, _db_file, _load_db_file = engine._COMPILED, engine._database, engine._db_file, engine._load_db_file
 
 
 def trigger_patterns(
     extra_names: Iterable[str] = (), literals: Iterable[bytes] = (), rules_on: bool = True, wrapped: Iterable[bytes] = ()
-) -> list[tuple[bytes, bool]]:
+) -> list[Pattern]:
     """The trigger set: the built-in patterns with the configured name words, plus literals, plus
     the pieces of the `wrapped` values at a line end or a line start."""
     words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
-    out = [(p.replace(b"%s", words), c) for p, c in _TRIGGERS] if rules_on else []
+    out = [(p.replace(b"%s", words), c) for p, c in TRIGGERS] if rules_on else []
     if rules_on:
         out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
         out += [(trigger, r.caseless) for r, trigger, _ in _triggers() if trigger is not None]
@@ -109,70 +71,6 @@ def trigger_patterns(
     # a superset: a head holds the value's first characters, a tail its last ones
     ends = {piece for value in wrapped for piece in (value[:MIN_LENGTH], value[-MIN_LENGTH:])}
     return out + [(re.escape(piece), False) for piece in sorted(ends - set(literals))]
-
-
-# What a terminal draws but a rule must not see: colour/cursor sequences (CSI, OSC, two-byte
-# escapes) and NUL bytes (UTF-16/32 text of ASCII characters). The rules scan the text without
-# them (`visible`) and the mask is applied to the original bytes.
-_HIDDEN = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b\n]*(?:\x07|\x1b\\)?|[@-Z\\-_])|\x00+")
-
-
-class View:
-    """`data` without `_HIDDEN` sequences, and the map of its offsets back to `data`."""
-
-    def __init__(self, data: bytes):
-        self.data = data
-        self.segments: list[tuple[int, int]] = []  # (offset in the view, offset in data)
-        if b"\x1b" not in data and b"\x00" not in data:
-            self.text = data
-            return
-        parts: list[bytes] = []
-        pos = at = 0
-        for m in _HIDDEN.finditer(data):
-            if m.start() > pos:
-                self.segments.append((at, pos))
-                parts.append(data[pos : m.start()])
-                at += m.start() - pos
-            pos = m.end()
-        if pos < len(data):
-            self.segments.append((at, pos))
-            parts.append(data[pos:])
-        self.text = b"".join(parts)
-
-    @property
-    def same(self) -> bool:
-        """True when nothing was hidden (offsets are the same)."""
-        return self.text is self.data
-
-    def at(self, i: int) -> int:
-        """The offset in `data` of the view's byte `i`."""
-        if self.same or not self.segments:
-            return i
-        k = bisect.bisect_right(self.segments, (i, len(self.data) + 1)) - 1
-        view_at, data_at = self.segments[max(k, 0)]
-        return data_at + i - view_at
-
-    def span(self, start: int, end: int) -> Span:
-        """A span of the view as a span of `data`."""
-        if self.same:
-            return start, end
-        if end <= start:
-            return self.at(start), self.at(start)
-        return self.at(start), self.at(end - 1) + 1
-
-
-def hyperscan_compiles(pattern: bytes, caseless: bool) -> bool:
-    """Whether Hyperscan takes `pattern` (True where no Hyperscan is installed: `re` takes any)."""
-    try:
-        import hyperscan
-    except ImportError:
-        return True
-    try:
-        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-        db.compile(expressions=[pattern], flags=[hyperscan.HS_FLAG_CASELESS if caseless else 0])
-    except Exception:
-        return False
-    return True
 
 
 # Set when Hyperscan refused the rules' trigger set: from then on each catalogue trigger is tried
@@ -203,116 +101,6 @@ def _triggers() -> tuple[tuple[CatalogueRule, bytes | None, str], ...]:
     return catalogue_triggers(checked=bool(_REFUSED))
 
 
-_COMPILED: dict[tuple[tuple[bytes, bool], ...], bytes] = {}
-
-
-def _database(hyperscan: Any, patterns: list[tuple[bytes, bool]], persist: bool = False) -> Any:
-    """A Hyperscan block database of `patterns` with its own scratch (one per stream, so one per
-    thread): compiled once per process (~0.1-0.4 s), then loaded from its serialized copy (~1 ms).
-    With `persist` (the rules' triggers: no secret in them, never a run's known values) the
-    serialized copy is also kept in the per-user cache (`_db_file`), so a new process loads it."""
-    key = tuple(patterns)
-    if key not in _COMPILED:
-        serialized = _load_db_file(hyperscan, patterns) if persist else None
-        if serialized is None:
-            db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-            db.compile(
-                expressions=[p for p, _ in patterns],
-                ids=list(range(len(patterns))),
-                elements=len(patterns),
-                flags=[hyperscan.HS_FLAG_CASELESS if c else 0 for _, c in patterns],
-            )
-            serialized = hyperscan.dumpb(db)
-            if persist:
-                _save_db_file(hyperscan, patterns, serialized)
-        if len(_COMPILED) >= 8:  # the rules' set, and each Redactor's literals
-            del _COMPILED[next(iter(_COMPILED))]  # the least recently used
-        _COMPILED[key] = serialized
-    _COMPILED[key] = _COMPILED.pop(key)  # most recently used last
-    db = hyperscan.loadb(_COMPILED[key], hyperscan.HS_MODE_BLOCK)
-    db.scratch = hyperscan.Scratch(db)
-    return db
-
-
-def _db_digest(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> bytes:
-    """What names a serialized database: every pattern and its flag, the Hyperscan binding's
-    version and the machine's architecture (sha256)."""
-    h = hashlib.sha256(f"{getattr(hyperscan, '__version__', '?')}\0{platform.machine()}\0".encode())
-    for pattern, caseless in patterns:
-        h.update(len(pattern).to_bytes(8, "little") + pattern + (b"i" if caseless else b"-"))
-    return h.digest()
-
-
-def _db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> Path:
-    """Where the serialized database of `patterns` is kept for this user."""
-    return user_cache_dir("hyperscan") / f"{_db_digest(hyperscan, patterns).hex()[:32]}.db"
-
-
-def _load_db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]]) -> bytes | None:
-    """The cached serialized database, or None: absent, unreadable, damaged, made for other patterns
-    (its first bytes are the digest of the patterns it was compiled from) or for another platform
-    (Hyperscan refuses to load it) are all a miss, never an error."""
-    path = _db_file(hyperscan, patterns)
-    try:
-        data = path.read_bytes()
-        if data[:32] != _db_digest(hyperscan, patterns):
-            return None
-        hyperscan.loadb(data[32:], hyperscan.HS_MODE_BLOCK)  # checks its own header, version and platform
-    except Exception:  # noqa: BLE001 - any failure is a miss: the database is compiled again
-        return None
-    return data[32:]
-
-
-def _save_db_file(hyperscan: Any, patterns: list[tuple[bytes, bool]], data: bytes) -> None:
-    """Keep the serialized database for the next process (an unwritable cache is only a miss)."""
-    path = _db_file(hyperscan, patterns)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, _db_digest(hyperscan, patterns) + data)
-    except OSError:
-        pass
-
-
-def _combined(patterns: list[tuple[bytes, bool]]) -> re.Pattern[bytes]:
-    """`patterns` as one Python regex (where Hyperscan is missing or refused them)."""
-    return re.compile(b"|".join((b"(?i:" if c else b"(?:") + p + b")" for p, c in patterns))
-
-
-class _Engine:
-    """Finds the end offsets of trigger matches in a block (Hyperscan, or Python's re)."""
-
-    def __init__(self, patterns: list[tuple[bytes, bool]], persist: bool = False):
-        self._db: Any = None
-        self._re: re.Pattern[bytes] | None = None
-        self.kind = "none"
-        self.refused = False  # Hyperscan is there but refused a pattern
-        if not patterns:
-            return
-        try:
-            import hyperscan
-        except ImportError:  # no wheel for this platform: the same result in re
-            self._re, self.kind = _combined(patterns), "re"
-            return
-        try:
-            self._db, self.kind = _database(hyperscan, patterns, persist), "hyperscan"
-        except Exception:  # a pattern it refuses (`Redactor._get_engine` then checks each form): re meanwhile
-            self._re, self.kind, self.refused = _combined(patterns), "re", True
-
-    def ends(self, data: bytes) -> list[int]:
-        """End offsets (exclusive) of the matches in `data`, in no particular order."""
-        if self._db is not None:
-            found: list[int] = []
-
-            def hit(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-                found.append(end)
-
-            self._db.scan(data, match_event_handler=hit)
-            return found
-        if self._re is not None:
-            return [m.end() for m in self._re.finditer(data)]
-        return []
-
-
 def secret_kinds_in_name(name: str, extra_names: Iterable[str] = ()) -> list[str]:
     """What a run name holds that the rules would hide (empty: the name is clean). A secret has
     no business in a name: the name goes raw into the commit message and the reflog."""
@@ -321,19 +109,12 @@ def secret_kinds_in_name(name: str, extra_names: Iterable[str] = ()) -> list[str
     return acc.as_list()
 
 
-def _block_head(line: bytes) -> re.Match[bytes] | None:
-    """A YAML block-scalar header line (``password: |``), cheaply refused for most lines."""
-    if b"|" not in line and b">" not in line:
-        return None
-    return rules.BLOCK_HEAD.match(View(line).text.rstrip(b"\r"))
-
-
 class _Engines:
     """The rules' triggers (the same for every run: compiled once per process and kept) and the
     run's own literals (its known values: quick to compile) as two databases; a block is scanned
     by each (the literal one is a pure literal matcher, many GB/s)."""
 
-    def __init__(self, static: list[tuple[bytes, bool]], literals: list[tuple[bytes, bool]]):
+    def __init__(self, static: list[Pattern], literals: list[Pattern]):
         self.parts = [e for e in (_Engine(static, persist=True), _Engine(literals)) if e.kind != "none"]
         self.kind = self.parts[0].kind if self.parts else "none"
         self.refused = any(e.refused for e in self.parts)
@@ -343,26 +124,6 @@ class _Engines:
         if len(self.parts) == 1:
             return self.parts[0].ends(data)
         return [end for part in self.parts for end in part.ends(data)]
-
-
-def line_span(body: bytes, i: int) -> Span:
-    """``(start, end)`` of the line holding offset `i`, without the newlines."""
-    start = body.rfind(b"\n", 0, i) + 1
-    end = body.find(b"\n", i)
-    return start, end if end >= 0 else len(body)
-
-
-def _content_end(line: bytes) -> int:
-    if line.endswith(b"\r\n"):
-        return len(line) - 2
-    return len(line) - 1 if line.endswith((b"\n", b"\r")) else len(line)
-
-
-def _pem_after(left: int, open_before: bool, open_after: bool) -> int:
-    """Lines a PEM block may still hold after one line (0: closed)."""
-    if not open_after:
-        return 0
-    return left - 1 if open_before else rules.PEM_MAX_LINES
 
 
 class Redactor:
@@ -383,11 +144,16 @@ class Redactor:
         self._pem_left = 0
         self._carry = b""  # a long line fed in pieces: the part not yet committed
         self._pem_open_in_line = False
-        self._block: tuple[int, int] | None = None  # an open YAML block scalar (see `_block_after`)
+        self._block: Block | None = None  # an open YAML block scalar (`ledger.redact.blocks.block_after`)
 
     # --- the scan --------------------------------------------------------------------------
     def _secret(self, name: str) -> bool:
         return is_secret_name(name, self.extra)
+
+    @property
+    def _block_secret(self) -> NameTest | None:
+        """The name test that opens a YAML block scalar (None: the rules are off)."""
+        return self._secret if self.rules_on else None
 
     @property
     def engine(self) -> str:
@@ -420,7 +186,7 @@ class Redactor:
         view = View(body)
         ends = self.trigger_ends(view.text)
         hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends if view.at(max(end - 1, 0)) >= start})
-        if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or _block_head(body[s:e]) for s, e in hits):
+        if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or block_head(body[s:e]) for s, e in hits):
             return hits
         out: list[Span] = []
         left, pos, k = self._pem_left, start, 0
@@ -439,65 +205,27 @@ class Redactor:
                 e = len(body) if e < 0 else e
             out.append((s, e))
             line = body[s:e]
-            content = View(line[: _content_end(line)]).text
-            _, open_after = rules.pem_step(content, left > 0, scratch)
-            left = _pem_after(left, left > 0, open_after)
-            block = self._block_after(content, block)[0]
+            content = View(line[: content_end(line)]).text
+            _, open_after = pem_step(content, left > 0, scratch)
+            left = pem_after(left, left > 0, open_after)
+            block = block_after(content, block, self._block_secret)[0]
             pos = e + 1
         return out
-
-    def _block_after(self, content: bytes, block: tuple[int, int] | None) -> tuple[tuple[int, int] | None, bool]:
-        """The YAML block-scalar state after one line's visible content, and whether the line is
-        inside the block (its value is masked whole). A block is (indent of its key, lines left)."""
-        if block is not None:
-            body = content.lstrip(b" \t")
-            if not body:
-                return block, False
-            if len(content) - len(body) > block[0] and block[1] > 0:
-                return (block[0], block[1] - 1), True
-        m = _block_head(content) if self.rules_on else None
-        if m is not None and self._secret(m.group("name").decode("ascii")):
-            return (len(m.group("ind")), rules.BLOCK_MAX_LINES), False
-        return None, False
 
     # --- lines ---------------------------------------------------------------------------------
     def _spans(self, data: bytes, acc: Redactions, pem_open: bool) -> tuple[list[Span], bool]:
         """Spans of `data` to mask: the rules run on its visible text (`View`), mapped back."""
         view = View(data)
         text = view.text
-        spans, pem_open = rules.pem_step(text, pem_open, acc)
+        spans, pem_open = pem_step(text, pem_open, acc)
         if self.rules_on:
             spans += rules.rule_spans(text, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
         if self.needles:
-            hits = rules.literal_spans(text, self.needles) + self._pieces(text)
+            hits = literal_spans(text, self.needles) + wrapped_piece_spans(text, self.wrapped)
             if hits:
                 acc.add_kind(KNOWN_VALUE)
                 spans += hits
         return [view.span(s, e) for s, e in spans], pem_open
-
-    def _pieces(self, line: bytes) -> list[Span]:
-        """A known value's head at the end of this line or its tail at the start (wrapped): each
-        piece at least `MIN_LENGTH` long and shorter than the value (`wrap_pieces`). A head holds
-        the value's first `MIN_LENGTH` bytes and a tail its last ones, so only where those are is
-        a piece compared (a line costs a few finds per value, not one per split of it)."""
-        out: list[Span] = []
-        if not self.wrapped or len(line) < MIN_LENGTH:
-            return out
-        stripped = line.lstrip(b" \t")
-        lead = len(line) - len(stripped)
-        for value in self.wrapped:
-            n = len(value)
-            i = line.find(value[:MIN_LENGTH], max(0, len(line) - (n - MIN_LENGTH)))
-            while i >= 0:  # the line ends with value[:k], MIN_LENGTH <= k <= n - MIN_LENGTH
-                if len(line) - i >= MIN_LENGTH and value.startswith(line[i:]):
-                    out.append((i, len(line)))
-                i = line.find(value[:MIN_LENGTH], i + 1)
-            j = stripped.find(value[-MIN_LENGTH:], 0, n - MIN_LENGTH)
-            while j >= 0:  # the line starts with value[n - t:], MIN_LENGTH <= t <= n - MIN_LENGTH
-                if value.endswith(stripped[: j + MIN_LENGTH]):
-                    out.append((lead, lead + j + MIN_LENGTH))
-                j = stripped.find(value[-MIN_LENGTH:], j + 1, n - MIN_LENGTH)
-        return out
 
     def redact_line(self, line: bytes, acc: Redactions | None = None) -> bytes:
         """One line (with or without its line end); returns it unchanged when nothing is secret."""
@@ -505,20 +233,20 @@ class Redactor:
         if len(line) > WINDOW + OVERLAP:
             self._carry = b""
             return self.redact_part(line, True, acc)
-        end = _content_end(line)
+        end = content_end(line)
         content = line[:end]
         open_before = self._pem_left > 0
         spans, open_after = self._spans(content, acc, open_before)
-        self._pem_left = _pem_after(self._pem_left, open_before, open_after)
+        self._pem_left = pem_after(self._pem_left, open_before, open_after)
         if self.rules_on and (self._block is not None or b"|" in content or b">" in content):
-            self._block, inside = self._block_after(View(content).text, self._block)
+            self._block, inside = block_after(View(content).text, self._block, self._block_secret)
             if inside:
                 acc.add_kind("yaml-block-scalar")
                 body = len(content) - len(content.lstrip(b" \t\x00"))
                 spans.append((body, len(content)))
         if not spans:
             return line
-        return rules.mask_spans(content, spans) + line[end:]
+        return mask_spans(content, spans) + line[end:]
 
     def redact_part(self, piece: bytes, last: bool, acc: Redactions | None = None) -> bytes:
         """The next piece of one long line; returns the bytes ready to write (see the module doc).
@@ -540,16 +268,16 @@ class Redactor:
             final = rest <= WINDOW + OVERLAP
             win = data[pos:] if final else data[pos : pos + WINDOW + OVERLAP]
             if final:
-                win = win[: _content_end(win)]
+                win = win[: content_end(win)]
             # the rules only where the trigger scan hits: a clean 200 MB line costs one fast pass
             hit = pem_open or bool(self._get_engine().ends(win))
             spans = self._spans(win, acc, pem_open)[0] if hit else []
             cut = len(win) if final else WINDOW
-            for s, e in rules.merge(spans):
+            for s, e in merge(spans):
                 if s < cut:
                     cut = max(cut, e)
-            out.append(rules.mask_spans(win[:cut], [(s, min(e, cut)) for s, e in spans if s < cut]))
-            _, pem_open = rules.pem_step(win[:cut], pem_open, Redactions())
+            out.append(mask_spans(win[:cut], [(s, min(e, cut)) for s, e in spans if s < cut]))
+            _, pem_open = pem_step(win[:cut], pem_open, Redactions())
             if final:
                 out.append(data[pos + len(win) :])  # the line end
                 pos = len(data)
@@ -559,7 +287,7 @@ class Redactor:
         self._pem_open_in_line = pem_open
         if last:
             self._carry = b""
-            self._pem_left = _pem_after(self._pem_left, open_before, pem_open)
+            self._pem_left = pem_after(self._pem_left, open_before, pem_open)
         return b"".join(out)
 
     def redact_lines(self, block: bytes, acc: Redactions | None = None) -> bytes:
@@ -586,7 +314,7 @@ class Redactor:
 
     def found_values(self) -> set[bytes]:
         """Values the rules removed that are worth looking for again in other forms."""
-        return {v for v in self.found if MIN_LENGTH <= len(v) <= 4096 and MASK.encode() not in v}
+        return {v for v in self.found if MIN_LENGTH <= len(v) <= 4096 and MASK_BYTES not in v}
 
     # --- texts, objects, files -------------------------------------------------------------------
     def redact_text(self, text: str, acc: Redactions | None = None) -> str:
@@ -595,32 +323,16 @@ class Redactor:
         data = text.encode("utf-8", "surrogateescape")
         view = View(data)
         vis = view.text
-        spans = rules.pem_text_spans(vis, acc)
+        spans = pem_text_spans(vis, acc)
         if self.rules_on:
             spans += rules.rule_spans(vis, acc, self._secret, self.found if len(self.found) < MAX_FOUND else None)
-            spans += rules.block_scalar_spans(vis, acc, self._secret)
-        if self.needles and (hits := rules.literal_spans(vis, self.needles) + self._wrapped(vis)):
+            spans += block_scalar_spans(vis, acc, self._secret)
+        if self.needles and (hits := literal_spans(vis, self.needles) + wrapped_spans(vis, self.needles)):
             acc.add_kind(KNOWN_VALUE)
             spans += hits
         if not spans:
             return text
-        return rules.mask_spans(data, [view.span(s, e) for s, e in spans]).decode("utf-8", "surrogateescape")
-
-    def _wrapped(self, text: bytes) -> list[Span]:
-        """Known values wrapped over lines (a line break, and the next line's indent, inside
-        them): one span per piece (`mask_spans` masks each line's part)."""
-        if b"\n" not in text:
-            return []
-        joined = View(text.replace(b"\r\n", b"\x00\x00").replace(b"\n", b"\x00"))  # breaks: hidden bytes
-        out: list[Span] = []
-        for needle in self.needles:
-            if len(needle) < 2 * MIN_LENGTH:
-                continue
-            i = joined.text.find(needle)
-            while i >= 0:
-                out.append(joined.span(i, i + len(needle)))
-                i = joined.text.find(needle, i + 1)
-        return out
+        return mask_spans(data, [view.span(s, e) for s, e in spans]).decode("utf-8", "surrogateescape")
 
     def redact_obj(self, obj: Any, acc: Redactions, skip: frozenset[str] = frozenset()) -> Any:
         """A JSON-like object (the manifest): values under secret-named keys, every string, and
