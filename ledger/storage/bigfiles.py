@@ -3,7 +3,7 @@
 Reading a file before the job starts holds the job back by as long as the read takes (a 2 GiB
 dirty file: 83 s of redaction scan, compression and write before the job's first instruction, and
 the whole blob in the run's tree). A changed tracked file over `code.max_file_mb` is therefore not
-read before the job (`Repo.code_snapshot` keeps HEAD's entry and notes its size and mtime); its
+read before the job (`ledger.storage.snapshot.code_snapshot` keeps HEAD's entry and notes its size and mtime); its
 blob id, as `git hash-object` gives it, is computed here on a thread once the job has started, and
 the record waits for it when the job ends. A file whose size or mtime changed from what the
 snapshot saw (the job wrote to it) gets no id: what the job started with can no longer be read.

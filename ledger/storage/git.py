@@ -1,8 +1,9 @@
-"""Git access for ledger: the repository's objects and refs. The only module that imports pygit2
-(`gitcmd.py` runs git's command line and owns GitPython).
+"""Git access for ledger: the repository's objects and refs. With `gittree.py` (trees) and
+`snapshot.py` (the code a run sees), the only modules that import pygit2 (`gitcmd.py` runs git's
+command line and owns GitPython).
 
-Objects (blobs, trees, commits) are written through pygit2's object database: at 10,000 runs a
-commit costs ~1 ms that way, against 20-80 ms through plumbing subprocesses (see
+Objects (blobs, trees, commits) are written through pygit2's object database, in-process: a
+plumbing subprocess per object would cost far more once the branch holds thousands of runs (see
 ../shared/machine-notes.md). Refs are moved with `git update-ref NEW OLD`, git's own
 compare-and-swap, so concurrent writers never lose each other's runs. Reads of the user's
 working tree run git with GIT_OPTIONAL_LOCKS=0 so that not even the index's stat cache is
@@ -11,19 +12,16 @@ refreshed: HEAD, index and working tree stay byte-for-byte as they were.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 import subprocess
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
 from ledger.errors import LedgerError
-from ledger.storage.bigfiles import too_big
+from ledger.storage import gittree
 from ledger.storage.gitcmd import (
     GIT_ENV,
     NOT_OWNED,
@@ -36,66 +34,17 @@ from ledger.storage.gitcmd import (
     run_gitpython,
     unsafe_repository,
 )
-from ledger.storage.runtree import Edit, as_committed, patch_id
+
+# the entry modes and the code snapshot, where the rest of ledger has always imported them
+from ledger.storage.gittree import MODE_BLOB as MODE_BLOB
+from ledger.storage.gittree import MODE_TREE as MODE_TREE
+from ledger.storage.gittree import entry_kind as entry_kind
+from ledger.storage.gittree import is_file_mode as is_file_mode
+from ledger.storage.runtree import Edit
+from ledger.storage.snapshot import CodeSnapshot as CodeSnapshot
+from ledger.storage.snapshot import Scrub, code_snapshot
 
 ZERO_OID = "0" * 40
-MODE_TREE = pygit2.enums.FileMode.TREE
-MODE_BLOB = pygit2.enums.FileMode.BLOB
-MODE_EXEC = pygit2.enums.FileMode.BLOB_EXECUTABLE
-MODE_LINK = pygit2.enums.FileMode.LINK
-MODE_COMMIT = pygit2.enums.FileMode.COMMIT  # a submodule's gitlink
-# a path whose content differs from HEAD in the index or the working tree (untracked alone is not)
-_CHANGED = (
-    pygit2.enums.FileStatus.INDEX_NEW
-    | pygit2.enums.FileStatus.INDEX_MODIFIED
-    | pygit2.enums.FileStatus.INDEX_DELETED
-    | pygit2.enums.FileStatus.INDEX_RENAMED
-    | pygit2.enums.FileStatus.INDEX_TYPECHANGE
-    | pygit2.enums.FileStatus.WT_MODIFIED
-    | pygit2.enums.FileStatus.WT_DELETED
-    | pygit2.enums.FileStatus.WT_TYPECHANGE
-    | pygit2.enums.FileStatus.WT_RENAMED
-)
-
-
-_KINDS = {
-    int(MODE_BLOB): "file",
-    int(MODE_EXEC): "file",
-    int(MODE_TREE): "folder",
-    int(MODE_LINK): "symbolic link",
-    int(MODE_COMMIT): "gitlink (a submodule's commit)",
-}
-
-
-def entry_kind(mode: int) -> str:
-    """What a tree entry of `mode` is, in words for a message: file, folder, symbolic link, gitlink."""
-    return _KINDS.get(mode, f"entry of mode {mode:o}")
-
-
-def is_file_mode(mode: int) -> bool:
-    """Whether a tree entry is a file whose bytes ledger may read (a blob; not a link or gitlink)."""
-    return mode in (MODE_BLOB, MODE_EXEC)
-
-
-@dataclass(frozen=True)
-class CodeSnapshot:
-    """The code a run saw: HEAD plus uncommitted changes to tracked files."""
-
-    commit: str
-    branch: str | None
-    tree: str
-    dirty: bool
-    patch_sha256: str | None
-    untracked: int | None  # untracked files left out (None: not counted here, see UntrackedCount)
-    scrubbed: list[str] = field(default_factory=list)
-    # changed submodules: path -> {"commit": checked-out commit (the tree's gitlink), "dirty":
-    # uncommitted changes to its tracked files, "patch": sha256 of those changes or None}
-    submodules: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # changed configuration files whose uncommitted changes the tree leaves out (runtree.as_committed)
-    kept_committed: list[str] = field(default_factory=list)
-    # changed files too big to read before the job: path -> {"size": bytes, "mtime_ns": ...}; the
-    # tree keeps HEAD's entry (ledger.storage.bigfiles hashes them while the job runs)
-    large: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class Repo:
@@ -254,140 +203,14 @@ class Repo:
         return bool(self._repo.descendant_of(descendant, ancestor))
 
     # ---- the code a run sees ------------------------------------------------------
-    def code_snapshot(self, scrub: Callable[[bytes], bytes | None] | None = None, max_file_bytes: int | None = None) -> CodeSnapshot:
-        """HEAD's tree plus uncommitted changes to tracked files, without touching the index.
+    def code_snapshot(self, scrub: Scrub | None = None, max_file_bytes: int | None = None) -> CodeSnapshot:
+        """HEAD's tree plus uncommitted changes to tracked files, without touching the index
+        (`ledger.storage.snapshot.code_snapshot`: what `scrub` and `max_file_bytes` do)."""
+        return code_snapshot(self._repo, self.root, self.head_commit(), self.current_branch(), scrub, max_file_bytes)
 
-        `scrub` may rewrite the bytes of changed files before they are stored (ledger uses it to
-        redact secrets pasted into an uncommitted launcher); files it changes are listed in
-        `CodeSnapshot.scrubbed`; a file it returns None for is left out of the tree. Configuration
-        files (`ledger.storage.runtree.as_committed`) keep HEAD's entry (`kept_committed`), and so
-        does a changed file over `max_file_bytes`, which is never read here (`large`: its size and
-        mtime; its blob id is computed once the job has started, `ledger.storage.bigfiles`).
-        """
-        head = self.head_commit()
-        # libgit2's status compares HEAD, index and working tree like `git status`, in-process and
-        # without writing the index (no stat-cache refresh: the user's index stays byte-for-byte)
-        # untracked files are not looked at here: 100,000 of them cost ~0.6 s before the job; they
-        # are counted by `UntrackedCount` while the job runs
-        status = self._repo.status(untracked_files="no")
-        changed = sorted(p for p, flags in status.items() if flags & _CHANGED)
-        head_tree = str(self._obj(head).tree_id)
-        scrubbed: list[str] = []
-        submodules: dict[str, dict[str, Any]] = {}
-        large: dict[str, dict[str, int]] = {}
-        edits: dict[str, Edit] = {}
-        for rel in changed:
-            if as_committed(rel):
-                continue
-            sub = self._submodule_state(rel, head_tree)
-            if sub is not None:  # a gitlink to the commit it has checked out, never dropped
-                submodules[rel] = sub
-                edits[rel] = (sub["commit"], int(MODE_COMMIT))
-                continue
-            if (self.root / rel).is_dir() and not (self.root / rel).is_symlink():
-                continue  # a submodule not checked out, or a file replaced by a folder: HEAD's entry stays
-            big = too_big(self.root / rel, max_file_bytes)
-            if big is not None:  # reading (and scrubbing, compressing) it would hold the job back
-                large[rel] = big
-                continue
-            edits[rel] = self._blob_from_worktree(self.root / rel, scrub, scrubbed, rel)
-        tree = self.tree_with_edits(head_tree, edits) if edits else head_tree
-        # one id for the uncommitted state, from exactly what the tree changes (a pull recomputes it)
-        patch_sha = patch_id(self.tree_changes(head_tree, tree)) if tree != head_tree else None
-        dirty = tree != head_tree or bool(large) or any(sub["dirty"] for sub in submodules.values())
-        return CodeSnapshot(
-            commit=head,
-            branch=self.current_branch(),
-            tree=tree,
-            dirty=dirty,
-            patch_sha256=patch_sha,
-            untracked=None,
-            scrubbed=scrubbed,
-            submodules=submodules,
-            kept_committed=[rel for rel in changed if as_committed(rel)],
-            large=large,
-        )
-
-    def tree_changes(self, old: str | None, new: str | None, prefix: str = "") -> dict[str, Edit]:
-        """Every path whose entry differs between two trees (None: absent), as its entry in `new`
-        (None: not there); a folder is walked only where the two folders' ids differ."""
-        a, b = self._entries(old), self._entries(new)
-        out: dict[str, Edit] = {}
-        for name in sorted(a.keys() | b.keys()):
-            was, now = a.get(name), b.get(name)
-            if was == now:
-                continue
-            path = prefix + name
-            was_tree = was is not None and was[1] == MODE_TREE
-            now_tree = now is not None and now[1] == MODE_TREE
-            if not (was_tree or now_tree):
-                out[path] = now
-                continue
-            if was is not None and not was_tree:
-                out[path] = None  # a file replaced by a folder
-            if now is not None and not now_tree:
-                out[path] = now  # a folder replaced by a file
-            out.update(self.tree_changes(was[0] if was and was_tree else None, now[0] if now and now_tree else None, path + "/"))
-        return out
-
-    def _entries(self, tree: str | None) -> dict[str, tuple[str, int]]:
-        """name -> (oid, mode) of a tree's entries; names as paths read from disk carry them
-        (undecodable bytes as surrogates)."""
-        if tree is None:
-            return {}
-        return {e.raw_name.decode("utf-8", "surrogateescape"): (str(e.id), int(e.filemode)) for e in self._obj(tree)}
-
-    def _submodule_state(self, rel: str, head_tree: str) -> dict[str, Any] | None:
-        """What a submodule at `rel` has checked out (None: `rel` is no submodule, or one that is
-        not checked out, whose gitlink then stays as HEAD has it). Its uncommitted changes are
-        hashed (never written: the submodule's objects are its own), not stored."""
-        path = self.root / rel
-        entry = self.tree_entry(head_tree, rel)
-        try:
-            in_index = self._repo.index[rel].mode == MODE_COMMIT
-        except (KeyError, pygit2.GitError, ValueError):
-            in_index = False
-        if not ((entry is not None and entry[1] == MODE_COMMIT) or in_index) or not (path / ".git").exists():
-            return None
-        try:
-            sub = pygit2.Repository(str(path))
-            commit = str(sub.head.target)
-            status = sub.status(untracked_files="no")
-        except pygit2.GitError:
-            return None
-        changed = sorted(p for p, flags in status.items() if flags & _CHANGED)
-        lines = []
-        for name in changed:
-            file = path / name
-            if file.is_symlink():
-                oid = str(pygit2.hash(os.readlink(file).encode()))
-            elif file.is_file():
-                oid = str(pygit2.hashfile(str(file)))
-            else:
-                oid = "-"
-            lines.append(f"{name}\0{oid}\n")
-        patch = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest() if changed else None
-        return {"commit": commit, "dirty": bool(changed), "patch": patch}
-
-    def _blob_from_worktree(
-        self, path: Path, scrub: Callable[[bytes], bytes | None] | None = None, scrubbed: list[str] | None = None, rel: str = ""
-    ) -> tuple[str, int] | None:
-        try:
-            st = path.lstat()
-        except FileNotFoundError:
-            return None
-        if stat.S_ISLNK(st.st_mode):
-            return str(self._repo.create_blob(os.readlink(path).encode())), int(MODE_LINK)
-        mode = MODE_EXEC if st.st_mode & 0o111 else MODE_BLOB
-        if scrub is not None:  # any size: a big dirty file must not bypass redaction
-            data = path.read_bytes()
-            clean = scrub(data)
-            if clean != data and scrubbed is not None:
-                scrubbed.append(rel)
-            if clean is None:  # the scrub refused the file: it is left out of the tree
-                return None
-            return str(self._repo.create_blob(clean)), int(mode)
-        return str(self._repo.create_blob_fromdisk(str(path))), int(mode)
+    def tree_changes(self, old: str | None, new: str | None) -> dict[str, Edit]:
+        """Every path whose entry differs between two trees (None: absent), as its entry in `new`."""
+        return gittree.tree_changes(self._repo, old, new)
 
     # ---- writing objects -----------------------------------------------------------
     def blob(self, data: bytes) -> str:
@@ -395,67 +218,11 @@ class Repo:
 
     def tree_from_dir(self, folder: Path) -> str:
         """A tree of every file below `folder` (symlinks stored as links, never followed)."""
-        tb = self._repo.TreeBuilder()
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if entry.is_symlink():
-                tb.insert(entry.name, self._repo.create_blob(os.readlink(entry.path).encode()), MODE_LINK)
-            elif entry.is_dir():
-                tb.insert(entry.name, pygit2.Oid(hex=self.tree_from_dir(Path(entry.path))), MODE_TREE)
-            elif entry.is_file():
-                mode = MODE_EXEC if entry.stat().st_mode & 0o111 else MODE_BLOB
-                tb.insert(entry.name, self._repo.create_blob_fromdisk(entry.path), mode)
-        return str(tb.write())
+        return gittree.tree_from_dir(self._repo, folder)
 
-    def tree_with_edits(self, base_tree: str | None, edits: dict[str, tuple[str, int] | None]) -> str:
+    def tree_with_edits(self, base_tree: str | None, edits: dict[str, Edit]) -> str:
         """`base_tree` with paths set to (oid, mode) or removed (None); only touched trees are rebuilt."""
-        here: dict[str, tuple[str, int] | None] = {}
-        below: dict[str, dict[str, tuple[str, int] | None]] = {}
-        for path, value in edits.items():
-            head, sep, rest = path.partition("/")
-            if sep:
-                below.setdefault(head, {})[rest] = value
-            else:
-                here[head] = value
-        base = self._obj(base_tree) if base_tree else None
-        for name, sub in below.items():
-            # edits below a path set in the same call go on top of that new value (a run folder
-            # into the tip's shard folder), else on top of the base tree's entry
-            if name in here:
-                value = here[name]
-                sub_base = value[0] if value is not None and value[1] == MODE_TREE else None
-            else:
-                existing = base[name] if base is not None and name in base else None
-                sub_base = str(existing.id) if existing is not None and existing.filemode == MODE_TREE else None
-            new_sub = self.tree_with_edits(sub_base, sub)
-            here[name] = None if len(self._obj(new_sub)) == 0 else (new_sub, int(MODE_TREE))
-        if not all(_utf8(name) for name in here):
-            return self._raw_tree(base, here)
-        tb = self._repo.TreeBuilder(base) if base is not None else self._repo.TreeBuilder()
-        for name, value in here.items():
-            if value is None:
-                if tb.get(name) is not None:
-                    tb.remove(name)
-            else:
-                tb.insert(name, pygit2.Oid(hex=value[0]), value[1])
-        return str(tb.write())
-
-    def _raw_tree(self, base: Any, edits: dict[str, tuple[str, int] | None]) -> str:
-        """A tree written byte for byte, for names that are not UTF-8 (pygit2's TreeBuilder only
-        takes UTF-8 names; git's names are bytes, and a path read from the file system arrives
-        here with its undecodable bytes as surrogates)."""
-        entries: dict[bytes, tuple[bytes, int]] = {}
-        for e in base if base is not None else ():
-            entries[e.raw_name] = (e.id.raw, int(e.filemode))
-        for name, value in edits.items():
-            raw = name.encode("utf-8", "surrogateescape")
-            if value is None:
-                entries.pop(raw, None)
-            else:
-                entries[raw] = (pygit2.Oid(hex=value[0]).raw, value[1])
-        # git's order: names as bytes, a tree's name as if it ended in "/"
-        order = sorted(entries, key=lambda n: n + b"/" if entries[n][1] == MODE_TREE else n)
-        data = b"".join(b"%o %s\0%s" % (entries[n][1], n, entries[n][0]) for n in order)
-        return str(self._repo.odb.write(pygit2.enums.ObjectType.TREE, data))
+        return gittree.tree_with_edits(self._repo, base_tree, edits)
 
     def commit(self, tree: str, parents: list[str], message: str) -> str:
         """Write a commit object (no ref moves). Identity from git config, else a ledger default."""
@@ -522,14 +289,6 @@ class Repo:
             elif text.startswith("branch refs/heads/") and where is not None:
                 found.setdefault(text[len("branch refs/heads/") :], where)
         return found
-
-
-def _utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def merge_base(repo: Repo, a: str, b: str) -> str | None:

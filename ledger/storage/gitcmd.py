@@ -1,7 +1,7 @@
 """git's command line for ledger: the one subprocess helper (`run_git`, whose errors show the
 command, its exit code and git's last line), the errors a git command ends in, and GitPython for
 what it is good at (remotes, fetch and push; ~85 ms to import, so never on `ledger run`'s path).
-The only module that imports GitPython; `git.py` keeps the object database (pygit2).
+The only module that imports GitPython; `git.py`, `gittree.py` and `snapshot.py` keep the object database (pygit2).
 """
 
 from __future__ import annotations
