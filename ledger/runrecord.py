@@ -18,8 +18,8 @@ Reading rules:
 
 Writers change a record with `msgspec.structs.replace` (re-exported here as `replace`).
 
-No `from __future__ import annotations` here: msgspec resolves real annotations ~5x faster than
-strings (a process's first decode: ~2 ms against ~9 ms), so only forward references are quoted.
+No `from __future__ import annotations` here: msgspec resolves real annotations much faster than
+strings, which a process's first decode pays for, so only forward references are quoted.
 """
 
 import datetime as dt
@@ -391,7 +391,7 @@ class RunRecord(Section, frozen=True, kw_only=True):
 
 def warm() -> None:
     """Resolve every section's field types now, msgspec's and `_layout`'s: the first decode in a
-    process pays for it (~2 ms), later ones ~0.1 ms. `ledger run` calls it on a thread while
+    process pays for it, later ones do not. `ledger run` calls it on a thread while
     the job runs, so the record's first read after the job costs nothing extra."""
     for cls in (RunRecord, Host, Command, Code, Image, Seeds, Logs, Gpu, DataEntry, Status, Replay):
         _layout(cls)

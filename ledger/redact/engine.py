@@ -40,7 +40,7 @@ _COMPILED: dict[tuple[Pattern, ...], bytes] = {}
 
 def _database(hyperscan: Any, patterns: list[Pattern], persist: bool = False) -> Any:
     """A Hyperscan block database of `patterns` with its own scratch (one per stream, so one per
-    thread): compiled once per process (~0.1-0.4 s), then loaded from its serialized copy (~1 ms).
+    thread): compiled once per process, then loaded from its serialized copy (far quicker).
     With `persist` (the rules' triggers: no secret in them, never a run's known values) the
     serialized copy is also kept in the per-user cache (`_db_file`), so a new process loads it."""
     key = tuple(patterns)

@@ -252,8 +252,8 @@ class Repo:
 
         ledger writes objects through pygit2, which never triggers git's own housekeeping; without
         this, 10,000 runs leave ~50,000 loose objects and every read gets slower. Not waited for:
-        deciding that nothing is due costs git ~5 ms, which `ledger run` has no reason to wait
-        on (its own session: a Ctrl-C at the terminal never reaches it half way).
+        `ledger run` has no reason to wait while git decides whether anything is due (its own
+        session: a Ctrl-C at the terminal never reaches it half way).
         """
         try:
             subprocess.Popen(
