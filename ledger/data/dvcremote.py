@@ -38,10 +38,9 @@ class TransferFailure:
 
 
 @dataclass(frozen=True)
-class PushResult:
-    """Objects uploaded (those already on the remote are not counted) and failures."""
+class _Transfer:
+    """What could not be moved; `ok` when nothing failed."""
 
-    pushed: int = 0
     failed: list[TransferFailure] = field(default_factory=list)
 
     @property
@@ -50,15 +49,17 @@ class PushResult:
 
 
 @dataclass(frozen=True)
-class FetchResult:
+class PushResult(_Transfer):
+    """Objects uploaded (those already on the remote are not counted) and failures."""
+
+    pushed: int = 0
+
+
+@dataclass(frozen=True)
+class FetchResult(_Transfer):
     """Objects downloaded into the local cache (those already there are not counted), failures."""
 
     fetched: int = 0
-    failed: list[TransferFailure] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed
 
 
 def _outs(
@@ -86,10 +87,7 @@ def _remote_odb(repo: Any, remote: str | None, command: str) -> Any:
 
 
 def push_data(
-    repo_root: Path,
-    items: Iterable[DataRecord | str],
-    remote: str | None = None,
-    progress: Progress | None = None,
+    repo_root: Path, items: Iterable[DataRecord | str], remote: str | None = None, progress: Progress | None = None
 ) -> PushResult:
     """Upload the cached objects the given .dvc texts (or tracked records) name to a DVC remote.
 
@@ -106,51 +104,48 @@ def push_data(
             skip = absent | {d for d, files in members.items() if files & absent}
             ids = {hi for hi in ids if hi.value not in skip}
             if not ids:
-                return PushResult(0, failed)
+                return PushResult(pushed=0, failed=failed)
             try:
                 odb = _remote_odb(repo, remote, "push")
             except Exception as exc:  # noqa: BLE001 - NoRemoteError, config, filesystem
-                return PushResult(0, [*failed, TransferFailure("remote", error_text(exc))])
+                return PushResult(pushed=0, failed=[*failed, TransferFailure("remote", error_text(exc))])
             done, errors = _transfer(cache, odb, ids, labels, progress)
     except DataError as exc:
-        return PushResult(0, [*failed, TransferFailure("remote", exc.message)])
-    return PushResult(done, failed + errors)
+        return PushResult(pushed=0, failed=[*failed, TransferFailure("remote", exc.message)])
+    return PushResult(pushed=done, failed=failed + errors)
 
 
 def fetch_data(
-    repo_root: Path,
-    dvc_texts: Iterable[DataRecord | str],
-    remote: str | None = None,
-    progress: Progress | None = None,
+    repo_root: Path, texts: Iterable[DataRecord | str], remote: str | None = None, progress: Progress | None = None
 ) -> FetchResult:
     """Download the objects the given .dvc texts name from a DVC remote into the local cache.
 
     `remote` as for `push_data`. Objects already in the cache are not downloaded again.
     """
-    outs, failed = _outs(dvc_texts)
+    outs, failed = _outs(texts)
     try:
         with open_dvc_repo(repo_root) as repo:
             cache = repo.cache.local
             try:
                 odb = _remote_odb(repo, remote, "fetch")
             except Exception as exc:  # noqa: BLE001 - NoRemoteError, config, filesystem
-                return FetchResult(0, [*failed, TransferFailure("remote", error_text(exc))])
+                return FetchResult(fetched=0, failed=[*failed, TransferFailure("remote", error_text(exc))])
             # Folder listings first: which files to fetch is only known once they are local.
             listings = {HashInfo("md5", o.md5) for o in outs if o.isdir}
             labels = {o.md5: f"{o.path} (folder listing)" for o in outs if o.isdir}
             done, errors = _transfer(odb, cache, listings, labels, None)
             if any(f.what == "remote" for f in errors):
-                return FetchResult(done, failed + errors)
+                return FetchResult(fetched=done, failed=failed + errors)
             ids, labels, _, unlisted = _wanted(cache, outs, "not on the remote")
             more, more_errors = _transfer(odb, cache, ids, labels, progress)
             errors += more_errors
             absent = {hi.value for hi in ids if not in_cache(cache, hi.value)}
     except DataError as exc:
-        return FetchResult(0, [*failed, TransferFailure("remote", exc.message)])
+        return FetchResult(fetched=0, failed=[*failed, TransferFailure("remote", exc.message)])
     reported = {f.what for f in errors}
     absent_failures = _failures(absent, labels, "not on the remote")
     failed += errors + [f for f in unlisted + absent_failures if f.what not in reported]
-    return FetchResult(done + more, failed)
+    return FetchResult(fetched=done + more, failed=failed)
 
 
 def _wanted(

@@ -9,6 +9,7 @@ from the file system carries its undecodable bytes as surrogates) are written by
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ MODE_BLOB = pygit2.enums.FileMode.BLOB
 MODE_EXEC = pygit2.enums.FileMode.BLOB_EXECUTABLE
 MODE_LINK = pygit2.enums.FileMode.LINK
 MODE_COMMIT = pygit2.enums.FileMode.COMMIT  # a submodule's gitlink
+# a name read from the file system with bytes that are not UTF-8 carries them as surrogates
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _KINDS = {
     int(MODE_BLOB): "file",
@@ -86,7 +89,7 @@ def tree_with_edits(repo: pygit2.Repository, base_tree: str | None, edits: dict[
         new_sub = tree_with_edits(repo, _sub_base(base, here, name), sub)
         written: Any = repo[new_sub]
         here[name] = None if len(written) == 0 else (new_sub, int(MODE_TREE))
-    if not all(_utf8(name) for name in here):
+    if any(_SURROGATE.search(name) for name in here):
         return _raw_tree(repo, base, here)
     tb = repo.TreeBuilder(base) if base is not None else repo.TreeBuilder()
     for name, value in here.items():
@@ -115,14 +118,6 @@ def _raw_tree(repo: pygit2.Repository, base: Any, edits: dict[str, Edit]) -> str
     order = sorted(entries, key=lambda n: n + b"/" if entries[n][1] == MODE_TREE else n)
     data = b"".join(b"%o %s\0%s" % (entries[n][1], n, entries[n][0]) for n in order)
     return str(repo.odb.write(pygit2.enums.ObjectType.TREE, data))
-
-
-def _utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def tree_changes(repo: pygit2.Repository, old: str | None, new: str | None, prefix: str = "") -> dict[str, Edit]:

@@ -98,18 +98,9 @@ def code_snapshot(
     # one id for the uncommitted state, from exactly what the tree changes (a pull recomputes it)
     patch_sha = patch_id(tree_changes(repo, head_tree, tree)) if tree != head_tree else None
     dirty = tree != head_tree or bool(found.large) or any(sub["dirty"] for sub in found.submodules.values())
-    return CodeSnapshot(
-        commit=head,
-        branch=branch,
-        tree=tree,
-        dirty=dirty,
-        patch_sha256=patch_sha,
-        untracked=None,
-        scrubbed=found.scrubbed,
-        submodules=found.submodules,
-        kept_committed=[rel for rel in changed if as_committed(rel)],
-        large=found.large,
-    )
+    kept = [rel for rel in changed if as_committed(rel)]
+    # in the order of CodeSnapshot's fields, above; untracked files are counted while the job runs
+    return CodeSnapshot(head, branch, tree, dirty, patch_sha, None, found.scrubbed, found.submodules, kept, found.large)
 
 
 def _add_change(
