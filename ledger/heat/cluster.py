@@ -28,7 +28,7 @@ from typing import Any
 from ledger.heat.cluster_target import ClusterTarget, Submitted
 from ledger.heat.node_sampler import NodeSampler
 from ledger.heat.rayjobs import NodeWatch, job_dict, node_names, pick_job, resolve_gcs_address
-from ledger.heat.sensor import GpuInfo, Sample
+from ledger.heat.sensor import GpuInfo, Sample, SensorSpec
 from ledger.installhint import RAY_PACKAGE, install_hint
 
 try:  # the `ray` extra: without it this module still imports, and `ClusterSensor` says how to add it
@@ -74,7 +74,7 @@ class ClusterSensor:
     def __init__(
         self,
         target: ClusterTarget,
-        spec: dict[str, Any],
+        spec: SensorSpec,
         interval_s: float,
         started_at: float,
         local_pids: Callable[[], set[int]] = set,

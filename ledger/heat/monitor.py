@@ -78,36 +78,43 @@ class HeatSummary:
 
     def to_manifest(self) -> dict[str, Any]:
         """Plain dict for `manifest["gpu"]`; on a cluster also `nodes` (GPUs and peaks per node)."""
-        keys = sorted(self.peaks, key=lambda k: (k[0] or "", k[1]))
-        windows = []
-        for n, (start, end) in enumerate(self.pause_windows):
-            window: dict[str, Any] = {"start": iso(start), "end": None if end is None else iso(end)}
-            if n < len(self.pause_triggers):
-                node, gpu, temp = self.pause_triggers[n]
-                if node is not None:
-                    window["node"] = node
-                window.update(gpu=gpu, temp_c=temp)
-            windows.append(window)
-        section: dict[str, Any] = {
+        section = {
             "sensor": self.sensor,
             "unavailable": self.unavailable,
             "gpus": [g.to_dict() for g in self.gpus],
             "peak_temp_c": self.peak_temp_c,
             "pauses": self.pauses,
             "paused_s": round(self.paused_s, 3),
-            "pause_windows": windows,
+            "pause_windows": [self._window(n) for n in range(len(self.pause_windows))],
             "guard": self.guard.to_dict(),
             "interval_s": self.interval_s,
             "samples": self.samples,
         }
         if self.cluster is not None:
             section.update(self.cluster)
-            for node in section.get("nodes") or []:
-                label = node.get("node")
-                if "gpus" not in node:  # the cluster sensor lists them itself, also for nodes that left
-                    node["gpus"] = [g.to_dict() for g in self.gpus if g.node == label]
-                node["peak_temp_c"] = {k[1]: self.peaks[k] for k in keys if k[0] == label}
+            self._add_node_peaks(self.cluster.get("nodes") or [])  # the same node dicts as in `section`
         return section
+
+    def _window(self, n: int) -> dict[str, str | int | float | None]:
+        """Pause window `n` as written: its start and end, and what triggered it where known."""
+        start, end = self.pause_windows[n]
+        window: dict[str, str | int | float | None] = {"start": iso(start), "end": None if end is None else iso(end)}
+        if n < len(self.pause_triggers):
+            node, gpu, temp = self.pause_triggers[n]
+            if node is not None:
+                window["node"] = node
+            window.update(gpu=gpu, temp_c=temp)
+        return window
+
+    def _add_node_peaks(self, nodes: list[dict[str, Any]]) -> None:
+        """Each cluster node's GPUs (unless the cluster sensor listed them, also for nodes that
+        left) and its peak temperature per GPU index."""
+        keys = sorted(self.peaks, key=lambda k: (k[0] or "", k[1]))
+        for node in nodes:
+            label = node.get("node")
+            if "gpus" not in node:
+                node["gpus"] = [g.to_dict() for g in self.gpus if g.node == label]
+            node["peak_temp_c"] = {k[1]: self.peaks[k] for k in keys if k[0] == label}
 
 
 class HeatMonitor:

@@ -26,6 +26,7 @@ from ledger.heat.nvml import NvmlSensor
 from ledger.heat.sensor import (
     ScriptedSensor,
     Sensor,
+    SensorSpec,
     SensorUnavailable,
     TimelineEntry,
 )
@@ -59,7 +60,7 @@ def with_descendants(pids: list[int]) -> list[int]:
     return ordered
 
 
-def open_node_sensor(spec: dict[str, Any], names: frozenset[str]) -> Sensor:
+def open_node_sensor(spec: SensorSpec, names: frozenset[str]) -> Sensor:
     """The sensor a node uses: the scripted timeline the driver sent, else NVML."""
     if spec.get("kind") == "scripted":
         entries = [TimelineEntry(*e) for e in spec["entries"]]
@@ -74,7 +75,7 @@ def open_node_sensor(spec: dict[str, Any], names: frozenset[str]) -> Sensor:
 class NodeSampler:
     """One node's sampler (runs inside a Ray actor; see the module docstring)."""
 
-    def __init__(self, label: str, names: list[str], spec: dict[str, Any]):
+    def __init__(self, label: str, names: list[str], spec: SensorSpec):
         self.label = label
         self._sensor: Sensor | None = None
         self._unavailable: str | None = None

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 from ledger.errors import LedgerError
 
@@ -102,6 +102,15 @@ class TimelineEntry:
     gpu: int
     temp_c: float
     node: str | None = None  # None: every node
+
+
+class SensorSpec(TypedDict, total=False):
+    """What each node's sampler runs, as the driver sends it: NVML, or the scripted timeline
+    (its file's `path` for messages and its lines already parsed, as `TimelineEntry` fields)."""
+
+    kind: Literal["nvml", "scripted"]
+    path: str
+    entries: list[tuple[float, int, float, str | None]]
 
 
 def parse_timeline(path: Path) -> list[TimelineEntry]:

@@ -13,7 +13,7 @@ from ledger.heat.guard import HeatGuard
 from ledger.heat.heatlog import read_heat_log
 from ledger.heat.monitor import HeatMonitor
 from ledger.heat.nvml import open_sensor
-from ledger.heat.sensor import SensorUnavailable, parse_timeline
+from ledger.heat.sensor import SensorSpec, SensorUnavailable, parse_timeline
 from ledger.timefmt import iso
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ class RunMonitor:
         return section
 
 
-def _sensor_spec(cfg: HeatConfig, base: Path | None) -> dict[str, Any]:
+def _sensor_spec(cfg: HeatConfig, base: Path | None) -> SensorSpec:
     """What each node's sampler runs: the scripted timeline (its parsed lines), else NVML."""
     timeline = (cfg.sensor or {}).get("timeline")
     if not timeline:

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pygit2
 
@@ -39,6 +39,15 @@ _CHANGED = (
 )
 
 
+class SubmoduleState(TypedDict):
+    """A changed submodule: the commit it has checked out (the tree's gitlink), whether its
+    tracked files have uncommitted changes, and the sha256 of those changes (None: none)."""
+
+    commit: str
+    dirty: bool
+    patch: str | None
+
+
 @dataclass(frozen=True)
 class CodeSnapshot:
     """The code a run saw: HEAD plus uncommitted changes to tracked files."""
@@ -50,9 +59,7 @@ class CodeSnapshot:
     patch_sha256: str | None
     untracked: int | None  # untracked files left out (None: not counted here, see UntrackedCount)
     scrubbed: list[str] = field(default_factory=list)
-    # changed submodules: path -> {"commit": checked-out commit (the tree's gitlink), "dirty":
-    # uncommitted changes to its tracked files, "patch": sha256 of those changes or None}
-    submodules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    submodules: dict[str, SubmoduleState] = field(default_factory=dict)  # by path
     # changed configuration files whose uncommitted changes the tree leaves out (runtree.as_committed)
     kept_committed: list[str] = field(default_factory=list)
     # changed files too big to read before the job: path -> {"size": bytes, "mtime_ns": ...}; the
@@ -71,7 +78,7 @@ class _Changes:
 
     edits: dict[str, Edit] = field(default_factory=dict)
     scrubbed: list[str] = field(default_factory=list)
-    submodules: dict[str, dict[str, Any]] = field(default_factory=dict)
+    submodules: dict[str, SubmoduleState] = field(default_factory=dict)
     large: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
@@ -136,7 +143,7 @@ def _is_gitlink(repo: pygit2.Repository, rel: str, head_tree: str) -> bool:
         return False
 
 
-def _submodule_state(repo: pygit2.Repository, root: Path, rel: str, head_tree: str) -> dict[str, Any] | None:
+def _submodule_state(repo: pygit2.Repository, root: Path, rel: str, head_tree: str) -> SubmoduleState | None:
     """What a submodule at `rel` has checked out (None: `rel` is no submodule, or one that is
     not checked out, whose gitlink then stays as HEAD has it). Its uncommitted changes are
     hashed (never written: the submodule's objects are its own), not stored."""
@@ -160,7 +167,7 @@ def _submodule_state(repo: pygit2.Repository, root: Path, rel: str, head_tree: s
             oid = "-"
         lines.append(f"{name}\0{oid}\n")
     patch = hashlib.sha256("".join(lines).encode("utf-8", "surrogateescape")).hexdigest() if changed else None
-    return {"commit": commit, "dirty": bool(changed), "patch": patch}
+    return SubmoduleState(commit=commit, dirty=bool(changed), patch=patch)
 
 
 def _blob_from_worktree(repo: pygit2.Repository, path: Path, scrub: Scrub | None, scrubbed: list[str], rel: str) -> Edit:
