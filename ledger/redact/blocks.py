@@ -91,7 +91,7 @@ def pem_text_spans(text: bytes, acc: Redactions) -> list[Span]:
             line_end = end - 1 if end > start and text[end - 1 : end] == b"\r" else end
             found, is_open = pem_step(text[start:line_end], left > 0, acc)
             spans.extend((start + a, start + b) for a, b in found)
-            left = (left - 1 if left > 0 else PEM_MAX_LINES) if is_open else 0
+            left = pem_after(left, left > 0, is_open)
         if nl < 0:
             break
         start = nl + 1

@@ -62,15 +62,20 @@ def trigger_patterns(
 ) -> list[Pattern]:
     """The trigger set: the built-in patterns with the configured name words, plus literals, plus
     the pieces of the `wrapped` values at a line end or a line start."""
-    words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
-    out = [(p.replace(b"%s", words), c) for p, c in TRIGGERS] if rules_on else []
-    if rules_on:
-        out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
-        out += [(trigger, r.caseless) for r, trigger, _ in _triggers() if trigger is not None]
+    out = _rule_triggers(extra_names) if rules_on else []
     out += [(re.escape(lit), False) for lit in sorted(set(literals))]
     # a superset: a head holds the value's first characters, a tail its last ones
     ends = {piece for value in wrapped for piece in (value[:MIN_LENGTH], value[-MIN_LENGTH:])}
     return out + [(re.escape(piece), False) for piece in sorted(ends - set(literals))]
+
+
+def _rule_triggers(extra_names: Iterable[str]) -> list[Pattern]:
+    """The rules' triggers: ours with the configured name words, our own shapes (their named
+    groups made plain), the catalogue's."""
+    words = b"".join(b"|" + re.escape(w.lower().encode()) for w in extra_names)
+    out = [(p.replace(b"%s", words), c) for p, c in TRIGGERS]
+    out += [(re.sub(rb"\(\?P<\w+>", b"(?:", p), False) for _, p in rules.OWN_SHAPES]
+    return out + [(trigger, r.caseless) for r, trigger, _ in _triggers() if trigger is not None]
 
 
 # Set when Hyperscan refused the rules' trigger set: from then on each catalogue trigger is tried
@@ -188,6 +193,11 @@ class Redactor:
         hits = sorted({line_span(body, max(view.at(max(end - 1, 0)), start)) for end in ends if view.at(max(end - 1, 0)) >= start})
         if self._pem_left == 0 and self._block is None and not any(b"PRIVATE KEY" in body[s:e] or block_head(body[s:e]) for s, e in hits):
             return hits
+        return self._flagged_with_blocks(body, start, hits)
+
+    def _flagged_with_blocks(self, body: bytes, start: int, hits: list[Span]) -> list[Span]:
+        """`flagged` where a PEM block or a YAML block scalar is open or may open: the hit lines,
+        and every line from where a block opens to where it closes."""
         out: list[Span] = []
         left, pos, k = self._pem_left, start, 0
         block = self._block
@@ -200,8 +210,7 @@ class Redactor:
                     break
                 s, e = hits[k]
             else:
-                s = pos
-                e = body.find(b"\n", pos)
+                s, e = pos, body.find(b"\n", pos)
                 e = len(body) if e < 0 else e
             out.append((s, e))
             line = body[s:e]
@@ -269,14 +278,8 @@ class Redactor:
             win = data[pos:] if final else data[pos : pos + WINDOW + OVERLAP]
             if final:
                 win = win[: content_end(win)]
-            # the rules only where the trigger scan hits: a clean 200 MB line costs one fast pass
-            hit = pem_open or bool(self._get_engine().ends(win))
-            spans = self._spans(win, acc, pem_open)[0] if hit else []
-            cut = len(win) if final else WINDOW
-            for s, e in merge(spans):
-                if s < cut:
-                    cut = max(cut, e)
-            out.append(mask_spans(win[:cut], [(s, min(e, cut)) for s, e in spans if s < cut]))
+            clean, cut = self._window(win, final, pem_open, acc)
+            out.append(clean)
             _, pem_open = pem_step(win[:cut], pem_open, Redactions())
             if final:
                 out.append(data[pos + len(win) :])  # the line end
@@ -289,6 +292,18 @@ class Redactor:
             self._carry = b""
             self._pem_left = pem_after(self._pem_left, open_before, pem_open)
         return b"".join(out)
+
+    def _window(self, win: bytes, final: bool, pem_open: bool, acc: Redactions) -> tuple[bytes, int]:
+        """One window of a long line redacted, and how much of it is committed: up to `WINDOW`
+        (all of a final one), extended to the end of a secret that starts before that."""
+        # the rules only where the trigger scan hits: a clean 200 MB line costs one fast pass
+        hit = pem_open or bool(self._get_engine().ends(win))
+        spans = self._spans(win, acc, pem_open)[0] if hit else []
+        cut = len(win) if final else WINDOW
+        for s, e in merge(spans):
+            if s < cut:
+                cut = max(cut, e)
+        return mask_spans(win[:cut], [(s, min(e, cut)) for s, e in spans if s < cut]), cut
 
     def redact_lines(self, block: bytes, acc: Redactions | None = None) -> bytes:
         """A block of whole lines (the last may lack its newline): the fast path for throughput."""
@@ -338,26 +353,31 @@ class Redactor:
         """A JSON-like object (the manifest): values under secret-named keys, every string, and
         every key (`redact_label`: a key is written too)."""
         if isinstance(obj, dict):
-            out: dict[Any, Any] = {}
-            for key, value in obj.items():
-                if key in skip:
-                    out[key] = value
-                    continue
-                name = self.redact_label(key, acc) if isinstance(key, str) else key
-                while name in out:  # two keys hidden alike stay two
-                    name = f"{name} #{len(out)}"
-                hidden = name != key
-                if isinstance(key, str) and isinstance(value, str) and (hidden or self._secret(key)) and not keeps_value(key, value):
-                    acc.add_name(name)
-                    out[name] = MASK
-                else:
-                    out[name] = self.redact_obj(value, acc)
-            return out
+            return self._redact_mapping(obj, acc, skip)
         if isinstance(obj, (list, tuple)):
             return type(obj)(self.redact_obj(v, acc) for v in obj)
         if isinstance(obj, str):
             return self.redact_text(obj, acc)
         return obj
+
+    def _redact_mapping(self, obj: dict[Any, Any], acc: Redactions, skip: frozenset[str]) -> dict[Any, Any]:
+        """`redact_obj` of a mapping: each key redacted as a label, a string under a secret (or
+        hidden) name masked whole, every other value redacted in turn; `skip`'s keys kept as is."""
+        out: dict[Any, Any] = {}
+        for key, value in obj.items():
+            if key in skip:
+                out[key] = value
+                continue
+            name = self.redact_label(key, acc) if isinstance(key, str) else key
+            while name in out:  # two keys hidden alike stay two
+                name = f"{name} #{len(out)}"
+            hidden = name != key
+            if isinstance(key, str) and isinstance(value, str) and (hidden or self._secret(key)) and not keeps_value(key, value):
+                acc.add_name(name)
+                out[name] = MASK
+            else:
+                out[name] = self.redact_obj(value, acc)
+        return out
 
     def redact_label(self, label: str, acc: Redactions | None = None) -> str:
         """A name ledger writes (a key, a setting's name, a file's place in `redacted`): one that
