@@ -322,18 +322,23 @@ def _round_two(data: bytes, acc: Redactions, out: list[Span], secret: NameTest, 
     """Round two's syntaxes, each behind a cheap test for the bytes it needs (long lines)."""
     if b"</" in data:
         _named(_XML, data, acc, out, secret, found)
-    if b"=>" in data or b":=" in data or b"->" in data:
+    if _holds(data, b"=>", b":=", b"->"):
         _named(_ARROW, data, acc, out, secret, found)
     if b"%3" in data:
         _named(_ENC_ASSIGN, data, acc, out, secret, found)
         _kind(_ENC_URL, "url-credentials", data, acc, out, found)
     if b"password" in data:
         _kind(_NETRC, "netrc-password", data, acc, out, found)
-    if b" -p" in data or b"\t-p" in data or b"-u" in data:
+    if _holds(data, b" -p", b"\t-p", b"-u"):
         for pattern in _CMD_PASSWORD:
             _kind(pattern, "command-password", data, acc, out, found)
-    if b"ookie" in data or b"OOKIE" in data:
+    if _holds(data, b"ookie", b"OOKIE"):
         _kind(_COOKIE, "cookie", data, acc, out, found)
+
+
+def _holds(data: bytes, *parts: bytes) -> bool:
+    """Whether `data` holds any of `parts`."""
+    return any(part in data for part in parts)
 
 
 def _catalogue_spans(data: bytes, acc: Redactions, out: list[Span], found: set[bytes] | None) -> None:

@@ -129,15 +129,20 @@ def ref_failure(ref: str, stderr: str) -> Exception:
     if ".lock': File exists" in stderr:
         return RefLocked(first)
     if "aborted by hook" in last:
-        said = list(dict.fromkeys(line for line in lines[:-1] if not line.startswith(("fatal:", "error:", "hint:"))))
-        output = "; ".join(said)[:400] or "no output"
-        return RefRefused(
-            f"git's reference-transaction hook refused to move {ref} (it said: {output})",
-            "ask whoever installed the hook (core.hooksPath or .git/hooks/reference-transaction) to allow it",
-        )
+        return _hook_refused(ref, lines)
     if any(s in stderr for s in _CAS_FAILED):
         return RefMoved(first)
     return RefRefused(f"git refused to move {ref}: {last}")
+
+
+def _hook_refused(ref: str, lines: list[str]) -> RefRefused:
+    """A `reference-transaction` hook's refusal, with what it printed (git's own lines left out)."""
+    said = list(dict.fromkeys(line for line in lines[:-1] if not line.startswith(("fatal:", "error:", "hint:"))))
+    output = "; ".join(said)[:400] or "no output"
+    return RefRefused(
+        f"git's reference-transaction hook refused to move {ref} (it said: {output})",
+        "ask whoever installed the hook (core.hooksPath or .git/hooks/reference-transaction) to allow it",
+    )
 
 
 class UntrackedCount:

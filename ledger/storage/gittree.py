@@ -127,20 +127,28 @@ def tree_changes(repo: pygit2.Repository, old: str | None, new: str | None, pref
     out: dict[str, Edit] = {}
     for name in sorted(a.keys() | b.keys()):
         was, now = a.get(name), b.get(name)
-        if was == now:
-            continue
-        path = prefix + name
-        was_tree = was is not None and was[1] == MODE_TREE
-        now_tree = now is not None and now[1] == MODE_TREE
-        if not (was_tree or now_tree):
-            out[path] = now
-            continue
-        if was is not None and not was_tree:
-            out[path] = None  # a file replaced by a folder
-        if now is not None and not now_tree:
-            out[path] = now  # a folder replaced by a file
-        out.update(tree_changes(repo, was[0] if was and was_tree else None, now[0] if now and now_tree else None, path + "/"))
+        if was != now:
+            _add_change(repo, prefix + name, was, now, out)
     return out
+
+
+def _folder(entry: Edit) -> str | None:
+    """The tree id of an entry that is a folder (None: absent, or not a folder)."""
+    return entry[0] if entry is not None and entry[1] == MODE_TREE else None
+
+
+def _add_change(repo: pygit2.Repository, path: str, was: Edit, now: Edit, out: dict[str, Edit]) -> None:
+    """One name whose entry differs into `out`: a file's new entry (None: gone), and below a
+    folder on either side every path that differs."""
+    was_folder, now_folder = _folder(was), _folder(now)
+    if was_folder is None and now_folder is None:
+        out[path] = now
+        return
+    if was is not None and was_folder is None:
+        out[path] = None  # a file replaced by a folder
+    if now is not None and now_folder is None:
+        out[path] = now  # a folder replaced by a file
+    out.update(tree_changes(repo, was_folder, now_folder, path + "/"))
 
 
 def _entries(repo: pygit2.Repository, tree: str | None) -> dict[str, tuple[str, int]]:

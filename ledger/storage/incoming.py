@@ -95,14 +95,7 @@ def _check_run_commit(repo: Repo, commit: str, ids: list[str], message: str, par
     rid = ids[0]
     if len(ids) > 1 or not RUN_ID_RE.match(rid):
         raise refuse(commit, "its Run-Id trailer is not one run id")
-    if not 1 <= len(parents) <= 2:
-        raise refuse(commit, f"{len(parents)} parents, where a run commit has its previous tip and its code commit")
-    code = code_commit_of(repo, message, parents)
-    if code is None:
-        raise refuse(commit, "its code commit is not among its parents, nor in this clone")
-    previous = parents[0] if parents[0] != code else None
-    if previous is not None and not is_ledger_commit(repo, previous):
-        raise refuse(commit, "its first parent is no run commit")
+    code, previous = _run_commit_parents(repo, commit, message, parents)
     found = repo.tree_entry(commit, run_path(rid))
     if found is None or found[1] != MODE_TREE:
         raise refuse(commit, f"it lacks the folder {run_path(rid)}")
@@ -112,6 +105,21 @@ def _check_run_commit(repo: Repo, commit: str, ids: list[str], message: str, par
     tree = repo.commit_info(commit)[2]
     if tree != expected:
         _check_uncommitted(repo, commit, rid, found[0], repo.tree_changes(expected, tree))
+
+
+def _run_commit_parents(repo: Repo, commit: str, message: str, parents: list[str]) -> tuple[str, str | None]:
+    """A run commit's code commit and its previous tip (None: the branch's first run), refused
+    unless they are what ledger writes: one or two parents, the code commit among them or in
+    this clone, the first parent a run commit unless it is the code commit."""
+    if not 1 <= len(parents) <= 2:
+        raise refuse(commit, f"{len(parents)} parents, where a run commit has its previous tip and its code commit")
+    code = code_commit_of(repo, message, parents)
+    if code is None:
+        raise refuse(commit, "its code commit is not among its parents, nor in this clone")
+    previous = parents[0] if parents[0] != code else None
+    if previous is not None and not is_ledger_commit(repo, previous):
+        raise refuse(commit, "its first parent is no run commit")
+    return code, previous
 
 
 def _check_uncommitted(repo: Repo, commit: str, rid: str, folder: str, changes: dict[str, Edit]) -> None:
