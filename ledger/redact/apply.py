@@ -48,25 +48,30 @@ def redact_argv(argv: Sequence[str], extra: frozenset[str] = frozenset()) -> tup
     while i < len(argv):
         arg = argv[i]
         i += 1
-        if _FLAG.fullmatch(arg) and is_secret_name(arg, extra) and i < len(argv):
-            value = argv[i]
-            if not _FLAG.match(value):
-                i += 1
-                out.append(arg)
-                if keeps_value(arg, value):
-                    out.append(value)
-                else:
-                    acc.add_name(arg)
-                    out.append(MASK)
-                continue
-        if arg.startswith("-") and "=" in arg:
-            name, value = arg.split("=", 1)
-            if _FLAG.fullmatch(name) and is_secret_name(name, extra) and not keeps_value(name, value):
-                acc.add_name(name)
-                out.append(f"{name}={MASK}")
-                continue
-        out.append(_redact_str(arg, acc))
+        if _FLAG.fullmatch(arg) and is_secret_name(arg, extra) and i < len(argv) and not _FLAG.match(argv[i]):
+            value = argv[i]  # --flag value
+            i += 1
+            out.append(arg)
+            out.append(value if keeps_value(arg, value) else _masked(arg, acc))
+            continue
+        out.append(_joined_flag(arg, extra, acc) or _redact_str(arg, acc))
     return out, acc.as_list()
+
+
+def _masked(name: str, acc: Redactions) -> str:
+    """The mask for the value of secret-named `name`, recorded."""
+    acc.add_name(name)
+    return MASK
+
+
+def _joined_flag(arg: str, extra: frozenset[str], acc: Redactions) -> str | None:
+    """``--flag=value`` of a secret-named flag with its value masked (None: not one)."""
+    if not arg.startswith("-") or "=" not in arg:
+        return None
+    name, value = arg.split("=", 1)
+    if _FLAG.fullmatch(name) and is_secret_name(name, extra) and not keeps_value(name, value):
+        return f"{name}={_masked(name, acc)}"
+    return None
 
 
 def redact_env(env: Mapping[str, str], extra: frozenset[str] = frozenset()) -> tuple[dict[str, str], list[str]]:

@@ -77,34 +77,36 @@ def _set_holds_newline(items: Any) -> bool:
 
 def _may_match_newline(items: Any, dotall: bool) -> bool:
     """Whether a parsed regex may consume a newline; True for anything not known not to."""
-    for op, arg in items:
-        name = str(op)
-        if name == "AT":
-            continue
-        if name == "LITERAL":
-            found = arg == 10
-        elif name == "NOT_LITERAL":
-            found = arg != 10
-        elif name == "ANY":
-            found = dotall
-        elif name == "IN":
-            found = _set_holds_newline(arg)
-        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
-            found = _may_match_newline(arg[2], dotall)
-        elif name == "SUBPATTERN":
-            _, add, delete, sub = arg
-            found = _may_match_newline(sub, (dotall or bool(add & _DOTALL)) and not delete & _DOTALL)
-        elif name == "BRANCH":
-            found = any(_may_match_newline(branch, dotall) for branch in arg[1])
-        elif name == "ATOMIC_GROUP":
-            found = _may_match_newline(arg, dotall)
-        elif name in ("ASSERT", "ASSERT_NOT"):
-            found = _may_match_newline(arg[1], dotall)
-        else:  # a back-reference, a conditional group, a construct of a later Python
-            found = True
-        if found:
-            return True
-    return False
+    return any(str(op) != "AT" and _item_may_match_newline(str(op), arg, dotall) for op, arg in items)
+
+
+def _item_may_match_newline(name: str, arg: Any, dotall: bool) -> bool:
+    """`_may_match_newline` of one parsed item that matches a character (or holds items that do)."""
+    if name == "LITERAL":
+        return bool(arg == 10)
+    if name == "NOT_LITERAL":
+        return bool(arg != 10)
+    if name == "ANY":
+        return dotall
+    if name == "IN":
+        return _set_holds_newline(arg)
+    return _group_may_match_newline(name, arg, dotall)
+
+
+def _group_may_match_newline(name: str, arg: Any, dotall: bool) -> bool:
+    """`_may_match_newline` of a repeat, group, branch or assertion: whether what it holds may."""
+    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        return _may_match_newline(arg[2], dotall)
+    if name == "SUBPATTERN":
+        _, add, delete, sub = arg
+        return _may_match_newline(sub, (dotall or bool(add & _DOTALL)) and not delete & _DOTALL)
+    if name == "BRANCH":
+        return any(_may_match_newline(branch, dotall) for branch in arg[1])
+    if name == "ATOMIC_GROUP":
+        return _may_match_newline(arg, dotall)
+    if name in ("ASSERT", "ASSERT_NOT"):
+        return _may_match_newline(arg[1], dotall)
+    return True  # a back-reference, a conditional group, a construct of a later Python
 
 
 @functools.lru_cache(maxsize=64)

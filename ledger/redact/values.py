@@ -55,22 +55,29 @@ def known_secrets(
     for orig, red in zip(argv, redacted):
         if orig != red:
             found.update(removed_values(orig, red))
-    sources = list(argv)
+    sources = list(argv) + _env_secrets(environ, extra, found)
+    for text in texts:
+        sources.append(text)
+        for line in text.splitlines():
+            found.update(_rule_hits(line))
+    found.update(f"{user}:{password}" for source in sources for user, password in _URL_CREDS.findall(source))
+    return {v for v in found if len(v) >= MIN_LENGTH and MASK not in v}
+
+
+def _env_secrets(environ: Mapping[str, str], extra: frozenset[str], found: set[str]) -> list[str]:
+    """Into `found`: the values of secret-named variables and what the rules remove from the
+    others; returns those others (where a URL's credentials may still be)."""
+    others: list[str] = []
     for name, value in environ.items():
         if value and is_secret_name(name, extra):
             found.add(value)
         elif value and MASK not in value:
-            sources.append(value)
-            clean, _ = redact_text(value)
-            if clean != value:
-                found.update(removed_values(value, clean))
-    for text in texts:
-        sources.append(text)
-        for line in text.splitlines():
-            clean, _ = redact_text(line)
-            if clean != line:
-                found.update(removed_values(line, clean))
-    for source in sources:
-        for user, password in _URL_CREDS.findall(source):
-            found.add(f"{user}:{password}")
-    return {v for v in found if len(v) >= MIN_LENGTH and MASK not in v}
+            others.append(value)
+            found.update(_rule_hits(value))
+    return others
+
+
+def _rule_hits(text: str) -> list[str]:
+    """The values the rules remove from `text` (none where it comes out unchanged)."""
+    clean, _ = redact_text(text)
+    return removed_values(text, clean) if clean != text else []
