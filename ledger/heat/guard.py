@@ -99,20 +99,28 @@ class HeatGuard:
 
     def update(self, now: float, temps: Mapping[Hashable, float | None]) -> list[Action]:
         """Feed one reading per GPU (None = unknown); returns what to do, usually nothing."""
-        s = self.settings
-        if not s.enabled:
+        if not self.settings.enabled:
             return []
         if self._paused_since is None:
-            hot = [(t, g) for g, t in temps.items() if t is not None and t >= s.pause_at]
-            if not hot:
-                return []
-            temp, key = max(hot, key=lambda h: h[0])
-            node, gpu = key if isinstance(key, tuple) else (None, key)
-            self._paused_since = now
-            self._cool_since = None
-            self._last_warn = None
-            return [Action(PAUSE, now, gpu=gpu, temp_c=temp, node=node)]
+            return self._maybe_pause(now, temps)
+        return self._while_paused(now, self._paused_since, temps)
 
+    def _maybe_pause(self, now: float, temps: Mapping[Hashable, float | None]) -> list[Action]:
+        """PAUSE for the hottest GPU at or over `pause_at`, if any."""
+        hot = [(t, g) for g, t in temps.items() if t is not None and t >= self.settings.pause_at]
+        if not hot:
+            return []
+        temp, key = max(hot, key=lambda h: h[0])
+        node, gpu = key if isinstance(key, tuple) else (None, key)
+        self._paused_since = now
+        self._cool_since = None
+        self._last_warn = None
+        return [Action(PAUSE, now, gpu=gpu, temp_c=temp, node=node)]
+
+    def _while_paused(self, now: float, since: float, temps: Mapping[Hashable, float | None]) -> list[Action]:
+        """RESUME once every GPU has been at or under `resume_at` for `resume_after` seconds;
+        else WARN every `warn_every` seconds once the pause is over `max_pause`."""
+        s = self.settings
         all_cool = bool(temps) and all(t is not None and t <= s.resume_at for t in temps.values())
         if not all_cool:
             self._cool_since = None
@@ -120,9 +128,11 @@ class HeatGuard:
             self._cool_since = now
         if self._cool_since is not None and now - self._cool_since >= s.resume_after:
             return [self._resume(now)]
+        return self._long_pause_warning(now, now - since)
 
-        paused_s = now - self._paused_since
-        if paused_s > s.max_pause and (self._last_warn is None or now - self._last_warn >= self.warn_every):
+    def _long_pause_warning(self, now: float, paused_s: float) -> list[Action]:
+        """WARN when the pause is over `max_pause`, at most every `warn_every` seconds."""
+        if paused_s > self.settings.max_pause and (self._last_warn is None or now - self._last_warn >= self.warn_every):
             self._last_warn = now
             return [Action(WARN, now, paused_s=paused_s)]
         return []

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ledger.heat.guard import PAUSE, RESUME, WARN, Action, GuardSettings, HeatGuard
 from ledger.heat.heatlog import HeatLogWriter
-from ledger.heat.sensor import GpuInfo, Sensor
+from ledger.heat.sensor import GpuInfo, Sample, Sensor
 from ledger.timefmt import iso
 
 
@@ -231,25 +231,61 @@ class HeatMonitor:
             return
         with self._lock:
             now = self._clock()
-            if self._writer is not None:
-                self._writer.write_samples(now, samples)
-            self._summary.samples += 1
-            if isinstance(self._sensor, ClusterFacts):
-                self._summary.gpus = self._sensor.gpus()
-            # a GPU known but not read this tick is unknown (None): the guard will not resume on it
-            temps: dict[Any, float | None] = {(g.node, g.index): None for g in self._summary.gpus}
-            for s in samples:
-                key = (s.node, s.gpu)
-                temps[key] = s.temp_c
-                if s.temp_c is not None:
-                    peak = self._summary.peaks.get(key)
-                    self._summary.peaks[key] = max(s.temp_c, peak or s.temp_c)
+            temps = self._record(now, samples)
             if self._armed:
                 was_paused = self._guard.paused
                 for action in self._guard.update(now, temps):
                     self._apply(action)
                 if was_paused and self._guard.paused and self._hold_cb is not None:
                     self._hold()
+
+    def _record(self, now: float, samples: list[Sample]) -> dict[Any, float | None]:
+        """One tick's samples into the heat log and the summary (count, GPUs, peaks); returns each
+        GPU's temperature for the guard. The caller holds the lock."""
+        assert self._sensor is not None
+        if self._writer is not None:
+            self._writer.write_samples(now, samples)
+        self._summary.samples += 1
+        if isinstance(self._sensor, ClusterFacts):
+            self._summary.gpus = self._sensor.gpus()
+        # a GPU known but not read this tick is unknown (None): the guard will not resume on it
+        temps: dict[Any, float | None] = {(g.node, g.index): None for g in self._summary.gpus}
+        for s in samples:
+            key = (s.node, s.gpu)
+            temps[key] = s.temp_c
+            if s.temp_c is not None:
+                peak = self._summary.peaks.get(key)
+                self._summary.peaks[key] = max(s.temp_c, peak or s.temp_c)
+        return temps
+
+    def _paused(self, action: Action) -> bool:
+        """Pause the job for a PAUSE action and note its window; False when it could not be
+        paused (the guard is then off: retrying every tick would only repeat the failure)."""
+        try:
+            self._pause_cb()
+        except Exception as exc:  # noqa: BLE001 - e.g. the job already exited
+            self._warn(f"could not pause the job, heat guard off: {exc}")
+            self._guard.release(action.at)
+            self._armed = False
+            return False
+        self._summary.pause_windows.append((action.at, None))
+        self._summary.pause_triggers.append((action.node, action.gpu, action.temp_c))
+        where = f"GPU {action.gpu}" if action.node is None else f"GPU {action.gpu} on node {action.node}"
+        self._warn(f"{where} at {action.temp_c} C, job paused to cool down")
+        return True
+
+    def _resumed(self, action: Action, forced: bool) -> None:
+        """Resume the job for a RESUME action (a failure is reported, monitoring goes on) and
+        close its pause window."""
+        try:
+            self._resume_cb()
+        except Exception as exc:  # noqa: BLE001 - report it, keep monitoring
+            self._warn(f"could not resume the job: {exc}")
+        windows = self._summary.pause_windows
+        if windows and windows[-1][1] is None:
+            windows[-1] = (windows[-1][0], action.at)
+        why = "resumed before stopping it" if forced else "GPUs cooled down, job resumed"
+        self._warn(f"{why} after {action.paused_s:.0f} s paused")
 
     def _hold(self) -> None:
         """The hold callback, a failure said once (the pause itself still holds)."""
@@ -263,29 +299,11 @@ class HeatMonitor:
 
     def _apply(self, action: Action, forced: bool = False) -> None:
         """Carry out one guard action; the caller holds the lock."""
-        windows = self._summary.pause_windows
         if action.kind is PAUSE:
-            try:
-                self._pause_cb()
-            except Exception as exc:  # noqa: BLE001 - e.g. the job already exited
-                # Retrying every tick would only repeat the failure: stop guarding.
-                self._warn(f"could not pause the job, heat guard off: {exc}")
-                self._guard.release(action.at)
-                self._armed = False
+            if not self._paused(action):
                 return
-            windows.append((action.at, None))
-            self._summary.pause_triggers.append((action.node, action.gpu, action.temp_c))
-            where = f"GPU {action.gpu}" if action.node is None else f"GPU {action.gpu} on node {action.node}"
-            self._warn(f"{where} at {action.temp_c} C, job paused to cool down")
         elif action.kind is RESUME:
-            try:
-                self._resume_cb()
-            except Exception as exc:  # noqa: BLE001 - report it, keep monitoring
-                self._warn(f"could not resume the job: {exc}")
-            if windows and windows[-1][1] is None:
-                windows[-1] = (windows[-1][0], action.at)
-            why = "resumed before stopping it" if forced else "GPUs cooled down, job resumed"
-            self._warn(f"{why} after {action.paused_s:.0f} s paused")
+            self._resumed(action, forced)
         elif action.kind is WARN:
             self._warn(
                 f"job paused for {action.paused_s / 60:.1f} min (max_pause {self._guard.settings.max_pause:g} s), GPUs still too hot"
