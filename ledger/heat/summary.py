@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from ledger.config import HEAT
-from ledger.heat.heatlog import HeatLog
+from ledger.heat.heatlog import HeatEvent, HeatLog
 
 LEVELS = "_.:-=+*#%@"  # coolest to hottest
 DEFAULT_PAUSE_AT = HEAT.pause_at
@@ -60,11 +60,7 @@ def render_heat_summary(
     if not heatlog.samples:
         return "heat log: no samples\n"
     pause_at = heatlog.guard.pause_at if heatlog.guard else DEFAULT_PAUSE_AT
-    # one series per GPU, named `gpu` on one machine and `node/gpu` on a cluster
-    series: dict[str, list[tuple[float, float]]] = {_name(k): [] for k in heatlog.keys}
-    for ts in heatlog.samples:
-        if ts.sample.temp_c is not None:
-            series[_name((ts.sample.node, ts.sample.gpu))].append((ts.time, ts.sample.temp_c))
+    series = _series(heatlog)
     times = [ts.time for ts in heatlog.samples] + [e.time for e in heatlog.events]
     t0, t1 = min(times), max(times)
     start = datetime.fromtimestamp(t0, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
@@ -81,18 +77,31 @@ def render_heat_summary(
     lines.append(  # every column with its unit
         f"{'GPU':>4} {'min C':>6} {'mean C':>6} {'peak C':>6} {'above ' + f'{pause_at:g}C':>10}"
     )
-    for gpu, points in series.items():
-        if not points:
-            lines.append(f"{gpu:>4} {'-':>6} {'-':>6} {'-':>6} {'-':>10}")
-            continue
-        temps = [p[1] for p in points]
-        lines.append(
-            f"{gpu:>4} {min(temps):>6.1f} {sum(temps) / len(temps):>6.1f} {max(temps):>6.1f} "
-            f"{format_duration(time_above(points, pause_at)):>10}"
-        )
+    lines.extend(_gpu_row(gpu, points, pause_at) for gpu, points in series.items())
     lines.extend(_pause_lines(heatlog, steps, t1))
     lines.extend(_sparklines(heatlog, series, steps, t0, t1, width))
     return "\n".join(lines) + "\n"
+
+
+def _series(heatlog: HeatLog) -> dict[str, list[tuple[float, float]]]:
+    """One series of (time, temperature) per GPU, named `gpu` on one machine and `node/gpu` on
+    a cluster; a GPU never read has an empty one."""
+    series: dict[str, list[tuple[float, float]]] = {_name(k): [] for k in heatlog.keys}
+    for ts in heatlog.samples:
+        if ts.sample.temp_c is not None:
+            series[_name((ts.sample.node, ts.sample.gpu))].append((ts.time, ts.sample.temp_c))
+    return series
+
+
+def _gpu_row(gpu: str, points: list[tuple[float, float]], pause_at: float) -> str:
+    """One GPU's line of the table: min, mean and peak temperature, time at or above `pause_at`."""
+    if not points:
+        return f"{gpu:>4} {'-':>6} {'-':>6} {'-':>6} {'-':>10}"
+    temps = [p[1] for p in points]
+    return (
+        f"{gpu:>4} {min(temps):>6.1f} {sum(temps) / len(temps):>6.1f} {max(temps):>6.1f} "
+        f"{format_duration(time_above(points, pause_at)):>10}"
+    )
 
 
 def _pause_lines(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, t1: float) -> list[str]:
@@ -106,16 +115,21 @@ def _pause_lines(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, t1
         end_text = _clock(end) if end is not None else "(still paused at end of log)"
         length = format_duration((end if end is not None else t1) - start)
         line = f"  #{n} {_clock(start)} -> {end_text}  {length}"
-        trigger = triggers[n - 1] if n <= len(triggers) else None
-        if trigger is not None and trigger.gpu is not None:
-            temp = "" if trigger.temp_c is None else f" at {trigger.temp_c:g} C"
-            where = f"{trigger.node}/" if trigger.node is not None else ""
-            line += f"  GPU {where}{trigger.gpu}{temp}"
+        line += _trigger_text(triggers[n - 1] if n <= len(triggers) else None)
         step = _step_at(steps, start) if steps else None
         if step is not None:
             line += f"  (during step {step})"
         lines.append(line)
     return lines
+
+
+def _trigger_text(trigger: HeatEvent | None) -> str:
+    """What paused the job, for its pause line: the GPU and its temperature, where known."""
+    if trigger is None or trigger.gpu is None:
+        return ""
+    temp = "" if trigger.temp_c is None else f" at {trigger.temp_c:g} C"
+    where = f"{trigger.node}/" if trigger.node is not None else ""
+    return f"  GPU {where}{trigger.gpu}{temp}"
 
 
 def _sparklines(
@@ -138,38 +152,52 @@ def _sparklines(
 
     column_text = format_duration(bin_s) if bin_s >= 10 else f"{bin_s:.2g}s"
     lines = [f"temperature {lo:g}..{hi:g} C, one column = {column_text}:"]
-    for gpu, points in series.items():
-        peaks: list[float | None] = [None] * width
-        for t, temp in points:
-            c = column(t)
-            current = peaks[c]
-            peaks[c] = temp if current is None else max(current, temp)
-        cells, last = [], None
-        for peak in peaks:
-            last = peak if peak is not None else last  # hold across empty columns
-            if last is None:
-                cells.append(" ")
-            elif hi == lo:
-                cells.append(LEVELS[len(LEVELS) // 2])
-            else:
-                cells.append(LEVELS[round((last - lo) / (hi - lo) * (len(LEVELS) - 1))])
-        lines.append(f"  GPU {gpu:<3}|{''.join(cells)}|")
-    if heatlog.pauses:
-        marks = [" "] * width
-        for start, end in heatlog.pauses:
-            for c in range(column(start), column(end if end is not None else t1) + 1):
-                marks[c] = "P"
-        lines.append(f"  {'paused':<7}|{''.join(marks)}|")
-    if steps:
-        marks = [" "] * width
-        for _, t_end in steps:
-            if t0 <= t_end <= t1:
-                marks[column(t_end)] = "^"
-        lines.append(f"  {'steps':<7}|{''.join(marks)}|")
+    lines += [f"  GPU {gpu:<3}|{_cells(points, column, width, lo, hi)}|" for gpu, points in series.items()]
+    lines += _mark_rows(heatlog.pauses, steps or [], column, width, (t0, t1))
     legend = f"  legend: {LEVELS[0]} coolest ({lo:g} C) .. {LEVELS[-1]} hottest ({hi:g} C)"
-    if heatlog.pauses:
-        legend += "; P paused"
-    if steps:
-        legend += "; ^ a step ended"
-    lines.append(legend)
+    legend += "; P paused" if heatlog.pauses else ""
+    lines.append(legend + ("; ^ a step ended" if steps else ""))
     return lines
+
+
+def _mark_rows(
+    pauses: Sequence[tuple[float, float | None]],
+    steps: Sequence[tuple[int, float]],
+    column: Callable[[float], int],
+    width: int,
+    window: tuple[float, float],
+) -> list[str]:
+    """The rows under the GPUs: the columns the job was paused in (P), where each step ended (^)."""
+    t0, t1 = window
+    rows = []
+    if pauses:
+        paused = {c for start, end in pauses for c in range(column(start), column(end if end is not None else t1) + 1)}
+        rows.append(f"  {'paused':<7}|{_marks(paused, width, 'P')}|")
+    if steps:
+        rows.append(f"  {'steps':<7}|{_marks({column(t) for _, t in steps if t0 <= t <= t1}, width, '^')}|")
+    return rows
+
+
+def _marks(columns: set[int], width: int, mark: str) -> str:
+    """A row of `width` columns with `mark` in the given ones."""
+    return "".join(mark if c in columns else " " for c in range(width))
+
+
+def _cells(points: list[tuple[float, float]], column: Callable[[float], int], width: int, lo: float, hi: float) -> str:
+    """One GPU's row: each column's peak as a level between `lo` and `hi`, the last one held
+    across columns without a sample, blank before the first."""
+    peaks: list[float | None] = [None] * width
+    for t, temp in points:
+        c = column(t)
+        current = peaks[c]
+        peaks[c] = temp if current is None else max(current, temp)
+    cells, last = [], None
+    for peak in peaks:
+        last = peak if peak is not None else last  # hold across empty columns
+        if last is None:
+            cells.append(" ")
+        elif hi == lo:
+            cells.append(LEVELS[len(LEVELS) // 2])
+        else:
+            cells.append(LEVELS[round((last - lo) / (hi - lo) * (len(LEVELS) - 1))])
+    return "".join(cells)
