@@ -71,21 +71,7 @@ def push_runs(start: Path, remote: str | None, say: Say) -> int:
         entry = find_run(repo, tip, rid)
         if entry is not None:
             texts += dvc_texts(repo, entry)
-    code = EXIT_OK
-    if texts:
-        from ledger.data.dvcremote import push_data
-
-        result = push_data(repo.root, texts, cfg.dvc_remote, progress("pushing data"))
-        if result.failed:
-            pending_path.parent.mkdir(exist_ok=True)
-            pending_path.write_text("\n".join(sorted(local)) + "\n")
-            for f in result.failed[:5]:
-                say(f"ledger: data not pushed: {f.what}: {f.reason}")
-            say("ledger: the branch is pushed all the same; `ledger push` again retries the data")
-            code = EXIT_DATA
-        else:
-            pending_path.unlink(missing_ok=True)
-            say(f"ledger: pushed data of {plural(len(local), 'run')} ({result.pushed} objects)")
+    code = _push_data(repo, cfg.dvc_remote, texts, local, pending_path, say) if texts else EXIT_OK
     result_git = sync.push(repo, remote, cfg.branch)
     if result_git.rebuilt:
         say(f"ledger: remote had new runs; rebuilt {plural(len(result_git.rebuilt), 'local run')} on top")
@@ -93,6 +79,23 @@ def push_runs(start: Path, remote: str | None, say: Say) -> int:
         say(f"ledger: {plural(len(result_git.dropped), 'run')} already on the remote")
     say(f"ledger: pushed branch '{cfg.branch}' to '{remote}'")
     return code
+
+
+def _push_data(repo: Repo, dvc_remote: str | None, texts: list[str], local: set[str], pending_path: Path, say: Say) -> int:
+    """Push the runs' data; what failed leaves the runs pending, for the next `ledger push`."""
+    from ledger.data.dvcremote import push_data
+
+    result = push_data(repo.root, texts, dvc_remote, progress("pushing data"))
+    if result.failed:
+        pending_path.parent.mkdir(exist_ok=True)
+        pending_path.write_text("\n".join(sorted(local)) + "\n")
+        for f in result.failed[:5]:
+            say(f"ledger: data not pushed: {f.what}: {f.reason}")
+        say("ledger: the branch is pushed all the same; `ledger push` again retries the data")
+        return EXIT_DATA
+    pending_path.unlink(missing_ok=True)
+    say(f"ledger: pushed data of {plural(len(local), 'run')} ({result.pushed} objects)")
+    return EXIT_OK
 
 
 def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, say: Say) -> int:
@@ -113,24 +116,35 @@ def pull_runs(start: Path, remote: str | None, runs: list[str], all_data: bool, 
         f"ledger: branch '{cfg.branch}' now at {tip[:10]}"
         + (f" ({plural(len(result.rebuilt), 'local run')} rebuilt on top)" if result.rebuilt else "")
     )
-    listing = load_listing(repo, tip)
-    if all_data:  # every readable run; one whose data folder is not ledger's is skipped, not fatal
-        entries = [e for rid, e in sorted(listing.entries.items()) if rid not in listing.broken]
-        texts, skipped = _all_texts(repo, entries, say)
-    else:  # the runs named: one whose data folder is not ledger's is refused (DataError)
-        named = [resolve(repo, tip, r, listing) for r in runs]
-        for e in named:  # no data of a run the listing skips (over a read limit: docs/trust.md)
-            if e.id in listing.broken:
-                say(f"ledger: warning: run {e.id} skipped: {listing.broken[e.id]}")
-        entries = [e for e in named if e.id not in listing.broken]
-        texts, skipped = [t for e in entries for t in dvc_texts(repo, e)], 0
+    entries, texts, skipped = _pulled_texts(repo, tip, runs, all_data, say)
     if not texts:
         if runs or all_data:
             say("ledger: the named runs have no DVC-tracked data")
         return EXIT_DATA if skipped else EXIT_OK
+    return _fetch_data(repo, cfg.dvc_remote, entries, texts, skipped, say)
+
+
+def _pulled_texts(repo: Repo, tip: str, runs: list[str], all_data: bool, say: Say) -> tuple[list[RunEntry], list[str], int]:
+    """The runs whose data to fetch, their .dvc texts, and how many were skipped."""
+    listing = load_listing(repo, tip)
+    if all_data:  # every readable run; one whose data folder is not ledger's is skipped, not fatal
+        entries = [e for rid, e in sorted(listing.entries.items()) if rid not in listing.broken]
+        texts, skipped = _all_texts(repo, entries, say)
+        return entries, texts, skipped
+    # the runs named: one whose data folder is not ledger's is refused (DataError)
+    named = [resolve(repo, tip, r, listing) for r in runs]
+    for e in named:  # no data of a run the listing skips (over a read limit: docs/trust.md)
+        if e.id in listing.broken:
+            say(f"ledger: warning: run {e.id} skipped: {listing.broken[e.id]}")
+    entries = [e for e in named if e.id not in listing.broken]
+    return entries, [t for e in entries for t in dvc_texts(repo, e)], 0
+
+
+def _fetch_data(repo: Repo, dvc_remote: str | None, entries: list[RunEntry], texts: list[str], skipped: int, say: Say) -> int:
+    """Fetch the runs' data into the DVC cache and say how it went; the exit code."""
     from ledger.data.dvcremote import fetch_data
 
-    fetched = fetch_data(repo.root, texts, cfg.dvc_remote, progress("fetching data"))
+    fetched = fetch_data(repo.root, texts, dvc_remote, progress("fetching data"))
     for f in fetched.failed[:5]:
         say(f"ledger: data not fetched: {f.what}: {f.reason}")
     if fetched.failed:  # never a "fetched" line after a failure
