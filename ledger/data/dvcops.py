@@ -111,6 +111,11 @@ def track_outputs(
             ]
     except DataError as exc:
         return [_failed(role, Path(src), exc.message) for role, src in outputs]
+    return _ignored(data_dir, records)
+
+
+def _ignored(data_dir: Path, records: list[DataRecord]) -> list[DataRecord]:
+    """The tracked outputs listed in `data/.gitignore`; where it cannot be written, they fail."""
     tracked = [r.role for r in records if r.tracked]
     if tracked:
         try:
@@ -134,16 +139,13 @@ def _track_one(
     private: Sequence[Path] = (),
 ) -> DataRecord:
     data_dir = staged_run_dir / "data"
-    if not _ROLE.fullmatch(role) or role.endswith(".dvc"):
-        return _failed(role, source, f"role {role!r} is not a plain name (letters, digits, _.-)")
-    if repeated:
-        return _failed(role, source, f"role {role!r} is given twice")
+    refused = _role_refusal(role, repeated)
+    if refused is not None:
+        return _failed(role, source, refused)
     source = source.absolute()
-    if not source.exists():
-        return _failed(role, source, f"output {source} does not exist")
-    target = data_dir / role
-    if (target.exists() or target.is_symlink()) and not _same(target, source):
-        return _failed(role, source, f"{target} exists and is not the output {source}")
+    refused = _source_refusal(source, data_dir / role)
+    if refused is not None:
+        return _failed(role, source, refused)
     # Hard links only inside the staged run folder, which nothing rewrites after the run. A job
     # often reuses an output path outside it run after run: rewriting a file that shares its
     # inode with the cache would corrupt the cached object of the earlier run, so copy those.
@@ -159,6 +161,23 @@ def _track_one(
         role, f"data/{role}", f"data/{role}.dvc", str(source), out.md5,
         out.nfiles if out.isdir else 1, out.size, tracked=True, dvc_text=text,
     )  # fmt: skip
+
+
+def _role_refusal(role: str, repeated: bool) -> str | None:
+    """Why an output's role cannot name its place under `data/` (None: it can)."""
+    if not _ROLE.fullmatch(role) or role.endswith(".dvc"):
+        return f"role {role!r} is not a plain name (letters, digits, _.-)"
+    return f"role {role!r} is given twice" if repeated else None
+
+
+def _source_refusal(source: Path, target: Path) -> str | None:
+    """Why an output cannot be tracked at `target` (None: it can): it does not exist, or
+    something else is there already."""
+    if not source.exists():
+        return f"output {source} does not exist"
+    if (target.exists() or target.is_symlink()) and not _same(target, source):
+        return f"{target} exists and is not the output {source}"
+    return None
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -356,19 +375,28 @@ def verify_data(dest: Path, dvc_text: str, repo_root: Path | None = None) -> lis
         return [f"missing: {out.path}"]
     actual = {p.relative_to(dest).as_posix(): p for p in sorted(dest.rglob("*")) if p.is_file()}
     hashes = dict(zip(actual, _md5_files(list(actual.values()))))
-    expected: dict[str, str] | None = None
-    if repo_root is not None:
-        with open_dvc_repo(repo_root) as repo:
-            tree = load_tree(repo.cache.local, out)
-        expected = dict(file_entries(tree)) if tree is not None else None
+    expected = _cached_listing(repo_root, out) if repo_root is not None else None
     if expected is None:
         found = _dir_md5(hashes)
         return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
-    problems = [f"missing: {out.path}/{rel}" for rel in sorted(set(expected) - set(hashes))]
+    return _folder_problems(out.path, expected, hashes)
+
+
+def _cached_listing(repo_root: Path, out: DvcOut) -> dict[str, str] | None:
+    """A folder output's files and their md5s, from the `.dir` listing in the DVC cache (None:
+    not cached)."""
+    with open_dvc_repo(repo_root) as repo:
+        tree = load_tree(repo.cache.local, out)
+    return dict(file_entries(tree)) if tree is not None else None
+
+
+def _folder_problems(path: str, expected: dict[str, str], hashes: dict[str, str]) -> list[str]:
+    """Each file of a folder missing, altered or unexpected, against its recorded listing."""
+    problems = [f"missing: {path}/{rel}" for rel in sorted(set(expected) - set(hashes))]
     for rel in sorted(set(expected) & set(hashes)):
         if expected[rel] != hashes[rel]:
-            problems.append(_mismatch(f"{out.path}/{rel}", expected[rel], hashes[rel]))
-    problems += [f"unexpected file: {out.path}/{rel}" for rel in sorted(set(hashes) - set(expected))]
+            problems.append(_mismatch(f"{path}/{rel}", expected[rel], hashes[rel]))
+    problems += [f"unexpected file: {path}/{rel}" for rel in sorted(set(hashes) - set(expected))]
     return problems
 
 
