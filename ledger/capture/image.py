@@ -136,6 +136,19 @@ def parse_probe_output(probes: Sequence[str], stdout: str, stderr: str) -> tuple
         name, sep, value = rest.partition("=")
         if kind in ("ok", "fail") and sep and name in probes:
             status[name] = (kind == "ok", value.strip())
+    messages = _probe_messages(stderr)
+    answers: dict[str, str | None] = {}
+    errors: list[str] = []
+    for name in probes:
+        ok, value = status.get(name, (False, ""))
+        answers[name] = value if ok and value else None
+        if answers[name] is None:
+            errors.append(f"probe {name} failed: {_probe_failure(name in status, ok, value, messages.get(name))}")
+    return answers, errors
+
+
+def _probe_messages(stderr: str) -> dict[str, list[str]]:
+    """What each probe printed on stderr: the lines after its marker line, blank ones left out."""
     messages: dict[str, list[str]] = {}
     current: str | None = None
     for line in stderr.splitlines():
@@ -144,22 +157,16 @@ def parse_probe_output(probes: Sequence[str], stdout: str, stderr: str) -> tuple
             messages[current] = []
         elif current is not None and line.strip():
             messages[current].append(line.strip())
-    answers: dict[str, str | None] = {}
-    errors: list[str] = []
-    for name in probes:
-        ok, value = status.get(name, (False, ""))
-        first = (messages.get(name) or [""])[0]
-        if ok and value:
-            answers[name] = value
-            continue
-        answers[name] = None
-        if name not in status:
-            errors.append(f"probe {name} failed: gave no answer")
-        elif ok:
-            errors.append(f"probe {name} failed: printed nothing")
-        else:
-            errors.append(f"probe {name} failed: {first or f'exit status {value}, no message'}")
-    return answers, errors
+    return messages
+
+
+def _probe_failure(answered: bool, ok: bool, value: str, said: list[str] | None) -> str:
+    """Why a probe has no answer: none came, it printed nothing, or its first line of stderr."""
+    if not answered:
+        return "gave no answer"
+    if ok:
+        return "printed nothing"
+    return (said or [""])[0] or f"exit status {value}, no message"
 
 
 def normalize_probes(
@@ -171,16 +178,22 @@ def normalize_probes(
     good: dict[str, ProbeSpec] = {}
     errors: list[str] = []
     for name, spec in probes.items():
-        argv_ok = isinstance(spec, (list, tuple)) and all(type(w) is str for w in spec)
         if not _PROBE_NAME.fullmatch(str(name)) or name in _RESERVED_NAMES:
             errors.append(f"probe {name!r} skipped: name must be lower_snake_case, not reserved")
-        elif isinstance(spec, str) and spec.strip():
-            good[name] = spec
-        elif argv_ok and spec:
-            good[name] = list(spec)
+        elif (taken := _probe_spec(spec)) is not None:
+            good[name] = taken
         else:
             errors.append(f"probe {name} skipped: expected a shell string or a list of words")
     return good, errors
+
+
+def _probe_spec(spec: Any) -> ProbeSpec | None:
+    """A probe as given: a non-blank shell string, or a non-empty list of words (None: neither)."""
+    if isinstance(spec, str):
+        return spec if spec.strip() else None
+    if isinstance(spec, (list, tuple)) and spec and all(type(w) is str for w in spec):
+        return list(spec)
+    return None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -221,16 +234,20 @@ def probe_image(
         except engine_errors as exc:
             facts.errors.append(f"image not found: {ref}: {_first_line(exc)}")
             return facts
-        facts.id = image.id
-        attrs = image.attrs
-        facts.digest = _pick_repo_digest(ref, attrs.get("RepoDigests") or [])
-        labels = (attrs.get("Config") or {}).get("Labels") or {}
-        facts.labels = {k: v for k, v in labels.items() if k.startswith(_LABEL_PREFIXES)}
+        _identify(facts, ref, image.id, image.attrs)
         if specs:
             _fill_probes(facts, client, image.id, specs, cache_dir, engine_errors)
     finally:
         _close(client)
     return facts
+
+
+def _identify(facts: ImageFacts, ref: str, image_id: str, attrs: Mapping[str, Any]) -> None:
+    """The image's id, the digest `ref` was pulled by, and its Miles and OCI labels."""
+    facts.id = image_id
+    facts.digest = _pick_repo_digest(ref, attrs.get("RepoDigests") or [])
+    labels = (attrs.get("Config") or {}).get("Labels") or {}
+    facts.labels = {k: v for k, v in labels.items() if k.startswith(_LABEL_PREFIXES)}
 
 
 def _fill_probes(
