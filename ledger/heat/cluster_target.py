@@ -16,7 +16,7 @@ import json
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ledger.config import DEFAULT_RAY_DASHBOARD
@@ -77,32 +77,42 @@ def detect_cluster(argv: list[str], env: Mapping[str, str], launcher_text: str |
     """The cluster this command runs on, or None for a single machine."""
     start = _submit_index(argv)
     if start is not None:
-        rest = argv[start + 3 :]
-        split = rest.index("--") if "--" in rest else len(rest)
-        options, entry = rest[:split], rest[split + 1 :]
-        address = _option(options, "--address")
-        source = "argv"
-        if address is None:
-            address, source = (env["RAY_ADDRESS"], "RAY_ADDRESS") if env.get("RAY_ADDRESS") else (DEFAULT_DASHBOARD, "default")
-        env_vars: dict[str, str] = {}
-        runtime = _option(options, "--runtime-env-json")
-        if runtime:
-            try:
-                env_vars = {str(k): str(v) for k, v in (json.loads(runtime).get("env_vars") or {}).items()}
-            except (ValueError, AttributeError):
-                env_vars = {}
-        return ClusterTarget(address, source, _option(options, "--submission-id"), shlex.join(entry) if entry else None, env_vars)
-    if launcher_text is not None and _SUBMIT.search(launcher_text):
-        found = _ADDRESS.search(launcher_text[_SUBMIT.search(launcher_text).start() :])  # type: ignore[union-attr]
+        return _submitted_target(argv[start + 3 :], env)
+    if launcher_text is not None and (submit := _SUBMIT.search(launcher_text)) is not None:
+        found = _ADDRESS.search(launcher_text[submit.start() :])
         address = found.group(1) if found and "$" not in found.group(1) else None
         if address is not None:
             return ClusterTarget(address, "launcher")
-        if env.get("RAY_ADDRESS"):
-            return ClusterTarget(env["RAY_ADDRESS"], "RAY_ADDRESS")
-        return ClusterTarget(DEFAULT_DASHBOARD, "default")
-    if env.get("RAY_ADDRESS"):
-        return ClusterTarget(env["RAY_ADDRESS"], "RAY_ADDRESS")
-    return None
+        return _env_target(env) or ClusterTarget(DEFAULT_DASHBOARD, "default")
+    return _env_target(env)
+
+
+def _env_target(env: Mapping[str, str]) -> ClusterTarget | None:
+    """The cluster RAY_ADDRESS names (None: it is unset or empty)."""
+    return ClusterTarget(env["RAY_ADDRESS"], "RAY_ADDRESS") if env.get("RAY_ADDRESS") else None
+
+
+def _submitted_target(rest: list[str], env: Mapping[str, str]) -> ClusterTarget:
+    """The cluster of `ray job submit`, from its options (`rest`: what follows `submit`): its
+    --address, else RAY_ADDRESS, else Ray's default; the entrypoint after `--`, the submission id
+    and the runtime environment's variables."""
+    split = rest.index("--") if "--" in rest else len(rest)
+    options, entry = rest[:split], rest[split + 1 :]
+    address = _option(options, "--address")
+    where = ClusterTarget(address, "argv") if address is not None else _env_target(env) or ClusterTarget(DEFAULT_DASHBOARD, "default")
+    entrypoint = shlex.join(entry) if entry else None
+    return replace(where, submission_id=_option(options, "--submission-id"), entrypoint=entrypoint, env_vars=_runtime_env_vars(options))
+
+
+def _runtime_env_vars(options: list[str]) -> dict[str, str]:
+    """The variables of `--runtime-env-json`'s `env_vars` (none where it is absent or not JSON)."""
+    runtime = _option(options, "--runtime-env-json")
+    if not runtime:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in (json.loads(runtime).get("env_vars") or {}).items()}
+    except (ValueError, AttributeError):
+        return {}
 
 
 @dataclass(frozen=True)
