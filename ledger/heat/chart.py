@@ -51,6 +51,21 @@ def heat_plot(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None) -> He
     times = [ts.time for ts in heatlog.samples] + [e.time for e in heatlog.events]
     t0, t_last = min(times), max(times)
     unit, per = time_unit(t_last - t0)
+    lines = _lines(heatlog, t0, per)
+    pauses = [((start - t0) / per, ((end if end is not None else t_last) - t0) / per) for start, end in heatlog.pauses]
+    marks = [(t - t0) / per for _, t in (steps or [])[:MAX_STEP_LINES] if t0 <= t <= t_last]
+    g = heatlog.guard
+    thresholds = (
+        []
+        if g is None
+        else [(g.pause_at, f"pause at {g.pause_at:g} C", PAUSE_COLOR), (g.resume_at, f"resume at {g.resume_at:g} C", RESUME_COLOR)]
+    )
+    return HeatPlot(unit, lines, pauses, marks, thresholds, f"GPU temperature ({heatlog.sensor or 'unknown sensor'})")
+
+
+def _lines(heatlog: HeatLog, t0: float, per: float) -> dict[str, list[tuple[float, float]]]:
+    """One line of (time in the plot's unit, temperature) per GPU, labelled `GPU n`, or `node
+    GPU n` on a cluster."""
     nodes = {node_of(ts.sample) for ts in heatlog.samples}
     lines: dict[str, list[tuple[float, float]]] = {}
     for ts in sorted(heatlog.samples, key=lambda s: (node_of(s.sample) or "", s.sample.gpu, s.time)):
@@ -59,10 +74,4 @@ def heat_plot(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None) -> He
         node = node_of(ts.sample)
         label = f"{node} GPU {ts.sample.gpu}" if len(nodes) > 1 or node else f"GPU {ts.sample.gpu}"
         lines.setdefault(label, []).append(((ts.time - t0) / per, ts.sample.temp_c))
-    pauses = [((start - t0) / per, ((end if end is not None else t_last) - t0) / per) for start, end in heatlog.pauses]
-    marks = [(t - t0) / per for _, t in (steps or [])[:MAX_STEP_LINES] if t0 <= t <= t_last]
-    thresholds = []
-    if heatlog.guard is not None:
-        g = heatlog.guard
-        thresholds = [(g.pause_at, f"pause at {g.pause_at:g} C", PAUSE_COLOR), (g.resume_at, f"resume at {g.resume_at:g} C", RESUME_COLOR)]
-    return HeatPlot(unit, lines, pauses, marks, thresholds, f"GPU temperature ({heatlog.sensor or 'unknown sensor'})")
+    return lines
