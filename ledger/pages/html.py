@@ -85,13 +85,10 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
     name_a, name_b = run_label(data.manifest_a, data.report.a), run_label(data.manifest_b, data.report.b)
     charts = []
     for title, y_label, candidates in DIFF_CHARTS:
-        for metric in candidates:
-            axis_a, points_a = series_of(data.table_a, metric)
-            axis_b, points_b = series_of(data.table_b, metric)
-            if points_a or points_b:
-                break
-        else:
+        picked = _first_logged(data, candidates)
+        if picked is None:
             continue
+        metric, (axis_a, points_a), (axis_b, points_b) = picked
         line_a = Series(f"A {name_a}", points_a, COLOR_A, hover=str(data.manifest_a.get("id") or ""))
         label_b = identical_label(f"B {name_b}", identical_to(points_b, [line_a] if points_a else [], common_steps=True))
         chart = Chart(
@@ -103,12 +100,27 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
         )
         if "rollout" in (axis_a, axis_b):
             chart.spans = [(s - 0.5, s + 0.5) for s in sorted(paused)]
-        steps_a, steps_b = {x for x, _ in points_a}, {x for x, _ in points_b}
-        chart.marks = [(x, "only in A", COLOR_A) for x in sorted(steps_a - steps_b)] + [
-            (x, "only in B", COLOR_B) for x in sorted(steps_b - steps_a)
-        ]
+        chart.marks = _only_in_one(points_a, points_b)
         charts.append(chart)
     return charts
+
+
+Points = list[tuple[float, float]]
+
+
+def _first_logged(data: DiffPageInput, candidates: Sequence[str]) -> tuple[str, tuple[str, Points], tuple[str, Points]] | None:
+    """The first of a question's metrics either run logged, with each side's axis and points."""
+    for metric in candidates:
+        a, b = series_of(data.table_a, metric), series_of(data.table_b, metric)
+        if a[1] or b[1]:
+            return metric, a, b
+    return None
+
+
+def _only_in_one(points_a: Points, points_b: Points) -> list[tuple[float, str, str]]:
+    """A mark at each step only one of the two runs has."""
+    steps_a, steps_b = {x for x, _ in points_a}, {x for x, _ in points_b}
+    return [(x, "only in A", COLOR_A) for x in sorted(steps_a - steps_b)] + [(x, "only in B", COLOR_B) for x in sorted(steps_b - steps_a)]
 
 
 def diff_page(data: DiffPageInput) -> str:
@@ -201,6 +213,32 @@ def _run_curves(table: MetricsTable | None, y_ranges: Mapping[str, tuple[float, 
     return f'<div class="curves">{"".join(charts)}</div>' if charts else "-"
 
 
+def _state_text(row: ReportRow) -> str:
+    """A run's state, with `(replay)` for a replay and its DEGENERATE flag if it has one."""
+    s = row.summary
+    state = (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else "")
+    flagged = degenerate_text(str(s.get("id")), row.table, row.groups)
+    return f"{state} {flagged}" if flagged else state
+
+
+def _report_cells(row: ReportRow, notes: bool) -> list[Any]:
+    """A run's cells of the report table before its curves (a note column when `notes`)."""
+    s = row.summary
+    paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
+    duration = s.get("duration_s")
+    return [
+        s.get("id"),
+        s.get("name") or "-",
+        _state_text(row),
+        "-" if s.get("exit_code") is None else s.get("exit_code"),
+        "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s",
+        paused,
+        (s.get("started") or "-")[:19].replace("T", " "),
+        *([s.get("note") or "-"] if notes else []),
+        row.changes,
+    ]
+
+
 def report_page(rows: Sequence[ReportRow], heading: str) -> str:
     """The whole `ledger report --html` page: the runs table with change sets and curves."""
     y_ranges = shared_y_ranges([row.table for row in rows])
@@ -220,21 +258,7 @@ def report_page(rows: Sequence[ReportRow], heading: str) -> str:
     lines = ["<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for row in rows:
         s = row.summary
-        paused = "-" if s.get("paused") is None else f"{s['paused']} ({s.get('paused_s') or 0:.0f} s)"
-        duration = s.get("duration_s")
-        state = (s.get("state") or "-") + (" (replay)" if s.get("replay_of") else "")
-        state += f" {flagged}" if (flagged := degenerate_text(str(s.get("id")), row.table, row.groups)) else ""
-        cells = [
-            s.get("id"),
-            s.get("name") or "-",
-            state,
-            "-" if s.get("exit_code") is None else s.get("exit_code"),
-            "-" if not isinstance(duration, (int, float)) else f"{duration:.1f} s",
-            paused,
-            (s.get("started") or "-")[:19].replace("T", " "),
-            *([s.get("note") or "-"] if notes else []),
-            row.changes,
-        ]
+        cells = _report_cells(row, notes)
         lines.append(
             '<tr data-run="'
             + escape(str(s.get("id")))

@@ -35,15 +35,23 @@ def _fmt(value: float | None, signed: bool = False) -> str:
 
 def _band(tables: Sequence[MetricsTable | None], m: NoiseMetric, label: str, color: str, band: str, dashed: bool) -> list[Series]:
     cols = [c for c in (column(t, m.metric, m.axis) for t in tables) if c]
-    steps = sorted(set.intersection(*(set(c) for c in cols))) if cols else []
+    steps = _common_steps(cols)
     if not steps:
         return []
     mean = [(float(s), statistics.fmean(c[s] for c in cols)) for s in steps]
     out = [Series(f"{label} mean of {len(cols)} run{'s' if len(cols) != 1 else ''}", mean, color, dashed)]
-    if len(cols) >= 2:
-        out.append(Series(f"{label} band: lowest replica", [(float(s), min(c[s] for c in cols)) for s in steps], band))
-        out.append(Series(f"{label} band: highest replica", [(float(s), max(c[s] for c in cols)) for s in steps], band))
-    return out
+    return out + (_replica_band(cols, steps, label, band) if len(cols) >= 2 else [])
+
+
+def _common_steps(cols: list[dict[int, float]]) -> list[int]:
+    """The steps every replica logged, in order."""
+    return sorted(set.intersection(*(set(c) for c in cols))) if cols else []
+
+
+def _replica_band(cols: list[dict[int, float]], steps: list[int], label: str, band: str) -> list[Series]:
+    """The lowest and the highest replica at each common step, the edges of a side's band."""
+    low = Series(f"{label} band: lowest replica", [(float(s), min(c[s] for c in cols)) for s in steps], band)
+    return [low, Series(f"{label} band: highest replica", [(float(s), max(c[s] for c in cols)) for s in steps], band)]
 
 
 def _row(m: NoiseMetric) -> str:
