@@ -42,19 +42,27 @@ def heat_report(start: Path, name: str, png: Path | None, html: Path | None = No
         path.write_bytes(raw)
         log = read_heat_log(path)
     summary = render_heat_summary(log, steps or None)
+    written = _write_files(entry.id, log, steps or None, summary, png, html)
+    return HeatResult(f"run {entry.id}\n" + summary, written, heat_data(entry.id, log))
+
+
+def _write_files(
+    run_id: str, log: HeatLog, steps: list[tuple[int, float]] | None, summary: str, png: Path | None, html: Path | None
+) -> list[Path]:
+    """The PNG plot and the HTML page asked for, written; their paths."""
     written = []
     if png is not None:
         from ledger.pages.heatplot import plot_heat_png
 
-        written.append(plot_heat_png(log, steps or None, png))
+        written.append(plot_heat_png(log, steps, png))
     if html is not None:
         if not log.samples:
             raise LedgerError("the heat log has no samples to plot")
         from ledger.pages.heatpage import heat_page
 
-        write_atomic(html, heat_page(entry.id, log, steps or None, summary))
+        write_atomic(html, heat_page(run_id, log, steps, summary))
         written.append(html)
-    return HeatResult(f"run {entry.id}\n" + summary, written, heat_data(entry.id, log))
+    return written
 
 
 def heat_data(run_id: str, log: HeatLog) -> dict[str, Any]:

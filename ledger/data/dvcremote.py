@@ -130,21 +130,30 @@ def fetch_data(
                 odb = _remote_odb(repo, remote, "fetch")
             except Exception as exc:  # noqa: BLE001 - NoRemoteError, config, filesystem
                 return FetchResult(fetched=0, failed=[*failed, TransferFailure("remote", error_text(exc))])
-            # Folder listings first: which files to fetch is only known once they are local.
-            listings = {HashInfo("md5", o.md5) for o in outs if o.isdir}
-            labels = {o.md5: f"{o.path} (folder listing)" for o in outs if o.isdir}
-            done, errors = _transfer(odb, cache, listings, labels, None)
-            if any(f.what == "remote" for f in errors):
-                return FetchResult(fetched=done, failed=failed + errors)
-            ids, labels, _, unlisted = _wanted(cache, outs, "not on the remote")
-            more, more_errors = _transfer(odb, cache, ids, labels, progress)
-            errors += more_errors
-            absent = {hi.value for hi in ids if not in_cache(cache, hi.value)}
+            return _fetch_outs(cache, odb, outs, failed, progress)
     except DataError as exc:
         return FetchResult(fetched=0, failed=[*failed, TransferFailure("remote", exc.message)])
+
+
+def _listings(outs: list[DvcOut]) -> tuple[set[HashInfo], dict[str, str]]:
+    """The folder listings of the outputs, and how each is named in a failure."""
+    folders = [o for o in outs if o.isdir]
+    return {HashInfo("md5", o.md5) for o in folders}, {o.md5: f"{o.path} (folder listing)" for o in folders}
+
+
+def _fetch_outs(cache: Any, odb: Any, outs: list[DvcOut], failed: list[TransferFailure], progress: Progress | None) -> FetchResult:
+    """Fetch the outputs' objects from the remote `odb` into `cache`: folder listings first
+    (which files to fetch is only known once they are local), then every file."""
+    done, errors = _transfer(odb, cache, *_listings(outs), None)
+    if any(f.what == "remote" for f in errors):
+        return FetchResult(fetched=done, failed=failed + errors)
+    ids, labels, _, unlisted = _wanted(cache, outs, "not on the remote")
+    more, more_errors = _transfer(odb, cache, ids, labels, progress)
+    errors += more_errors
+    absent = {hi.value for hi in ids if not in_cache(cache, hi.value)}
     reported = {f.what for f in errors}
     absent_failures = _failures(absent, labels, "not on the remote")
-    failed += errors + [f for f in unlisted + absent_failures if f.what not in reported]
+    failed = failed + errors + [f for f in unlisted + absent_failures if f.what not in reported]
     return FetchResult(fetched=done + more, failed=failed)
 
 
