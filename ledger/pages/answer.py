@@ -70,19 +70,8 @@ def run_label(manifest: Mapping[str, Any], fallback: str) -> str:
 
 def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifest_b: Mapping[str, Any]) -> str:
     """The answer as one HTML table (fixed layout, wraps instead of scrolling at 1280 px)."""
-    a, b = run_label(manifest_a, report.a), run_label(manifest_b, report.b)
-    id_a, id_b = str(manifest_a.get("id") or report.a), str(manifest_b.get("id") or report.b)
-    changed = "; ".join(f"{c.name}: {show_value(c.a)} → {show_value(c.b)}" for c in report.changed) or "no setting"
-    head = (
-        f'<p class="answer-change">changed: <b>{escape(changed)}</b> &nbsp; '
-        f'A = <span title="{escape(id_a)}">{escape(a)}</span>, B = <span title="{escape(id_b)}">{escape(b)}</span></p>'
-    )
-    links = [f"{label}: {tracker_html(m)}" for label, m in (("A", manifest_a), ("B", manifest_b)) if tracker_html(m)]
-    if links:
-        head += f'<p class="trackers">{" &nbsp; ".join(links)}</p>'
-    head += notes_html([("A", manifest_a), ("B", manifest_b)])
     lines = [
-        head,
+        _answer_head(report, manifest_a, manifest_b),
         '<table class="answer" data-kind="answer">',
         "<tr><th>metric</th><th>n</th><th>median A</th><th>median B</th>"
         "<th>B/A or B−A (95% interval)</th><th>learning diverged at</th></tr>",
@@ -102,6 +91,21 @@ def answer_table_html(report: DiffReport, manifest_a: Mapping[str, Any], manifes
         lines.append(f'<tr><td colspan="6">{escape(said)}</td></tr>')
     lines.append("</table>")
     return "\n".join(lines)
+
+
+def _answer_head(report: DiffReport, manifest_a: Mapping[str, Any], manifest_b: Mapping[str, Any]) -> str:
+    """What changed and which run is A and which B, then their tracker links and notes."""
+    a, b = run_label(manifest_a, report.a), run_label(manifest_b, report.b)
+    id_a, id_b = str(manifest_a.get("id") or report.a), str(manifest_b.get("id") or report.b)
+    changed = "; ".join(f"{c.name}: {show_value(c.a)} → {show_value(c.b)}" for c in report.changed) or "no setting"
+    head = (
+        f'<p class="answer-change">changed: <b>{escape(changed)}</b> &nbsp; '
+        f'A = <span title="{escape(id_a)}">{escape(a)}</span>, B = <span title="{escape(id_b)}">{escape(b)}</span></p>'
+    )
+    links = [f"{label}: {tracker_html(m)}" for label, m in (("A", manifest_a), ("B", manifest_b)) if tracker_html(m)]
+    if links:
+        head += f'<p class="trackers">{" &nbsp; ".join(links)}</p>'
+    return head + notes_html([("A", manifest_a), ("B", manifest_b)])
 
 
 def notes_html(runs: list[tuple[str, Mapping[str, Any]]]) -> str:

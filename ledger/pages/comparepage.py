@@ -113,22 +113,7 @@ def compare_page(
 ) -> str:
     """The whole page: the differing settings, then one collapsible section per metric group."""
     title = "ledger compare: " + ", ".join(r.label for r in runs)
-    head = "".join(f'<th title="{escape(r.id)}">{escape(r.label)}</th>' for r in runs)
-    body = [f"<h1>{escape(title)}</h1>", f'<table class="settings"><tr><th>setting</th>{head}</tr>']
-    for key, values in settings_table.items():
-        cells = "".join(f"<td>{escape(show_value(v, 60))}</td>" for v in values)
-        body.append(f"<tr><th>{escape(key)}</th>{cells}</tr>")
-    if not settings_table:
-        body.append(f'<tr><td colspan="{len(runs) + 1}">every setting is the same</td></tr>')
-    if any(r.trackers for r in runs):
-        from ledger.pages.answer import tracker_html
-
-        cells = "".join(f"<td>{tracker_html({'trackers': r.trackers}) or '-'}</td>" for r in runs)
-        body.append(f"<tr><th>trackers</th>{cells}</tr>")
-    if any(r.note for r in runs):
-        cells = "".join(f'<td data-kind="note">{escape(r.note or "-")}</td>' for r in runs)
-        body.append(f"<tr><th>note</th>{cells}</tr>")
-    body.append("</table>")
+    body = [f"<h1>{escape(title)}</h1>", *_settings_rows(runs, settings_table)]
     groups: dict[str, list[str]] = {}
     for name in metrics:
         groups.setdefault(metric_group(name), []).append(name)
@@ -139,3 +124,30 @@ def compare_page(
             f"{escape(group)}/ ({len(names)})</h2></summary>{''.join(charts)}</details>"
         )
     return page(title, "\n".join(body))
+
+
+def _settings_rows(runs: Sequence[CompareRun], settings_table: dict[str, list[Any]]) -> list[str]:
+    """The settings table: a row per differing setting (or a line saying none differs), then the
+    runs' trackers and notes where any has one."""
+    head = "".join(f'<th title="{escape(r.id)}">{escape(r.label)}</th>' for r in runs)
+    rows = [f'<table class="settings"><tr><th>setting</th>{head}</tr>']
+    for key, values in settings_table.items():
+        cells = "".join(f"<td>{escape(show_value(v, 60))}</td>" for v in values)
+        rows.append(f"<tr><th>{escape(key)}</th>{cells}</tr>")
+    if not settings_table:
+        rows.append(f'<tr><td colspan="{len(runs) + 1}">every setting is the same</td></tr>')
+    return [*rows, *_tracker_and_note_rows(runs), "</table>"]
+
+
+def _tracker_and_note_rows(runs: Sequence[CompareRun]) -> list[str]:
+    """A row of the runs' tracker links and one of their notes, each only where a run has one."""
+    rows = []
+    if any(r.trackers for r in runs):
+        from ledger.pages.answer import tracker_html
+
+        cells = "".join(f"<td>{tracker_html({'trackers': r.trackers}) or '-'}</td>" for r in runs)
+        rows.append(f"<tr><th>trackers</th>{cells}</tr>")
+    if any(r.note for r in runs):
+        cells = "".join(f'<td data-kind="note">{escape(r.note or "-")}</td>' for r in runs)
+        rows.append(f"<tr><th>note</th>{cells}</tr>")
+    return rows
