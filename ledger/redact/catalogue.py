@@ -122,31 +122,40 @@ class CatalogueRule:
 
     def _gitleaks_span(self, data: bytes, m: re.Match[bytes]) -> tuple[int, int] | None:
         """The secret of one match as gitleaks reads it, None when it is no finding."""
+        span = self._secret_span(data, m)
+        if span is None:
+            return None
+        secret = data[span[0] : span[1]]
+        if self.entropy and entropy(secret) <= self.entropy:
+            return None
+        if self._allowed(data, m, secret):
+            return None
+        whole = _widened(data, *m.span())
+        if whole is not None and (span[1] - span[0] < SHORT_GROUP or _ONE_TOKEN.fullmatch(data, *whole)):
+            return whole  # the group is a piece of one token (jwt-base64's `(?P<alg>...)`): all of it goes
+        return span
+
+    def _secret_span(self, data: bytes, m: re.Match[bytes]) -> tuple[int, int] | None:
+        """Where the secret of a match is: the rule's secret group, else the first group that
+        matched, else the whole match widened (None: the secret group did not match)."""
         if self.group and self.pattern.groups >= self.group:
             span: tuple[int, int] | None = m.span(self.group) if m.group(self.group) else None
         else:
             span = next((m.span(g) for g in range(1, self.pattern.groups + 1) if m.group(g)), None)
-        if span is None:
-            if self.pattern.groups and self.group:
-                return None
-            span = _widened(data, *m.span())
-            if span is None:
-                return None
-        secret = data[span[0] : span[1]]
-        if self.entropy and entropy(secret) <= self.entropy:
-            return None
+        if span is None and not (self.pattern.groups and self.group):
+            return _widened(data, *m.span())
+        return span
+
+    def _allowed(self, data: bytes, m: re.Match[bytes], secret: bytes) -> bool:
+        """Whether an allowlist (gitleaks' global ones, the rule's own) lets the match be: it
+        sees the secret, the match with up to `lead` characters before it, and its lines."""
         start = data.rfind(b"\n", 0, m.start()) + 1
         end = data.find(b"\n", m.end())
         line = data[start : len(data) if end < 0 else end]
         at = m.start()
         while self.lead and at > start and m.start() - at < self.lead and _LEAD_CHAR.match(data, at - 1):
             at -= 1
-        if any(a.allows(secret, data[at : m.end()], line) for a in (*global_allowlists(), *self.allow)):
-            return None
-        whole = _widened(data, *m.span())
-        if whole is not None and (span[1] - span[0] < SHORT_GROUP or _ONE_TOKEN.fullmatch(data, *whole)):
-            return whole  # the group is a piece of one token (jwt-base64's `(?P<alg>...)`): all of it goes
-        return span
+        return any(a.allows(secret, data[at : m.end()], line) for a in (*global_allowlists(), *self.allow))
 
 
 def _widened(data: bytes, start: int, end: int) -> tuple[int, int] | None:
