@@ -65,14 +65,19 @@ def check_listing(raw: bytes, label: str) -> list[tuple[str, str]]:
             raise DataError(f"the folder listing of {label} names {'/'.join(parts)[:80]!r} twice", "the run's data is not trusted")
         seen.add(parts)
         out.append(("/".join(parts), entry["md5"]))
-    for parts in seen:  # a file that is also a folder of another entry
+    _check_no_file_is_a_folder(seen, label)
+    return out
+
+
+def _check_no_file_is_a_folder(seen: set[tuple[str, ...]], label: str) -> None:
+    """Refuse a listing where a file is also a folder of another entry."""
+    for parts in seen:
         for n in range(1, len(parts)):
             if parts[:n] in seen:
                 raise DataError(
                     f"the folder listing of {label} names {'/'.join(parts[:n])[:80]!r} as a file and a folder",
                     "the run's data is not trusted",
                 )
-    return out
 
 
 def open_dir(root: Path, parts: Sequence[str], create: bool) -> int:

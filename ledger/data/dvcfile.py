@@ -37,22 +37,25 @@ def parse_dvc_text(text: str) -> list[DvcOut]:
     outs = data.get("outs") if isinstance(data, dict) else None
     if not isinstance(outs, list) or not outs:
         raise DataError("the .dvc file has no `outs` list")
-    result = []
-    for out in outs:
-        if not isinstance(out, dict) or not isinstance(out.get("path"), str):
-            raise DataError("a .dvc file output lacks its `path`")
-        md5 = out.get("md5")
-        if not isinstance(md5, str) or not md5:
-            raise DataError(f"the .dvc file output {out['path']!r} has no md5")
-        if out.get("hash") != HASH_NAME:
-            raise DataError(
-                f"the .dvc file output {out['path']!r} uses a legacy hash",
-                hint="re-add it with DVC 3 (`hash: md5`)",
-            )
-        if not OUT_MD5_RE.match(md5):  # it names a cache path: `../..` would leave the cache
-            raise DataError(f"the .dvc file output {out['path'][:80]!r} has an md5 that is not one", "the record is not trusted")
-        result.append(DvcOut(out["path"], md5, out.get("size"), out.get("nfiles")))
-    return result
+    return [_parsed_out(out) for out in outs]
+
+
+def _parsed_out(out: object) -> DvcOut:
+    """One entry of a .dvc file's `outs`, checked: a path, a DVC 3 md5 that is one (it names a
+    cache path: `../..` would leave the cache)."""
+    if not isinstance(out, dict) or not isinstance(out.get("path"), str):
+        raise DataError("a .dvc file output lacks its `path`")
+    md5 = out.get("md5")
+    if not isinstance(md5, str) or not md5:
+        raise DataError(f"the .dvc file output {out['path']!r} has no md5")
+    if out.get("hash") != HASH_NAME:
+        raise DataError(
+            f"the .dvc file output {out['path']!r} uses a legacy hash",
+            hint="re-add it with DVC 3 (`hash: md5`)",
+        )
+    if not OUT_MD5_RE.match(md5):
+        raise DataError(f"the .dvc file output {out['path'][:80]!r} has an md5 that is not one", "the record is not trusted")
+    return DvcOut(out["path"], md5, out.get("size"), out.get("nfiles"))
 
 
 def render_dvc_text(outs: Sequence[DvcOut]) -> str:
