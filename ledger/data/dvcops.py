@@ -367,10 +367,7 @@ def verify_data(dest: Path, dvc_text: str, repo_root: Path | None = None) -> lis
         raise DataError(f"expected one output in the .dvc file, found {len(outs)}")
     out = outs[0]
     if not out.isdir:
-        if not dest.is_file():
-            return [f"missing: {out.path}"]
-        found = _md5_files([dest])[0]
-        return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
+        return _file_problems(dest, out)
     if not dest.is_dir():
         return [f"missing: {out.path}"]
     actual = {p.relative_to(dest).as_posix(): p for p in sorted(dest.rglob("*")) if p.is_file()}
@@ -380,6 +377,14 @@ def verify_data(dest: Path, dvc_text: str, repo_root: Path | None = None) -> lis
         found = _dir_md5(hashes)
         return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
     return _folder_problems(out.path, expected, hashes)
+
+
+def _file_problems(dest: Path, out: DvcOut) -> list[str]:
+    """A single-file output missing at `dest`, or with another md5 than recorded."""
+    if not dest.is_file():
+        return [f"missing: {out.path}"]
+    found = _md5_files([dest])[0]
+    return [] if found == out.md5 else [_mismatch(out.path, out.md5, found)]
 
 
 def _cached_listing(repo_root: Path, out: DvcOut) -> dict[str, str] | None:

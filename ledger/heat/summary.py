@@ -116,11 +116,14 @@ def _pause_lines(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, t1
         length = format_duration((end if end is not None else t1) - start)
         line = f"  #{n} {_clock(start)} -> {end_text}  {length}"
         line += _trigger_text(triggers[n - 1] if n <= len(triggers) else None)
-        step = _step_at(steps, start) if steps else None
-        if step is not None:
-            line += f"  (during step {step})"
-        lines.append(line)
+        lines.append(line + _step_text(steps, start))
     return lines
+
+
+def _step_text(steps: Sequence[tuple[int, float]] | None, start: float) -> str:
+    """The step a pause began in, for its pause line ("" when no step is known)."""
+    step = _step_at(steps, start) if steps else None
+    return "" if step is None else f"  (during step {step})"
 
 
 def _trigger_text(trigger: HeatEvent | None) -> str:

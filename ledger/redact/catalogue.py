@@ -110,15 +110,15 @@ class CatalogueRule:
         """Spans this rule hides in `data` (`lower`: `data.lower()`, for the keyword test)."""
         if not self.applies(data, lower):
             return []
-        if self.plugin == "gitleaks":
-            return [sp for m in self.pattern.finditer(data) if (sp := self._gitleaks_span(data, m)) is not None]
-        out: list[tuple[int, int]] = []
-        for m in self.pattern.finditer(data):
-            if self.pattern.groups and m.group(1) and (m.start(1) > m.start() or len(m.group(1)) >= SHORT_GROUP):
-                out.append(m.span(1))
-            elif (sp := _widened(data, *m.span())) is not None:
-                out.append(sp)
-        return out
+        span = self._gitleaks_span if self.plugin == "gitleaks" else self._plugin_span
+        return [sp for m in self.pattern.finditer(data) if (sp := span(data, m)) is not None]
+
+    def _plugin_span(self, data: bytes, m: re.Match[bytes]) -> tuple[int, int] | None:
+        """The secret of one match of a detect-secrets pattern: its first group where that is
+        the secret (it starts after the match's start, or is long enough), else the match widened."""
+        if self.pattern.groups and m.group(1) and (m.start(1) > m.start() or len(m.group(1)) >= SHORT_GROUP):
+            return m.span(1)
+        return _widened(data, *m.span())
 
     def _gitleaks_span(self, data: bytes, m: re.Match[bytes]) -> tuple[int, int] | None:
         """The secret of one match as gitleaks reads it, None when it is no finding."""

@@ -270,11 +270,8 @@ class Redactor:
         pem_open = self._pem_open_in_line
         out: list[bytes] = []
         pos = 0
-        while True:
-            rest = len(data) - pos
-            if rest < WINDOW + OVERLAP and not last:
-                break
-            final = rest <= WINDOW + OVERLAP
+        while last or len(data) - pos >= WINDOW + OVERLAP:
+            final = len(data) - pos <= WINDOW + OVERLAP
             win = data[pos:] if final else data[pos : pos + WINDOW + OVERLAP]
             if final:
                 win = win[: content_end(win)]
