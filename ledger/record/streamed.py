@@ -264,7 +264,7 @@ class Follower:
 
     With `preload` (the repository root, and the output size from which a log will be tracked
     with DVC), DVC is opened once while the job runs, so that the offload at the end skips its
-    start (~0.8 s)."""
+    start (~0.8 s); after a job that flooded its output to the end, while the worker catches up."""
 
     def __init__(
         self,
@@ -281,6 +281,7 @@ class Follower:
         self._bytes_in = bytes_in  # the output copied so far
         self._worker_after = worker_after
         self._preload = preload
+        self._preloaded = preload is None
         self._ended = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
         self._thread = threading.Thread(target=self._watch, name="ledger-follow", daemon=True)
@@ -289,17 +290,22 @@ class Follower:
         self._thread.start()
 
     def _watch(self) -> None:
-        spawned, preloaded = False, self._preload is None
+        spawned = False
         flood = workerlink.FloodWatch(self._bytes_in)
-        while not (spawned and preloaded) and not self._ended.wait(workerlink.POLL_S):
+        while not (spawned and self._preloaded) and not self._ended.wait(workerlink.POLL_S):
             copied = self._bytes_in()
             if not spawned and copied >= self._worker_after:
                 self._spawn()
                 spawned = True
             # DVC's imports hold the interpreter lock ~0.8 s: never while the copy is busy
-            if self._preload is not None and not preloaded and copied >= self._preload[1] and not flood.flooding():
-                _preload_dvc(self._preload[0])
-                preloaded = True
+            if not flood.flooding():
+                self._preload_now()
+
+    def _preload_now(self) -> None:
+        """Open DVC once the output is big enough for a log to be tracked with it (once)."""
+        if not self._preloaded and self._preload is not None and self._bytes_in() >= self._preload[1]:
+            _preload_dvc(self._preload[0])
+            self._preloaded = True
 
     def _spawn(self) -> None:
         try:
@@ -326,6 +332,9 @@ class Follower:
         raw = self.staged.raw_output
         if proc is not None:
             size = raw.stat().st_size if raw.exists() else 0
+            # the copy has ended: DVC's start, left while the output flooded, is done while we wait
+            preloading = threading.Thread(target=self._preload_now, name="ledger-preload", daemon=True)
+            preloading.start()
             try:
                 workerlink.catch_up_priority(proc.pid)
                 workerlink.mark_end(self.staged.dir, size)
@@ -334,6 +343,7 @@ class Follower:
                 proc.kill()
                 proc.wait()
                 rc = f"{exc.strerror or exc}"
+            preloading.join()
             result = _load_result(self.staged.dir / workerlink.RESULT) if rc == 0 else None
             if result is not None:
                 result.where = "while the job ran"
