@@ -328,33 +328,39 @@ class Follower:
         """The raw file is complete (the job ended, a followed Ray job too): the log work's result."""
         self._ended.set()
         self._thread.join()
-        proc, why = self._proc, ""
-        raw = self.staged.raw_output
-        if proc is not None:
-            size = raw.stat().st_size if raw.exists() else 0
-            # the copy has ended: DVC's start, left while the output flooded, is done while we wait
-            preloading = threading.Thread(target=self._preload_now, name="ledger-preload", daemon=True)
-            preloading.start()
-            try:
-                workerlink.catch_up_priority(proc.pid)
-                workerlink.mark_end(self.staged.dir, size)
-                rc: int | str = workerlink.wait_while_working(proc, self.staged)
-            except OSError as exc:  # a full disk
-                proc.kill()
-                proc.wait()
-                rc = f"{exc.strerror or exc}"
-            preloading.join()
-            result = _load_result(self.staged.dir / workerlink.RESULT) if rc == 0 else None
+        why = ""
+        if self._proc is not None:
+            result, why = self._worker_result(self._proc)
             if result is not None:
-                result.where = "while the job ran"
                 return result
-            why = f"after the job (the worker failed: {rc if isinstance(rc, str) else f'exit {rc}'})"
         if was_punched(self.staged.dir):  # the raw file's start is gone: keep what the worker split
             return from_split_logs(self.staged.run_dir, why or "after the job")
-        result = process_raw(raw, self.staged.run_dir, self.patterns, redactor)
+        result = process_raw(self.staged.raw_output, self.staged.run_dir, self.patterns, redactor)
         if why:
             result.where = why
         return result
+
+    def _worker_result(self, proc: subprocess.Popen[bytes]) -> tuple[StreamResult | None, str]:
+        """Tell the worker the output is complete and wait for its result; None and why without one."""
+        raw = self.staged.raw_output
+        size = raw.stat().st_size if raw.exists() else 0
+        # the copy has ended: DVC's start, left while the output flooded, is done while we wait
+        preloading = threading.Thread(target=self._preload_now, name="ledger-preload", daemon=True)
+        preloading.start()
+        try:
+            workerlink.catch_up_priority(proc.pid)
+            workerlink.mark_end(self.staged.dir, size)
+            rc: int | str = workerlink.wait_while_working(proc, self.staged)
+        except OSError as exc:  # a full disk
+            proc.kill()
+            proc.wait()
+            rc = f"{exc.strerror or exc}"
+        preloading.join()
+        result = _load_result(self.staged.dir / workerlink.RESULT) if rc == 0 else None
+        if result is None:
+            return None, f"after the job (the worker failed: {rc if isinstance(rc, str) else f'exit {rc}'})"
+        result.where = "while the job ran"
+        return result, ""
 
     def abandon(self) -> None:
         """Stop the worker without waiting for a result (ledger is failing; `recover` redoes it)."""
