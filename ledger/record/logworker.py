@@ -159,13 +159,16 @@ def run(staging_dir: Path) -> int:
             reader.same_priority()
         logs.finish_split()
         logs.give_back_split()
-        engine_read, engine_scan = engine_reader.finish(None)
-        trainer_read, done = trainer_reader.finish(engine_scan if isinstance(engine_scan, LogScan) else None)
+        try:
+            engine_read, engine_scan = engine_reader.finish(None)
+            trainer_read, done = trainer_reader.finish(engine_scan if isinstance(engine_scan, LogScan) else None)
+        except (EOFError, OSError):
+            return 4  # a reader died: ledger redoes the work from the raw file
     finally:
         engine_reader.stop()
         trainer_reader.stop()
     if not isinstance(done, MetricsWritten):
-        return 4  # not what a trainer log's reader sends: redone after the job
+        return 4
     result = logs.result([trainer_read, engine_read], None)
     result.metrics_written, result.malformed = done.written, done.malformed
     result.summary, result.summary_of = done.summary, done.summary_of
