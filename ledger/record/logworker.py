@@ -12,6 +12,7 @@ before the worker loads anything large, and stop when it goes: a pipe each, and 
 
 from __future__ import annotations
 
+import ctypes
 import json
 import multiprocessing
 import os
@@ -33,6 +34,8 @@ from ledger.redact.runscrub import load_secrets
 from ledger.redact.scanner import Redactor
 from ledger.storage.staging import Staged, proc_start
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
 
 @dataclass
 class MetricsWritten:
@@ -52,6 +55,7 @@ def _read_back(path: Path, conn: Connection, inherited: list[Connection], worker
     # a session of its own, as the worker has: Linux shares the CPU between sessions (autogroups),
     # so a reader in the worker's session would take its time from the split instead of adding to it
     os.setsid()
+    _die_with(worker)
     tail = LogTail(path)
     try:
         while True:
@@ -76,6 +80,17 @@ def _read_back(path: Path, conn: Connection, inherited: list[Connection], worker
         st = os.stat(metrics_to.run_dir / "metrics.jsonl")
         done.summary, done.summary_of = summarize(table), (st.st_ino, st.st_mtime_ns, st.st_size)
     conn.send((read, done))
+
+
+def _die_with(worker: int) -> None:
+    """Be killed when the worker dies, however it dies (Linux's PR_SET_PDEATHSIG), even in the
+    middle of a long read; where that is not available, the reader's own checks stop it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != worker:  # it died before that
+        os._exit(0)
 
 
 class _Reader:
