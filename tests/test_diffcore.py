@@ -17,8 +17,8 @@ from ledger.compare.diffcore import (
     pauses_from_manifest,
     suggest_baseline,
 )
-from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.compare.render import compact_steps, render_text
+from ledger.metrics.table import MetricsTable, StepRow
 from ledger.textfmt import show_value
 
 

@@ -9,16 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger.compare.logparse import (
-    MetricsTable,
-    StepRow,
-    merge,
-    parse_events,
-    parse_logs,
-    read_metrics_jsonl,
-    write_metrics_jsonl,
-)
-from ledger.compare.logparse import _payload_numbers as payload_numbers
+from ledger.metrics.events import merge, parse_events
+from ledger.metrics.jsonl import read_metrics_jsonl, write_metrics_jsonl
+from ledger.metrics.logparse import parse_logs
+from ledger.metrics.payloads import payload_numbers
+from ledger.metrics.table import MetricsTable, StepRow
 
 
 def utc(text: str) -> float:
@@ -337,7 +332,7 @@ def test_a_block_read_at_once_equals_it_read_line_by_line(tmp_path: Path) -> Non
     kinds = ["perf", "rollout", "step", "eval", "critic-step", "multi_turn"]
     lines = [f"{heads[i % 4]} - {kinds[i % 6]} {i // 3}: {{'m{i % 5}': {i}.5, 'loss': -{i}e-3}}\n" for i in range(120)]
     data = "".join(["plain line - perf 1: {'not': 1}\n", *lines, "(SGLangEngine pid=1) [2026-04-15 07:58:00 TP0] Decode\n"]).encode()
-    from ledger.compare.logparse import LogScan
+    from ledger.metrics.logparse import LogScan
 
     at_once, by_line = LogScan(), LogScan()
     at_once.scan_bytes(data, tmp_path / "trainer.log")

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from ledger import __version__
 from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, build_report
-from ledger.compare.metrics_store import load_metrics
 from ledger.compare.render import render_text
 from ledger.compare.replicas import replica_globs
 from ledger.compare.sides import Sides, attach_noise, baseline_session, find_sides, replica_tables
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, RunNotFound, UsageError
 from ledger.fsutil import write_atomic
 from ledger.manifest import ManifestError
+from ledger.metrics.store import load_metrics
 from ledger.opening import open_branch
 from ledger.runrecord import RunRecord
 from ledger.runref import RunRef, resolve

@@ -15,8 +15,8 @@ from typing import Any
 
 from ledger import yamlio
 from ledger.compare.runfilter import RunFilter, Where
-from ledger.compare.summarymetrics import metric_value
 from ledger.manifest import ManifestError
+from ledger.metrics.summarymetrics import metric_value
 from ledger.opening import open_branch
 from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.git import Repo

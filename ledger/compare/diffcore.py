@@ -82,7 +82,6 @@ from ledger.compare.learning import (
     step_diffs,
     unmatched_patterns,
 )
-from ledger.compare.logparse import READS, MetricsTable
 from ledger.compare.noise import NoiseReport, noise_json
 from ledger.compare.settingsview import comparable, replay_mechanics
 from ledger.compare.stats import (
@@ -95,6 +94,7 @@ from ledger.compare.stats import (
     is_timing,
     step_table,
 )
+from ledger.metrics.table import READS, MetricsTable
 from ledger.textfmt import ABSENT
 from ledger.timefmt import parse_iso
 

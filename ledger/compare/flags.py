@@ -29,7 +29,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ledger.compare.logparse import MetricsTable
+from ledger.metrics.table import MetricsTable
 
 ZERO_STD_WARN = 0.5
 TRUNCATED_WARN = 0.25

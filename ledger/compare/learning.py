@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from ledger.compare.logparse import MetricsTable
 from ledger.compare.stats import CONFIDENCE, is_timing, median, median_with_ci
+from ledger.metrics.table import MetricsTable
 
 # The default learning metrics, as globs over the names the runs logged (one source for them).
 DEFAULT_LEARNING = (

@@ -28,7 +28,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ledger.compare.logparse import MetricsTable
 from ledger.compare.stats import (
     CONFIDENCE,
     ROLLOUT_TIME_PER_1K,
@@ -39,6 +38,7 @@ from ledger.compare.stats import (
     replica_difference,
 )
 from ledger.config import DEFAULTS
+from ledger.metrics.table import MetricsTable
 
 BEYOND, WITHIN, NO_REPLICAS, REPEAT = "beyond noise", "within noise", "no replicas", "repeat"
 TRAIN_AXIS, ROLLOUT_AXIS = "train step", "rollout"

@@ -19,11 +19,11 @@ from typing import Any
 from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.flags import RunFlag, degenerate_flags, groups_of
-from ledger.compare.logparse import MetricsTable
-from ledger.compare.metrics_store import load_metrics
 from ledger.compare.noise import ROLLOUT_AXIS, RunSeries, judge
 from ledger.compare.replicas import find_replicas, session_notes, within_age
 from ledger.config import DEFAULTS
+from ledger.metrics.store import load_metrics
+from ledger.metrics.table import MetricsTable
 from ledger.runrecord import ManifestError, RunRecord
 from ledger.storage.git import Repo
 from ledger.storage.limits import load_settings

@@ -30,7 +30,7 @@ from fnmatch import fnmatchcase
 from fractions import Fraction
 from typing import NamedTuple
 
-from ledger.compare.logparse import StepRow
+from ledger.metrics.table import StepRow
 
 ROLLOUT_TIME = "perf/rollout_time"
 RESPONSE_LEN = "rollout/response_len/mean"

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import MetricsTable, merge, parse_events
-from ledger.compare.metricfiles import add_missing, parse_metrics_file
-from ledger.compare.tbevents import TensorBoardMissing, event_files, parse_event_files
-from ledger.compare.trackers import TB_FLAGS
 from ledger.data.outputs import find_outputs, training_args
+from ledger.metrics.events import merge, parse_events
+from ledger.metrics.metricfiles import add_missing, parse_metrics_file
+from ledger.metrics.table import MetricsTable
+from ledger.metrics.tbevents import TensorBoardMissing, event_files, parse_event_files
+from ledger.metrics.trackers import TB_FLAGS
 from ledger.runrecord import Command
 from ledger.understand.settings import flag_groups
 

@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.capture.stream import CHUNK, LineSplitter
-from ledger.compare.logparse import LogScan, MetricsTable, parse_logs, write_run_metrics
-from ledger.compare.summarymetrics import summarize, summarize_file
 from ledger.fsutil import atomic_writer, write_atomic
+from ledger.metrics.jsonl import write_run_metrics
+from ledger.metrics.logparse import LogScan, parse_logs
+from ledger.metrics.summarymetrics import summarize, summarize_file
+from ledger.metrics.table import MetricsTable
 from ledger.redact.runscrub import as_texts, load_secrets, save_secrets
 from ledger.redact.scanner import Redactor
 from ledger.understand import tracescan

@@ -13,14 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ledger.cache import LocalCache
-from ledger.compare.logparse import (
-    MetricsTable,
-    merge,
-    parse_events,
-    parse_logs,
-    read_metrics_jsonl,
-    write_metrics_jsonl,
-)
+from ledger.metrics.events import merge, parse_events
+from ledger.metrics.jsonl import read_metrics_jsonl, write_metrics_jsonl
+from ledger.metrics.logparse import parse_logs
+from ledger.metrics.table import MetricsTable
 from ledger.storage.git import Repo
 from ledger.storage.limits import MAX_METRICS, MAX_METRICS_BYTES, MAX_STEPS, check_count, check_size, decoded
 from ledger.storage.store import RunEntry, file_oid, read_file_at
