@@ -23,9 +23,10 @@ import argparse, datetime
 ap = argparse.ArgumentParser()
 ap.add_argument("--scale", type=float, default=1.0)
 ap.add_argument("--seed", type=int, default=1)
+ap.add_argument("--steps", type=int, default=8)
 a = ap.parse_args()
 t0 = datetime.datetime(2026, 11, 29, 10, 0, 0)
-for step in range(8):
+for step in range(a.steps):
     ts = (t0 + datetime.timedelta(seconds=10 * step)).strftime("%Y-%m-%d %H:%M:%S.000")
     rt = a.scale * (10.0 - step) + 0.01 * a.seed * (step % 3)
     print(f"[{ts} main] train.py:2 - perf {step}: {{'perf/rollout_time': {rt}, 'perf/step_time': {rt + 1.0}}}")
@@ -34,11 +35,12 @@ for step in range(8):
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A repository with two recorded runs that differ in one setting (`scale`)."""
+    """A repository with two recorded runs that differ in one setting (`scale`), and `quiet`,
+    which differs from `a` in `steps` and logged no step (so it has no metrics.jsonl)."""
     with module_home(tmp_path_factory, "home-diff-caches"):
         repo = toy_repo(tmp_path_factory.mktemp("caches") / "proj", {"README.md": "x\n", "emit.py": EMIT}, init=False)
-        for name, scale in (("a", "1.0"), ("b", "1.5")):
-            r = ledger(repo, "run", "--name", name, "--no-debug-data", "--", sys.executable, "emit.py", "--scale", scale)
+        for name, args in (("a", ["--scale", "1.0"]), ("b", ["--scale", "1.5"]), ("quiet", ["--scale", "1.0", "--steps", "0"])):
+            r = ledger(repo, "run", "--name", name, "--no-debug-data", "--", sys.executable, "emit.py", *args)
             assert r.returncode == 0, r.stderr
         return repo
 
@@ -63,21 +65,21 @@ def _diff_with(package: Path, repo: Path, *args: str) -> subprocess.CompletedPro
 
 
 @pytest.mark.parametrize(
-    ("kind", "module"),
+    ("kind", "module", "b"),
     [
-        ("answers", "compare/render.py"),  # the text kept whole
-        ("diffs", "compare/noise.py"),  # the verdicts a report holds
-        ("replicas", "compare/replicas.py"),  # which runs are replicas
-        ("metrics", "metrics/jsonl.py"),  # how metrics.jsonl is read
+        ("answers", "compare/render.py", "b"),  # the text kept whole
+        ("diffs", "compare/noise.py", "b"),  # the verdicts a report holds
+        ("replicas", "compare/replicas.py", "b"),  # which runs are replicas
+        ("metrics", "metrics/logparse.py", "quiet"),  # the table parsed from the logs of a run without metrics.jsonl
     ],
 )
-def test_a_change_to_a_module_it_depends_on_is_a_miss(two_runs: Path, tmp_path: Path, kind: str, module: str) -> None:
-    r = ledger(two_runs, "diff", "a", "b", "--json")
+def test_a_change_to_a_module_it_depends_on_is_a_miss(two_runs: Path, tmp_path: Path, kind: str, module: str, b: str) -> None:
+    r = ledger(two_runs, "diff", "a", b, "--json")
     assert r.returncode == 0, r.stderr
     before = _entries(two_runs, kind)
     assert before, f"the diff kept nothing in {kind}"
     package = _changed_copy(tmp_path, module)
-    changed = _diff_with(package, two_runs, "a", "b", "--json")
+    changed = _diff_with(package, two_runs, "a", b, "--json")
     assert changed.returncode == 0, changed.stderr
     assert json.loads(changed.stdout) == json.loads(r.stdout)
     made = _entries(two_runs, kind) - before

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.diffcore import changed_settings
+from ledger.compare.changes import changed_settings
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
 from ledger.metrics.table import MetricsTable

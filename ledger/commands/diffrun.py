@@ -324,11 +324,12 @@ def _compare(
     # a path that holds the run's own id differs in every run by construction: not a setting
     all_ignore += sorted(ignored_settings(ra.settings, ea.id) | ignored_settings(rb.settings, eb.id))
     earlier = _EarlierRuns(repo, tip, (ea.id, eb.id), rb.started or "")
+    table_a, table_b = load_metrics(repo, ea), load_metrics(repo, eb)
     report = build_report(
         ma,
         mb,
-        load_metrics(repo, ea),
-        load_metrics(repo, eb),
+        table_a,
+        table_b,
         ignore=all_ignore,
         metrics=metrics,
         force=force,
@@ -337,7 +338,7 @@ def _compare(
         steps_metric=steps_metric,
         replica_keys=replica_globs(cfg.replica_keys),
     )
-    attach_noise(report, repo, sides, ea, eb, ma, mb)
+    attach_noise(report, repo, sides, ((ea, ma, table_a), (eb, mb, table_b)))
     baseline_session(repo, listing, tip, report, mb)
     _code_facts(repo, tip, ea, eb, ra, rb, report)
     return report

@@ -162,7 +162,7 @@ def list_runs(
         settings, metrics = listing.texts("settings"), listing.texts("metrics")
         result.texts = {m["id"]: (settings.get(m["id"], "{}"), metrics.get(m["id"], "{}")) for m in shown}
     if changed:
-        from ledger.compare.diffcore import change_log
+        from ledger.compare.changes import change_log
         from ledger.understand.settings import DEFAULT_IGNORE
 
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]

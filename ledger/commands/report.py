@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.compare.diffcore import change_log
+from ledger.compare.changes import change_log
 from ledger.compare.flags import groups_of
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic

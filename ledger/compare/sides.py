@@ -79,7 +79,7 @@ def find_sides(
     """
     cache = LocalCache(repo.common_dir, "replicas")
     key = hashlib.sha256(
-        json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age, "replicas-2"]).encode()
+        json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age]).encode()
     ).hexdigest()
     cached = cache.read_pickle(key, Sides)
     if cached is not None:
@@ -136,13 +136,17 @@ def _compared_steps(table_a: Any, table_b: Any) -> set[int] | None:
 
 
 def attach_noise(
-    report: DiffReport, repo: Repo, sides: Sides, ea: RunEntry, eb: RunEntry, ma: Mapping[str, Any], mb: Mapping[str, Any]
+    report: DiffReport,
+    repo: Repo,
+    sides: Sides,
+    runs: tuple[tuple[RunEntry, Mapping[str, Any], MetricsTable | None], tuple[RunEntry, Mapping[str, Any], MetricsTable | None]],
 ) -> None:
-    """Fill `report.noise` (every timing and learning metric judged) and `report.flags`."""
+    """Fill `report.noise` (every timing and learning metric judged) and `report.flags`; `runs`:
+    A and B, each with its manifest and metrics (as the report was built from)."""
     if report.refused:
         return
     repeat = report.repeat
-    table_a, table_b = load_metrics(repo, ea), load_metrics(repo, eb)
+    (ea, ma, table_a), (eb, mb, table_b) = runs
     runs_a = [(ea, ma, table_a), *_readable(repo, [] if repeat else sides.replicas_a, report)]
     runs_b = [(eb, mb, table_b), *_readable(repo, [] if repeat else sides.replicas_b, report)]
     side_a = [RunSeries(e.id, table, pauses_from_manifest(m)) for e, m, table in runs_a]
