@@ -202,18 +202,25 @@ def _env_unknown_while_running(manifests: list[dict[str, Any]], sides: list[RunE
     return sorted({k for r in recorded for k in r if k.startswith("env.") and any(k not in s for s in running)})
 
 
+def _resolved(repo: Repo, tip: str | None, names: tuple[str, str], partial: bool) -> tuple[list[RunEntry | LiveRun], Listing | None]:
+    """Both runs by name, and the listing when a name needed it (ids and latest~N resolve
+    without reading every run)."""
+    listing: Listing | None = None
+    entries: list[RunEntry | LiveRun] = []
+    for name in names:
+        if listing is None and RunRef.parse(name).kind == "other":
+            listing = load_listing(repo, tip)
+        entries.append(_resolve_recorded(repo, tip, name, listing, partial))
+    return entries, listing
+
+
 def compute_diff(start: Path, q: Question, html: Path | None = None, partial: bool = False) -> DiffOutput:
     """`ledger.commands.diff.diff_runs` when no kept answer fits: compare, keep the answer (not
     for `html` or `partial`), write the page."""
     where = None if html is not None or partial else repository(start)
     config_sha = config_fingerprint(where[0] / CONFIG_NAME) if where is not None else None  # read before the config is
     repo, cfg, tip = open_branch(start)
-    listing: Listing | None = None
-    entries: list[RunEntry | LiveRun] = []
-    for name in (q.a, q.b):  # ids and latest~N resolve without reading every run; names need the listing
-        if listing is None and RunRef.parse(name).kind == "other":
-            listing = load_listing(repo, tip)
-        entries.append(_resolve_recorded(repo, tip, name, listing, partial))
+    entries, listing = _resolved(repo, tip, (q.a, q.b), partial)
     metrics, ignore = list(q.metrics), list(q.ignore)
     if not all(isinstance(e, RunEntry) for e in entries):
         return _partial_diff(repo, cfg, tip, entries, metrics, q.force, q.steps_metric, ignore, html)
@@ -260,20 +267,28 @@ def compute_diff(start: Path, q: Question, html: Path | None = None, partial: bo
         keep(repo.root, repo.common_dir, q, Kept(kept, diffs, branch_ref(cfg.branch), tip, str(where[0] / CONFIG_NAME), config_sha))
     out.text = with_git_diff(out.text, git_diff_text(repo.root, diffs))
     if html is not None:
-        from ledger.pages.html import DiffPageInput, diff_page
-
-        data = DiffPageInput(
-            report,
-            render_text(report, None, show_steps=False),
-            _said(repo, ea, manifests(ea)),
-            _said(repo, eb, manifests(eb)),
-            load_metrics(repo, ea),
-            load_metrics(repo, eb),
-            replica_tables(repo, report, listing or load_listing(repo, tip)),
-        )
-        write_atomic(html, diff_page(data).encode())
+        _write_page(repo, tip, (ea, eb), report, manifests, listing, html)
         out.html_path = html
     return out
+
+
+def _write_page(
+    repo: Repo, tip: str, runs: tuple[RunEntry, RunEntry], report: DiffReport, manifests: _Manifests, listing: Listing | None, html: Path
+) -> None:
+    """`--html`: the comparison as one self-contained page."""
+    from ledger.pages.html import DiffPageInput, diff_page
+
+    ea, eb = runs
+    data = DiffPageInput(
+        report,
+        render_text(report, None, show_steps=False),
+        _said(repo, ea, manifests(ea)),
+        _said(repo, eb, manifests(eb)),
+        load_metrics(repo, ea),
+        load_metrics(repo, eb),
+        replica_tables(repo, report, listing or load_listing(repo, tip)),
+    )
+    write_atomic(html, diff_page(data).encode())
 
 
 def _said(repo: Repo, entry: RunEntry, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -156,8 +156,9 @@ def judge_metric(
         side_a, side_b = side_a[:1], side_b[:1]
     cols_a, cols_b = _side(side_a, metric, axis, steps, col_a), _side(side_b, metric, axis, steps, col_b)
     ordered = sorted(steps)
-    means_a = [statistics.fmean(c[s] for s in ordered) for c in cols_a]
-    means_b = [statistics.fmean(c[s] for s in ordered) for c in cols_b]
+    # fmean of a list, not of a generator: the same sum, without a Python-level count of the items
+    means_a = [statistics.fmean([c[s] for s in ordered]) for c in cols_a]
+    means_b = [statistics.fmean([c[s] for s in ordered]) for c in cols_b]
     mean_a, mean_b = statistics.fmean(means_a), statistics.fmean(means_b)
 
     def result(

@@ -78,9 +78,7 @@ def find_sides(
     `run_ignored(settings, run id)` names a run's settings that are not settings (paths holding its id).
     """
     cache = LocalCache(repo.common_dir, "replicas")
-    key = hashlib.sha256(
-        json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age]).encode()
-    ).hexdigest()
+    key = hashlib.sha256(json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age]).encode()).hexdigest()
     cached = cache.read_pickle(key, Sides)
     if cached is not None:
         return cached

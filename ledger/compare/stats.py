@@ -103,7 +103,8 @@ def median_with_ci(values: Sequence[float], confidence: float = 0.95) -> MedianE
     Non-finite values are dropped first. The interval is None when too few values remain for the
     requested confidence (n < 6 at 95%).
     """
-    clean = sorted(v for v in values if math.isfinite(v))
+    isfinite = math.isfinite
+    clean = sorted([v for v in values if isfinite(v)])
     n = len(clean)
     med = median(clean)
     k = order_statistic_rank(n, confidence)

@@ -10,6 +10,7 @@ someone else's: every value is checked for its type on the way in.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -181,37 +182,49 @@ class _PlainLine(msgspec.Struct, forbid_unknown_fields=True):
 _PLAIN_LINES = msgspec.json.Decoder(list[_PlainLine])
 
 
+def _after_meta(table: MetricsTable, raw: bytes, name: str) -> bytes | None:
+    """The lines after a first `{"meta": ...}` line, read into `table` (all of `raw` when there is
+    none); None when that line is not the one object `write_metrics_jsonl` writes."""
+    first, _, rest = raw.partition(b"\n")
+    if not first.startswith(b'{"meta"'):
+        return raw
+    try:
+        meta = json.loads(first)
+    except ValueError:
+        return None
+    if type(meta) is not dict or len(meta) != 1:
+        return None
+    _read_record(table, meta, f"{name}, record 1")
+    return rest
+
+
 def _plain_table(raw: bytes, name: str) -> MetricsTable | None:
     """The table of a file all of whose lines are as ledger writes them, decoded and checked in
     one C-level pass (msgspec); None for any other file, which `_read_record` reads line by line
     (with the same result for this shape)."""
-    first, _, rest = raw.strip().partition(b"\n")
     table = MetricsTable()
-    if first.startswith(b'{"meta"'):
-        try:
-            meta = json.loads(first)
-        except ValueError:
-            return None
-        if type(meta) is not dict or len(meta) != 1:
-            return None
-        _read_record(table, meta, f"{name}, record 1")
-    else:
-        rest = raw.strip()
+    rest = _after_meta(table, raw.strip(), name)
+    if rest is None:
+        return None
     try:
         lines = _PLAIN_LINES.decode(b"[" + rest.replace(b"\n", b",") + b"]")
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    rows, steps = table.rows, table.train_steps
-    for line in lines:
-        if line.train_step is UNSET:
-            if line.rollout_id is UNSET or line.t_start is UNSET or line.t_end is UNSET:
-                return None
-            rows[line.rollout_id] = StepRow(line.rollout_id, line.t_start, line.t_end, line.metrics)  # type: ignore[arg-type]
-        elif line.rollout_id is UNSET and line.t_start is UNSET and line.t_end is UNSET:
-            steps[line.train_step] = line.metrics  # type: ignore[assignment]
-        else:
-            return None
-    return table
+    return table if all(map(functools.partial(_add_plain, table), lines)) else None
+
+
+def _add_plain(table: MetricsTable, line: _PlainLine) -> bool:
+    """A decoded line into `table` when it is a row (step, both times) or a train step (no
+    times); False for any other mix of keys."""
+    if line.train_step is UNSET:
+        if line.rollout_id is UNSET or line.t_start is UNSET or line.t_end is UNSET:
+            return False
+        table.rows[line.rollout_id] = StepRow(line.rollout_id, line.t_start, line.t_end, line.metrics)  # type: ignore[arg-type]
+        return True
+    if line.rollout_id is UNSET and line.t_start is UNSET and line.t_end is UNSET:
+        table.train_steps[line.train_step] = line.metrics  # type: ignore[assignment]
+        return True
+    return False
 
 
 def read_metrics_jsonl(path: Path) -> MetricsTable:
