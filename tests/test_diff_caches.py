@@ -95,11 +95,14 @@ def test_a_repeated_diff_is_answered_before_the_comparison_code_is_imported(two_
         "heavy = sorted(m for m in ('pygit2', 'ledger.compare.diffcore', 'ledger.compare.noise', 'ledger.metrics.logparse') if m in sys.modules)\n"
         "print('IMPORTED', heavy, code)\n"
     )
-    again = subprocess.run([sys.executable, "-c", probe], cwd=two_runs, text=True, capture_output=True, timeout=120)
-    assert again.returncode == 0, again.stderr
-    text, _, tail = again.stdout.rpartition("IMPORTED ")
-    assert tail.strip() == "[] 0"
-    assert text == first.stdout  # the git diff included, byte for byte
+    below = two_runs / "sub" / "deeper"  # git names the common folder relative to where it is asked
+    below.mkdir(parents=True, exist_ok=True)
+    for cwd in (two_runs, below):
+        again = subprocess.run([sys.executable, "-c", probe], cwd=cwd, text=True, capture_output=True, timeout=120)
+        assert again.returncode == 0, again.stderr
+        text, _, tail = again.stdout.rpartition("IMPORTED ")
+        assert tail.strip() == "[] 0", cwd
+        assert text == first.stdout  # the git diff included, byte for byte
 
 
 def test_a_kept_answer_is_a_miss_once_the_config_or_the_branch_changes(two_runs: Path) -> None:

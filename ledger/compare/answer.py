@@ -112,8 +112,7 @@ def repository(start: Path) -> tuple[Path, Path] | None:
     lines = found.stdout.decode("utf-8", "surrogateescape").splitlines()
     if found.returncode != 0 or len(lines) != 2:
         return None
-    root = Path(lines[0])
-    return root.resolve(), (root / lines[1] if not Path(lines[1]).is_absolute() else Path(lines[1])).resolve()
+    return Path(lines[0]).resolve(), (Path(start) / lines[1]).resolve()  # git prints the second relative to `start`
 
 
 def _cache(common_dir: Path) -> LocalCache:
