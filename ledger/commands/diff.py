@@ -2,7 +2,7 @@
 
 A diff asked before is answered from the answers kept for this code, repository, `.ledger.yaml`
 and ledger branch tip (`ledger.compare.answer`), before the comparison code is imported; any
-other is computed by `ledger.commands.diffrun`."""
+other is computed by `ledger.diffrun`."""
 
 from __future__ import annotations
 
@@ -39,6 +39,6 @@ def diff_runs(
         if kept is not None:
             return kept
     # imported only now: pygit2 and the comparison modules are most of a repeated diff's time
-    from ledger.commands.diffrun import compute_diff
+    from ledger.diffrun import compute_diff
 
     return compute_diff(start, question, html, partial)

@@ -1,7 +1,9 @@
 """`ledger diff A B` computed: one changed setting, its git diff, and step-aligned timing.
 
-`ledger.commands.diff` asks the kept answers first (`ledger.compare.answer`); this module is
-imported only when there is none, since its imports are most of a repeated diff's time."""
+The verb, `ledger.commands.diff`, asks the kept answers first (`ledger.compare.answer`); this
+module is imported only when there is none, since its imports are most of a repeated diff's
+time. It sits in its own layer just below the commands (it reads what `record/` and `pages/`
+offer, as a command does), so that the verb importing it is no command importing another."""
 
 from __future__ import annotations
 
