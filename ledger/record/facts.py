@@ -276,7 +276,8 @@ def metrics(
     with the run's own metric events, and carries back only the outcome), merged with the metric
     files the run wrote (`ledger.record.metricsources`). Returns (`logs.metrics`: the file name or
     None, warnings). A run with no per-step metrics says so, naming the formats ledger reads."""
-    from ledger.compare.logparse import NO_METRICS, MetricsTable, read_metrics_jsonl, write_metrics_jsonl, write_run_metrics
+    from ledger.metrics.jsonl import read_metrics_jsonl, write_metrics_jsonl, write_run_metrics
+    from ledger.metrics.table import NO_METRICS, MetricsTable
     from ledger.record.metricsources import find_sources, with_metric_files
 
     extra = find_sources(command, data_dir, os.environ if environ is None else environ, parse_iso(started))

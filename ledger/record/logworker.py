@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from ledger.compare.logparse import LogScan, write_run_metrics
-from ledger.compare.summarymetrics import summarize
 from ledger.fsutil import atomic_writer, write_atomic
+from ledger.metrics.jsonl import write_run_metrics
+from ledger.metrics.logparse import LogScan
+from ledger.metrics.summarymetrics import summarize
 from ledger.record import workerlink
 from ledger.record.streamed import LogTail, ReadBack, StreamedLogs
 from ledger.redact.runscrub import load_secrets

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 Say = Callable[[str], None]
 # Modules only the end of a run needs: imported on a thread while the job runs, not before it starts.
-END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.summary", "ledger.compare.logparse")
+END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.summary", "ledger.metrics.jsonl")
 
 
 @dataclass
@@ -728,7 +728,7 @@ def _big_logs(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged
 
 def _with_trackers(record: RunRecord, run_dir: Path) -> RunRecord:
     """`trackers`: the W&B/MLflow run the job printed."""
-    from ledger.compare.trackers import find_trackers
+    from ledger.metrics.trackers import find_trackers
 
     return replace(record, trackers=find_trackers(run_dir / "trainer.log", dict(record.settings)))
 

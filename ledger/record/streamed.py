@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.capture.stream import CHUNK, LineSplitter
-from ledger.compare.logparse import LogScan, MetricsTable, parse_logs
-from ledger.compare.summarymetrics import summarize_file
 from ledger.fsutil import write_atomic
+from ledger.metrics.logparse import LogScan, parse_logs
+from ledger.metrics.summarymetrics import summarize_file
+from ledger.metrics.table import MetricsTable
 from ledger.record import workerlink
 from ledger.record.rawroom import RawRoom
 from ledger.record.rawroom import was_punched as was_punched
