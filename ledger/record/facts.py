@@ -1,6 +1,6 @@
 """The facts a run's record derives once the job has ended: the settings of the training command
 it really ran, its per-step metrics, extra log files, and its DVC-tracked data. Each is called
-through `recording._guarded`, so one failing never loses the run."""
+through `ledger.record.derived.guarded`, so one failing never loses the run."""
 
 from __future__ import annotations
 
@@ -18,15 +18,17 @@ from ledger.manifest import run_path
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
 from ledger.redact.scanner import Redactor
-from ledger.runrecord import Code, Command, RunRecord, Seeds, replace
+from ledger.runrecord import UNSET, Code, Command, DataEntry, RunRecord, Seeds, replace
 from ledger.storage import staging
 from ledger.storage.git import Repo
 from ledger.timefmt import parse_iso
 from ledger.understand import envvars, framework, launcher, seeddefaults, tracescan
 from ledger.understand import settings as settings_mod
+from ledger.understand.settings import Value
 from ledger.understand.shim import ShimRecord
 
 if TYPE_CHECKING:
+    from ledger.data.dvcops import DataRecord
     from ledger.record.streamed import StreamResult
 
 Say = Callable[[str], None]
@@ -34,7 +36,7 @@ Say = Callable[[str], None]
 
 def _training_facts(
     command: Command, cfg: Config, command_lines: list[str], job_argv: list[str], records: list[ShimRecord]
-) -> tuple[Command, list[str] | None, dict[str, Any] | None]:
+) -> tuple[Command, list[str] | None, dict[str, object] | None]:
     """(the `command` section with `ray_argv` and `training_source`, the training argv, the runtime
     env) from the best source: the wrappers (exact), else the launcher's xtrace/EXEC lines, else the
     job's own argv."""
@@ -78,9 +80,9 @@ class TrainingFacts:
     """What the training command the job really ran gives the record (`training_facts`)."""
 
     command: Command  # `training_argv`, `training_source`, `ray_argv`, `runtime_env`, `debug_data` set
-    settings: dict[str, Any]  # `settings`, sorted by name
-    seeds: dict[str, Any]  # `seeds`
-    env_report: list[Any]  # `env_report`
+    settings: dict[str, Value]  # `settings`, sorted by name
+    seeds: Seeds  # `seeds`
+    env_report: list[dict[str, object]]  # `env_report`
     redacted: list[str]  # entries for `redacted`
     warnings: list[str]  # for `warnings`
 
@@ -91,7 +93,7 @@ class TrainingFacts:
             redacted=sorted({*record.redacted, *self.redacted}),
             command=self.command,
             env_report=self.env_report,
-            seeds=Seeds.from_dict(self.seeds, "manifest", "seeds"),
+            seeds=self.seeds,
             warnings=[*record.warnings, *self.warnings],
             settings=self.settings,
         )
@@ -125,7 +127,7 @@ def training_facts(
     records = records or []
     redacted: list[str] = []
     command, training_argv, runtime_env = _training_facts(record.command, cfg, command_lines, job_argv, records)
-    settings: dict[str, Any] = {}
+    settings: dict[str, Value] = {}
     if training_argv is not None:
         training_argv, names = redact.redact_argv(training_argv, cfg.secret_env_names)
         redacted.extend(f"training_argv: {n}" for n in names)
@@ -145,19 +147,18 @@ def training_facts(
     return TrainingFacts(command, settings, seeds, launcher.env_report(command_lines), redacted, [warning] if warning else [])
 
 
-def _seeds(settings: Mapping[str, Any], command: Command, training_argv: list[str] | None, record: RunRecord) -> dict[str, Any]:
+def _seeds(settings: Mapping[str, Value], command: Command, training_argv: list[str] | None, record: RunRecord) -> Seeds:
     """`seeds`: the seed settings the command passed; those it did not pass are the framework's
     defaults (`ledger.understand.seeddefaults`), named in `seeds.defaults`."""
-    seeds: dict[str, Any] = {key: settings.get(flag[2:]) for key, flag in seeddefaults.SEED_FLAGS.items()}
+    passed = {key: settings.get(flag[2:]) for key, flag in seeddefaults.SEED_FLAGS.items()}
     missing = [key for key, flag in seeddefaults.SEED_FLAGS.items() if flag[2:] not in settings]
     if training_argv is None or not missing:
-        return seeds
+        return Seeds.from_dict(passed, "manifest", "seeds")
     framework, script = _trainer(command, training_argv, record)
     found = seeddefaults.seed_defaults(framework, script, missing, str(command.repo_root or ""))
-    if found.values:
-        seeds.update(found.values)
-        seeds["defaults"] = found.sources
-    return seeds
+    if not found.values:
+        return Seeds.from_dict(passed, "manifest", "seeds")
+    return Seeds.from_dict({**passed, **found.values, "defaults": found.sources}, "manifest", "seeds")
 
 
 def _trainer(command: Command, training_argv: list[str], record: RunRecord) -> tuple[str | None, Path | None]:
@@ -178,7 +179,7 @@ def _trainer(command: Command, training_argv: list[str], record: RunRecord) -> t
 
 def _env_settings(
     command: Command, cfg: Config, command_lines: list[str], records: list[ShimRecord], environ: Mapping[str, str] | None
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[dict[str, str], list[str]]:
     """The `env.*` settings (redacted) and the names hidden: the trainer's own environment when a
     wrapper saw it, else ledger's plus the launcher's exports; never what ledger itself set."""
     pythons = [r for r in records if r.via != "ray"]
@@ -199,11 +200,16 @@ def _env_settings(
 
 
 def _with_record_facts(
-    settings: dict[str, Any], record: RunRecord, command: Command, cfg: Config, records: list[ShimRecord], command_found: bool
-) -> dict[str, Any]:
+    settings: dict[str, Value], record: RunRecord, command: Command, cfg: Config, records: list[ShimRecord], command_found: bool
+) -> dict[str, Value]:
     """`settings` with the image's and the code's, less what ledger itself set; sorted by name."""
     image = record.image
-    out = {**settings, "image.digest": image.digest, "image.miles_commit": image.miles_commit, "image.sglang_version": image.sglang_version}
+    out: dict[str, Value] = {
+        **settings,
+        "image.digest": image.digest,
+        "image.miles_commit": image.miles_commit,
+        "image.sglang_version": image.sglang_version,
+    }
     out.update(code_settings(command, record.code, command_found))
     for name in ledger_set(record.id, command, cfg, out, records):
         out.pop(name, None)
@@ -218,12 +224,12 @@ def _with_record_facts(
     return dict(sorted(out.items()))
 
 
-def code_settings(command: Command, code: Code, command_found: bool) -> dict[str, Any]:
+def code_settings(command: Command, code: Code, command_found: bool) -> dict[str, Value]:
     """`code` (the content of the files that count, `ledger.record.codeset`) and `command.entry`.
 
     With the training command found, the launcher and its inputs are left out of `code`: their
     effect is in the settings. A staged run from before `code.content` existed keeps the old keys."""
-    out: dict[str, Any] = {settings_mod.ENTRY_SETTING: settings_mod.entry_point(command.to_dict())}
+    out: dict[str, Value] = {settings_mod.ENTRY_SETTING: settings_mod.entry_point(command.to_dict())}
     if code.content_without_launcher and command_found:
         out["code"] = code.content_without_launcher
     elif code.content:
@@ -234,14 +240,14 @@ def code_settings(command: Command, code: Code, command_found: bool) -> dict[str
 
 
 def ledger_set(
-    run_id: str, command: Command, cfg: Config, settings: Mapping[str, Any], records: list[ShimRecord] | None = None
+    run_id: str, command: Command, cfg: Config, settings: Mapping[str, Value], records: list[ShimRecord] | None = None
 ) -> list[str]:
     """The `env.` settings that are variables ledger itself set for the job:
     never settings, on any path (the trainer's env, the launcher's exports, the runtime env the
     ray wrapper extended). A run staged before `command.ledger_env` was written (`ledger
     recover`) falls back to the configured job variables, where the value is ledger's."""
     recorded = command.ledger_env
-    ours: dict[str, Any] = dict(recorded) if recorded else {"LEDGER_RUN_ID": run_id, **cfg.job_env}
+    ours: dict[str, object] = dict(recorded) if recorded else {"LEDGER_RUN_ID": run_id, **cfg.job_env}
     ours.pop("PATH", None)
     names = [f"{envvars.ENV_PREFIX}{name}" for name in ours]
     found = [n for n in names if n in settings and (recorded or str(settings[n]) == str(ours[n[len(envvars.ENV_PREFIX) :]]))]
@@ -316,13 +322,23 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tup
     return copied, redacted
 
 
-def data_entry(record: Any) -> dict[str, Any]:
-    """A tracked output as the manifest lists it: not its machine-local source path, not the
-    .dvc text (that file sits beside the manifest)."""
-    return {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
+def data_entry(record: DataRecord, template: str) -> DataEntry:
+    """A tracked output as the manifest lists it, from `template`: not its machine-local source
+    path, not the .dvc text (that file sits beside the manifest)."""
+    return DataEntry(
+        role=record.role,
+        path=record.path,
+        dvc_file=record.dvc_file,
+        hash=record.hash,
+        nfiles=record.nfiles,
+        size=record.size,
+        tracked=record.tracked,
+        error=record.error,
+        template=template,
+    )
 
 
-def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say, redactor: Redactor) -> list[dict[str, Any]] | None:
+def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say, redactor: Redactor) -> list[DataEntry] | None:
     """The run's outputs tracked with DVC: the `data` section (None: no output exists). Each file
     is scanned first with `redactor` (the run's known values): one holding secret text is held
     back (`ledger.record.heldback`) and never reaches the DVC cache."""
@@ -351,22 +367,18 @@ def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say, r
     records = iter(track_outputs(repo.root, staged.run_dir, [(s.role, s.path) for s in kept], [staged.dir]) if kept else [])
     data = []
     for s in screened:
-        entry = data_entry(next(records)) if s.track else _untracked_entry(s.role, s.error)
         # a template inside the run's own data folder is recorded relative to the run folder
-        tmpl = s.template
-        entry["template"] = tmpl.replace(str(staged.data_dir), "data", 1) if tmpl.startswith(str(staged.data_dir)) else tmpl
-        if s.held:
-            entry["held_back"] = s.held
-        data.append(entry)
-        if entry.get("error") and not s.held:
-            say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
+        tmpl = s.template.replace(str(staged.data_dir), "data", 1) if s.template.startswith(str(staged.data_dir)) else s.template
+        entry = data_entry(next(records), tmpl) if s.track else _untracked_entry(s.role, s.error, tmpl)
+        data.append(replace(entry, held_back=s.held or UNSET))
+        if entry.error and not s.held:
+            say(f"ledger: data '{entry.role}' not tracked: {entry.error} (`ledger push` retries)")
     return data
 
 
-def _untracked_entry(role: str, error: str | None) -> dict[str, Any]:
+def _untracked_entry(role: str, error: str | None, template: str) -> DataEntry:
     """The `data` entry of an output nothing of which is tracked (its files held back)."""
-    keys = {"role": role, "path": f"data/{role}", "dvc_file": f"data/{role}.dvc", "hash": None, "nfiles": None, "size": None}
-    return {**keys, "tracked": False, "error": error}
+    return DataEntry(role=role, path=f"data/{role}", dvc_file=f"data/{role}.dvc", tracked=False, error=error, template=template)
 
 
 EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
@@ -379,7 +391,7 @@ def offload_big_logs(
     run_id: str,
     say: Say,
     known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None,
-) -> tuple[dict[str, Any], list[str]] | None:
+) -> tuple[DataEntry, list[str]] | None:
     """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
 
     A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
@@ -419,6 +431,4 @@ def offload_big_logs(
             os.replace(dest / name, staged.run_dir / name)
         say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
         return None
-    entry = data_entry(record)
-    entry["template"] = "data/logs"
-    return entry, big
+    return data_entry(record, "data/logs"), big
