@@ -18,7 +18,7 @@ from ledger import yamlio
 from ledger.config import Config
 from ledger.fsutil import write_atomic
 from ledger.manifest import duration_text, readable, run_path, status_line, storable
-from ledger.record import facts
+from ledger.record import datatrack
 from ledger.record.derived import guarded
 from ledger.record.jobsetup import Say
 from ledger.redact.runscrub import scrub_logs
@@ -38,9 +38,9 @@ def scrubbed_logs(record: RunRecord, run_dir: Path, secrets: set[str], logs: Str
 
 
 def big_logs(record: RunRecord, repo: Repo, cfg: Config, staged: staging.Staged, logs: StreamResult, say: Say) -> RunRecord:
-    """A trainer/engine log over `logs: git_max_mb` tracked with DVC (`facts.offload_big_logs`)."""
+    """A trainer/engine log over `logs: git_max_mb` tracked with DVC (`datatrack.offload_big_logs`)."""
     warnings = list(record.warnings)
-    offloaded = guarded(warnings, "tracking big logs", lambda: facts.offload_big_logs(repo, cfg, staged, record.id, say, logs.md5), say)
+    offloaded = guarded(warnings, "tracking big logs", lambda: datatrack.offload_big_logs(repo, cfg, staged, record.id, say, logs.md5), say)
     if offloaded is None:
         return replace(record, warnings=warnings)
     return replace(record, data=[*record.data, offloaded[0]], logs=replace(record.logs, in_dvc=offloaded[1]), warnings=warnings)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ledger.config import Config
-from ledger.record import facts
+from ledger.record import datatrack, facts
 from ledger.record.jobsetup import Say
 from ledger.redact.runscrub import as_texts
 from ledger.redact.scanner import Redactor
@@ -98,7 +98,7 @@ class _Deriving:
         command, data = record.command, list(record.data)
         # the run's known values, and the values the rules removed from its logs: a data file holding one is held back
         screen = Redactor(self.secrets | as_texts(self.logs.found), self.cfg.secret_names)
-        tracked = self.guarded("tracking data", lambda: facts.track_data(self.repo, self.staged, command, self.say, screen))
+        tracked = self.guarded("tracking data", lambda: datatrack.track_data(self.repo, self.staged, command, self.say, screen))
         if tracked is not None:
             data = tracked
         with_ids = self.guarded("listing the recorded rollout ids", lambda: _with_rollout_ids(self.staged, data, str(command.cwd)))
@@ -155,18 +155,20 @@ def _with_rollout_ids(staged: staging.Staged, data: list[DataEntry], cwd: str) -
 def _rollout_ids(staged: staging.Staged, rec: DataEntry, cwd: str) -> list[int | str] | None:
     """The rollout ids of the files a rollout data record's template names (numbers first, in
     order); None when its template names no `{rollout_id}` or its folder is gone."""
-    template = str(rec.template)
-    base = Path(template)
-    if template.startswith("data/"):
-        base = staged.dir / template
-    elif not base.is_absolute():
-        base = Path(cwd) / template
+    base = _template_path(staged, str(rec.template), cwd)
     if "{rollout_id}" not in base.name or not base.parent.is_dir():
         return None
     pattern = re.compile(re.escape(base.name).replace(re.escape("{rollout_id}"), "(.+)") + "$")
     found = [match.group(1) for p in base.parent.iterdir() if (match := pattern.match(p.name))]
     numbers: list[int | str] = sorted(int(x) for x in found if x.isdigit())
     return [*numbers, *sorted(x for x in found if not x.isdigit())]
+
+
+def _template_path(staged: staging.Staged, template: str, cwd: str) -> Path:
+    """Where a data record's template points: into the staged run (`data/...`), else from `cwd`."""
+    if template.startswith("data/"):
+        return staged.dir / template
+    return Path(template) if Path(template).is_absolute() else Path(cwd) / template
 
 
 def _replay_fidelity(repo: Repo, record: RunRecord, run_dir: Path, say: Say) -> Mapping[str, Any] | None:

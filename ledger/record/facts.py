@@ -1,26 +1,22 @@
 """The facts a run's record derives once the job has ended: the settings of the training command
-it really ran, its per-step metrics, extra log files, and its DVC-tracked data. Each is called
-through `ledger.record.derived.guarded`, so one failing never loses the run."""
+it really ran, its per-step metrics and extra log files (its DVC-tracked data: `datatrack.py`).
+Each is called through `ledger.record.derived.guarded`, so one failing never loses the run."""
 
 from __future__ import annotations
 
 import glob
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.config import Config
-from ledger.fsutil import write_atomic
-from ledger.manifest import run_path
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
 from ledger.redact.scanner import Redactor
-from ledger.runrecord import UNSET, Code, Command, DataEntry, RunRecord, Seeds, replace
-from ledger.storage import staging
-from ledger.storage.git import Repo
+from ledger.runrecord import Code, Command, RunRecord, Seeds, replace
 from ledger.timefmt import parse_iso
 from ledger.understand import envvars, framework, launcher, seeddefaults, tracescan
 from ledger.understand import settings as settings_mod
@@ -28,7 +24,6 @@ from ledger.understand.settings import Value
 from ledger.understand.shim import ShimRecord
 
 if TYPE_CHECKING:
-    from ledger.data.dvcops import DataRecord
     from ledger.record.streamed import StreamResult
 
 Say = Callable[[str], None]
@@ -43,28 +38,53 @@ def _training_facts(
     patterns = list(cfg.training_patterns)
     found = launcher.find_training_command(command_lines, patterns)
     rays = [r for r in records if r.via == "ray"]
-    pythons = [r for r in records if r.via != "ray"]
+    direct = launcher.training_command_from_argv(job_argv, patterns)
+    ray_argv, runtime_env = _ray_side(found, rays, direct)
+    if ray_argv is not None:
+        command = replace(command, ray_argv=redact.redact_argv(list(ray_argv), cfg.secret_env_names)[0])
+    source, training_argv = _training_source(found, records, direct, job_argv)
+    return (command if source is None else replace(command, training_source=source)), training_argv, runtime_env
+
+
+def _ray_side(
+    found: launcher.TrainingCommand | None, rays: list[ShimRecord], direct: launcher.TrainingCommand | None
+) -> tuple[Sequence[str] | None, dict[str, object] | None]:
+    """(the `ray job submit` argv, its runtime env): the ray wrapper's (exact), else the launcher's
+    lines', else the job argv's own."""
     ray_argv = found.ray_argv if found is not None else None
     runtime_env = found.runtime_env if found is not None else None
     if rays:
         ray_argv = rays[-1].argv
         runtime_env = envvars.runtime_env_from_ray_argv(ray_argv)
-    direct = launcher.training_command_from_argv(job_argv, patterns)
     if direct is not None and ray_argv is None and direct.ray_argv is not None:
-        ray_argv, runtime_env = direct.ray_argv, direct.runtime_env
-    if ray_argv is not None:
-        command = replace(command, ray_argv=redact.redact_argv(list(ray_argv), cfg.secret_env_names)[0])
-    if pythons:
-        return replace(command, training_source="wrapper"), list(pythons[-1].argv), runtime_env
-    if rays and rays[-1].entrypoint:
-        return replace(command, training_source="wrapper"), list(rays[-1].entrypoint), runtime_env
+        return direct.ray_argv, direct.runtime_env
+    return ray_argv, runtime_env
+
+
+def _training_source(
+    found: launcher.TrainingCommand | None, records: list[ShimRecord], direct: launcher.TrainingCommand | None, job_argv: list[str]
+) -> tuple[str | None, list[str] | None]:
+    """(`command.training_source`, the training argv), in the order of trust: a python wrapper's
+    argv, the ray wrapper's entrypoint, the launcher's lines, the job argv."""
+    wrapped = _wrapper_argv(records)
+    if wrapped is not None:
+        return "wrapper", wrapped
     if found is not None:
-        return replace(command, training_source=found.source), list(found.argv), runtime_env
+        return found.source, list(found.argv)
     if direct is not None:
-        return replace(command, training_source="argv"), list(direct.argv), runtime_env
+        return "argv", list(direct.argv)
     if settings_mod.locate_training_command(job_argv) is not None:
-        return replace(command, training_source="argv"), list(job_argv), runtime_env
-    return command, None, runtime_env
+        return "argv", list(job_argv)
+    return None, None
+
+
+def _wrapper_argv(records: list[ShimRecord]) -> list[str] | None:
+    """The training argv the PATH wrappers saw: the last python's, else the last ray submission's entrypoint."""
+    pythons = [r for r in records if r.via != "ray"]
+    if pythons:
+        return list(pythons[-1].argv)
+    rays = [r for r in records if r.via == "ray"]
+    return list(rays[-1].entrypoint) if rays and rays[-1].entrypoint else None
 
 
 def _portable(value: str, repo_root: str | None) -> str:
@@ -320,115 +340,3 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tup
                 redacted.extend(acc.at(f"extra-logs/{p.name}"))
                 copied.append(f"extra-logs/{p.name}")
     return copied, redacted
-
-
-def data_entry(record: DataRecord, template: str) -> DataEntry:
-    """A tracked output as the manifest lists it, from `template`: not its machine-local source
-    path, not the .dvc text (that file sits beside the manifest)."""
-    return DataEntry(
-        role=record.role,
-        path=record.path,
-        dvc_file=record.dvc_file,
-        hash=record.hash,
-        nfiles=record.nfiles,
-        size=record.size,
-        tracked=record.tracked,
-        error=record.error,
-        template=template,
-    )
-
-
-def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say, redactor: Redactor) -> list[DataEntry] | None:
-    """The run's outputs tracked with DVC: the `data` section (None: no output exists). Each file
-    is scanned first with `redactor` (the run's known values): one holding secret text is held
-    back (`ledger.record.heldback`) and never reaches the DVC cache."""
-    from ledger.data.outputs import find_outputs
-    from ledger.record.heldback import screen_outputs
-
-    req = staged.read_json("request.json") or {}
-    # the whole job argv when no training command was found: find_outputs looks past `ray ... --`
-    training_argv = list(command.training_argv or req.get("job_argv") or [])
-    outputs: list[tuple[str, Path, str]] = []
-    for out in find_outputs(training_argv):
-        path = Path(out.path)
-        if not path.is_absolute():
-            path = Path(str(command.cwd)) / path
-        outputs.append((out.role, path, out.template))
-    for extra in req.get("data_paths") or []:
-        p = Path(extra)
-        outputs.append(("other", p if p.is_absolute() else Path(str(command.cwd)) / p, extra))
-    present = [(role, path, tmpl) for role, path, tmpl in outputs if path.exists()]
-    if not present:
-        return None
-    screened = screen_outputs(redactor, staged, present, say)
-    kept = [s for s in screened if s.track]
-    from ledger.data.dvcops import track_outputs
-
-    records = iter(track_outputs(repo.root, staged.run_dir, [(s.role, s.path) for s in kept], [staged.dir]) if kept else [])
-    data = []
-    for s in screened:
-        # a template inside the run's own data folder is recorded relative to the run folder
-        tmpl = s.template.replace(str(staged.data_dir), "data", 1) if s.template.startswith(str(staged.data_dir)) else s.template
-        entry = data_entry(next(records), tmpl) if s.track else _untracked_entry(s.role, s.error, tmpl)
-        data.append(replace(entry, held_back=s.held or UNSET))
-        if entry.error and not s.held:
-            say(f"ledger: data '{entry.role}' not tracked: {entry.error} (`ledger push` retries)")
-    return data
-
-
-def _untracked_entry(role: str, error: str | None, template: str) -> DataEntry:
-    """The `data` entry of an output nothing of which is tracked (its files held back)."""
-    return DataEntry(role=role, path=f"data/{role}", dvc_file=f"data/{role}.dvc", tracked=False, error=error, template=template)
-
-
-EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
-
-
-def offload_big_logs(
-    repo: Repo,
-    cfg: Config,
-    staged: staging.Staged,
-    run_id: str,
-    say: Say,
-    known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None,
-) -> tuple[DataEntry, list[str]] | None:
-    """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
-
-    A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
-    and `dvc pull` brings it back on demand. The run folder keeps the log's first and last MiB in
-    its place, so `git show`, `ledger diff`'s git diff and a quick look still work. Returns (the
-    `data` entry of the logs, `logs.in_dvc`), None when the logs stay in git whole.
-    """
-    limit = cfg.log_git_max_mb * (1 << 20)
-    big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
-    if not big:
-        return None
-    if not (repo.root / ".dvc").is_dir():
-        say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
-        return None
-    from ledger.data.dvcops import track_outputs
-
-    dest = staged.data_dir / "logs"
-    dest.mkdir(exist_ok=True)
-    for name in big:
-        full = dest / name
-        os.replace(staged.run_dir / name, full)
-        size = full.stat().st_size
-        with open(full, "rb") as f:
-            head = f.read(EXCERPT)
-            f.seek(max(size - EXCERPT, EXCERPT))
-            tail = f.read()
-        note = (
-            f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
-            f"data/logs/{name}: `ledger pull REMOTE {run_id}` or `dvc pull -R {run_path(run_id)}`]\n"
-        )
-        write_atomic(staged.run_dir / name, head + note.encode() + tail)
-    # hashed by the log worker as it read them back (the same inode: moved, not copied)
-    known = {dest / n: known_md5[n] for n in big if known_md5 and n in known_md5}
-    [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir], known=known)
-    if record.error:  # keep the whole logs in git rather than lose them
-        for name in big:
-            os.replace(dest / name, staged.run_dir / name)
-        say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
-        return None
-    return data_entry(record, "data/logs"), big
