@@ -75,8 +75,7 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
         return
     # the job's output is the best clock of when it last did anything; read it before the
     # split below rewrites the logs (and their mtimes)
-    stamps = [p.stat().st_mtime for p in (staged.dir / "manifest.json", staged.raw_output, staged.run_dir / "heat.log") if p.exists()]
-    last = max(stamps)
+    last = _last_sign_of_life(staged)
     secrets = load_secrets(staged.dir)  # exactly the values a normal finish scrubs
     stop_worker(staged.dir)  # a log worker the dead ledger left; its work is redone from the raw file
     logs = _redone_logs(staged, cfg, secrets)
@@ -86,12 +85,22 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
     if notes:
         warnings.extend(notes)
         status = replace(status, warnings=notes)
-    record = replace(record, status=status, warnings=warnings)
-    if record.gpu is None and (staged.run_dir / "heat.log").exists():
-        from ledger.heat.setup import summary_from_log
-
-        record = replace(record, gpu=Gpu.from_dict(summary_from_log(staged.run_dir / "heat.log")))
+    record = _with_heat_summary(replace(record, status=status, warnings=warnings), staged)
     done.append(finish(repo, cfg, staged, record, code, logs, say, secrets=secrets))
+
+
+def _last_sign_of_life(staged: staging.Staged) -> float:
+    """When the run last did anything: the newest mtime of its staged manifest, raw output and heat log."""
+    return max(p.stat().st_mtime for p in (staged.dir / "manifest.json", staged.raw_output, staged.run_dir / "heat.log") if p.exists())
+
+
+def _with_heat_summary(record: RunRecord, staged: staging.Staged) -> RunRecord:
+    """`gpu`, rebuilt from heat.log when the dead ledger never wrote it."""
+    if record.gpu is not None or not (staged.run_dir / "heat.log").exists():
+        return record
+    from ledger.heat.setup import summary_from_log
+
+    return replace(record, gpu=Gpu.from_dict(summary_from_log(staged.run_dir / "heat.log")))
 
 
 def _drop_unrecorded(repo: Repo, staged: staging.Staged, say: Say) -> None:

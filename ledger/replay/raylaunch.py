@@ -114,27 +114,38 @@ def runtime_env(
     its runtime env nor as `--working-dir`) is replayed with `checkout`, the recorded working
     directory in this checkout, as its working_dir, `excludes` (what Ray must not upload of it:
     pulled data, git's objects; `.gitignore`d files it leaves out itself) added."""
-    recorded = record.command.runtime_env or {}
-    out: dict[str, Any] = {k: v for k, v in recorded.items() if k != "env_vars"}
-    given = _option([str(a) for a in record.command.ray_argv or []], "--working-dir")
-    if given is not None and "working_dir" not in out:
-        out["working_dir"] = given
-    code_from = CODE_FROM_RECORDED
-    if isinstance(out.get("working_dir"), str):
-        rebased = rebase(out["working_dir"])
-        if rebased != out["working_dir"]:
-            code_from += ", pointed into this checkout"
-        out["working_dir"] = rebased
-    elif "working_dir" not in out:
-        out["working_dir"] = str(checkout)
-        if excludes:
-            out["excludes"] = [*(out.get("excludes") or []), *excludes]
-        code_from = CODE_FROM_CHECKOUT
+    out = _recorded_runtime_env(record)
+    code_from = _with_working_dir(out, rebase, checkout, excludes)
     if isinstance(out.get("py_modules"), list):
         out["py_modules"] = [rebase(p) if isinstance(p, str) else p for p in out["py_modules"]]
     if env_vars:
         out["env_vars"] = dict(env_vars)
     return out, code_from
+
+
+def _recorded_runtime_env(record: RunRecord) -> dict[str, Any]:
+    """The recorded runtime env less its variables, with the `--working-dir` the submission gave."""
+    out: dict[str, Any] = {k: v for k, v in (record.command.runtime_env or {}).items() if k != "env_vars"}
+    given = _option([str(a) for a in record.command.ray_argv or []], "--working-dir")
+    if given is not None and "working_dir" not in out:
+        out["working_dir"] = given
+    return out
+
+
+def _with_working_dir(out: dict[str, Any], rebase: Callable[[str], str], checkout: Path, excludes: Sequence[str]) -> str:
+    """`out`'s `working_dir` pointed into this checkout, or `checkout` (with `excludes`) when the
+    run had none; returns where the job's code comes from."""
+    if isinstance(out.get("working_dir"), str):
+        rebased = rebase(out["working_dir"])
+        moved = rebased != out["working_dir"]
+        out["working_dir"] = rebased
+        return CODE_FROM_RECORDED + (", pointed into this checkout" if moved else "")
+    if "working_dir" in out:
+        return CODE_FROM_RECORDED
+    out["working_dir"] = str(checkout)
+    if excludes:
+        out["excludes"] = [*(out.get("excludes") or []), *excludes]
+    return CODE_FROM_CHECKOUT
 
 
 def submit_argv(target: RayTarget, argv: list[str]) -> list[str]:

@@ -108,15 +108,21 @@ def nofollow_dirs(repo: Repo, *parts: str) -> None:
 
 def check_steps_recorded(run_id: str, rec: DataEntry, data_dir: Path, name_template: str, chosen: list[int]) -> None:
     """A dry run refuses steps that are not in the recorded data, as the replay itself would."""
-    ids = rec.rollout_ids
-    if ids is not UNSET:
-        have = {str(i) for i in ids}
-        recorded = ", ".join(str(i) for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
-    elif data_dir.is_dir():
-        have = {str(i) for i in chosen if (data_dir / name_template.format(rollout_id=i)).is_file()}
-        recorded = "see `ledger show " + run_id + "`"
-    else:
+    known = _recorded_steps(run_id, rec, data_dir, name_template, chosen)
+    if known is None:
         return  # only in the DVC cache, not checked out by a dry run: the replay checks
+    have, recorded = known
     missing = [i for i in chosen if str(i) not in have]
     if missing:
         raise DataError(f"rollout {missing[0]} is not in the recorded data of run {run_id} (recorded: {recorded})", "pick steps that exist")
+
+
+def _recorded_steps(run_id: str, rec: DataEntry, data_dir: Path, name_template: str, chosen: list[int]) -> tuple[set[str], str] | None:
+    """(the recorded rollout ids among those a dry run can know, how to say them): from the
+    record's `rollout_ids`, else from the files of a checked-out data folder; None: neither."""
+    ids = rec.rollout_ids
+    if ids is not UNSET:
+        return {str(i) for i in ids}, ", ".join(str(i) for i in ids[:20]) + (" ..." if len(ids) > 20 else "")
+    if data_dir.is_dir():
+        return {str(i) for i in chosen if (data_dir / name_template.format(rollout_id=i)).is_file()}, f"see `ledger show {run_id}`"
+    return None
