@@ -111,30 +111,16 @@ def offload_big_logs(
     its place, so `git show`, `ledger diff`'s git diff and a quick look still work. Returns (the
     `data` entry of the logs, `logs.in_dvc`), None when the logs stay in git whole.
     """
-    limit = cfg.log_git_max_mb * (1 << 20)
-    big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
+    big = _too_big_for_git(repo, cfg, staged, say)
     if not big:
-        return None
-    if not (repo.root / ".dvc").is_dir():
-        say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
         return None
     from ledger.data.dvcops import track_outputs
 
     dest = staged.data_dir / "logs"
     dest.mkdir(exist_ok=True)
     for name in big:
-        full = dest / name
-        os.replace(staged.run_dir / name, full)
-        size = full.stat().st_size
-        with open(full, "rb") as f:
-            head = f.read(EXCERPT)
-            f.seek(max(size - EXCERPT, EXCERPT))
-            tail = f.read()
-        note = (
-            f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
-            f"data/logs/{name}: `ledger pull REMOTE {run_id}` or `dvc pull -R {run_path(run_id)}`]\n"
-        )
-        write_atomic(staged.run_dir / name, head + note.encode() + tail)
+        os.replace(staged.run_dir / name, dest / name)
+        _leave_excerpt(dest / name, staged.run_dir / name, run_id)
     # hashed by the log worker as it read them back (the same inode: moved, not copied)
     known = {dest / n: known_md5[n] for n in big if known_md5 and n in known_md5}
     [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir], known=known)
@@ -144,3 +130,28 @@ def offload_big_logs(
         say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
         return None
     return data_entry(record, "data/logs"), big
+
+
+def _too_big_for_git(repo: Repo, cfg: Config, staged: staging.Staged, say: Say) -> list[str]:
+    """The run's logs over `logs: git_max_mb`, when DVC is there to track them (said when it is not)."""
+    limit = cfg.log_git_max_mb * (1 << 20)
+    big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
+    if big and not (repo.root / ".dvc").is_dir():
+        say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
+        return []
+    return big
+
+
+def _leave_excerpt(full: Path, place: Path, run_id: str) -> None:
+    """The first and last `EXCERPT` bytes of the log at `full` written at `place`, with a line
+    between them saying how to get the whole log back."""
+    size = full.stat().st_size
+    with open(full, "rb") as f:
+        head = f.read(EXCERPT)
+        f.seek(max(size - EXCERPT, EXCERPT))
+        tail = f.read()
+    note = (
+        f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
+        f"data/logs/{full.name}: `ledger pull REMOTE {run_id}` or `dvc pull -R {run_path(run_id)}`]\n"
+    )
+    write_atomic(place, head + note.encode() + tail)

@@ -202,21 +202,24 @@ def _env_settings(
 ) -> tuple[dict[str, str], list[str]]:
     """The `env.*` settings (redacted) and the names hidden: the trainer's own environment when a
     wrapper saw it, else ledger's plus the launcher's exports; never what ledger itself set."""
-    pythons = [r for r in records if r.via != "ray"]
-    if pythons:
-        seen = dict(pythons[-1].env)
-        for name in command.ledger_env or {}:
-            seen.pop(name, None)
-        env = envvars.capture_env(seen, list(cfg.env_patterns))
-    else:
-        outer = dict(os.environ if environ is None else environ)
-        for name in command.ledger_env or {}:
-            outer.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
-        outer.update(tracescan.exported_env(command_lines))
-        env = envvars.capture_env(outer, list(cfg.env_patterns))
+    env = envvars.capture_env(_trainer_env(command, command_lines, records, environ), list(cfg.env_patterns))
     env_settings = envvars.env_settings(env, dict(command.runtime_env or {}))
     env_settings = {k: _portable(v, command.repo_root) for k, v in env_settings.items()}
     return redact.redact_env(env_settings, cfg.secret_env_names)
+
+
+def _trainer_env(
+    command: Command, command_lines: list[str], records: list[ShimRecord], environ: Mapping[str, str] | None
+) -> dict[str, str]:
+    """The trainer's environment: as the last python wrapper saw it, else ledger's own (`environ`)
+    with the launcher's exports; less what ledger itself set (recorded apart, not as settings)."""
+    pythons = [r for r in records if r.via != "ray"]
+    env = dict(pythons[-1].env) if pythons else dict(os.environ if environ is None else environ)
+    for name in command.ledger_env or {}:
+        env.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
+    if not pythons:
+        env.update(tracescan.exported_env(command_lines))
+    return env
 
 
 def _with_record_facts(
@@ -282,17 +285,23 @@ def _debug_data_reached(command: Command, records: list[ShimRecord], training_ar
     if not debug or debug.get("via") != "wrapper":
         return command, None
     debug = {**debug, "added": sorted({flag for r in records for flag in r.added})}
-    from ledger.data.outputs import ROLLOUT_FLAG, find_outputs
-    from ledger.understand.framework import FLAGS
-
-    present = {o.flag for o in find_outputs(training_argv or [])}
-    # the flags the trainer's framework has (slime: the rollout flag alone); the rollout
-    # flag, which a replay needs, for a framework that declares its own
-    wanted = set(FLAGS.get(str(debug.get("framework")), ())) or {ROLLOUT_FLAG}
-    if training_argv is None or not (wanted <= present or "--dump-details" in present):
+    if not _flags_reached(str(debug.get("framework")), training_argv):
         debug["via"] = None
         return replace(command, debug_data=debug), "the debug-data flags did not reach the training command: this run cannot be replayed"
     return replace(command, debug_data=debug), None
+
+
+def _flags_reached(name: str, training_argv: list[str] | None) -> bool:
+    """Whether the training command has the debug-data flags of its framework (`name`): those it
+    has (slime: the rollout flag alone), or the rollout flag, which a replay needs, for a
+    framework that declares none of its own; `--dump-details` does too."""
+    if training_argv is None:
+        return False
+    from ledger.data.outputs import ROLLOUT_FLAG, find_outputs
+
+    present = {o.flag for o in find_outputs(training_argv)}
+    wanted = set(framework.FLAGS.get(name, ())) or {ROLLOUT_FLAG}
+    return wanted <= present or "--dump-details" in present
 
 
 def metrics(
