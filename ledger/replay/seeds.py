@@ -62,8 +62,7 @@ def replay_seeds(
     confirm: Confirm | None = None,
 ) -> int:
     """Record one replay of `opts.run` per seed, named NAME-s<seed>; the first failing exit code, else 0."""
-    if any(s.split("=", 1)[0].lstrip("-") == SEED_KEY for s in opts.sets):
-        raise UsageError("--seeds and --set seed=... both set the seed", "drop one of them")
+    _check_seed_unset(opts)
     base = _base_name(start, opts)
     asked = _AskedOnce(confirm, f"for seeds {', '.join(map(str, seeds))}: {len(seeds)} replays named {base}-s{seeds[0]} ...")
     done: list[str] = []
@@ -83,6 +82,12 @@ def replay_seeds(
     if done:
         say(f"ledger: recorded {len(done)} replicas: {', '.join(done)} (`ledger diff` uses them as replicas)")
     return 0
+
+
+def _check_seed_unset(opts: ReplayOptions) -> None:
+    """`--seeds` sets the seed: a `--set seed=...` beside it is refused."""
+    if any(s.split("=", 1)[0].lstrip("-") == SEED_KEY for s in opts.sets):
+        raise UsageError("--seeds and --set seed=... both set the seed", "drop one of them")
 
 
 @dataclass
