@@ -282,7 +282,7 @@ def _debug_route(
     route for a replay (it loads the data) or when not wanted (`--no-debug-data`, `debug_data: false`)."""
     want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
     if not want_debug or req.replay is not None:
-        return jobsetup.DebugRoute(argv, {}), command
+        return jobsetup.DebugRoute(argv, jobsetup.DebugData()), command
     route = jobsetup.debug_data_route(argv, launcher_text, cfg, staged, str(req.cwd), image, say)
     return route, route.command(command)
 
