@@ -23,9 +23,10 @@ from pathlib import Path
 
 from common import ledger_argv, report, scratch_repo, sh, timeit
 
-from ledger.compare.logparse import MetricsTable, StepRow, write_metrics_jsonl
-from ledger.compare.summarymetrics import summarize
 from ledger.manifest import new_manifest
+from ledger.metrics.jsonl import write_metrics_jsonl
+from ledger.metrics.summarymetrics import summarize
+from ledger.metrics.table import MetricsTable, StepRow
 from ledger.storage.git import Repo
 from ledger.storage.store import build_run_tree, commit_message
 from ledger.storage.summary import summary_of

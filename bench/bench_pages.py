@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from ledger.compare.diffcore import build_report  # noqa: E402
-from ledger.compare.logparse import MetricsTable, StepRow  # noqa: E402
 from ledger.compare.render import render_text  # noqa: E402
+from ledger.metrics.table import MetricsTable, StepRow  # noqa: E402
 from ledger.pages.html import DiffPageInput, diff_charts, diff_page  # noqa: E402
 
 PLOTLY = """

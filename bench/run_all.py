@@ -25,6 +25,7 @@ def main() -> None:
         ["bench_run.py", "--gib", "1" if args.full else "0.25"],
         ["bench_capture.py", "--mib", "1024" if args.full else "128"],
         ["bench_capture.py", "--mib", "1024" if args.full else "128", "--paced", "120" if args.full else "20"],
+        ["bench_worker.py", "--mib", "256" if args.full else "64"],
         ["bench_longline.py", "--mb", "200" if args.full else "64"],
         ["bench_redact.py", *(["--mib", "1024", "--no-fallback"] if args.full else ["--mib", "64"])],
         ["bench_diff.py", "--steps", "10000", "--engine-lines", "100" if args.full else "20"],

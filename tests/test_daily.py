@@ -405,7 +405,7 @@ def test_diff_of_a_running_run_says_it_is_running(tmp_path: Path) -> None:
 def test_report_sparklines_share_a_y_scale_per_metric_and_say_units() -> None:
     import re
 
-    from ledger.compare.logparse import MetricsTable, StepRow
+    from ledger.metrics.table import MetricsTable, StepRow
     from ledger.pages.html import ReportRow, report_page
 
     def table(scale: float) -> MetricsTable:
@@ -443,7 +443,7 @@ def test_diff_page_says_identical_where_a_and_b_coincide_on_every_common_step() 
     import re
 
     from ledger.compare.diffcore import build_report
-    from ledger.compare.logparse import MetricsTable, StepRow
+    from ledger.metrics.table import MetricsTable, StepRow
     from ledger.pages.html import DiffPageInput, diff_page
 
     def table(steps: int, lr: float) -> MetricsTable:

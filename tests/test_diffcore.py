@@ -7,18 +7,10 @@ from typing import Any
 
 import pytest
 
-from ledger.compare.diffcore import (
-    ABSENT,
-    Change,
-    build_report,
-    change_log,
-    changed_settings,
-    context_warnings,
-    pauses_from_manifest,
-    suggest_baseline,
-)
-from ledger.compare.logparse import MetricsTable, StepRow
+from ledger.compare.changes import Change, change_log, changed_settings, suggest_baseline
+from ledger.compare.diffcore import ABSENT, build_report, context_warnings, pauses_from_manifest
 from ledger.compare.render import compact_steps, render_text
+from ledger.metrics.table import MetricsTable, StepRow
 from ledger.textfmt import show_value
 
 

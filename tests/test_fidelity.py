@@ -5,7 +5,7 @@ that cannot match (started mid-run without the original's weights) is `not compa
 from __future__ import annotations
 
 from ledger.compare.fidelity import compare, describe
-from ledger.compare.logparse import MetricsTable, StepRow
+from ledger.metrics.table import MetricsTable, StepRow
 
 
 def _table(rows: dict[int, dict[str, float]], train: dict[int, dict[str, float]] | None = None) -> MetricsTable:

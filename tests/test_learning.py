@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ledger.compare.diffcore import build_report
 from ledger.compare.learning import compare_learning, learning_json, step_diffs, unmatched_patterns
-from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.compare.render import render_text
+from ledger.metrics.table import MetricsTable, StepRow
 
 
 def table(loss: list[float], reward: list[float] | None = None, extra: str | None = None) -> MetricsTable:

@@ -9,16 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from ledger.compare.logparse import (
-    MetricsTable,
-    StepRow,
-    merge,
-    parse_events,
-    parse_logs,
-    read_metrics_jsonl,
-    write_metrics_jsonl,
-)
-from ledger.compare.logparse import _payload_numbers as payload_numbers
+from ledger.metrics import jsonl
+from ledger.metrics.events import merge, parse_events
+from ledger.metrics.jsonl import read_metrics_jsonl, write_metrics_jsonl
+from ledger.metrics.logparse import parse_logs
+from ledger.metrics.payloads import payload_numbers
+from ledger.metrics.table import MetricsTable, StepRow
 
 
 def utc(text: str) -> float:
@@ -337,7 +333,7 @@ def test_a_block_read_at_once_equals_it_read_line_by_line(tmp_path: Path) -> Non
     kinds = ["perf", "rollout", "step", "eval", "critic-step", "multi_turn"]
     lines = [f"{heads[i % 4]} - {kinds[i % 6]} {i // 3}: {{'m{i % 5}': {i}.5, 'loss': -{i}e-3}}\n" for i in range(120)]
     data = "".join(["plain line - perf 1: {'not': 1}\n", *lines, "(SGLangEngine pid=1) [2026-04-15 07:58:00 TP0] Decode\n"]).encode()
-    from ledger.compare.logparse import LogScan
+    from ledger.metrics.logparse import LogScan
 
     at_once, by_line = LogScan(), LogScan()
     at_once.scan_bytes(data, tmp_path / "trainer.log")
@@ -346,3 +342,49 @@ def test_a_block_read_at_once_equals_it_read_line_by_line(tmp_path: Path) -> Non
     a, b = at_once.finish(), by_line.finish()
     assert a.rows == b.rows and a.train_steps == b.train_steps and a.formats == b.formats == ["miles"]
     assert len(a.rows) == 40 and a.malformed == 0
+
+
+def test_a_file_ledger_wrote_reads_in_one_pass_as_line_by_line(tmp_path: Path) -> None:
+    """The one-pass decoding (msgspec) takes exactly the files `write_metrics_jsonl` writes and
+    gives the table the line-by-line reading gives; any other line sends the file down that path."""
+    table = MetricsTable(sources=["trainer.log"], malformed=2, malformed_examples=["trainer.log:3: x"], formats=["miles"])
+    table.rows = {
+        0: StepRow(0, None, 10.0, {"perf/rollout_time": 1.5, "x": math.nan}),
+        1: StepRow(1, 10.0, 20.5, {"perf/rollout_time": 2.0}),
+    }
+    table.train_steps = {0: {"train/loss": 0.5}, 3: {"train/loss": 0.25}}
+    write_metrics_jsonl(tmp_path / "m.jsonl", table)
+    raw = (tmp_path / "m.jsonl").read_bytes()
+    clean = raw.replace(b', "x": null', b"")  # no null: the one-pass shape
+    assert jsonl._plain_table(clean, "m") is not None
+    for text in (raw, clean):
+        slow = text.replace(b"\n", b"\n\n", 1)  # a blank line: read line by line
+        assert jsonl._plain_table(slow, "m") is None
+        assert _same(jsonl.metrics_from_bytes(text, "m"), jsonl.metrics_from_bytes(slow, "m"))
+    for odd, malformed in (
+        (b'{"rollout_id": true, "metrics": {}}', 3),  # the meta's 2, and this line
+        (b'{"rollout_id": 2, "metrics": {"a": "1"}}', 3),
+        (b'{"train_step": 1, "t_end": 3, "metrics": {}}', 2),  # not ledger's shape, but readable
+    ):
+        text = clean + odd + b"\n"
+        assert jsonl._plain_table(text, "m") is None
+        assert jsonl.metrics_from_bytes(text, "m").malformed == malformed
+
+
+def _same(x: MetricsTable, y: MetricsTable) -> bool:
+    """Equal tables, nan equal to nan."""
+
+    def rows(t: MetricsTable) -> list[object]:
+        return [(n, r.t_start, r.t_end, repr(r.metrics)) for n, r in t.rows.items()]
+
+    return (
+        rows(x) == rows(y)
+        and repr(x.train_steps) == repr(y.train_steps)
+        and (x.malformed, x.malformed_examples, x.sources, x.formats)
+        == (
+            y.malformed,
+            y.malformed_examples,
+            y.sources,
+            y.formats,
+        )
+    )

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 from conftest import git, ledger, make_repo
 
-from ledger.compare.lineformats import may_hold_metrics, parse_line
-from ledger.compare.logparse import NO_METRICS, LogScan, last_step, parse_logs
-from ledger.compare.tbevents import TensorBoardMissing, parse_event_files
+from ledger.metrics.lineformats import may_hold_metrics, parse_line
+from ledger.metrics.logparse import LogScan, last_step, parse_logs
+from ledger.metrics.table import NO_METRICS
+from ledger.metrics.tbevents import TensorBoardMissing, parse_event_files
 
 # Real shapes, each as the program named prints it.
 SHAPES = {

@@ -13,11 +13,11 @@ from noisesim import Noise, binomial_slack, rejection_rate, run_mean_sd, simulat
 
 from ledger.compare.diffcore import build_report
 from ledger.compare.flags import degenerate_flags, groups_of
-from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.compare.noise import BEYOND, NO_REPLICAS, TRAIN_AXIS, WITHIN, RunSeries, judge, judge_metric
+from ledger.compare.noisestats import permutation_p, replica_difference, t_cdf, t_quantile
 from ledger.compare.render import render_text
 from ledger.compare.replicas import find_replicas, replica_globs, session_notes
-from ledger.compare.stats import permutation_p, replica_difference, t_cdf, t_quantile
+from ledger.metrics.table import MetricsTable, StepRow
 from ledger.pages.noisehtml import noise_section
 
 # ---------------------------------------------------------------------------- the t distribution
@@ -318,7 +318,7 @@ def test_flags_from_miles_shaped_perf_lines(tmp_path: Any) -> None:
     # the rollout manager's `perf N:` dict as miles/ray/rollout/metrics.py builds it (rollout/ prefix)
     from pathlib import Path
 
-    from ledger.compare.logparse import parse_logs
+    from ledger.metrics.logparse import parse_logs
 
     log = Path(tmp_path) / "trainer.log"
     log.write_text(

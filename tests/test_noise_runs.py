@@ -196,3 +196,22 @@ def test_seeds_dry_run_and_usage_errors(runs: Path) -> None:
     assert r.returncode == 2 and "--seeds with --set needs --name" in r.stderr
     r = ledger(runs, "replay", "a~1", "--seeds", "1,x", "--name", "z")
     assert r.returncode == 2 and "--seeds '1,x' is not a comma-separated list" in r.stderr
+
+
+def test_seeds_ask_one_question_for_all_replays(runs: Path) -> None:
+    """On a terminal, `--seeds` asks once, saying what the yes covers; a no replays none of them."""
+    from ledger.replay.replay import ReplayOptions
+    from ledger.replay.seeds import replay_seeds
+
+    asked: list[str] = []
+    said: list[str] = []
+
+    def no(question: str, default: bool) -> bool:
+        asked.append(question)
+        return False
+
+    opts = ReplayOptions(run="a~1", steps="1:3", name="asked")
+    assert replay_seeds(runs, opts, [5, 6], said.append, None, lambda text: None, confirm=no) == 0
+    assert asked == ["run this command? (for seeds 5, 6: 2 replays named asked-s5 ...)"]
+    assert "ledger: not replayed" in said and not any("recorded" in line for line in said)
+    assert "asked-s5" not in ledger(runs, "list").stdout

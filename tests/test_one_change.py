@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 from conftest import git, ledger, make_repo
 
-from ledger.compare.diffcore import build_report, change_log, changed_settings
+from ledger.compare.changes import change_log, changed_settings
+from ledger.compare.diffcore import build_report
 from ledger.compare.render import render_text
 from ledger.compare.settingsview import comparable
 from ledger.config import DEFAULT_TRAINING_PATTERNS, CodeSection, Config

@@ -7,7 +7,6 @@ import random
 
 import pytest
 
-from ledger.compare.logparse import StepRow
 from ledger.compare.stats import (
     ROLLOUT_TIME_PER_1K,
     compare_timing,
@@ -18,6 +17,7 @@ from ledger.compare.stats import (
     ratio_median,
     step_table,
 )
+from ledger.metrics.table import StepRow
 
 
 def test_median() -> None:

@@ -18,9 +18,10 @@ import pytest
 from conftest import LEDGER, REPO_ROOT, git, ledger, make_repo
 from logsplit import split_output
 
-from ledger.compare.logparse import parse_logs, read_metrics_jsonl
-from ledger.compare.summarymetrics import summarize_file
 from ledger.config import DEFAULT_ENGINE_PATTERNS
+from ledger.metrics.jsonl import read_metrics_jsonl
+from ledger.metrics.logparse import parse_logs
+from ledger.metrics.summarymetrics import summarize_file
 from ledger.record.streamed import PID, Follower, StreamedLogs, process_raw
 from ledger.redact.runscrub import save_secrets
 from ledger.redact.scanner import Redactor

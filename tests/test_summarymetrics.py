@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import random
 
-from ledger.compare.logparse import MetricsTable, StepRow
-from ledger.compare.summarymetrics import summarize
+from ledger.metrics.summarymetrics import summarize
+from ledger.metrics.table import MetricsTable, StepRow
 
 
 def by_definition(table: MetricsTable) -> dict[str, dict[str, float | int]]:

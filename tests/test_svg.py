@@ -6,12 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.compare.diffcore import build_report
-from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.heat.chart import heat_plot, time_unit
 from ledger.heat.guard import GuardSettings
 from ledger.heat.heatlog import HeatLog, HeatLogWriter, TimedSample, read_heat_log
 from ledger.heat.sensor import Sample
 from ledger.heat.summary import render_heat_summary
+from ledger.metrics.table import MetricsTable, StepRow
 from ledger.pages.html import DiffPageInput, diff_charts, diff_title
 from ledger.pages.svg import MAX_POINTS, Chart, Series, nice_ticks, render
 

@@ -18,7 +18,7 @@ import statistics
 from noisesim import METRIC, Noise, binomial_slack, rejection_rate, run_mean_sd, simulate_run
 
 from ledger.compare.noise import TRAIN_AXIS, RunSeries, judge_metric
-from ledger.compare.stats import t_quantile
+from ledger.compare.noisestats import t_quantile
 
 REPLICAS = (2, 3, 5)
 EFFECTS = (1.0, 2.0, 3.0, 5.0)

@@ -17,8 +17,8 @@ import math
 import random
 from dataclasses import dataclass
 
-from ledger.compare.logparse import MetricsTable
 from ledger.compare.noise import BEYOND, TRAIN_AXIS, RunSeries, judge_metric
+from ledger.metrics.table import MetricsTable
 
 METRIC = "train/loss"
 

@@ -245,13 +245,14 @@ class LineSplitter:
         view = memoryview(body)
         to_trainer: Buffers = []
         to_engine: Buffers = []
-        prev, lines = lo, 0
+        prev, lines, verify = lo, 0, self._verify_all
         for m in runs.run.finditer(body, lo, hi):
             start, end = m.span()
             if start > prev:
                 to_trainer.append(view[prev + 1 : start + 1])
             to_engine.append(view[start + 1 : end + 1])
-            lines += body.count(b"\n", start, end)
+            if verify:  # the lines of the run, checked against the engine line starts below
+                lines += body.count(b"\n", start, end)
             prev = end
         if not to_engine:
             trainer.append(view[lo + 1 : hi + 1])

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.diffcore import changed_settings
-from ledger.compare.logparse import MetricsTable
+from ledger.compare.changes import changed_settings
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
+from ledger.metrics.table import MetricsTable
 from ledger.opening import open_branch
 from ledger.runref import resolve
 from ledger.storage.listing import listing_at
@@ -57,7 +57,7 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
         all_settings=settings,
     )
     if with_tables:
-        from ledger.compare.metrics_store import load_metrics
+        from ledger.metrics.store import load_metrics
 
         result.tables = [load_metrics(repo, e) for e in entries]
     return result

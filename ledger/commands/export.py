@@ -15,8 +15,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError, UsageError
+from ledger.metrics.store import load_metrics
 from ledger.opening import listing_for
 from ledger.runref import resolve
 from ledger.textfmt import csv_text

@@ -7,11 +7,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
 from ledger.heat.heatlog import HeatLog, read_heat_log
 from ledger.heat.summary import render_heat_summary, time_above
+from ledger.metrics.store import load_metrics
 from ledger.opening import listing_for
 from ledger.runref import resolve
 from ledger.storage.store import read_file_at

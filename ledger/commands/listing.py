@@ -15,8 +15,8 @@ from typing import Any
 
 from ledger import yamlio
 from ledger.compare.runfilter import RunFilter, Where
-from ledger.compare.summarymetrics import metric_value
 from ledger.manifest import ManifestError
+from ledger.metrics.summarymetrics import metric_value
 from ledger.opening import open_branch
 from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.git import Repo
@@ -162,7 +162,7 @@ def list_runs(
         settings, metrics = listing.texts("settings"), listing.texts("metrics")
         result.texts = {m["id"]: (settings.get(m["id"], "{}"), metrics.get(m["id"], "{}")) for m in shown}
     if changed:
-        from ledger.compare.diffcore import change_log
+        from ledger.compare.changes import change_log
         from ledger.understand.settings import DEFAULT_IGNORE
 
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.compare.diffcore import change_log
+from ledger.compare.changes import change_log
 from ledger.compare.flags import groups_of
-from ledger.compare.metrics_store import load_metrics
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
+from ledger.metrics.store import load_metrics
 from ledger.opening import open_branch
 from ledger.pages.html import ReportRow, report_page
 from ledger.runref import resolve

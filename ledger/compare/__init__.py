@@ -1,9 +1,10 @@
-"""Comparing runs: per-step metrics from logs and events, statistics, and `ledger diff`'s core.
+"""Comparing runs: which settings changed, timing and learning over common steps, the noise
+between replicas, and the text of `ledger diff`.
 
-- `logparse`: Miles log lines and debug events -> `MetricsTable`, and `metrics.jsonl` in and out.
-- `stats`: medians and a distribution-free confidence interval for a median.
 - `diffcore`: which settings changed, timing over common steps, warnings, `DiffReport`.
-- `render`: the human text of a `DiffReport`.
+- `stats`: medians, confidence intervals, the t distribution, Welch, permutation tests.
+- `noise`, `replicas`, `sides`, `flags`: the noise floor (docs/noise.md).
+- `render`, `noisetext`: the human text of a `DiffReport`.
 
-Pure Python and the standard library only.
+The per-step metrics they compare are `ledger.metrics`'.
 """

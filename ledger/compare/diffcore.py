@@ -67,12 +67,12 @@ Non-finite numbers are written as null.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
+from ledger.compare.changes import Change, changed_settings, suggest_baselines
 from ledger.compare.flags import RunFlag, flags_json
 from ledger.compare.learning import (
     LearningResult,
@@ -82,19 +82,10 @@ from ledger.compare.learning import (
     step_diffs,
     unmatched_patterns,
 )
-from ledger.compare.logparse import READS, MetricsTable
 from ledger.compare.noise import NoiseReport, noise_json
 from ledger.compare.settingsview import comparable, replay_mechanics
-from ledger.compare.stats import (
-    CONFIDENCE,
-    DEFAULT_METRICS,
-    Pause,
-    StepLine,
-    TimingResult,
-    compare_timing,
-    is_timing,
-    step_table,
-)
+from ledger.compare.stats import CONFIDENCE, DEFAULT_METRICS, Pause, StepLine, TimingResult, compare_timing, is_timing, step_table
+from ledger.metrics.table import READS, MetricsTable
 from ledger.textfmt import ABSENT
 from ledger.timefmt import parse_iso
 
@@ -102,135 +93,15 @@ __all__ = [
     "ABSENT",
     "CONFIDENCE",
     "DEFAULT_METRICS",
-    "Change",
     "DiffReport",
     "StepLine",
     "TimingResult",
     "build_report",
-    "change_log",
-    "changed_settings",
     "compare_timing",
     "context_warnings",
     "pauses_from_manifest",
-    "same_value",
     "step_table",
-    "suggest_baseline",
 ]
-
-
-@dataclass(frozen=True)
-class Change:
-    """One setting whose value differs; `a` or `b` is `ABSENT` when that run lacks it."""
-
-    name: str
-    a: Any
-    b: Any
-
-
-# ---------------------------------------------------------------------------- settings
-
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-
-
-def _as_number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-        return float(value)
-    return None
-
-
-def same_value(a: Any, b: Any) -> bool:
-    """Equal setting values: exact, but numbers compare by value whatever their spelling.
-
-    `1e-06`, `1.0e-06` and the float 1e-06 are the same; `true` and `1` are not; lists compare
-    element by element.
-    """
-    if a is ABSENT or b is ABSENT:
-        return a is b
-    if isinstance(a, bool) or isinstance(b, bool):
-        return type(a) is type(b) and a == b
-    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
-    if a == b:
-        return True
-    x, y = _as_number(a), _as_number(b)
-    return x is not None and y is not None and x == y
-
-
-def _ignored(name: str, ignore: Iterable[str]) -> bool:
-    return any(fnmatchcase(name, pattern) for pattern in ignore)
-
-
-# settings that manifests recorded before they existed lack: absent on one side is unknown, not a change
-_ADDED_LATER = ("command.entry",)
-
-
-def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str] = ()) -> list[Change]:
-    """Settings that differ between two runs, sorted by name; `ignore` holds fnmatch globs."""
-    changes = []
-    for name in sorted(set(a) | set(b)):
-        if _ignored(name, ignore):
-            continue
-        va, vb = a.get(name, ABSENT), b.get(name, ABSENT)
-        if name in _ADDED_LATER and (va is ABSENT or vb is ABSENT):
-            continue
-        if not same_value(va, vb):
-            changes.append(Change(name, va, vb))
-    return changes
-
-
-def _settings(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    return comparable(manifest)  # one view of the settings for diff, log, list and report
-
-
-MAX_BASELINES = 5
-
-
-def suggest_baseline(b_manifest: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]], ignore: Sequence[str] = ()) -> str | None:
-    """The id of the most recent run started before B that differs from B in exactly one setting."""
-    found = suggest_baselines(b_manifest, earlier, ignore)
-    return found[0] if found else None
-
-
-def suggest_baselines(
-    b_manifest: Mapping[str, Any],
-    earlier: Iterable[Mapping[str, Any]],
-    ignore: Sequence[str] = (),
-    limit: int = MAX_BASELINES,
-) -> list[str]:
-    """The ids of the runs started before B that differ from B in exactly one setting, newest
-    first, at most `limit`."""
-    b_started = b_manifest.get("started") or ""
-    candidates = [m for m in earlier if m.get("id") != b_manifest.get("id") and (not b_started or (m.get("started") or "") < b_started)]
-    candidates.sort(key=lambda m: m.get("started") or "", reverse=True)
-    found: list[str] = []
-    for manifest in candidates:
-        if len(changed_settings(_settings(manifest), _settings(b_manifest), ignore)) == 1:
-            found.append(str(manifest.get("id")))
-            if len(found) >= limit:
-                break
-    return found
-
-
-def change_log(manifests_in_order: Sequence[Mapping[str, Any]], ignore: Sequence[str] = ()) -> list[tuple[str, list[Change]]]:
-    """For `ledger log`: each run's setting changes against the run before it (none for the first).
-
-    A replay is compared with its source run instead (its `--set`s are what changed), when the source is among the runs."""
-    out: list[tuple[str, list[Change]]] = []
-    previous: Mapping[str, Any] | None = None
-    by_id = {str(m.get("id")): m for m in manifests_in_order}
-    for manifest in manifests_in_order:
-        base = by_id.get(str(manifest.get("replay_of"))) if manifest.get("replay_of") else None
-        base = previous if base is None else base
-        changes = (
-            [] if base is None else changed_settings(_settings(base), _settings(manifest), [*ignore, *replay_mechanics(base, manifest)])
-        )
-        out.append((str(manifest.get("id")), changes))
-        previous = manifest
-    return out
 
 
 # ---------------------------------------------------------------------------- context
@@ -424,7 +295,7 @@ def build_report(
     suggested baseline (an earlier run one setting away from B) and no timing. A table is None
     when that run has no metrics at all. `steps_metric` fills the per-step table for `--steps`.
     """
-    changed = changed_settings(_settings(ma), _settings(mb), [*ignore, *replay_mechanics(ma, mb)])
+    changed = changed_settings(comparable(ma), comparable(mb), [*ignore, *replay_mechanics(ma, mb)])
     repeat = is_repeat(changed, replica_keys)
     report = DiffReport(
         a=str(ma.get("id")),

@@ -21,7 +21,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import MetricsTable, read_metrics_jsonl
+from ledger.metrics.jsonl import read_metrics_jsonl
+from ledger.metrics.table import MetricsTable
 from ledger.runrecord import RunRecord
 
 CLOSE = 1e-6
@@ -162,8 +163,8 @@ def describe(fidelity: dict[str, Any] | None) -> str | None:
 def fidelity_of(repo: Any, record: RunRecord, run_dir: Any) -> dict[str, Any] | None:
     """`replay.fidelity` for the replay being recorded (`record`), against its source run on the
     ledger branch; None when `record` is not a replay."""
-    from ledger.compare.metrics_store import load_metrics
     from ledger.configload import load_config
+    from ledger.metrics.store import load_metrics
     from ledger.storage.store import check_ledger_branch, find_run
 
     source_id = record.replay_of

@@ -29,7 +29,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from ledger.compare.logparse import MetricsTable
+from ledger.metrics.table import MetricsTable
 
 ZERO_STD_WARN = 0.5
 TRUNCATED_WARN = 0.25
@@ -38,6 +38,9 @@ _COUNT = "zero_std/count_"
 GROUPS_SETTING = "rollout-batch-size"  # prompts per rollout: the number of GRPO groups (miles-facts.md)
 _TRUNCATED, _REPETITION = "truncated_ratio", "repetition_frac"
 _LOGPROB_DIFF = "train/train_rollout_logprob_abs_diff"
+# the names `_get` and `_zero_spread` read (beside those holding `_COUNT`): a table with none of
+# them has no per-step flag value, and is not walked step by step
+_FLAG_NAMES = frozenset(n for name in (_ALL_ZERO, _ALL_ONE, _TRUNCATED, _REPETITION) for n in (name, f"rollout/{name}"))
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,9 @@ def degenerate_flags(run: str, table: MetricsTable | None, steps: Iterable[int] 
         return []
     wanted = sorted(table.rows) if steps is None else sorted(set(steps) & table.rows.keys())
     per_step: dict[str, dict[int, float]] = {"zero-std": {}, "truncated": {}, _REPETITION: {}}
+    names: set[str] = set().union(*(table.rows[step].metrics.keys() for step in wanted))
+    if names.isdisjoint(_FLAG_NAMES) and not any(_COUNT in name for name in names):
+        wanted = []
     for step in wanted:
         metrics = table.rows[step].metrics
         for key, value in (

@@ -19,14 +19,15 @@ Timing metrics (`perf/*`, response length) are not learning metrics: `stats.comp
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from ledger.compare.logparse import MetricsTable
 from ledger.compare.stats import CONFIDENCE, is_timing, median, median_with_ci
+from ledger.metrics.table import MetricsTable
 
 # The default learning metrics, as globs over the names the runs logged (one source for them).
 DEFAULT_LEARNING = (
@@ -98,16 +99,20 @@ def _columns(table: MetricsTable | None, wanted: Sequence[str] | None = None) ->
             found = keep[name] = not is_timing(name) and (wanted is None or any(fnmatchcase(name, p) for p in wanted))
         return found
 
-    for step, row in table.rows.items():
-        for name, value in row.metrics.items():
-            if kept(name) and value - value == 0:  # finite
-                out.setdefault(name, (ROLLOUT_AXIS, {}))[1][step] = value
-    train: dict[str, dict[int, float]] = {}
-    for step, metrics in table.train_steps.items():
-        for name, value in metrics.items():
-            if kept(name) and value - value == 0:
-                train.setdefault(name, {})[step] = value
-    out.update({name: (TRAIN_AXIS, col) for name, col in train.items()})
+    # the names first (C-level), then one comprehension per learning metric: a run's rows hold
+    # mostly timing metrics, which are never walked step by step here (`v - v == 0` is isfinite)
+    rows = table.rows
+    for name in dict.fromkeys(itertools.chain.from_iterable(row.metrics for row in rows.values())):
+        if kept(name):
+            col = {s: v for s, row in rows.items() if (v := row.metrics.get(name)) is not None and v - v == 0}
+            if col:
+                out[name] = (ROLLOUT_AXIS, col)
+    steps = table.train_steps
+    for name in dict.fromkeys(itertools.chain.from_iterable(steps.values())):
+        if kept(name):
+            col = {s: v for s, metrics in steps.items() if (v := metrics.get(name)) is not None and v - v == 0}
+            if col:
+                out[name] = (TRAIN_AXIS, col)
     return out
 
 

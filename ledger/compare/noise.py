@@ -12,7 +12,7 @@ steps left out):
   zero; else `within noise`. The unit is one run's mean over the common steps, because the steps
   of one run are not independent (a run that starts a little better stays better): a per-step
   interval would call most seed-to-seed differences real. The interval is Welch's t on the run
-  means (`stats.replica_difference`; docs/noise.md says why, with the error rates measured).
+  means (`noisestats.replica_difference`; docs/noise.md says why, with the error rates measured).
 - `no replicas` when neither side has a second run: then the interval is the per-step one of
   `ledger.compare.learning` (median of per-step B−A), which ignores run-to-run noise and says so;
 - `repeat` when A and B themselves are replicas (no setting, or only seeds, differ): their
@@ -28,17 +28,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ledger.compare.logparse import MetricsTable
-from ledger.compare.stats import (
-    CONFIDENCE,
-    ROLLOUT_TIME_PER_1K,
-    Pause,
-    median_with_ci,
-    metric_value,
-    permutation_p,
-    replica_difference,
-)
+from ledger.compare.noisestats import permutation_p, replica_difference
+from ledger.compare.stats import CONFIDENCE, ROLLOUT_TIME_PER_1K, Pause, median_with_ci, metric_value
 from ledger.config import DEFAULTS
+from ledger.metrics.table import MetricsTable
 
 BEYOND, WITHIN, NO_REPLICAS, REPEAT = "beyond noise", "within noise", "no replicas", "repeat"
 TRAIN_AXIS, ROLLOUT_AXIS = "train step", "rollout"
@@ -128,12 +121,13 @@ def _paused_steps(series: RunSeries, axis: str) -> set[int]:
     }
 
 
-def _side(runs: Sequence[RunSeries], metric: str, axis: str, steps: set[int]) -> list[dict[int, float]]:
-    """Columns of the runs that have the metric on every one of `steps` (the first run always)."""
-    out = []
-    for i, series in enumerate(runs):
+def _side(runs: Sequence[RunSeries], metric: str, axis: str, steps: set[int], first: dict[int, float]) -> list[dict[int, float]]:
+    """Columns of the runs that have the metric on every one of `steps`: the first run's (given,
+    `first`) always, then each replica's that has them."""
+    out = [first]
+    for series in runs[1:]:
         col = column(series.table, metric, axis)
-        if i == 0 or steps <= col.keys():
+        if steps <= col.keys():
             out.append(col)
     return out
 
@@ -160,10 +154,11 @@ def judge_metric(
         return None
     if repeat:
         side_a, side_b = side_a[:1], side_b[:1]
-    cols_a, cols_b = _side(side_a, metric, axis, steps), _side(side_b, metric, axis, steps)
+    cols_a, cols_b = _side(side_a, metric, axis, steps, col_a), _side(side_b, metric, axis, steps, col_b)
     ordered = sorted(steps)
-    means_a = [statistics.fmean(c[s] for s in ordered) for c in cols_a]
-    means_b = [statistics.fmean(c[s] for s in ordered) for c in cols_b]
+    # fmean of a list, not of a generator: the same sum, without a Python-level count of the items
+    means_a = [statistics.fmean([c[s] for s in ordered]) for c in cols_a]
+    means_b = [statistics.fmean([c[s] for s in ordered]) for c in cols_b]
     mean_a, mean_b = statistics.fmean(means_a), statistics.fmean(means_b)
 
     def result(

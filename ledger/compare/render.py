@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ledger.compare.diffcore import Change, DiffReport, TimingResult
+from ledger.compare.changes import Change
+from ledger.compare.diffcore import DiffReport, TimingResult
 from ledger.compare.learning import LearningResult
 from ledger.compare.noisetext import baseline_session_lines, flag_lines, noise_lines, repeat_lines
 from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME_PER_1K

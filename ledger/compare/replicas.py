@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any
 
-from ledger.compare.diffcore import changed_settings
+from ledger.compare.changes import changed_settings
 from ledger.timefmt import parse_iso
 
 SEED_KEYS = ("seed", "rollout-seed")

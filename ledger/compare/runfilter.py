@@ -1,7 +1,7 @@
 """Which runs `ledger list` shows: `--where`, `--name`, `--state`, `--tag`, `--since`, `--archived`.
 
 `--where KEY OP VALUE` compares a setting (from `settings.json`) or a summary metric's last value
-(from `summary.json`'s `metrics`: `ledger.compare.summarymetrics`). `=` and `!=` compare numbers
+(from `summary.json`'s `metrics`: `ledger.metrics.summarymetrics`). `=` and `!=` compare numbers
 as numbers (`lr=1e-6` matches `0.000001`) and anything else as text; `<`, `>`, `<=`, `>=` need a
 number on both sides (a run whose value is not a number does not match). A run without the key
 matches only `!=`. A key no run has is a usage error naming the nearest known keys.
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ledger.compare.summarymetrics import metric_value
 from ledger.errors import UsageError
+from ledger.metrics.summarymetrics import metric_value
 from ledger.timefmt import parse_iso, utc_now
 
 _WHERE_RE = re.compile(r"^\s*([^<>=!\s][^<>=!]*?)\s*(!=|<=|>=|==|=|<|>)\s*(.*?)\s*$")

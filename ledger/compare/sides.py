@@ -19,11 +19,11 @@ from typing import Any
 from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.flags import RunFlag, degenerate_flags, groups_of
-from ledger.compare.logparse import MetricsTable
-from ledger.compare.metrics_store import load_metrics
 from ledger.compare.noise import ROLLOUT_AXIS, RunSeries, judge
 from ledger.compare.replicas import find_replicas, session_notes, within_age
 from ledger.config import DEFAULTS
+from ledger.metrics.store import load_metrics
+from ledger.metrics.table import MetricsTable
 from ledger.runrecord import ManifestError, RunRecord
 from ledger.storage.git import Repo
 from ledger.storage.limits import load_settings
@@ -78,9 +78,7 @@ def find_sides(
     `run_ignored(settings, run id)` names a run's settings that are not settings (paths holding its id).
     """
     cache = LocalCache(repo.common_dir, "replicas")
-    key = hashlib.sha256(
-        json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age, "replicas-2"]).encode()
-    ).hexdigest()
+    key = hashlib.sha256(json.dumps([tip, ea.tree, eb.tree, list(ignore), list(keys), max_age_hours, any_age]).encode()).hexdigest()
     cached = cache.read_pickle(key, Sides)
     if cached is not None:
         return cached
@@ -136,13 +134,17 @@ def _compared_steps(table_a: Any, table_b: Any) -> set[int] | None:
 
 
 def attach_noise(
-    report: DiffReport, repo: Repo, sides: Sides, ea: RunEntry, eb: RunEntry, ma: Mapping[str, Any], mb: Mapping[str, Any]
+    report: DiffReport,
+    repo: Repo,
+    sides: Sides,
+    runs: tuple[tuple[RunEntry, Mapping[str, Any], MetricsTable | None], tuple[RunEntry, Mapping[str, Any], MetricsTable | None]],
 ) -> None:
-    """Fill `report.noise` (every timing and learning metric judged) and `report.flags`."""
+    """Fill `report.noise` (every timing and learning metric judged) and `report.flags`; `runs`:
+    A and B, each with its manifest and metrics (as the report was built from)."""
     if report.refused:
         return
     repeat = report.repeat
-    table_a, table_b = load_metrics(repo, ea), load_metrics(repo, eb)
+    (ea, ma, table_a), (eb, mb, table_b) = runs
     runs_a = [(ea, ma, table_a), *_readable(repo, [] if repeat else sides.replicas_a, report)]
     runs_b = [(eb, mb, table_b), *_readable(repo, [] if repeat else sides.replicas_b, report)]
     side_a = [RunSeries(e.id, table, pauses_from_manifest(m)) for e, m, table in runs_a]

@@ -117,7 +117,7 @@ def notes_html(runs: list[tuple[str, Mapping[str, Any]]]) -> str:
 
 def tracker_html(manifest: Mapping[str, Any]) -> str:
     """The run's W&B/MLflow links (http(s) only, escaped) and TensorBoard folder, as HTML."""
-    from ledger.compare.trackers import tracker_links
+    from ledger.metrics.trackers import tracker_links
 
     parts = []
     for name, text, url in tracker_links(manifest.get("trackers")):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from ledger.compare.logparse import MetricsTable
+from ledger.metrics.table import MetricsTable
 from ledger.pages.series import series_of
 from ledger.pages.svg import PALETTE, Chart, Series, page, render
 from ledger.textfmt import show_value

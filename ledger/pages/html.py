@@ -14,13 +14,8 @@ from html import escape
 from typing import Any
 
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
-from ledger.compare.logparse import MetricsTable
-from ledger.compare.stats import (
-    RESPONSE_LEN,
-    ROLLOUT_TIME,
-    ROLLOUT_TIME_PER_1K,
-    Pause,
-)
+from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME, ROLLOUT_TIME_PER_1K, Pause
+from ledger.metrics.table import MetricsTable
 from ledger.pages.noisehtml import degenerate_banner, degenerate_text, noise_bands, noise_verdicts
 from ledger.pages.series import series_of
 from ledger.pages.svg import Chart, Series, page, render

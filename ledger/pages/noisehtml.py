@@ -17,8 +17,8 @@ from html import escape
 
 from ledger.compare.diffcore import DiffReport
 from ledger.compare.flags import degenerate_flags
-from ledger.compare.logparse import MetricsTable
 from ledger.compare.noise import METHODS, NoiseMetric, column
+from ledger.metrics.table import MetricsTable
 from ledger.pages.svg import Chart, Series, render
 
 MAX_CHARTS = 8

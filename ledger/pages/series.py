@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ledger.compare.logparse import MetricsTable
 from ledger.compare.stats import metric_value
+from ledger.metrics.table import MetricsTable
 
 
 def series_of(table: MetricsTable | None, metric: str) -> tuple[str, list[tuple[float, float]]]:

@@ -1,29 +1,26 @@
 """The facts a run's record derives once the job has ended: the settings of the training command
-it really ran, its per-step metrics, extra log files, and its DVC-tracked data. Each is called
-through `recording._guarded`, so one failing never loses the run."""
+it really ran, its per-step metrics and extra log files (its DVC-tracked data: `datatrack.py`).
+Each is called through `ledger.record.derived.guarded`, so one failing never loses the run."""
 
 from __future__ import annotations
 
 import glob
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.config import Config
-from ledger.fsutil import write_atomic
-from ledger.manifest import run_path
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
 from ledger.redact.scanner import Redactor
 from ledger.runrecord import Code, Command, RunRecord, Seeds, replace
-from ledger.storage import staging
-from ledger.storage.git import Repo
 from ledger.timefmt import parse_iso
 from ledger.understand import envvars, framework, launcher, seeddefaults, tracescan
 from ledger.understand import settings as settings_mod
+from ledger.understand.settings import Value
 from ledger.understand.shim import ShimRecord
 
 if TYPE_CHECKING:
@@ -34,35 +31,60 @@ Say = Callable[[str], None]
 
 def _training_facts(
     command: Command, cfg: Config, command_lines: list[str], job_argv: list[str], records: list[ShimRecord]
-) -> tuple[Command, list[str] | None, dict[str, Any] | None]:
+) -> tuple[Command, list[str] | None, dict[str, object] | None]:
     """(the `command` section with `ray_argv` and `training_source`, the training argv, the runtime
     env) from the best source: the wrappers (exact), else the launcher's xtrace/EXEC lines, else the
     job's own argv."""
     patterns = list(cfg.training_patterns)
     found = launcher.find_training_command(command_lines, patterns)
     rays = [r for r in records if r.via == "ray"]
-    pythons = [r for r in records if r.via != "ray"]
+    direct = launcher.training_command_from_argv(job_argv, patterns)
+    ray_argv, runtime_env = _ray_side(found, rays, direct)
+    if ray_argv is not None:
+        command = replace(command, ray_argv=redact.redact_argv(list(ray_argv), cfg.secret_env_names)[0])
+    source, training_argv = _training_source(found, records, direct, job_argv)
+    return (command if source is None else replace(command, training_source=source)), training_argv, runtime_env
+
+
+def _ray_side(
+    found: launcher.TrainingCommand | None, rays: list[ShimRecord], direct: launcher.TrainingCommand | None
+) -> tuple[Sequence[str] | None, dict[str, object] | None]:
+    """(the `ray job submit` argv, its runtime env): the ray wrapper's (exact), else the launcher's
+    lines', else the job argv's own."""
     ray_argv = found.ray_argv if found is not None else None
     runtime_env = found.runtime_env if found is not None else None
     if rays:
         ray_argv = rays[-1].argv
         runtime_env = envvars.runtime_env_from_ray_argv(ray_argv)
-    direct = launcher.training_command_from_argv(job_argv, patterns)
     if direct is not None and ray_argv is None and direct.ray_argv is not None:
-        ray_argv, runtime_env = direct.ray_argv, direct.runtime_env
-    if ray_argv is not None:
-        command = replace(command, ray_argv=redact.redact_argv(list(ray_argv), cfg.secret_env_names)[0])
-    if pythons:
-        return replace(command, training_source="wrapper"), list(pythons[-1].argv), runtime_env
-    if rays and rays[-1].entrypoint:
-        return replace(command, training_source="wrapper"), list(rays[-1].entrypoint), runtime_env
+        return direct.ray_argv, direct.runtime_env
+    return ray_argv, runtime_env
+
+
+def _training_source(
+    found: launcher.TrainingCommand | None, records: list[ShimRecord], direct: launcher.TrainingCommand | None, job_argv: list[str]
+) -> tuple[str | None, list[str] | None]:
+    """(`command.training_source`, the training argv), in the order of trust: a python wrapper's
+    argv, the ray wrapper's entrypoint, the launcher's lines, the job argv."""
+    wrapped = _wrapper_argv(records)
+    if wrapped is not None:
+        return "wrapper", wrapped
     if found is not None:
-        return replace(command, training_source=found.source), list(found.argv), runtime_env
+        return found.source, list(found.argv)
     if direct is not None:
-        return replace(command, training_source="argv"), list(direct.argv), runtime_env
+        return "argv", list(direct.argv)
     if settings_mod.locate_training_command(job_argv) is not None:
-        return replace(command, training_source="argv"), list(job_argv), runtime_env
-    return command, None, runtime_env
+        return "argv", list(job_argv)
+    return None, None
+
+
+def _wrapper_argv(records: list[ShimRecord]) -> list[str] | None:
+    """The training argv the PATH wrappers saw: the last python's, else the last ray submission's entrypoint."""
+    pythons = [r for r in records if r.via != "ray"]
+    if pythons:
+        return list(pythons[-1].argv)
+    rays = [r for r in records if r.via == "ray"]
+    return list(rays[-1].entrypoint) if rays and rays[-1].entrypoint else None
 
 
 def _portable(value: str, repo_root: str | None) -> str:
@@ -78,9 +100,9 @@ class TrainingFacts:
     """What the training command the job really ran gives the record (`training_facts`)."""
 
     command: Command  # `training_argv`, `training_source`, `ray_argv`, `runtime_env`, `debug_data` set
-    settings: dict[str, Any]  # `settings`, sorted by name
-    seeds: dict[str, Any]  # `seeds`
-    env_report: list[Any]  # `env_report`
+    settings: dict[str, Value]  # `settings`, sorted by name
+    seeds: Seeds  # `seeds`
+    env_report: list[dict[str, object]]  # `env_report`
     redacted: list[str]  # entries for `redacted`
     warnings: list[str]  # for `warnings`
 
@@ -91,7 +113,7 @@ class TrainingFacts:
             redacted=sorted({*record.redacted, *self.redacted}),
             command=self.command,
             env_report=self.env_report,
-            seeds=Seeds.from_dict(self.seeds, "manifest", "seeds"),
+            seeds=self.seeds,
             warnings=[*record.warnings, *self.warnings],
             settings=self.settings,
         )
@@ -125,7 +147,7 @@ def training_facts(
     records = records or []
     redacted: list[str] = []
     command, training_argv, runtime_env = _training_facts(record.command, cfg, command_lines, job_argv, records)
-    settings: dict[str, Any] = {}
+    settings: dict[str, Value] = {}
     if training_argv is not None:
         training_argv, names = redact.redact_argv(training_argv, cfg.secret_env_names)
         redacted.extend(f"training_argv: {n}" for n in names)
@@ -145,19 +167,18 @@ def training_facts(
     return TrainingFacts(command, settings, seeds, launcher.env_report(command_lines), redacted, [warning] if warning else [])
 
 
-def _seeds(settings: Mapping[str, Any], command: Command, training_argv: list[str] | None, record: RunRecord) -> dict[str, Any]:
+def _seeds(settings: Mapping[str, Value], command: Command, training_argv: list[str] | None, record: RunRecord) -> Seeds:
     """`seeds`: the seed settings the command passed; those it did not pass are the framework's
     defaults (`ledger.understand.seeddefaults`), named in `seeds.defaults`."""
-    seeds: dict[str, Any] = {key: settings.get(flag[2:]) for key, flag in seeddefaults.SEED_FLAGS.items()}
+    passed = {key: settings.get(flag[2:]) for key, flag in seeddefaults.SEED_FLAGS.items()}
     missing = [key for key, flag in seeddefaults.SEED_FLAGS.items() if flag[2:] not in settings]
     if training_argv is None or not missing:
-        return seeds
+        return Seeds.from_dict(passed, "manifest", "seeds")
     framework, script = _trainer(command, training_argv, record)
     found = seeddefaults.seed_defaults(framework, script, missing, str(command.repo_root or ""))
-    if found.values:
-        seeds.update(found.values)
-        seeds["defaults"] = found.sources
-    return seeds
+    if not found.values:
+        return Seeds.from_dict(passed, "manifest", "seeds")
+    return Seeds.from_dict({**passed, **found.values, "defaults": found.sources}, "manifest", "seeds")
 
 
 def _trainer(command: Command, training_argv: list[str], record: RunRecord) -> tuple[str | None, Path | None]:
@@ -178,32 +199,40 @@ def _trainer(command: Command, training_argv: list[str], record: RunRecord) -> t
 
 def _env_settings(
     command: Command, cfg: Config, command_lines: list[str], records: list[ShimRecord], environ: Mapping[str, str] | None
-) -> tuple[dict[str, Any], list[str]]:
+) -> tuple[dict[str, str], list[str]]:
     """The `env.*` settings (redacted) and the names hidden: the trainer's own environment when a
     wrapper saw it, else ledger's plus the launcher's exports; never what ledger itself set."""
-    pythons = [r for r in records if r.via != "ray"]
-    if pythons:
-        seen = dict(pythons[-1].env)
-        for name in command.ledger_env or {}:
-            seen.pop(name, None)
-        env = envvars.capture_env(seen, list(cfg.env_patterns))
-    else:
-        outer = dict(os.environ if environ is None else environ)
-        for name in command.ledger_env or {}:
-            outer.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
-        outer.update(tracescan.exported_env(command_lines))
-        env = envvars.capture_env(outer, list(cfg.env_patterns))
+    env = envvars.capture_env(_trainer_env(command, command_lines, records, environ), list(cfg.env_patterns))
     env_settings = envvars.env_settings(env, dict(command.runtime_env or {}))
     env_settings = {k: _portable(v, command.repo_root) for k, v in env_settings.items()}
     return redact.redact_env(env_settings, cfg.secret_env_names)
 
 
+def _trainer_env(
+    command: Command, command_lines: list[str], records: list[ShimRecord], environ: Mapping[str, str] | None
+) -> dict[str, str]:
+    """The trainer's environment: as the last python wrapper saw it, else ledger's own (`environ`)
+    with the launcher's exports; less what ledger itself set (recorded apart, not as settings)."""
+    pythons = [r for r in records if r.via != "ray"]
+    env = dict(pythons[-1].env) if pythons else dict(os.environ if environ is None else environ)
+    for name in command.ledger_env or {}:
+        env.pop(name, None)  # what ledger itself set is recorded apart, not as a setting
+    if not pythons:
+        env.update(tracescan.exported_env(command_lines))
+    return env
+
+
 def _with_record_facts(
-    settings: dict[str, Any], record: RunRecord, command: Command, cfg: Config, records: list[ShimRecord], command_found: bool
-) -> dict[str, Any]:
+    settings: dict[str, Value], record: RunRecord, command: Command, cfg: Config, records: list[ShimRecord], command_found: bool
+) -> dict[str, Value]:
     """`settings` with the image's and the code's, less what ledger itself set; sorted by name."""
     image = record.image
-    out = {**settings, "image.digest": image.digest, "image.miles_commit": image.miles_commit, "image.sglang_version": image.sglang_version}
+    out: dict[str, Value] = {
+        **settings,
+        "image.digest": image.digest,
+        "image.miles_commit": image.miles_commit,
+        "image.sglang_version": image.sglang_version,
+    }
     out.update(code_settings(command, record.code, command_found))
     for name in ledger_set(record.id, command, cfg, out, records):
         out.pop(name, None)
@@ -218,12 +247,12 @@ def _with_record_facts(
     return dict(sorted(out.items()))
 
 
-def code_settings(command: Command, code: Code, command_found: bool) -> dict[str, Any]:
+def code_settings(command: Command, code: Code, command_found: bool) -> dict[str, Value]:
     """`code` (the content of the files that count, `ledger.record.codeset`) and `command.entry`.
 
     With the training command found, the launcher and its inputs are left out of `code`: their
     effect is in the settings. A staged run from before `code.content` existed keeps the old keys."""
-    out: dict[str, Any] = {settings_mod.ENTRY_SETTING: settings_mod.entry_point(command.to_dict())}
+    out: dict[str, Value] = {settings_mod.ENTRY_SETTING: settings_mod.entry_point(command.to_dict())}
     if code.content_without_launcher and command_found:
         out["code"] = code.content_without_launcher
     elif code.content:
@@ -234,14 +263,14 @@ def code_settings(command: Command, code: Code, command_found: bool) -> dict[str
 
 
 def ledger_set(
-    run_id: str, command: Command, cfg: Config, settings: Mapping[str, Any], records: list[ShimRecord] | None = None
+    run_id: str, command: Command, cfg: Config, settings: Mapping[str, Value], records: list[ShimRecord] | None = None
 ) -> list[str]:
     """The `env.` settings that are variables ledger itself set for the job:
     never settings, on any path (the trainer's env, the launcher's exports, the runtime env the
     ray wrapper extended). A run staged before `command.ledger_env` was written (`ledger
     recover`) falls back to the configured job variables, where the value is ledger's."""
     recorded = command.ledger_env
-    ours: dict[str, Any] = dict(recorded) if recorded else {"LEDGER_RUN_ID": run_id, **cfg.job_env}
+    ours: dict[str, object] = dict(recorded) if recorded else {"LEDGER_RUN_ID": run_id, **cfg.job_env}
     ours.pop("PATH", None)
     names = [f"{envvars.ENV_PREFIX}{name}" for name in ours]
     found = [n for n in names if n in settings and (recorded or str(settings[n]) == str(ours[n[len(envvars.ENV_PREFIX) :]]))]
@@ -256,17 +285,23 @@ def _debug_data_reached(command: Command, records: list[ShimRecord], training_ar
     if not debug or debug.get("via") != "wrapper":
         return command, None
     debug = {**debug, "added": sorted({flag for r in records for flag in r.added})}
-    from ledger.data.outputs import ROLLOUT_FLAG, find_outputs
-    from ledger.understand.framework import FLAGS
-
-    present = {o.flag for o in find_outputs(training_argv or [])}
-    # the flags the trainer's framework has (slime: the rollout flag alone); the rollout
-    # flag, which a replay needs, for a framework that declares its own
-    wanted = set(FLAGS.get(str(debug.get("framework")), ())) or {ROLLOUT_FLAG}
-    if training_argv is None or not (wanted <= present or "--dump-details" in present):
+    if not _flags_reached(str(debug.get("framework")), training_argv):
         debug["via"] = None
         return replace(command, debug_data=debug), "the debug-data flags did not reach the training command: this run cannot be replayed"
     return replace(command, debug_data=debug), None
+
+
+def _flags_reached(name: str, training_argv: list[str] | None) -> bool:
+    """Whether the training command has the debug-data flags of its framework (`name`): those it
+    has (slime: the rollout flag alone), or the rollout flag, which a replay needs, for a
+    framework that declares none of its own; `--dump-details` does too."""
+    if training_argv is None:
+        return False
+    from ledger.data.outputs import ROLLOUT_FLAG, find_outputs
+
+    present = {o.flag for o in find_outputs(training_argv)}
+    wanted = set(framework.FLAGS.get(name, ())) or {ROLLOUT_FLAG}
+    return wanted <= present or "--dump-details" in present
 
 
 def metrics(
@@ -276,7 +311,8 @@ def metrics(
     with the run's own metric events, and carries back only the outcome), merged with the metric
     files the run wrote (`ledger.record.metricsources`). Returns (`logs.metrics`: the file name or
     None, warnings). A run with no per-step metrics says so, naming the formats ledger reads."""
-    from ledger.compare.logparse import NO_METRICS, MetricsTable, read_metrics_jsonl, write_metrics_jsonl, write_run_metrics
+    from ledger.metrics.jsonl import read_metrics_jsonl, write_metrics_jsonl, write_run_metrics
+    from ledger.metrics.table import NO_METRICS, MetricsTable
     from ledger.record.metricsources import find_sources, with_metric_files
 
     extra = find_sources(command, data_dir, os.environ if environ is None else environ, parse_iso(started))
@@ -314,111 +350,3 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tup
                 redacted.extend(acc.at(f"extra-logs/{p.name}"))
                 copied.append(f"extra-logs/{p.name}")
     return copied, redacted
-
-
-def data_entry(record: Any) -> dict[str, Any]:
-    """A tracked output as the manifest lists it: not its machine-local source path, not the
-    .dvc text (that file sits beside the manifest)."""
-    return {k: v for k, v in record.__dict__.items() if k not in ("source", "dvc_text")}
-
-
-def track_data(repo: Repo, staged: staging.Staged, command: Command, say: Say, redactor: Redactor) -> list[dict[str, Any]] | None:
-    """The run's outputs tracked with DVC: the `data` section (None: no output exists). Each file
-    is scanned first with `redactor` (the run's known values): one holding secret text is held
-    back (`ledger.record.heldback`) and never reaches the DVC cache."""
-    from ledger.data.outputs import find_outputs
-    from ledger.record.heldback import screen_outputs
-
-    req = staged.read_json("request.json") or {}
-    # the whole job argv when no training command was found: find_outputs looks past `ray ... --`
-    training_argv = list(command.training_argv or req.get("job_argv") or [])
-    outputs: list[tuple[str, Path, str]] = []
-    for out in find_outputs(training_argv):
-        path = Path(out.path)
-        if not path.is_absolute():
-            path = Path(str(command.cwd)) / path
-        outputs.append((out.role, path, out.template))
-    for extra in req.get("data_paths") or []:
-        p = Path(extra)
-        outputs.append(("other", p if p.is_absolute() else Path(str(command.cwd)) / p, extra))
-    present = [(role, path, tmpl) for role, path, tmpl in outputs if path.exists()]
-    if not present:
-        return None
-    screened = screen_outputs(redactor, staged, present, say)
-    kept = [s for s in screened if s.track]
-    from ledger.data.dvcops import track_outputs
-
-    records = iter(track_outputs(repo.root, staged.run_dir, [(s.role, s.path) for s in kept], [staged.dir]) if kept else [])
-    data = []
-    for s in screened:
-        entry = data_entry(next(records)) if s.track else _untracked_entry(s.role, s.error)
-        # a template inside the run's own data folder is recorded relative to the run folder
-        tmpl = s.template
-        entry["template"] = tmpl.replace(str(staged.data_dir), "data", 1) if tmpl.startswith(str(staged.data_dir)) else tmpl
-        if s.held:
-            entry["held_back"] = s.held
-        data.append(entry)
-        if entry.get("error") and not s.held:
-            say(f"ledger: data '{entry.get('role')}' not tracked: {entry['error']} (`ledger push` retries)")
-    return data
-
-
-def _untracked_entry(role: str, error: str | None) -> dict[str, Any]:
-    """The `data` entry of an output nothing of which is tracked (its files held back)."""
-    keys = {"role": role, "path": f"data/{role}", "dvc_file": f"data/{role}.dvc", "hash": None, "nfiles": None, "size": None}
-    return {**keys, "tracked": False, "error": error}
-
-
-EXCERPT = 1 << 20  # bytes of head and of tail a big log keeps in git
-
-
-def offload_big_logs(
-    repo: Repo,
-    cfg: Config,
-    staged: staging.Staged,
-    run_id: str,
-    say: Say,
-    known_md5: Mapping[str, tuple[str, tuple[int, int, int]]] | None = None,
-) -> tuple[dict[str, Any], list[str]] | None:
-    """Track a trainer/engine log bigger than `logs: git_max_mb` with DVC, like bulky data.
-
-    A 1 GiB log costs git ~9 s to store and every clone carries it forever; DVC hashes it in ~2 s
-    and `dvc pull` brings it back on demand. The run folder keeps the log's first and last MiB in
-    its place, so `git show`, `ledger diff`'s git diff and a quick look still work. Returns (the
-    `data` entry of the logs, `logs.in_dvc`), None when the logs stay in git whole.
-    """
-    limit = cfg.log_git_max_mb * (1 << 20)
-    big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
-    if not big:
-        return None
-    if not (repo.root / ".dvc").is_dir():
-        say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
-        return None
-    from ledger.data.dvcops import track_outputs
-
-    dest = staged.data_dir / "logs"
-    dest.mkdir(exist_ok=True)
-    for name in big:
-        full = dest / name
-        os.replace(staged.run_dir / name, full)
-        size = full.stat().st_size
-        with open(full, "rb") as f:
-            head = f.read(EXCERPT)
-            f.seek(max(size - EXCERPT, EXCERPT))
-            tail = f.read()
-        note = (
-            f"\n[ledger: {size - len(head) - len(tail)} bytes elided; the whole log is tracked with DVC as "
-            f"data/logs/{name}: `ledger pull REMOTE {run_id}` or `dvc pull -R {run_path(run_id)}`]\n"
-        )
-        write_atomic(staged.run_dir / name, head + note.encode() + tail)
-    # hashed by the log worker as it read them back (the same inode: moved, not copied)
-    known = {dest / n: known_md5[n] for n in big if known_md5 and n in known_md5}
-    [record] = track_outputs(repo.root, staged.run_dir, [("logs", dest)], [staged.dir], known=known)
-    if record.error:  # keep the whole logs in git rather than lose them
-        for name in big:
-            os.replace(dest / name, staged.run_dir / name)
-        say(f"ledger: big logs not tracked with DVC ({record.error}); they stay in git whole")
-        return None
-    entry = data_entry(record)
-    entry["template"] = "data/logs"
-    return entry, big

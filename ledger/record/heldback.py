@@ -6,7 +6,7 @@ the DVC cache or remote:
 
 - under the run's staging folder (the debug data ledger routes there), it is moved to the data
   folder's `held-back/<role>/`, which the end of the run keeps at `.ledger/untracked/<id>/held-back/`
-  (`record.run._keep_untracked_data`), and the rest of the output is tracked as usual;
+  (`record.commit._keep_untracked_data`), and the rest of the output is tracked as usual;
 - anywhere else (a path of the user's), nothing of the output is tracked and nothing is moved.
 
 The output's `data` entry lists `held_back`: each file (relative to the output) and the rule that

@@ -10,7 +10,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypedDict
 
 from ledger.config import Config
 from ledger.errors import LedgerError
@@ -41,12 +41,21 @@ def forwards_args(argv: list[str], launcher_text: str | None, cfg: Config) -> bo
     return False
 
 
+class DebugData(TypedDict, total=False):
+    """`command.debug_data`: how the debug-data flags reach the trainer."""
+
+    via: str | None  # "argv", "wrapper", or None: they cannot
+    added: list[str]  # the flags ledger added
+    framework: str  # the trainer's framework, on the argv route (`framework.detect`)
+    recognised_by: str  # how it was recognised
+
+
 @dataclass(frozen=True)
 class DebugRoute:
     """How the debug-data flags reach the trainer (`debug_data_route`)."""
 
     job_argv: list[str]  # the argv the job runs (the flags appended, on the argv route)
-    debug_data: dict[str, Any]  # `command.debug_data`
+    debug_data: DebugData  # `command.debug_data`
     added_args: list[str] = field(default_factory=list)  # `command.added_args` (empty: unchanged)
     wrapper_flags: list[tuple[str, str]] = field(default_factory=list)  # for the PATH wrappers to add
 
@@ -68,25 +77,24 @@ def debug_data_route(
     script = _entry_script(argv, launcher_text, cfg, Path(cwd))
     if forwards_args(argv, launcher_text, cfg) and script is not None:
         name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(image))
-        decision = {"framework": name, "recognised_by": how}
         if not allowed:
             say(
                 f"ledger: no debug data added for replay ({how}); if it is Miles or slime, set "
                 "`capture.debug_framework: miles` (or slime) in .ledger.yaml"
             )
-            return DebugRoute(argv, {"via": "argv", "added": [], **decision})
+            return DebugRoute(argv, DebugData(via="argv", added=[], framework=name, recognised_by=how))
         job_argv, added = inject_debug_flags(argv, str(staged.data_dir), launcher_text, allowed)
         if added:
             say(f"ledger: keeping debug data for replay: added {' '.join(added)} ({name}: {how})")
-        return DebugRoute(job_argv, {"via": "argv", "added": added, **decision}, list(added))
+        return DebugRoute(job_argv, DebugData(via="argv", added=added, framework=name, recognised_by=how), list(added))
     if detect_image_in_argv(argv) or (launcher_text and "docker run" in without_comments(launcher_text)):
         say(
             "ledger: debug data cannot reach a trainer inside a container (ledger's wrappers work on this PATH only); "
             "add --save-debug-rollout-data DIR/{rollout_id}.pt --save-debug-event-data DIR to the training command, "
             "or run `ledger run` inside the container"
         )
-        return DebugRoute(argv, {"via": None, "added": []})
-    return DebugRoute(argv, {"via": "wrapper", "added": []}, wrapper_flags=debug_flag_values(str(staged.data_dir)))
+        return DebugRoute(argv, DebugData(via=None, added=[]))
+    return DebugRoute(argv, DebugData(via="wrapper", added=[]), wrapper_flags=debug_flag_values(str(staged.data_dir)))
 
 
 def _miles_image(image: Image) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import last_step, parse_logs
+from ledger.metrics.logparse import last_step, parse_logs
 from ledger.record import facts
 from ledger.record.rayrecover import running_on_ray
 from ledger.runrecord import RunRecord

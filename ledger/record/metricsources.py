@@ -1,7 +1,7 @@
 """Where a finished run's per-step metrics are besides its output: the files its command names.
 
 The run's own metric events (the `--save-debug-event-data` folder ledger adds, in its data
-folder) are read with its logs (`ledger.compare.logparse.write_run_metrics`); these are the rest.
+folder) are read with its logs (`ledger.metrics.jsonl.write_run_metrics`); these are the rest.
 Read once the job has ended (`ledger.record.facts.metrics`), from the training command and the
 job's working directory (relative paths are relative to it); only files modified since the run
 started count, so that a folder shared by many runs gives only this run's:
@@ -17,7 +17,7 @@ started count, so that a folder shared by many runs gives only this run's:
   `--tb-dir` or `--logdir` folder.
 
 The metrics files and TensorBoard add only metrics the logs and events do not have: a metric
-logged both ways keeps the logged numbers (`ledger.compare.metricfiles.add_missing`).
+logged both ways keeps the logged numbers (`ledger.metrics.metricfiles.add_missing`).
 """
 
 from __future__ import annotations
@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import MetricsTable, merge, parse_events
-from ledger.compare.metricfiles import add_missing, parse_metrics_file
-from ledger.compare.tbevents import TensorBoardMissing, event_files, parse_event_files
-from ledger.compare.trackers import TB_FLAGS
 from ledger.data.outputs import find_outputs, training_args
+from ledger.metrics.events import merge, parse_events
+from ledger.metrics.metricfiles import add_missing, parse_metrics_file
+from ledger.metrics.table import MetricsTable
+from ledger.metrics.tbevents import TensorBoardMissing, event_files, parse_event_files
+from ledger.metrics.trackers import TB_FLAGS
 from ledger.runrecord import Command
 from ledger.understand.settings import flag_groups
 

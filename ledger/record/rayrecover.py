@@ -75,6 +75,12 @@ def ask_ray(staged: staging.Staged, follow: bool, say: Say) -> RayAnswer:
             )
             return RayAnswer(None, True)
         known.append((record, state))
+    return _answer(staged, known, say)
+
+
+def _answer(staged: staging.Staged, known: list[tuple[shim.ShimRecord, JobState]], say: Say) -> RayAnswer:
+    """What Ray's answers for the run's jobs (`known`, in submission order) make of it: staged
+    while one runs on (marked, and said), else the last job's end (none: no job Ray knows)."""
     running = [state for _, state in known if not state.ended]
     if running:
         _mark_running(staged, running)

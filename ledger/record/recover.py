@@ -66,69 +66,102 @@ def _recover_one(repo: Repo, cfg: Config, staged: staging.Staged, say: Say, done
         say(f"ledger: run {staged.id}: its job was still there (maybe paused); resumed and sent SIGTERM")
     code = staged.load_code()
     m = staged.read_json("manifest.json")
-    manifest_path = staged.dir / "manifest.json"
     if code is None or m is None:
-        kept = keep_job_files(repo.root, staged)
-        if kept is None:
-            say(
-                f"ledger: run {staged.id}: staged before its record was written; it held no file of the job; "
-                "removed ledger's staging folder"
-            )
-        else:
-            count, dest = kept
-            say(
-                f"ledger: run {staged.id}: no record to commit (staged before its record was written, or written "
-                f"to after it was committed); moved the {count} file(s) the job wrote to {dest}; "
-                "removed ledger's staging folder"
-            )
-        staged.remove()
+        _drop_unrecorded(repo, staged, say)
         return
     record = RunRecord.partial(m)  # ledger's own staged JSON, of this or an older version
-    ray = RayAnswer(None, False)
-    if asking.ask_ray and record.status.state in (None, "running"):
-        ray = ask_ray(staged, asking.follow, say)
-        if ray.stays:
-            return
-        if ray.record is not None:  # what the job printed after ledger died, from the Job API
-            append_missing_logs(staged, ray.record, None)
+    ray = _ray_answer(staged, record, asking, say)
+    if ray.stays:
+        return
     # the job's output is the best clock of when it last did anything; read it before the
     # split below rewrites the logs (and their mtimes)
-    raw = staged.raw_output
-    stamps = [manifest_path.stat().st_mtime] + [p.stat().st_mtime for p in (raw, staged.run_dir / "heat.log") if p.exists()]
-    last = max(stamps)
+    last = _last_sign_of_life(staged)
     secrets = load_secrets(staged.dir)  # exactly the values a normal finish scrubs
     stop_worker(staged.dir)  # a log worker the dead ledger left; its work is redone from the raw file
-    logs: StreamResult | None = None  # None: the logs were split before ledger died
-    if raw.exists() and was_punched(staged.dir):  # a split on a full disk had freed its start
-        logs = from_split_logs(staged.run_dir, "by ledger recover, from the logs split so far")
-        retire_raw(staged, secrets, logs)
-    elif raw.exists():
-        logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
-        logs.where = "by ledger recover, from the raw output"
-        retire_raw(staged, secrets, logs)
-    started = parse_iso(record.started) or last
-    if record.status.state not in (None, "running"):  # the job ended and its status was saved; only the commit failed
-        status = record.status
-        warnings = [*record.warnings, "ledger could not commit the record when the job ended; committed by `ledger recover`"]
-    elif ray.ended is not None:
-        status, finished = ended_status(ray.ended, started, last)
-        record = replace(record, finished=finished)
-        warnings = [*record.warnings, "ledger exited before the job ended; `ledger recover` read the Ray job's end from Ray"]
-    else:
-        record = replace(record, finished=iso(last))
-        status = Status(state="lost", duration_s=round(max(0.0, last - started), 3))
-        warnings = [*record.warnings, "ledger exited before the job ended; recovered by `ledger recover`"]
+    logs = _redone_logs(staged, cfg, secrets)
+    record, status, warnings = _recovered_end(record, ray, parse_iso(record.started) or last, last)
     # after the status above: a truncation is said in it too, as for a run
     notes = truncation_noted(staged.run_dir, logs.truncated, say) if logs is not None else []
     if notes:
         warnings.extend(notes)
         status = replace(status, warnings=notes)
-    record = replace(record, status=status, warnings=warnings)
-    if record.gpu is None and (staged.run_dir / "heat.log").exists():
-        from ledger.heat.setup import summary_from_log
-
-        record = replace(record, gpu=Gpu.from_dict(summary_from_log(staged.run_dir / "heat.log")))
+    record = _with_heat_summary(replace(record, status=status, warnings=warnings), staged)
     done.append(finish(repo, cfg, staged, record, code, logs, say, secrets=secrets))
+
+
+def _last_sign_of_life(staged: staging.Staged) -> float:
+    """When the run last did anything: the newest mtime of its staged manifest, raw output and heat log."""
+    return max(p.stat().st_mtime for p in (staged.dir / "manifest.json", staged.raw_output, staged.run_dir / "heat.log") if p.exists())
+
+
+def _with_heat_summary(record: RunRecord, staged: staging.Staged) -> RunRecord:
+    """`gpu`, rebuilt from heat.log when the dead ledger never wrote it."""
+    if record.gpu is not None or not (staged.run_dir / "heat.log").exists():
+        return record
+    from ledger.heat.setup import summary_from_log
+
+    return replace(record, gpu=Gpu.from_dict(summary_from_log(staged.run_dir / "heat.log")))
+
+
+def _drop_unrecorded(repo: Repo, staged: staging.Staged, say: Say) -> None:
+    """A staged run with no record to commit: the files its job wrote kept, the folder removed."""
+    kept = keep_job_files(repo.root, staged)
+    if kept is None:
+        say(f"ledger: run {staged.id}: staged before its record was written; it held no file of the job; removed ledger's staging folder")
+    else:
+        count, dest = kept
+        say(
+            f"ledger: run {staged.id}: no record to commit (staged before its record was written, or written "
+            f"to after it was committed); moved the {count} file(s) the job wrote to {dest}; "
+            "removed ledger's staging folder"
+        )
+    staged.remove()
+
+
+def _ray_answer(staged: staging.Staged, record: RunRecord, asking: _Asking, say: Say) -> RayAnswer:
+    """What Ray says of a run still `running` in its record (nothing, not asked); what the job
+    printed after ledger died, from the Job API, appended to its output."""
+    if not asking.ask_ray or record.status.state not in (None, "running"):
+        return RayAnswer(None, False)
+    ray = ask_ray(staged, asking.follow, say)
+    if not ray.stays and ray.record is not None:
+        append_missing_logs(staged, ray.record, None)
+    return ray
+
+
+def _redone_logs(staged: staging.Staged, cfg: Config, secrets: set[str]) -> StreamResult | None:
+    """The log work redone from the raw output (None: the logs were split before ledger died)."""
+    raw = staged.raw_output
+    if not raw.exists():
+        return None
+    if was_punched(staged.dir):  # a split on a full disk had freed its start
+        logs = from_split_logs(staged.run_dir, "by ledger recover, from the logs split so far")
+    else:
+        logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
+        logs.where = "by ledger recover, from the raw output"
+    retire_raw(staged, secrets, logs)
+    return logs
+
+
+def _recovered_end(record: RunRecord, ray: RayAnswer, started: float, last: float) -> tuple[RunRecord, Status, list[str]]:
+    """(the record with `finished`, its `status`, its `warnings`): as saved when the job ended
+    (only the commit failed), as Ray says the job ended, else `lost` at the job's last sign of life."""
+    if record.status.state not in (None, "running"):
+        return (
+            record,
+            record.status,
+            [*record.warnings, "ledger could not commit the record when the job ended; committed by `ledger recover`"],
+        )
+    if ray.ended is not None:
+        status, finished = ended_status(ray.ended, started, last)
+        warnings = [*record.warnings, "ledger exited before the job ended; `ledger recover` read the Ray job's end from Ray"]
+        return replace(record, finished=finished), status, warnings
+    status = Status(state="lost", duration_s=round(max(0.0, last - started), 3))
+    return (
+        replace(record, finished=iso(last)),
+        status,
+        [*record.warnings, "ledger exited before the job ended; recovered by `ledger recover`"],
+    )
 
 
 def keep_job_files(root: Path, staged: staging.Staged) -> tuple[int, Path] | None:

@@ -3,11 +3,12 @@
 While the job runs, ledger's capture thread only copies the job's output to the terminal and to
 the staged raw file (`output.raw`), as `tee` does: nothing else stands between the job's pipe and
 the terminal, so a slow consumer never throttles the job. A worker *process* (not a thread: the
-split is CPU work, and a thread would take the interpreter lock from the copy) follows that raw
-file from its own position: it splits it into trainer.log and engine.log with secrets redacted
-(`LineSplitter`), and reads the command lines and the per-step metrics back from those two files
-as they grow. When the job has ended, ledger writes the raw file's final size to `output.end`;
-the worker catches up to it, finishes and leaves its result in `streamed.pickle`.
+split is CPU work, and a thread would take the interpreter lock from the copy;
+`ledger.record.logworker`) follows that raw file from its own position: it splits it into
+trainer.log and engine.log with secrets redacted (`LineSplitter`), and reads the command lines
+and the per-step metrics back from those two files as they grow. When the job has ended, ledger
+writes the raw file's final size to `output.end`; the worker catches up to it, finishes and
+leaves its result in `streamed.pickle` (`ledger.record.workerlink`: the files between the two).
 
 One code path, three ways to run it (`StreamedLogs`): in the worker; in ledger's own process
 when the output stayed small (spawning a worker costs more than the split: under `WORKER_AFTER`
@@ -15,8 +16,6 @@ bytes none is started) or when the worker failed; and in `ledger recover`, from 
 run whose ledger died. Fed block by block it gives what one pass over the finished files gives,
 byte for byte (tests/test_streamed.py), so where the worker had not caught up, or died, the
 record is rebuilt from the raw file and is complete all the same.
-
-    python -m ledger.record.streamed STAGING_DIR     # the worker (started by `Follower`)
 """
 
 from __future__ import annotations
@@ -25,42 +24,35 @@ import hashlib
 import json
 import os
 import pickle
-import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.capture.stream import CHUNK, LineSplitter
-from ledger.compare.logparse import LogScan, MetricsTable, parse_logs, write_run_metrics
-from ledger.compare.summarymetrics import summarize, summarize_file
-from ledger.fsutil import atomic_writer, write_atomic
-from ledger.redact.runscrub import as_texts, load_secrets, save_secrets
+from ledger.fsutil import write_atomic
+from ledger.metrics.logparse import LogScan, parse_logs
+from ledger.metrics.summarymetrics import summarize_file
+from ledger.metrics.table import MetricsTable
+from ledger.record import workerlink
+from ledger.record.rawroom import RawRoom
+from ledger.record.rawroom import was_punched as was_punched
+from ledger.redact.runscrub import as_texts, save_secrets
 from ledger.redact.scanner import Redactor
 from ledger.understand import tracescan
 
 if TYPE_CHECKING:
     from ledger.storage.staging import Staged
 
-SPEC = "streamed.json"
-RESULT = "streamed.pickle"
-END = "output.end"
-PID = "streamed.pid"
+# the link's names, read here too (by `recover` and the tests) as before the worker had its own module
+END, PID, FLOOD_RATE, STALL_S = workerlink.END, workerlink.PID, workerlink.FLOOD_RATE, workerlink.STALL_S
+FloodWatch, stop_worker = workerlink.FloodWatch, workerlink.stop_worker
+_mark_end, _end, _wait_while_working = workerlink.mark_end, workerlink.read_end, workerlink.wait_while_working
 BLOCK = 4 * CHUNK
 WORKER_AFTER = 4 << 20  # bytes of output before a worker process is worth its start-up
-WORKER_NICE = 19  # the lowest priority: the job (and the copy) come first when the cores are busy;
-# a job that leaves cores idle, as trainers do, leaves them to the worker
-POLL_S = 0.1
-PUNCHED = "output.punched"  # the raw file's start was freed on a full disk (`_make_room`)
-_KEEP_SIZE, _PUNCH_HOLE = 0x01, 0x02  # linux/falloc.h
-# on a full disk the logs keep the captured output less a quarter of it (at least this much), so
-# that the record itself can still be written on that disk: its git objects, manifest and status
-RECORD_ROOM = 1 << 20
-FLOOD_RATE = 64 << 20  # bytes/s of output above which the worker waits (trainers write KB/s to MB/s)
 
 
 @dataclass
@@ -95,7 +87,7 @@ class StreamResult:
         return summarize_file(path)
 
 
-class _Tail:
+class LogTail:
     """One split log read back as it grows: whole lines to the metric and command scans.
 
     Read in blocks of at most `BLOCK` bytes, so memory stays bounded whatever the output. A line
@@ -163,16 +155,16 @@ class _Tail:
 class StreamedLogs:
     """Follows a raw output file: splits it into the two logs and reads them back as they grow."""
 
-    def __init__(self, raw: Path, trainer: Path, engine: Path, engine_patterns: Sequence[str], redactor: Redactor):
+    def __init__(self, raw: Path, trainer: Path, engine: Path, engine_patterns: Sequence[str], redactor: Redactor, read_back: bool = True):
+        """`read_back`: read the two logs back here as they grow; without it (the worker) other
+        processes read them (`ledger.record.logworker`), and `finish_split` and `result` are used."""
         self.raw = raw
         self.splitter = LineSplitter(trainer, engine, engine_patterns, redactor=redactor)
-        self.splitter.trainer.on_full = self.splitter.engine.on_full = self._make_room
-        self.splitter.trainer.room = self.splitter.engine.room = self._room
-        self._budget: int | None = None  # bytes the two logs may hold, once the disk was full
-        self.tails = (_Tail(trainer), _Tail(engine))
+        self.disk = RawRoom(raw, lambda: self.splitter.trainer.written + self.splitter.engine.written)
+        self.splitter.trainer.on_full = self.splitter.engine.on_full = self.disk.make_room
+        self.splitter.trainer.room = self.splitter.engine.room = self.disk.room
+        self.tails: tuple[LogTail, ...] = (LogTail(trainer), LogTail(engine)) if read_back else ()
         self.offset = 0
-        self._read_to = 0  # how far the raw file has been read (what is past it is not split yet)
-        self._punched = 0  # the raw file's start given back to the disk (see `_make_room`)
 
     def step(self, limit: int = 4 * BLOCK) -> int:
         """Split up to `limit` new bytes of the raw file; returns how many were read."""
@@ -181,7 +173,7 @@ class StreamedLogs:
             with open(self.raw, "rb") as f:
                 f.seek(self.offset)
                 while read < limit and (data := f.read(min(BLOCK, limit - read))):
-                    self._read_to = self.offset + read + len(data)
+                    self.disk.read_to = self.offset + read + len(data)
                     self.splitter.feed(data)
                     read += len(data)
         except FileNotFoundError:
@@ -192,93 +184,55 @@ class StreamedLogs:
                 tail.poll()
         return read
 
-    def _make_room(self) -> bool:
-        """The disk is full while a log is written: give the raw file's blocks that are already
-        read (split, or held in memory) back to the file system, so that the logs can hold what
-        was captured (a disk filled by the raw copy left a 0-byte trainer.log). Marked
-        by an empty `output.punched` (an empty file needs no block of a full disk), so that `ledger
-        recover` never splits the emptied start again."""
-        start, end = self._punched, self._read_to - self._read_to % 4096
-        if end - start < 4096:
-            return False
-        if self._budget is None:  # the record (git objects, manifest) needs room on this disk too
-            try:
-                size = self.raw.stat().st_size
-            except OSError:
-                return False
-            self._budget = size - max(size // 4, RECORD_ROOM)
-        try:
-            os.close(os.open(self.raw.parent / PUNCHED, os.O_WRONLY | os.O_CREAT, 0o600))
-        except OSError:
-            return False  # no room for even that: the logs stop here, and say so
-        if not punch_hole(self.raw, start, end - start):
-            return False
-        self._punched = end
-        return True
-
     def give_back_split(self) -> None:
-        """The split is done: on a disk that filled, give the rest of the raw file back too (the
-        copy may have refilled what `_make_room` freed while the job still wrote, and the
-        worker's metrics and result need room: without it the worker failed and the run kept
-        only the note that its logs were cut where the split stopped)."""
-        if (
-            self._budget is not None
-            and self._read_to - self._punched >= 4096
-            and punch_hole(self.raw, self._punched, self._read_to - self._punched)
-        ):
-            self._punched = self._read_to
+        """The split is done: on a disk that filled, give the rest of the raw file back too."""
+        self.disk.give_back_split()
 
-    def _room(self) -> int | None:
-        if self._budget is None:
-            return None
-        return self._budget - self.splitter.trainer.written - self.splitter.engine.written
-
-    def finish(self) -> StreamResult:
-        """The raw file is complete: split the rest, close the logs, read their last lines."""
+    def finish_split(self) -> None:
+        """The raw file is complete: split the rest and close the logs."""
         while self.step():
             pass
         self.splitter.finish()
+
+    def finish(self) -> StreamResult:
+        """The raw file is complete: split the rest, close the logs, read their last lines."""
+        self.finish_split()
         for tail in self.tails:
             tail.poll(final=True)
         trainer, engine = self.tails
         trainer.scan.absorb(engine.scan)  # as one scan over trainer.log, then engine.log
+        reads = [ReadBack(t.path, t.commands, t.offset, t.md5.hexdigest()) for t in self.tails]
+        return self.result(reads, trainer.scan.finish())
+
+    def result(self, reads: Sequence[ReadBack], metrics: MetricsTable | None) -> StreamResult:
+        """The work's result, from the split done here and the two logs' reads (trainer.log first)."""
         md5 = {}
-        for tail in self.tails:
+        for read in reads:
             try:
-                st = os.stat(tail.path)
+                st = os.stat(read.path)
             except OSError:
                 continue
-            if st.st_size == tail.offset:  # all of it was read, hence hashed
-                md5[tail.path.name] = (tail.md5.hexdigest(), (st.st_ino, st.st_mtime_ns, st.st_size))
+            if st.st_size == read.offset:  # all of it was read, hence hashed
+                md5[read.path.name] = (read.md5, (st.st_ino, st.st_mtime_ns, st.st_size))
         return StreamResult(
-            trainer.commands + engine.commands,
+            [line for read in reads for line in read.commands],
             self.splitter.redacted,
             self.splitter.redactor.found_values(),
-            trainer.scan.finish(),
+            metrics,
             self.splitter.truncation_notes(),
             md5=md5,
         )
 
 
-def punch_hole(path: Path, offset: int, length: int) -> bool:
-    """Free a range of a file's blocks, its size unchanged (Linux `fallocate` with
-    FALLOC_FL_PUNCH_HOLE: ext4, xfs, btrfs, tmpfs). False where the system cannot."""
-    import ctypes
+@dataclass(frozen=True)
+class ReadBack:
+    """What reading one split log back to its end gave, besides its metrics: its command lines,
+    and the md5 of its first `offset` bytes."""
 
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        fallocate = libc.fallocate
-    except (OSError, AttributeError):
-        return False
-    fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-    try:
-        fd = os.open(path, os.O_WRONLY)
-    except OSError:
-        return False
-    try:
-        return int(fallocate(fd, _PUNCH_HOLE | _KEEP_SIZE, offset, length)) == 0
-    finally:
-        os.close(fd)
+    path: Path
+    commands: list[str]
+    offset: int
+    md5: str
 
 
 def process_raw(raw: Path, run_dir: Path, engine_patterns: Sequence[str], redactor: Redactor) -> StreamResult:
@@ -291,11 +245,6 @@ def logs_result(run_dir: Path) -> StreamResult:
     done when they were split)."""
     paths = [run_dir / "trainer.log", run_dir / "engine.log"]
     return StreamResult(tracescan.command_lines(paths), [], set(), parse_logs(paths), where="after the job, from the split logs")
-
-
-def was_punched(staging_dir: Path) -> bool:
-    """Whether the raw output's start was given back to a full disk (`StreamedLogs._make_room`)."""
-    return (staging_dir / PUNCHED).exists()
 
 
 def from_split_logs(run_dir: Path, where: str) -> StreamResult:
@@ -316,7 +265,7 @@ class Follower:
 
     With `preload` (the repository root, and the output size from which a log will be tracked
     with DVC), DVC is opened once while the job runs, so that the offload at the end skips its
-    start (~0.8 s)."""
+    start (~0.8 s); after a job that flooded its output to the end, while the worker catches up."""
 
     def __init__(
         self,
@@ -333,6 +282,7 @@ class Follower:
         self._bytes_in = bytes_in  # the output copied so far
         self._worker_after = worker_after
         self._preload = preload
+        self._preloaded = preload is None
         self._ended = threading.Event()
         self._proc: subprocess.Popen[bytes] | None = None
         self._thread = threading.Thread(target=self._watch, name="ledger-follow", daemon=True)
@@ -341,27 +291,32 @@ class Follower:
         self._thread.start()
 
     def _watch(self) -> None:
-        spawned, preloaded = False, self._preload is None
-        flood = FloodWatch(self._bytes_in)
-        while not (spawned and preloaded) and not self._ended.wait(POLL_S):
+        spawned = False
+        flood = workerlink.FloodWatch(self._bytes_in)
+        while not (spawned and self._preloaded) and not self._ended.wait(workerlink.POLL_S):
             copied = self._bytes_in()
             if not spawned and copied >= self._worker_after:
                 self._spawn()
                 spawned = True
             # DVC's imports hold the interpreter lock ~0.8 s: never while the copy is busy
-            if self._preload is not None and not preloaded and copied >= self._preload[1] and not flood.flooding():
-                _preload_dvc(self._preload[0])
-                preloaded = True
+            if not flood.flooding():
+                self._preload_now()
+
+    def _preload_now(self) -> None:
+        """Open DVC once the output is big enough for a log to be tracked with it (once)."""
+        if not self._preloaded and self._preload is not None and self._bytes_in() >= self._preload[1]:
+            _preload_dvc(self._preload[0])
+            self._preloaded = True
 
     def _spawn(self) -> None:
         try:
             write_atomic(
-                self.staged.dir / SPEC,
-                json.dumps({"engine_patterns": self.patterns, "secret_names": self.secret_names, "nice": WORKER_NICE}),
+                self.staged.dir / workerlink.SPEC,
+                json.dumps({"engine_patterns": self.patterns, "secret_names": self.secret_names, "nice": workerlink.WORKER_NICE}),
             )
             # its own session: a Ctrl-C at the terminal is ledger's to forward, never the worker's
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "ledger.record.streamed", str(self.staged.dir)],
+                [sys.executable, "-m", "ledger.record.logworker", str(self.staged.dir)],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -374,29 +329,39 @@ class Follower:
         """The raw file is complete (the job ended, a followed Ray job too): the log work's result."""
         self._ended.set()
         self._thread.join()
-        proc, why = self._proc, ""
-        raw = self.staged.raw_output
-        if proc is not None:
-            size = raw.stat().st_size if raw.exists() else 0
-            try:
-                _mark_end(self.staged.dir, size)
-                _catch_up_priority(proc.pid)
-                rc: int | str = _wait_while_working(proc, self.staged)
-            except OSError as exc:  # a full disk
-                proc.kill()
-                proc.wait()
-                rc = f"{exc.strerror or exc}"
-            result = _load_result(self.staged.dir / RESULT) if rc == 0 else None
+        why = ""
+        if self._proc is not None:
+            result, why = self._worker_result(self._proc)
             if result is not None:
-                result.where = "while the job ran"
                 return result
-            why = f"after the job (the worker failed: {rc if isinstance(rc, str) else f'exit {rc}'})"
         if was_punched(self.staged.dir):  # the raw file's start is gone: keep what the worker split
             return from_split_logs(self.staged.run_dir, why or "after the job")
-        result = process_raw(raw, self.staged.run_dir, self.patterns, redactor)
+        result = process_raw(self.staged.raw_output, self.staged.run_dir, self.patterns, redactor)
         if why:
             result.where = why
         return result
+
+    def _worker_result(self, proc: subprocess.Popen[bytes]) -> tuple[StreamResult | None, str]:
+        """Tell the worker the output is complete and wait for its result; None and why without one."""
+        raw = self.staged.raw_output
+        size = raw.stat().st_size if raw.exists() else 0
+        # the copy has ended: DVC's start, left while the output flooded, is done while we wait
+        preloading = threading.Thread(target=self._preload_now, name="ledger-preload", daemon=True)
+        preloading.start()
+        try:
+            workerlink.catch_up_priority(proc.pid)
+            workerlink.mark_end(self.staged.dir, size)
+            rc: int | str = workerlink.wait_while_working(proc, self.staged)
+        except OSError as exc:  # a full disk
+            proc.kill()
+            proc.wait()
+            rc = f"{exc.strerror or exc}"
+        preloading.join()
+        result = _load_result(self.staged.dir / workerlink.RESULT) if rc == 0 else None
+        if result is None:
+            return None, f"after the job (the worker failed: {rc if isinstance(rc, str) else f'exit {rc}'})"
+        result.where = "while the job ran"
+        return result, ""
 
     def abandon(self) -> None:
         """Stop the worker without waiting for a result (ledger is failing; `recover` redoes it)."""
@@ -404,48 +369,6 @@ class Follower:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
-
-
-STALL_S = 120.0  # seconds a worker may go without writing anything before it counts as hung
-
-
-def _catch_up_priority(pid: int) -> None:
-    """The job has ended, so the worker's catch-up is now what the run waits for: give it ledger's
-    own priority back where the system allows (root, or RLIMIT_NICE), else it keeps the lowest."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, 0))
-    except OSError:
-        pass
-
-
-def _written(staged: Staged) -> int:
-    """How much the worker has written so far (its split logs, metrics and result): its progress."""
-    total = 0
-    for folder in (staged.run_dir, staged.dir):
-        try:
-            with os.scandir(folder) as entries:
-                total += sum(e.stat(follow_symlinks=False).st_size for e in entries if e.is_file(follow_symlinks=False))
-        except OSError:
-            continue
-    return total
-
-
-def _wait_while_working(proc: subprocess.Popen[bytes], staged: Staged, clock: Callable[[], float] = time.monotonic) -> int | str:
-    """The worker's exit code, waiting as long as it makes progress; "timed out" once it has written
-    nothing for STALL_S (a hung worker is killed). A busy machine only makes the wait longer."""
-    seen, since = _written(staged), clock()
-    while True:
-        try:
-            return proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            pass
-        now_written = _written(staged)
-        if now_written != seen:
-            seen, since = now_written, clock()
-        elif clock() - since > STALL_S:
-            proc.kill()
-            proc.wait()
-            return "timed out"
 
 
 def _preload_dvc(repo_root: Path) -> None:
@@ -473,123 +396,3 @@ def retire_raw(staged: Staged, secrets: Iterable[str], result: StreamResult) -> 
     it with the run's known values, so that a `recover` from here on scrubs what `finish` does."""
     save_secrets(staged.dir, set(secrets) | as_texts(result.found))
     staged.raw_output.unlink(missing_ok=True)
-
-
-def stop_worker(staging_dir: Path) -> None:
-    """Kill a worker left by a ledger that died (`recover` then redoes its work from the raw file)."""
-    from ledger.storage.staging import pid_alive
-
-    try:
-        pid, start = json.loads((staging_dir / PID).read_text())
-    except (OSError, ValueError, TypeError):
-        return
-    if pid_alive(int(pid), start):
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-        except OSError:
-            pass
-
-
-def _mark_end(staging_dir: Path, size: int) -> None:
-    """Tell the worker the raw file is complete at `size` bytes. On a full disk the marker's one
-    data block may not fit while the logs are using the room left: an empty file named by the size
-    needs none (a worker killed there kept only part of what was captured)."""
-    try:
-        write_atomic(staging_dir / END, str(size))
-    except OSError:
-        os.close(os.open(staging_dir / f"{END}.{size}", os.O_WRONLY | os.O_CREAT, 0o600))
-
-
-def _end(staging_dir: Path) -> int | None:
-    """The raw file's final size, once ledger has written it (the job has ended)."""
-    try:
-        return int((staging_dir / END).read_text())
-    except (OSError, ValueError):
-        pass
-    for marker in staging_dir.glob(f"{END}.*"):
-        try:
-            return int(marker.name.rsplit(".", 1)[1])
-        except ValueError:
-            continue
-    return None
-
-
-class FloodWatch:
-    """Whether the output grows faster than `FLOOD_RATE` (measured over half-second windows): no
-    trainer logs that fast, and following such a job only slows it (1 GiB as fast as a writer
-    can: the job at 0.53x of tee with the worker following, 0.80x without; the work is the same
-    either way)."""
-
-    def __init__(self, size: Callable[[], int], clock: Callable[[], float] = time.monotonic):
-        self._size_now, self._clock = size, clock
-        self._size, self._at, self._flooding = 0, clock(), False
-
-    def flooding(self) -> bool:
-        now = self._clock()
-        if now - self._at >= 0.5:
-            size = self._size_now()
-            self._flooding = (size - self._size) / (now - self._at) > FLOOD_RATE
-            self._size, self._at = size, now
-        return self._flooding
-
-
-def _file_size(path: Path) -> Callable[[], int]:
-    def size() -> int:
-        try:
-            return path.stat().st_size
-        except OSError:
-            return 0
-
-    return size
-
-
-def _worker(staging_dir: Path) -> int:
-    from ledger.storage.staging import Staged, proc_start
-
-    staged = Staged(staging_dir.name, staging_dir)
-    spec = json.loads((staging_dir / SPEC).read_text())
-    write_atomic(staging_dir / PID, json.dumps([os.getpid(), proc_start(os.getpid())]))
-    try:
-        os.nice(int(spec.get("nice", 0)))
-    except OSError:
-        pass
-    parent = os.getppid()
-    run_dir = staged.run_dir
-    logs = StreamedLogs(
-        staged.raw_output,
-        run_dir / "trainer.log",
-        run_dir / "engine.log",
-        spec["engine_patterns"],
-        Redactor(load_secrets(staging_dir), spec["secret_names"]),
-    )
-    flood = FloodWatch(_file_size(staged.raw_output))
-    while True:
-        if os.getppid() != parent:
-            return 3  # ledger died: `ledger recover` redoes the work from the raw file
-        end = _end(staging_dir)
-        if end is None and flood.flooding():
-            time.sleep(POLL_S)  # the job writes faster than we could follow: leave it the cores and the disk
-            continue
-        if logs.step():
-            continue
-        if end is not None and logs.offset >= end:
-            break
-        time.sleep(POLL_S)
-    result = logs.finish()
-    logs.give_back_split()
-    if result.metrics is not None:  # the events are complete too: the job has ended
-        result.metrics_written, result.malformed, table = write_run_metrics(run_dir, staged.data_dir, result.metrics)
-        if result.metrics_written:  # summed up here, where the table is, not read back after the job
-            st = os.stat(run_dir / "metrics.jsonl")
-            result.summary, result.summary_of = summarize(table), (st.st_ino, st.st_mtime_ns, st.st_size)
-        result.metrics = None  # written: not carried back (unpickling 300,000 rows costs ~1 s)
-    with atomic_writer(staging_dir / RESULT, mode=0o600) as f:  # it holds the values the rules found
-        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
-    return 0
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from ledger.record import streamed  # the module itself, not __main__: its result pickles by its real name
-
-    sys.exit(streamed._worker(Path(sys.argv[1])))

@@ -2,7 +2,7 @@
 
 Those files go to the DVC cache and remote byte for byte: they cannot be redacted (a `.pt` file is a
 zip archive made by `torch.save`; a masked byte would break it), so a file that holds a secret is
-held back instead (`ledger.record.facts.track_data` keeps it out of DVC, and the manifest names the
+held back instead (`ledger.record.datatrack.track_data` keeps it out of DVC, and the manifest names the
 file and the rule, never the value). A file is scanned as bytes, streamed: `CHUNK` bytes at a time,
 each window overlapping the last by `OVERLAP` bytes, so a secret up to `OVERLAP` bytes long is found
 whatever boundary it straddles and memory stays bounded whatever the file's size. Each window is

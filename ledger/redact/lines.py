@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ COMMAND = re.compile(rb"(?:\([^)\n]*\)[ \t]*)?(?:\++ |EXEC: |ENV_REPORT_JSON=)")
 # A launcher command line: at a line start.
 COMMAND_START = re.compile(rb"\++ |EXEC: ")
 _ENV_REPORT = b"ENV_REPORT_JSON="
+_MID_LINE_PLUSES = 64  # "+" bytes not at a line start after which a body is searched for "\n+"
 
 
 def engine_alternatives(patterns: Sequence[str]) -> bytes:
@@ -151,17 +152,34 @@ def engine_runs(alternatives: bytes) -> EngineRuns:
     return EngineRuns(re.compile(run), re.compile(rb"\n(?:" + alternatives + rb")()"))
 
 
+def _plus_line_starts(body: bytes) -> Iterator[int]:
+    """Offsets of the ``+`` bytes that start a line of a body (each right after a ``\\n``). Most
+    output holds no ``+`` at all, so ``+`` alone is searched for first (one ``memchr`` over the
+    body, where a search for ``\\n+`` stops at every newline); once a body shows many ``+``
+    mid-line ("1.25E+00" in every Megatron loss line) the rest is searched for ``\\n+``."""
+    i, mid_line = body.find(b"+", 1), 0
+    while i >= 0 and mid_line < _MID_LINE_PLUSES:
+        if body[i - 1] == 0x0A:
+            yield i
+        else:
+            mid_line += 1
+        i = body.find(b"+", i + 1)
+    if i < 0:
+        return
+    i = body.find(b"\n+", i - 1)  # from the "+" at i on, none of them yielded yet
+    while i >= 0:
+        yield i + 1
+        i = body.find(b"\n+", i + 2)
+
+
 def suspect_spans(body: bytes, redactor: Redactor) -> list[tuple[int, int]]:
     """Sorted spans of the lines of a body that need `redactor.redact_line`, command lines included."""
     found: set[tuple[int, int]] = set(redactor.flagged(body, 1))
     if body[:1] == b"+" and COMMAND_START.match(body, 0):
         found.add(line_span(body, 0))
-    # "+" alone is common mid-line ("1.25E+00" in every Megatron loss line); at a line start it is rare
-    i = body.find(b"\n+")
-    while i >= 0:
-        if COMMAND_START.match(body, i + 1):
-            found.add(line_span(body, i + 1))
-        i = body.find(b"\n+", i + 2)
+    for i in _plus_line_starts(body):
+        if COMMAND_START.match(body, i):
+            found.add(line_span(body, i))
     for byte, needle in ((b"X", b"\nEXEC: "), (b"J", _ENV_REPORT)):
         if byte not in body:  # memchr: cheap; most chunks stop here
             continue

@@ -130,33 +130,12 @@ def build_replay_argv(
     negatable: frozenset[str] = DEFAULT_NEGATABLE,
 ) -> list[str]:
     """The argv of a replay of `training_argv` (interpreter onward); rules in the module doc."""
-    prefix, script, args = split_training_command(training_argv)
-    if script is None:
-        if training_argv and not training_argv[0].startswith("-"):
-            raise UsageError(
-                f"the recorded command {' '.join(training_argv[:3])!r}... runs no python script",
-                "replay needs the training command (python3 train.py ...) of the run",
-            )
-        prefix, args = [], list(training_argv)
+    prefix, script, args = _split_recorded(training_argv)
     groups = flag_groups(args)
     if mode == "train":
-        if not load_template:
-            raise UsageError("a train replay needs the rollout data to load", "pass load_template")
-        for name in ("save-debug-rollout-data", "debug-rollout-only", "load-debug-rollout-data"):
-            _drop(groups, name)
-        _set_values(groups, "load-debug-rollout-data", [load_template])
-        _switch_on(groups, "debug-train-only")
+        _train_side(groups, load_template)
     elif mode == "rollout":
-        if not save_template:
-            raise UsageError("a rollout replay needs where to save rollouts", "pass save_template")
-        for name in (
-            "debug-train-only",
-            "load-debug-rollout-data",
-            "load-debug-rollout-data-subsample",
-        ):
-            _drop(groups, name)
-        _set_values(groups, "save-debug-rollout-data", [save_template])
-        _switch_on(groups, "debug-rollout-only")
+        _rollout_side(groups, save_template)
     else:
         raise UsageError(f"unknown replay mode {mode!r}", "use 'train' or 'rollout'")
     if num_rollout is not None:
@@ -167,3 +146,37 @@ def build_replay_argv(
     tokens = [token for group in groups for token in group.tokens]
     head = [*prefix, script] if script is not None else []
     return [*head, *tokens, *extra]
+
+
+def _split_recorded(training_argv: Sequence[str]) -> tuple[list[str], str | None, list[str]]:
+    """(interpreter prefix, script, arguments) of the recorded command; a command of flags alone
+    is all arguments, one that runs no python script is refused."""
+    prefix, script, args = split_training_command(training_argv)
+    if script is not None:
+        return list(prefix), script, list(args)
+    if training_argv and not training_argv[0].startswith("-"):
+        raise UsageError(
+            f"the recorded command {' '.join(training_argv[:3])!r}... runs no python script",
+            "replay needs the training command (python3 train.py ...) of the run",
+        )
+    return [], None, list(training_argv)
+
+
+def _train_side(groups: list[FlagGroup], load_template: str | None) -> None:
+    """The training side alone, loading the rollouts from `load_template`."""
+    if not load_template:
+        raise UsageError("a train replay needs the rollout data to load", "pass load_template")
+    for name in ("save-debug-rollout-data", "debug-rollout-only", "load-debug-rollout-data"):
+        _drop(groups, name)
+    _set_values(groups, "load-debug-rollout-data", [load_template])
+    _switch_on(groups, "debug-train-only")
+
+
+def _rollout_side(groups: list[FlagGroup], save_template: str | None) -> None:
+    """The engine side alone, saving the rollouts to `save_template`."""
+    if not save_template:
+        raise UsageError("a rollout replay needs where to save rollouts", "pass save_template")
+    for name in ("debug-train-only", "load-debug-rollout-data", "load-debug-rollout-data-subsample"):
+        _drop(groups, name)
+    _set_values(groups, "save-debug-rollout-data", [save_template])
+    _switch_on(groups, "debug-rollout-only")

@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ledger.errors import LedgerError
 from ledger.installhint import RAY_PACKAGE, install_hint
@@ -40,19 +40,34 @@ HEAD_START_S = 90.0
 HEAD_STOP_S = 30.0
 
 
+# Ray's runtime_env: a JSON object handed to Ray as it is (Ray owns its keys; ledger reads and
+# rebases `working_dir`, `py_modules`, `excludes` and sets `env_vars`)
+RuntimeEnv = dict[str, Any]
+
+
+class RayRecord(TypedDict, total=False):
+    """`replay.ray`: where a replay ran, and the code it ran."""
+
+    address: str
+    how: str
+    local_head: bool
+    working_dir: str  # its runtime env's, when it has one
+    code_from: str
+
+
 @dataclass
 class RayTarget:
     """Where a replay is submitted: the Job API URL, why there, and the head ledger started."""
 
     address: str
     how: str  # "--address", "recorded address", "local head started by ledger"
-    runtime_env: dict[str, Any] = field(default_factory=dict)
+    runtime_env: RuntimeEnv = field(default_factory=dict)
     head: LocalHead | None = None
     code_from: str | None = None  # where the job's code comes from (`runtime_env`'s second value)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self) -> RayRecord:
         """`replay.ray`: where the replay ran, and the code it ran (its runtime env's working_dir)."""
-        out = {"address": self.address, "how": self.how, "local_head": self.head is not None}
+        out = RayRecord(address=self.address, how=self.how, local_head=self.head is not None)
         if isinstance(self.runtime_env.get("working_dir"), str):
             out["working_dir"] = self.runtime_env["working_dir"]
         if self.code_from is not None:
@@ -103,7 +118,7 @@ CODE_FROM_RECORDED = "the recorded runtime env's working_dir"
 
 def runtime_env(
     record: RunRecord, env_vars: Mapping[str, str], rebase: Callable[[str], str], checkout: Path, excludes: Sequence[str] = ()
-) -> tuple[dict[str, Any], str]:
+) -> tuple[RuntimeEnv, str]:
     """The recorded runtime env with `env_vars` (the replay's, already filtered by the caller) and
     its paths (`working_dir`, `py_modules`) pointed into this checkout; and where the job's code
     comes from.
@@ -114,27 +129,38 @@ def runtime_env(
     its runtime env nor as `--working-dir`) is replayed with `checkout`, the recorded working
     directory in this checkout, as its working_dir, `excludes` (what Ray must not upload of it:
     pulled data, git's objects; `.gitignore`d files it leaves out itself) added."""
-    recorded = record.command.runtime_env or {}
-    out: dict[str, Any] = {k: v for k, v in recorded.items() if k != "env_vars"}
-    given = _option([str(a) for a in record.command.ray_argv or []], "--working-dir")
-    if given is not None and "working_dir" not in out:
-        out["working_dir"] = given
-    code_from = CODE_FROM_RECORDED
-    if isinstance(out.get("working_dir"), str):
-        rebased = rebase(out["working_dir"])
-        if rebased != out["working_dir"]:
-            code_from += ", pointed into this checkout"
-        out["working_dir"] = rebased
-    elif "working_dir" not in out:
-        out["working_dir"] = str(checkout)
-        if excludes:
-            out["excludes"] = [*(out.get("excludes") or []), *excludes]
-        code_from = CODE_FROM_CHECKOUT
+    out = _recorded_runtime_env(record)
+    code_from = _with_working_dir(out, rebase, checkout, excludes)
     if isinstance(out.get("py_modules"), list):
         out["py_modules"] = [rebase(p) if isinstance(p, str) else p for p in out["py_modules"]]
     if env_vars:
         out["env_vars"] = dict(env_vars)
     return out, code_from
+
+
+def _recorded_runtime_env(record: RunRecord) -> RuntimeEnv:
+    """The recorded runtime env less its variables, with the `--working-dir` the submission gave."""
+    out: RuntimeEnv = {k: v for k, v in (record.command.runtime_env or {}).items() if k != "env_vars"}
+    given = _option([str(a) for a in record.command.ray_argv or []], "--working-dir")
+    if given is not None and "working_dir" not in out:
+        out["working_dir"] = given
+    return out
+
+
+def _with_working_dir(out: RuntimeEnv, rebase: Callable[[str], str], checkout: Path, excludes: Sequence[str]) -> str:
+    """`out`'s `working_dir` pointed into this checkout, or `checkout` (with `excludes`) when the
+    run had none; returns where the job's code comes from."""
+    if isinstance(out.get("working_dir"), str):
+        rebased = rebase(out["working_dir"])
+        moved = rebased != out["working_dir"]
+        out["working_dir"] = rebased
+        return CODE_FROM_RECORDED + (", pointed into this checkout" if moved else "")
+    if "working_dir" in out:
+        return CODE_FROM_RECORDED
+    out["working_dir"] = str(checkout)
+    if excludes:
+        out["excludes"] = [*(out.get("excludes") or []), *excludes]
+    return CODE_FROM_CHECKOUT
 
 
 def submit_argv(target: RayTarget, argv: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ledger.errors import UsageError
@@ -62,33 +62,50 @@ def replay_seeds(
     confirm: Confirm | None = None,
 ) -> int:
     """Record one replay of `opts.run` per seed, named NAME-s<seed>; the first failing exit code, else 0."""
-    if any(s.split("=", 1)[0].lstrip("-") == SEED_KEY for s in opts.sets):
-        raise UsageError("--seeds and --set seed=... both set the seed", "drop one of them")
+    _check_seed_unset(opts)
     base = _base_name(start, opts)
-    answer: list[bool] = []
-
-    def once(question: str, default: bool) -> bool:  # one question for all the seeds
-        if not answer:
-            assert confirm is not None
-            answer.append(
-                confirm(f"{question} (for seeds {', '.join(map(str, seeds))}: {len(seeds)} replays named {base}-s{seeds[0]} ...)", default)
-            )
-        return answer[0]
-
+    asked = _AskedOnce(confirm, f"for seeds {', '.join(map(str, seeds))}: {len(seeds)} replays named {base}-s{seeds[0]} ...")
     done: list[str] = []
     for seed in seeds:
-        if answer and not answer[0]:
+        if asked.declined:
             break
         one = replace(opts, sets=[*opts.sets, f"{SEED_KEY}={seed}"], name=f"{base}-s{seed}", new_settings=(*opts.new_settings, SEED_KEY))
-        code = replay_run(start, one, say, terminal_fd, stdout, None if confirm is None else once)
+        code = replay_run(start, one, say, terminal_fd, stdout, None if confirm is None else asked)
         if code != 0:
             say(
                 f"ledger: the replay with seed {seed} exited {code}; "
                 f"{'no replica' if not done else 'replicas ' + ', '.join(done)} recorded, the other seeds not run"
             )
             return code
-        if not opts.dry_run and (not answer or answer[0]):
+        if not opts.dry_run and not asked.declined:
             done.append(f"{base}-s{seed}")
     if done:
         say(f"ledger: recorded {len(done)} replicas: {', '.join(done)} (`ledger diff` uses them as replicas)")
     return 0
+
+
+def _check_seed_unset(opts: ReplayOptions) -> None:
+    """`--seeds` sets the seed: a `--set seed=...` beside it is refused."""
+    if any(s.split("=", 1)[0].lstrip("-") == SEED_KEY for s in opts.sets):
+        raise UsageError("--seeds and --set seed=... both set the seed", "drop one of them")
+
+
+@dataclass
+class _AskedOnce:
+    """One question for all the seeds: the first replay asks it (`note` says what the yes
+    covers), the others take its answer."""
+
+    confirm: Confirm | None  # None: nothing is asked (no terminal, or --yes)
+    note: str
+    answer: bool | None = None  # None: not asked yet
+
+    @property
+    def declined(self) -> bool:
+        """The question was asked, and the answer was no."""
+        return self.answer is False
+
+    def __call__(self, question: str, default: bool) -> bool:
+        if self.answer is None:
+            assert self.confirm is not None
+            self.answer = self.confirm(f"{question} ({self.note})", default)
+        return self.answer

@@ -20,6 +20,7 @@ from ledger.errors import DataError
 from ledger.runref import own_runs
 from ledger.storage.git import Repo
 from ledger.storage.store import RunEntry, commit_of_run
+from ledger.understand.settings import split_training_command
 
 # Variables through which a program (the dynamic loader, Python, a shell, node, perl, ruby, git,
 # CUDA, NCCL plugins...) loads code or a library from a path the variable names.
@@ -61,21 +62,30 @@ def choose_env(repo: Repo, recorded: dict[str, str], trust: bool) -> EnvChoice:
     out = EnvChoice()
     places = pulled_places(repo)
     for name, value in recorded.items():
-        if name == "PYTHONPATH":
-            entries = [e for e in value.split(os.pathsep) if e]
-            bad = [e for e in entries if not os.path.isabs(e) or _inside_any(Path(e), places)]
-            if bad:
-                # never, even with --trust-env: pulled data is not put on an import path
-                out.dropped[name] = f"{bad[0]} is relative or inside this checkout's pulled data"
-                continue
-            out.taken[name] = value
-        elif _into_pulled(value, places):  # never, even with --trust-env
-            out.dropped[name] = "it names a path inside this checkout's pulled data"
-        elif name in PYTHON_DATA or not CODE_LOADING.match(name) or trust:
+        why = _left_out(name, value, places, trust)
+        if why is None:
             out.taken[name] = value
         else:
-            out.dropped[name] = "it can make a program load code (--trust-env takes it)"
+            out.dropped[name] = why
     return out
+
+
+def _left_out(name: str, value: str, places: list[Path], trust: bool) -> str | None:
+    """Why the replay leaves a recorded variable out (None: it sets it)."""
+    if name == "PYTHONPATH":  # never, even with --trust-env: pulled data is not put on an import path
+        return _import_path_problem(value, places)
+    if _into_pulled(value, places):  # never, even with --trust-env
+        return "it names a path inside this checkout's pulled data"
+    if name in PYTHON_DATA or not CODE_LOADING.match(name) or trust:
+        return None
+    return "it can make a program load code (--trust-env takes it)"
+
+
+def _import_path_problem(value: str, places: list[Path]) -> str | None:
+    """Why a PYTHONPATH is left out: an entry that is relative or inside pulled data (None: none is)."""
+    entries = [e for e in value.split(os.pathsep) if e]
+    bad = [e for e in entries if not os.path.isabs(e) or _inside_any(Path(e), places)]
+    return f"{bad[0]} is relative or inside this checkout's pulled data" if bad else None
 
 
 def _into_pulled(value: str, places: list[Path]) -> bool:
@@ -150,6 +160,10 @@ def check_runtime_paths(repo: Repo, runtime_env: dict[str, object], cwd: Path, r
             )
 
 
+# what a refusal to run code that came with a record says
+REFUSE = "ledger never runs code that came with a record; refusing to replay it"
+
+
 def check_code_paths(repo: Repo, argv: list[str], cwd_rel: str, run_id: str, in_image: bool = False) -> CodePaths:
     """Every path the replay executes or imports from (the working directory, which is `sys.path[0]`
     for `-m` and `-c`; each file the program part names; the script, whose folder is `sys.path[0]`)
@@ -160,35 +174,36 @@ def check_code_paths(repo: Repo, argv: list[str], cwd_rel: str, run_id: str, in_
     """
     root = Path(os.path.realpath(repo.root))
     places = list(data_places(repo))
-    refuse = "ledger never runs code that came with a record; refusing to replay it"
-    if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
-        raise DataError(f"run {run_id} records a working directory outside the repository ({cwd_rel!r})", refuse)
-    cwd = repo.root / cwd_rel
-    real_cwd = Path(os.path.realpath(cwd))
-    if not (real_cwd == root or root in real_cwd.parents) or _inside_any(cwd, places):
-        raise DataError(f"run {run_id} records a working directory inside pulled data ({cwd_rel})", refuse)
+    cwd = _checked_cwd(repo, root, cwd_rel, run_id, places)
     bad = _program_problem(argv, cwd, places)
     if bad is not None:
-        raise DataError(f"run {run_id}'s command runs {bad!r}, a file inside pulled data", refuse)
-    from ledger.understand.settings import split_training_command
-
+        raise DataError(f"run {run_id}'s command runs {bad!r}, a file inside pulled data", REFUSE)
     prefix, script, _ = split_training_command(argv)
     if script is None or prefix[-1:] == ["-m"]:
-        module = script
-        if module is not None:
-            found = _module_file(cwd, module)
-            if found is not None and _inside_any(found, places):
-                raise DataError(f"run {run_id}'s command imports -m {module} from {found}, inside pulled data", refuse)
-        return CodePaths(cwd, None, module)
+        found = _module_file(cwd, script) if script is not None else None
+        if found is not None and _inside_any(found, places):
+            raise DataError(f"run {run_id}'s command imports -m {script} from {found}, inside pulled data", REFUSE)
+        return CodePaths(cwd, None, script)
     path = Path(os.path.realpath(cwd / script))
     if _inside_any(path, places):
-        raise DataError(f"run {run_id}'s script {script} is {path}, inside pulled data", refuse)
+        raise DataError(f"run {run_id}'s script {script} is {path}, inside pulled data", REFUSE)
     if root not in path.parents and not in_image:
         raise DataError(
             f"run {run_id}'s script {script} is {path}, outside this checkout",
             "replay from the checkout that holds it, or add --in-image to run the image's copy",
         )
     return CodePaths(cwd, path, None)
+
+
+def _checked_cwd(repo: Repo, root: Path, cwd_rel: str, run_id: str, places: list[Path]) -> Path:
+    """The recorded working directory in this checkout: inside it, outside all pulled data."""
+    if os.path.isabs(cwd_rel) or ".." in Path(cwd_rel).parts:
+        raise DataError(f"run {run_id} records a working directory outside the repository ({cwd_rel!r})", REFUSE)
+    cwd = repo.root / cwd_rel
+    real_cwd = Path(os.path.realpath(cwd))
+    if not (real_cwd == root or root in real_cwd.parents) or _inside_any(cwd, places):
+        raise DataError(f"run {run_id} records a working directory inside pulled data ({cwd_rel})", REFUSE)
+    return cwd
 
 
 def _module_file(cwd: Path, module: str) -> Path | None:

@@ -8,13 +8,13 @@ from typing import Any
 from ledger.manifest import NOT_LEDGERS, ManifestError
 
 SUMMARY_KEYS = ("schema", "id", "name", "note", "started", "finished", "status", "replay_of", "trackers")
-# per summary metric (`ledger.compare.summarymetrics`): its last, min and max value, the step of each
+# per summary metric (`ledger.metrics.summarymetrics`): its last, min and max value, the step of each
 METRIC_KEYS = ("last", "last_step", "min", "min_step", "max", "max_step")
 
 
 def summary_of(manifest: dict[str, Any], metrics: dict[str, Any] | None = None) -> dict[str, Any]:
     """What `ledger list` shows; `settings.json` holds the settings, `manifest.yaml` everything.
-    `metrics`: the summary metrics (`ledger.compare.summarymetrics`), kept under `metrics`."""
+    `metrics`: the summary metrics (`ledger.metrics.summarymetrics`), kept under `metrics`."""
     out = {k: manifest.get(k) for k in SUMMARY_KEYS}
     gpu = manifest.get("gpu") or {}
     out["gpu"] = {k: gpu.get(k) for k in ("pauses", "paused_s", "unavailable")}

@@ -17,10 +17,10 @@ from typing import Any
 
 from ledger.commands.listing import show_run
 from ledger.commands.tail import tail_run
-from ledger.compare.logparse import MetricsTable
-from ledger.compare.metrics_store import load_metrics
 from ledger.errors import LedgerError, RunNotFound
 from ledger.heat.heatlog import HeatLog, read_heat_log
+from ledger.metrics.store import load_metrics
+from ledger.metrics.table import MetricsTable
 from ledger.opening import open_branch
 from ledger.record.live import ORPHANED_HINT, LiveRun, LogSplitter, find_running, partial_run, running_runs
 from ledger.runref import RunRef, resolve

@@ -15,7 +15,7 @@ from typing import Any
 
 from ledger.commands.listing import ListResult
 from ledger.compare.runfilter import STATES
-from ledger.compare.summarymetrics import metric_value
+from ledger.metrics.summarymetrics import metric_value
 from ledger.textfmt import change_text
 from ledger.timefmt import parse_iso
 from ledger.ui.layout import run_href, warning_html

@@ -1,6 +1,6 @@
 """Per-step metric lines of trainers other than Miles: `key=value`, `key: value` and JSON lines.
 
-Miles' own `step N: {...}` lines are read by `ledger.compare.logparse`; these are what any other
+Miles' own `step N: {...}` lines are read by `ledger.metrics.logparse`; these are what any other
 trainer tends to print, one line per step (the shapes in tests/test_metrics_sources.py):
 
     step 3: loss=0.41 reward=0.52 grad_norm=1.1                 key=value, with a step number

@@ -13,7 +13,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import MetricsTable, read_metrics_jsonl
+from ledger.metrics.jsonl import read_metrics_jsonl
+from ledger.metrics.table import MetricsTable
 
 
 def _fold(out: dict[str, list[Any]], step: int, metrics: dict[str, float], skip: set[str] | frozenset[str]) -> None:

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ledger.compare.logparse import MetricsTable, StepRow
 from ledger.errors import LedgerError
 from ledger.installhint import install_hint
+from ledger.metrics.table import MetricsTable, StepRow
 
 FORMAT = "tensorboard"
 EVENT_GLOB = "events.out.tfevents.*"

@@ -3,7 +3,7 @@ the adding of such a source to what the logs gave.
 
 A metrics file holds one JSON object per line (`{"step": 3, "loss": 0.41}`, nested objects
 flattened to `train/loss`): its step is named as on a printed JSON line
-(`ledger.compare.lineformats.object_step`), else it is the line's place among the file's objects
+(`ledger.metrics.lineformats.object_step`), else it is the line's place among the file's objects
 (0, 1, ...). Lines that are not JSON objects are counted as malformed, except a last line cut
 short while the job was killed.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ledger.compare.lineformats import object_metrics, object_step
-from ledger.compare.logparse import MAX_EXAMPLES, MetricsTable, StepRow
+from ledger.metrics.lineformats import object_metrics, object_step
+from ledger.metrics.table import MAX_EXAMPLES, MetricsTable, StepRow
 
 FORMAT = "jsonl file"
 MAX_LINE = 1 << 20  # a longer line is no metrics record
@@ -37,7 +37,7 @@ def parse_metrics_file(path: Path) -> MetricsTable:
             obj = json.loads(line)
         except ValueError:
             if line_no < len(lines) - (0 if data.endswith(b"\n") else 1):  # not a cut last line
-                table._note_malformed(f"{path.name}:{line_no}: not a JSON object")
+                table.note_malformed(f"{path.name}:{line_no}: not a JSON object")
             continue
         if not isinstance(obj, dict):
             continue

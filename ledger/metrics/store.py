@@ -1,53 +1,35 @@
 """Per-step metrics of a recorded run, without re-parsing big logs.
 
-A run's `metrics.jsonl` (written at the end of `ledger run`) is read from git. Older runs without
+A run's `metrics.jsonl` (written at the end of `ledger run`) is read from git, each time: decoding
+a file ledger wrote costs about what unpickling its table would. Older runs without
 one are parsed once from their logs and the result is cached by the run folder's tree id in
 `.git/ledger/metrics/`; a tree id names its content, so the cache never goes stale.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 from ledger.cache import LocalCache
-from ledger.compare.logparse import (
-    MetricsTable,
-    merge,
-    parse_events,
-    parse_logs,
-    read_metrics_jsonl,
-    write_metrics_jsonl,
-)
+from ledger.metrics.events import merge, parse_events
+from ledger.metrics.jsonl import metrics_from_bytes, read_metrics_jsonl, write_metrics_jsonl
+from ledger.metrics.logparse import parse_logs
+from ledger.metrics.table import MetricsTable
 from ledger.storage.git import Repo
 from ledger.storage.limits import MAX_METRICS, MAX_METRICS_BYTES, MAX_STEPS, check_count, check_size, decoded
 from ledger.storage.store import RunEntry, file_oid, read_file_at
 
 
-def _cached(cache: LocalCache, key: str, build: Callable[[], MetricsTable]) -> MetricsTable:
-    """A parsed table, pickled under the content id it came from (so never stale)."""
-    table = cache.read_pickle(key, MetricsTable)
-    if table is None:
-        table = build()
-        cache.write_pickle(key, table)
-    return table
-
-
-def _from_blob(repo: Repo, oid: str, cache: Path, where: str) -> MetricsTable:
+def _from_blob(repo: Repo, oid: str, where: str) -> MetricsTable:
     """A run's metrics.jsonl, through the read limits (`storage/limits.py`): bytes and steps are
-    counted before a line is parsed, metric names after."""
+    counted before a line is parsed, metric names after. Read from git each time: a file ledger
+    wrote is decoded in one pass (`metrics_from_bytes`), about as fast as unpickling its table."""
     check_size(repo.blob_size(oid), MAX_METRICS_BYTES, where)
     raw = repo.read_blob(oid)
     lines = raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
     check_count(lines - raw.startswith(b'{"meta"'), MAX_STEPS, where, "steps")
-    text = cache / f".{oid}.{os.getpid()}.jsonl"
-    text.write_bytes(raw)
-    try:
-        table = read_metrics_jsonl(text)
-    finally:
-        text.unlink(missing_ok=True)
+    table = metrics_from_bytes(raw, "metrics.jsonl")
     decoded(where, len(table.rows) + len(table.train_steps))
     names = {n for row in table.rows.values() for n in row.metrics} | {n for values in table.train_steps.values() for n in values}
     check_count(len(names), MAX_METRICS, where, "metric names")
@@ -58,11 +40,11 @@ def load_metrics(repo: Repo, entry: RunEntry, data_dir: Path | None = None) -> M
     """The run's metrics table, or None when it logged no per-step metrics at all; ManifestError
     when its metrics.jsonl is over a read limit (too big, too many steps or metric names) or
     its metrics or logs are not files (`read_file_at`)."""
-    cache = LocalCache(repo.common_dir, "metrics")
-    cache.dir.mkdir(parents=True, exist_ok=True)
     blob = file_oid(entry.path, "metrics.jsonl", repo.tree_entry(entry.tree, "metrics.jsonl"))
     if blob is not None:
-        return _cached(cache, blob, lambda: _from_blob(repo, blob, cache.dir, f"{entry.path}/metrics.jsonl"))
+        return _from_blob(repo, blob, f"{entry.path}/metrics.jsonl")
+    cache = LocalCache(repo.common_dir, "metrics")
+    cache.dir.mkdir(parents=True, exist_ok=True)
     parsed = cache.path(f"tree-{entry.tree}", ".jsonl")
     if parsed.exists():
         table = read_metrics_jsonl(parsed)
