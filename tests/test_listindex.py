@@ -20,10 +20,13 @@ from ledger.errors import LedgerError
 from ledger.manifest import new_manifest
 from ledger.runref import resolve
 from ledger.storage.git import Repo
-from ledger.storage.listindex import ListIndex, RunRow, table_names
-from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only, read_run
+from ledger.storage.listindex import ListIndex
+from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only
+from ledger.storage.listrow import RunReader, RunRow
+from ledger.storage.listtables import table_names
+from ledger.storage.listview import index_view
 from ledger.storage.runmeta import RunMeta, change_meta
-from ledger.storage.store import RunEntry, build_run_tree, commit_message
+from ledger.storage.store import build_run_tree, commit_message
 from ledger.storage.summary import summary_of
 
 FILTERS = [
@@ -142,12 +145,13 @@ def test_a_new_tip_reads_only_the_new_and_changed_run_folders(proj: Path) -> Non
     read: list[str] = []
     cache = ManifestCache(repo.common_dir)
 
-    def counting(e: RunEntry) -> RunRow:
-        read.append(e.id)
-        return read_run(repo, e, cache)
+    class Counting(RunReader):
+        def folder(self, run_id: str, path: str, tree: str) -> RunRow:
+            read.append(run_id)
+            return super().folder(run_id, path, tree)
 
     assert cache.db is not None
-    view = ListIndex(cache.db, cache.version).update(repo, runs_tree[0], counting)
+    view = index_view(ListIndex(cache.db, cache.version), repo, runs_tree[0], Counting(repo, cache))
     assert sorted(read) == sorted([*new, tagged])
     assert view.fields()[tagged]["tags"] == ["best"] and len(view.entries()) == 27
     cache.close()

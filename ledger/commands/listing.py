@@ -122,7 +122,8 @@ def list_runs(
     repo, cfg, tip = open_branch(start)
     flt = flt or RunFilter()
     listing = load_listing(repo, tip, with_settings=True) if changed else listing_at(repo, tip)
-    flt.check_keys([], known=listing.setting_keys | listing.metric_names)
+    if flt.where:  # every setting's name is read only for a filter that names one
+        flt.check_keys([], known=listing.setting_keys | listing.metric_names)
     from ledger.record.live import running_runs
 
     running = [r.summary() for r in running_runs(repo.root, orphaned=True) if listing.entry(r.id) is None]
@@ -169,7 +170,8 @@ def list_runs(
         for run_id, changes in change_log(rows, ignore):
             result.changes[run_id] = [{"name": c.name, "a": c.a, "b": c.b} for c in changes]
     elif listing.view is not None and flt == RunFilter() and not (metric_globs or limit or reverse or running or with_settings):
-        listing.store_table(render_list(result))
+        result.table = render_list(result)  # made once: printed, and kept for this `runs/` tree
+        listing.store_table(result.table)
     return result
 
 
