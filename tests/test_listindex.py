@@ -19,6 +19,7 @@ from conftest import git, ledger, make_repo
 from ledger.errors import LedgerError
 from ledger.manifest import new_manifest
 from ledger.runref import resolve
+from ledger.storage import manifestcache
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
 from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only
@@ -26,7 +27,7 @@ from ledger.storage.listrow import RunReader, RunRow
 from ledger.storage.listtables import table_names
 from ledger.storage.listview import index_view
 from ledger.storage.runmeta import RunMeta, change_meta
-from ledger.storage.store import build_run_tree, commit_message
+from ledger.storage.store import RunEntry, build_run_tree, commit_message
 from ledger.storage.summary import summary_of
 
 FILTERS = [
@@ -270,3 +271,66 @@ def test_a_hostile_pulled_summary_is_a_broken_row_in_the_index_too(proj: Path) -
     assert listed.returncode == 0 and rid in listed.stderr and rid not in listed.stdout
     warm, cold = load_listing(repo, bad), load_listing(repo, bad, cold=True)
     assert warm.broken == cold.broken and rid in warm.broken
+
+
+def _runs_tree(repo: Repo) -> str:
+    tip = repo.branch_tip("experiments")
+    assert tip is not None
+    found = repo.tree_entry(tip, "runs")
+    assert found is not None
+    return found[0]
+
+
+class _Counting(RunReader):
+    """The real reader, noting each folder it reads (`folder`) and each run whose settings it reads (`full`)."""
+
+    def __init__(self, repo: Repo, cache: ManifestCache):
+        super().__init__(repo, cache)
+        self.folders: list[str] = []
+        self.full_reads: list[str] = []
+
+    def folder(self, run_id: str, path: str, tree: str) -> RunRow:
+        self.folders.append(run_id)
+        return super().folder(run_id, path, tree)
+
+    def full(self, e: RunEntry) -> RunRow:
+        self.full_reads.append(e.id)
+        return super().full(e)
+
+
+def test_a_first_listing_reads_no_settings_and_a_filter_reads_them_once(proj: Path) -> None:
+    """A cold index reads each folder's tree and summary.json; settings.json waits until a filter,
+    `--json` or a comparison asks, and is then read once per run."""
+    repo = Repo(proj)
+    cache = ManifestCache(repo.common_dir)
+    assert cache.db is not None
+    reader = _Counting(repo, cache)
+    view = index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), reader)
+    assert len(view.fields()) == 24 and len(reader.folders) == 24 and reader.full_reads == []
+    assert view.key_names() == ({"lr", "seed", "flag"}, {"train/loss"})
+    assert sorted(reader.full_reads) == sorted(reader.folders)
+    assert len(view.column("s:lr")) == 24 and len(view.texts("settings")) == 24
+    assert len(reader.full_reads) == 24  # read once: the column and the texts come from the index
+    cache.close()
+
+
+def test_another_code_version_reads_every_folder_again(proj: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's tables carry the code version: rows written by other code are never read (a new
+    ledger starts a new index; the old tables are dropped)."""
+    assert ledger(proj, "list").returncode == 0  # the index, written by this code
+    repo = Repo(proj)
+    before = ManifestCache(repo.common_dir)
+    old = set(_tables(before).values())
+    before.close()
+    monkeypatch.setattr(manifestcache, "code_version", lambda: "0ther")
+    cache = ManifestCache(repo.common_dir)
+    assert cache.db is not None and cache.version == "0ther"
+    names = {name for (name,) in cache.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not names & old
+    reader = _Counting(repo, cache)
+    view = index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), reader)
+    assert len(reader.folders) == 24 and len(view.fields()) == 24
+    again = _Counting(repo, cache)
+    index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), again)
+    assert again.folders == []  # the same code and tree: every row is the index's
+    cache.close()
