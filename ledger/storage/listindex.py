@@ -8,9 +8,9 @@ Nothing in it can be stale: every row is keyed by the git tree id it was derived
 by the code version, and a listing reads only the shards named by its own `runs/` tree. A new tip
 (a run, a tag, a pull) changes a few shards; only those are indexed again, and in them only run
 folders whose tree id has no row yet are read from git, through the same size and depth limits as
-a cold read. A cold read (no index yet) reads each folder's tree and summary.json in one pass over
-the shard trees and writes every row in one transaction; settings.json is read the first time a
-filter, a `--json` or a comparison asks for settings (`fill_texts`).
+a cold read. A cold read (no index yet) reads each folder's tree and record files in one pass over
+the shard trees and writes every row in one transaction; the settings and metrics text is written
+the first time a filter, a `--json` or a comparison asks for it (`fill_texts`).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class ListIndex:
             (rid, tree): (k, sk, mk)
             for k, rid, tree, sk, mk in self.select("SELECT k, id, tree, sk, mk FROM {r} WHERE id IN ({marks})", ids)
         }
-        rows: list[tuple[int, int | None, int]] = []
+        rows: list[tuple[int, int, int]] = []
         new: list[Row] = []
         for rid, tree in runs:
             found = stored.get((rid, tree))
@@ -128,13 +128,14 @@ class ListIndex:
             rows.append(found)
         self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"), new)
         self.db.executemany(self.sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
-        mkeys = marshal.dumps(sorted({r[2] for r in rows} - {0}))
-        skeys = None if any(r[1] is None for r in rows) else marshal.dumps(sorted({r[1] for r in rows} - {0}))
-        self.db.execute(self.sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), skeys, mkeys))
+        skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
+        self.db.execute(
+            self.sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), marshal.dumps(skeys), marshal.dumps(mkeys))
+        )
 
     def _row(self, row: RunRow) -> Row:
         """A new `xr` row: its key, then the run (its settings and metrics text are written when
-        first asked for: `fill_texts`; `sk` stays NULL until its settings are read)."""
+        first asked for: `fill_texts`)."""
         if self._next_k is None:
             self._next_k = (self.db.execute(self.sql("SELECT max(k) FROM {r}")).fetchone()[0] or 0) + 1
         k, self._next_k = self._next_k, self._next_k + 1
@@ -143,15 +144,14 @@ class ListIndex:
         if m is None:
             return (k, e.id, e.tree, entry, row.broken or f"{e.path}: unreadable", b"", None, 0, 0, 0, None, None)
         name = text_key(m["name"]) if isinstance(m.get("name"), str) else None
-        sk = self._keyset(tuple(sorted(row.settings))) if row.settings is not None else None
-        mk = self._keyset(tuple(sorted(row.metrics or {})))
+        sk, mk = self._keyset(tuple(sorted(row.settings))), self._keyset(tuple(sorted(row.metrics)))
         started = text_key(m.get("started") or "")
         archived = 1 if m.get("archived") else 0
         return (k, e.id, e.tree, entry, None, started, name, archived, sk, mk, marshal.dumps(m), marshal.dumps(row.cells))
 
     def fill_texts(self, shards: list[str]) -> None:
         """Write the settings and metrics text of the runs of `shards` that have none yet (read
-        from git again, through the same limits), and the key sets of their settings."""
+        from git again, through the same limits)."""
         sql = "SELECT k, entry FROM {m} JOIN {r} USING (k) WHERE broken IS NULL AND k NOT IN (SELECT k FROM {x}) AND shard IN ({marks})"
         self.fill(list(self.select(sql, shards)))
 
@@ -161,37 +161,28 @@ class ListIndex:
             return
         self._writable()
         assert self.reader is not None
-        rows = []
+        done = []
         for k, blob in todo:
             row = self.reader.full(entry_of(blob))
-            if row.fields is None or row.settings is None:  # the same folder read before: read the same way again
+            if row.fields is None:  # the same folder read before: read the same way again
                 raise Damaged
-            rows.append((k, row.settings, row.metrics or {}))
+            done.append((k, pack(row.settings), pack(row.metrics)))
         try:
             with self.db:
-                sks = [(self._keyset(tuple(sorted(settings))), k) for k, settings, _m in rows]
-                self.db.executemany(self.sql("UPDATE {r} SET sk = ? WHERE k = ?"), sks)
-                texts = [(k, pack(settings), pack(metrics)) for k, settings, metrics in rows]
-                self.db.executemany(self.sql("INSERT OR REPLACE INTO {x} VALUES (?, ?, ?)"), texts)
+                self.db.executemany(self.sql("INSERT OR REPLACE INTO {x} VALUES (?, ?, ?)"), done)
         except sqlite3.Error as exc:
             raise Damaged from exc
 
     def key_names(self, shards: list[str]) -> tuple[set[str], set[str]]:
-        """Every setting name and every metric name any run of `shards` has (the settings of the
-        shards that have not had theirs read are read now)."""
+        """Every setting name and every metric name any run of `shards` has."""
+        sk: set[int] = set()
+        mk: set[int] = set()
+        settings: set[str] = set()
+        metrics: set[str] = set()
         try:
-            found = list(self.select("SELECT shard, skeys, mkeys FROM {s} WHERE shard IN ({marks})", shards))
-            unknown = [shard for shard, s_ids, _m in found if s_ids is None]
-            if unknown:
-                self._settle(unknown)
-                found = list(self.select("SELECT shard, skeys, mkeys FROM {s} WHERE shard IN ({marks})", shards))
-            sk: set[int] = set()
-            mk: set[int] = set()
-            for _shard, s_ids, m_ids in found:
+            for _shard, s_ids, m_ids in self.select("SELECT shard, skeys, mkeys FROM {s} WHERE shard IN ({marks})", shards):
                 sk.update(loads(s_ids, list))
                 mk.update(loads(m_ids, list))
-            settings: set[str] = set()
-            metrics: set[str] = set()
             for ks, blob in self.select("SELECT ks, keys FROM {k} WHERE ks IN ({marks})", sorted(sk | mk)):
                 names = loads(blob, tuple)
                 if ks in sk:
@@ -201,19 +192,6 @@ class ListIndex:
         except sqlite3.Error as exc:
             raise Damaged from exc
         return settings, metrics
-
-    def _settle(self, shards: list[str]) -> None:
-        """Read the settings of `shards`' runs that have not had them read, and keep each shard's
-        set of settings key sets."""
-        self._writable()
-        self.fill_texts(shards)
-        with self.db:
-            for shard in shards:
-                found = self.db.execute(self.sql("SELECT DISTINCT sk FROM {m} JOIN {r} USING (k) WHERE shard = ?"), (shard,))
-                sks = [sk for (sk,) in found]
-                if None in sks:  # a row listed as readable that its reader now refuses
-                    raise Damaged
-                self.db.execute(self.sql("UPDATE {s} SET skeys = ? WHERE shard = ?"), (marshal.dumps(sorted(set(sks) - {0})), shard))
 
     def _collect(self) -> None:
         """Drop what no kept `runs/` tree names, once enough of it has piled up."""

@@ -1,17 +1,17 @@
 """One run folder as a listing reads it from git: its entry, its listing fields (summary.json with
-meta.json laid over it), its table cells, and, when asked, its settings.
+meta.json laid over it), its settings and summary metrics, its table cells.
 
 A listing of every run reads every folder once when there is no index (a fresh clone, a new
 ledger), so this is the cold path: one tree read per folder, summary.json decoded by msgspec and
-its metrics checked by a msgspec type (both in C), settings.json left unread until a filter, a
-`--json` or a comparison asks for it. Whatever msgspec refuses is read again the slower way, by
+its metrics checked by a msgspec type, settings.json decoded by msgspec too (a run whose settings
+are over a limit is skipped by every listing, so they are read). Whatever msgspec refuses is read again the slower way, by
 `json` and the Python checks, which say what is wrong: the fast path only ever accepts what they
 accept, and gives the same values.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -24,10 +24,13 @@ from ledger.storage.limits import (
     MAX_FILES,
     MAX_JSON_BYTES,
     MAX_METRICS,
+    MAX_SETTINGS,
+    NOT_OURS,
     check_count,
     check_depth,
     check_files,
     check_size,
+    decoded,
     load_json,
     load_settings,
 )
@@ -58,14 +61,14 @@ _METRICS = dict[str, _MetricValues]
 
 @dataclass
 class RunRow:
-    """One run folder as read from git: its listing fields (or why it is broken), settings (None:
-    not read), summary metrics and table cells (`table_cells`)."""
+    """One run folder as read from git: its listing fields (or why it is broken), settings,
+    summary metrics and table cells (`table_cells`)."""
 
     entry: RunEntry
     fields: dict[str, Any] | None
     broken: str | None = None
-    settings: dict[str, Any] | None = None
-    metrics: dict[str, Any] | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
     cells: tuple[str, ...] = ()
 
 
@@ -95,10 +98,21 @@ def checked_metrics(metrics: Any, where: str) -> dict[str, Any]:
     return check_metrics(metrics, where)
 
 
+def fast_settings(raw: bytes, where: str) -> dict[str, Any]:
+    """`limits.load_settings`, its JSON decoded by msgspec (`fast_json`)."""
+    if len(raw) <= MAX_JSON_BYTES and raw.count(b":") > MAX_SETTINGS:  # it may hold too many: counted the slow way
+        return load_settings(raw, where)
+    data = fast_json(raw, where)
+    if not isinstance(data, dict):
+        raise ManifestError(f"{where} is not a JSON object of settings", NOT_OURS)
+    decoded(where, len(data))
+    return data
+
+
 def read_folder(repo: Repo, run_id: str, path: str, tree: str, cache: ManifestCache) -> RunRow:
     """A run folder's row from one read of its tree: its files checked at the door
     (`store.run_entry`: a broken row naming none of them when one is not a file; `limits.
-    check_files`), then its listing fields (`read_run`), settings left for later."""
+    check_files`), then its record (`read_run`)."""
     items = {name: (oid, mode) for name, oid, mode in repo.list_tree(tree)}
     try:
         for name in RUN_FILES:
@@ -112,22 +126,19 @@ def read_folder(repo: Repo, run_id: str, path: str, tree: str, cache: ManifestCa
             check_files(repo, tree, path)
     except LedgerError as exc:
         return RunRow(entry, None, exc.message)
-    return read_run(repo, entry, cache, with_settings=False)
+    return read_run(repo, entry, cache)
 
 
-def read_run(repo: Repo, e: RunEntry, cache: ManifestCache, with_settings: bool = True) -> RunRow:
+def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
     """One run folder from git, its files already checked (`read_folder`): its listing fields
-    (summary.json, meta.json over it), summary metrics and (`with_settings`) settings, through the
-    read limits (`storage/limits.py`); a bad record is a broken row."""
-    settings: Any = None
-    unread = False
+    (summary.json, meta.json over it), settings and summary metrics, through the read limits
+    (`storage/limits.py`); a bad record is a broken row."""
+    settings: Any
     try:
         if e.summary_blob is not None:
             m = check_summary(fast_json(repo.read_blob(e.summary_blob), f"{e.path}/summary.json"), e.path)
-            if not with_settings:
-                unread = True
-            elif e.settings_blob is not None:
-                settings = load_settings(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
+            if e.settings_blob is not None:
+                settings = fast_settings(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
             else:
                 settings = yaml_manifest(repo, e, cache).get("settings")
         elif e.manifest_blob is None:
@@ -141,14 +152,13 @@ def read_run(repo: Repo, e: RunEntry, cache: ManifestCache, with_settings: bool 
             with_meta(m, repo.read_blob(e.meta_blob))
     except LedgerError as exc:
         return RunRow(e, None, exc.message)
-    kept = None if unread else settings if isinstance(settings, dict) else {}
-    return RunRow(e, m, None, kept, metrics, table_cells(m))
+    return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics, table_cells(m))
 
 
 @dataclass
 class RunReader:
-    """How the listing index reads a run folder from git: `folder` when it first meets the folder
-    (settings left unread), `full` for its settings as well (a filter, `--json`, a comparison)."""
+    """How the listing index reads a run folder from git: `folder` when it first meets the folder,
+    `full` when it reads the record again for its settings and metrics text (`--json`, a filter)."""
 
     repo: Repo
     cache: ManifestCache
@@ -186,43 +196,70 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-def list_fields(m: dict[str, Any]) -> dict[str, Any]:
-    """The fields `ledger list` (and `ledger report`) show for a run."""
+class ListFields(msgspec.Struct, frozen=True, kw_only=True):
+    """The fields `ledger list` (and `ledger report`, `list --json`) show of a run, in that order.
+    Typed where the record's checks make them so (`check_summary`, `parse_record`, meta.json);
+    the others are whatever the record holds."""
+
+    id: str
+    name: str | None = None
+    state: Any = None
+    exit_code: Any = None
+    duration_s: Any = None
+    started: str | None = None
+    paused: Any = None
+    paused_s: Any = None
+    replay_of: str | None = None
+    note: str | None = None
+    fidelity: Any = None
+    tags: list[Any] = []
+    archived: bool = False
+    trackers: Any = None
+
+
+def fields_of(m: dict[str, Any]) -> ListFields:
+    """A run's `ListFields`, from its listing fields (summary.json with meta.json over it)."""
     status = m.get("status") or {}
     gpu = m.get("gpu") or {}
-    return {
-        "id": m["id"],
-        "name": m.get("name"),
-        "state": status.get("state"),
-        "exit_code": status.get("exit_code"),
-        "duration_s": status.get("duration_s"),
-        "started": m.get("started"),
-        "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
-        "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
-        "replay_of": m.get("replay_of"),
-        "note": m.get("note"),
-        "fidelity": m.get("fidelity") or ((m.get("replay") or {}).get("fidelity") or {}).get("verdict"),
-        "tags": m.get("tags") or [],
-        "archived": bool(m.get("archived")),
-        "trackers": m.get("trackers"),
-    }
+    gpu = gpu if isinstance(gpu, dict) else {}
+    return ListFields(
+        id=m["id"],
+        name=m.get("name"),
+        state=status.get("state"),
+        exit_code=status.get("exit_code"),
+        duration_s=status.get("duration_s"),
+        started=m.get("started"),
+        paused=gpu.get("pauses"),
+        paused_s=gpu.get("paused_s"),
+        replay_of=m.get("replay_of"),
+        note=m.get("note"),
+        fidelity=m.get("fidelity") or ((m.get("replay") or {}).get("fidelity") or {}).get("verdict"),
+        tags=m.get("tags") or [],
+        archived=bool(m.get("archived")),
+        trackers=m.get("trackers"),
+    )
+
+
+def list_fields(m: dict[str, Any]) -> dict[str, Any]:
+    """`fields_of` as a mapping (what `list --json` writes of a run)."""
+    return msgspec.structs.asdict(fields_of(m))
 
 
 def table_cells(m: dict[str, Any]) -> tuple[str, ...]:
     """A recorded run's cells in `ledger list`'s table: ID, NAME, STATE, EXIT, TIME, PAUSED,
     STARTED, then its TAGS and NOTE cells (shown when a listed run has tags, a note), each
     printable (`termstyle.printable_cell`: a pulled name's newline stays in its cell)."""
-    s = list_fields(m)
-    paused = "-" if s["paused"] is None else f"{s['paused']} ({_duration(s['paused_s'])})" if s["paused"] else "0"
-    state = s["state"] or "-"
-    if s["replay_of"]:
-        state += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
-    if s["archived"]:  # shown only with --archived
+    s = fields_of(m)
+    paused = "-" if s.paused is None else f"{s.paused} ({_duration(s.paused_s)})" if s.paused else "0"
+    state = s.state or "-"
+    if s.replay_of:
+        state += "*" + (f" ({s.fidelity})" if s.fidelity else "")
+    if s.archived:  # shown only with --archived
         state += " (archived)"
-    exit_code = "-" if s["exit_code"] is None else str(s["exit_code"])
-    started = (s["started"] or "-")[:19].replace("T", " ")
-    tags = ",".join(s["tags"] or []) or "-"
-    cells = (s["id"], s["name"] or "-", state, exit_code, _duration(s["duration_s"]), paused, started, tags, note_cell(s["note"]))
+    exit_code = "-" if s.exit_code is None else str(s.exit_code)
+    started = (s.started or "-")[:19].replace("T", " ")
+    tags = ",".join(s.tags) or "-"
+    cells = (s.id, s.name or "-", state, exit_code, _duration(s.duration_s), paused, started, tags, note_cell(s.note))
     # a cell `isprintable` holds no control character, tab or newline: `printable_cell` keeps it as it is
     return tuple(c if c.isprintable() else printable_cell(c) for c in map(str, cells))
 

@@ -6,11 +6,11 @@ new tables, so no row is ever read by code other than the code that wrote it.
 - `xr` (runs): one row per run folder, keyed by (run id, folder tree id): its entry (tree and
   blob ids), listing fields (summary.json with meta.json laid over it) or why it is broken, the
   cells `ledger list` prints, its start time and name (what listings sort and names look up), and
-  the key sets of its setting and metric names (`sk` NULL: its settings.json not read yet);
+  the key sets of its setting and metric names;
 - `xx` (texts): a run's settings and summary metrics as compressed JSON text (`list --json`
   prints them as they are), written the first time something asks for them;
 - `xs` and `xm` (shards): per `runs/<xx>` shard tree id, that it is complete (its run count and
-  the key sets of its runs' metrics and, once read, settings), and which `xr` rows it holds;
+  the key sets of its runs' settings and metrics), and which `xr` rows it holds;
 - `xt` (trees): per `runs/` tree id, its shard tree ids, and the default `ledger list` table
   once printed (a view of exactly that tree);
 - `xc` and `xq` (columns): one setting or summary metric of each run (what a `--where` reads), made

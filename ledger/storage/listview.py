@@ -89,6 +89,14 @@ class View:
         if type(rid) is not str or shard_of(rid) != self.shards.get(shard):
             raise Damaged
 
+    def ids(self) -> list[str]:
+        """Every readable run's id, oldest first (by start time, then id)."""
+        out = []
+        for shard, rid in self.rows("shard, id", "broken IS NULL"):
+            self._own(shard, rid)
+            out.append(rid)
+        return out
+
     def entries(self, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, RunEntry]:
         out = {}
         for shard, rid, blob in self.rows("shard, id, entry", cond, params, by_run=bool(cond)):
