@@ -67,7 +67,8 @@ def populate(repo_dir, n: int, steps: int = 200, tables: int = 0) -> list[str]:
         rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         m = new_manifest(rid, t)
         m["name"] = f"bench-{i}"
-        m["settings"] = dict(SETTINGS, lr=1e-6 * (i % 7), seed=i % 3)
+        # a path of its own per run, as a trainer's checkpoint folder is: no two settings.json alike
+        m["settings"] = dict(SETTINGS, lr=1e-6 * (i % 7), seed=i % 3, save=f"/ckpt/bench-{i}")
         m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
         table = _table(i, steps if i >= n - tables else 3)
         # JSON is YAML: the manifest is written as JSON here only to keep populating 10,000 runs short
@@ -126,9 +127,12 @@ def _target(argv: list[str], n: int) -> str:
     return f"; target warm <= {warm} s" + (f", cold <= {cold} s" if cold else "")
 
 
+NAMED_LIMIT_S = 120.0  # a verb naming runs that takes longer is stopped and reported as over it
+
+
 def run_quiet(argv: list[str], cwd) -> None:
     """A command whose exit code is not the point (`replay --dry-run` of a run it refuses)."""
-    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=NAMED_LIMIT_S)
 
 
 def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
@@ -188,7 +192,11 @@ def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
     ]
     for label, argv in named:
         if argv:
-            took = timeit(lambda argv=argv: run_quiet(argv, repo), repeat)
+            try:
+                took = timeit(lambda argv=argv: run_quiet(argv, repo), repeat)
+            except subprocess.TimeoutExpired:
+                rows.append((f"{label}, {n} runs", f"over {NAMED_LIMIT_S:.0f} s (stopped)"))
+                continue
             rows.append((f"{label}, {n} runs", f"{took:.3f} s ({took / git_log:.2f}x git log)"))
     return rows
 

@@ -24,6 +24,7 @@ from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, list_fields, listing_at, load_listing, parse_record, table_cells
 from ledger.storage.listrow import ListFields, fields_of
+from ledger.storage.staging import list_staged
 from ledger.storage.store import read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.sync import local_only_runs, remote_ref
@@ -135,10 +136,7 @@ def list_runs(
     listing = load_listing(repo, tip, with_settings=True) if changed else listing_at(repo, tip)
     if flt.where:  # every setting's name is read only for a filter that names one
         flt.check_keys([], known=listing.setting_keys | listing.metric_names)
-    from ledger.record.live import running_runs
-
-    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if listing.entry(r.id) is None]
-    running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+    running = _running(repo, listing, flt) if list_staged(repo.root) else []  # none staged: the live-run reader stays unimported
     unpulled = _unpulled(repo, cfg.branch, tip)
     if listing.view is not None and flt == RunFilter() and not (changed or with_settings or metric_globs or limit or reverse or running):
         table = listing.stored_table()
@@ -185,6 +183,14 @@ def list_runs(
     return result
 
 
+def _running(repo: Repo, listing: Listing, flt: RunFilter) -> list[dict[str, Any]]:
+    """The runs in progress (and orphaned ones) that `flt` keeps and the branch does not hold yet."""
+    from ledger.record.live import running_runs
+
+    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if listing.entry(r.id) is None]
+    return [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+
+
 def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[dict[str, Any]], dict[str, tuple[str, ...]], str | None, int]:
     """The recorded runs `flt` keeps, oldest first, and their table cells; the id of the oldest
     run of all and how many there are. A `--where` reads only the setting or metric it names, then
@@ -200,8 +206,8 @@ def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[dict[str, Any]], d
     else:
         both = listing.with_cells()
         ids = list(both)
-    kept_ids = [rid for rid in ids if rid in both and fields_only.keep(both[rid][0])]
-    return [both[rid][0] for rid in kept_ids], {rid: both[rid][1] for rid in kept_ids}, ids[0] if ids else None, len(ids)
+    kept_ids = [rid for rid in ids if rid in both and fields_only.keep(both[rid].fields)]
+    return [both[rid].fields for rid in kept_ids], {rid: both[rid].cells for rid in kept_ids}, ids[0] if ids else None, len(ids)
 
 
 def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> set[str]:

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from ledger.manifest import NOT_LEDGERS, ManifestError
 from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.listindex import ListIndex
-from ledger.storage.listrow import RunReader, RunRow, check_summary, list_fields, read_run, table_cells, with_meta
+from ledger.storage.listrow import Listed, RunReader, RunRow, check_summary, list_fields, read_run, table_cells, with_meta
 from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, text_key
 from ledger.storage.listview import View, index_view
 from ledger.storage.manifestcache import _READ_ONLY, ManifestCache, parse_manifest, parse_record, read_only
@@ -178,21 +178,20 @@ class Listing:
         """Every readable run's id, oldest first (start time, then id)."""
         return self._ask(lambda v: v.ids()) if self.view is not None else []
 
-    def with_cells(self, ids: Iterable[str] | None = None) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
+    def with_cells(self, ids: Iterable[str] | None = None) -> dict[str, Listed]:
         """Every readable run's listing fields and table cells, oldest first; `ids`: only those
         runs' (looked up by id, in no particular order)."""
         if self.view is None:
             return {}
         if ids is None:
-            found: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = self._ask(lambda v: v.fields(cells=True))
-            return found
+            return self._ask(lambda v: v.listed())
         wanted = list(ids)
         chunks = [tuple(wanted[i : i + CHUNK]) for i in range(0, len(wanted), CHUNK)]
 
-        def looked_up(v: View) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
+        def looked_up(v: View) -> dict[str, Listed]:
             out = {}
             for chunk in chunks:
-                out.update(v.fields(f"id IN ({','.join('?' * len(chunk))})", chunk, cells=True))
+                out.update(v.listed(f"id IN ({','.join('?' * len(chunk))})", chunk))
             return out
 
         return self._ask(looked_up)

@@ -12,7 +12,7 @@ accept, and gives the same values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -70,6 +70,13 @@ class RunRow:
     settings: dict[str, Any] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
     cells: tuple[str, ...] = ()
+
+
+class Listed(NamedTuple):
+    """A readable run as a listing shows it: its listing fields and its table cells."""
+
+    fields: dict[str, Any]
+    cells: tuple[str, ...]
 
 
 def fast_json(raw: bytes, where: str) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 from ledger.manifest import shard_of
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
-from ledger.storage.listrow import RunReader
+from ledger.storage.listrow import Listed, RunReader
 from ledger.storage.listtables import Damaged, entry_of, loads, unpack_text
 from ledger.storage.store import RunEntry
 
@@ -107,23 +107,27 @@ class View:
             out[rid] = e
         return out
 
-    def fields(self, cond: str = "", params: tuple[Any, ...] = (), cells: bool = False) -> dict[str, Any]:
-        """Listing fields by run id, oldest first (by start time, then id); `cells`: with each
-        run's table cells, as (fields, cells)."""
-        out: dict[str, Any] = {}
+    def fields(self, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, dict[str, Any]]:
+        """Listing fields by run id, oldest first (by start time, then id)."""
+        return {rid: listed.fields for rid, listed in self.listed(cond, params, cells=False).items()}
+
+    def listed(self, cond: str = "", params: tuple[Any, ...] = (), cells: bool = True) -> dict[str, Listed]:
+        """Listing fields and (`cells`) table cells by run id, oldest first (by start time, then id)."""
+        out = {}
         both = "broken IS NULL" + (f" AND ({cond})" if cond else "")
-        for shard, rid, blob, cell_blob in self.rows("shard, id, fields, cells", both, params, by_run=bool(cond)):
+        for shard, rid, blob, cell_blob in self.rows(
+            "shard, id, fields, " + ("cells" if cells else "NULL"), both, params, by_run=bool(cond)
+        ):
             self._own(shard, rid)
             m = loads(blob, dict)
             if m.get("id") != rid:
                 raise Damaged
+            c: tuple[str, ...] = ()
             if cells:
                 c = loads(cell_blob, tuple)
                 if len(c) != 9 or not all(type(x) is str for x in c):
                     raise Damaged
-                out[rid] = (m, c)
-            else:
-                out[rid] = m
+            out[rid] = Listed(m, c)
         return out
 
     def texts(self, kind: str, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, str]:
