@@ -122,18 +122,24 @@ def read_folder(repo: Repo, run_id: str, path: str, tree: str, cache: ManifestCa
     check_files`), then its record (`read_run`)."""
     items = {name: (oid, mode) for name, oid, mode in repo.list_tree(tree)}
     try:
-        for name in RUN_FILES:
-            file_oid(path, name, items.get(name))
+        entry = _entry(run_id, path, tree, items)
     except LedgerError as exc:
         return RunRow(RunEntry(run_id, path, tree, None), None, exc.message)
-    found = [items.get(name) for name in RECORD_FILES]
-    entry = RunEntry(run_id, path, tree, *(item[0] if item else None for item in found))
     try:
         if len(items) > MAX_FILES or any(mode == MODE_TREE for _oid, mode in items.values()):
-            check_files(repo, tree, path)
+            check_files(repo, tree, path)  # the count through every level
     except LedgerError as exc:
         return RunRow(entry, None, exc.message)
     return read_run(repo, entry, cache)
+
+
+def _entry(run_id: str, path: str, tree: str, items: dict[str, tuple[str, int]]) -> RunEntry:
+    """`store.run_entry` of a tree already listed: ManifestError naming the first of `RUN_FILES`
+    that is not a file."""
+    for name in RUN_FILES:
+        file_oid(path, name, items.get(name))
+    found = [items.get(name) for name in RECORD_FILES]
+    return RunEntry(run_id, path, tree, *(item[0] if item else None for item in found))
 
 
 def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
