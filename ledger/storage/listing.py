@@ -18,7 +18,7 @@ from ledger.storage.listindex import ListIndex
 from ledger.storage.listrow import Listed, RunReader, RunRow, check_summary, list_fields, read_run, table_cells, with_meta
 from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, text_key
 from ledger.storage.listview import View, index_view
-from ledger.storage.manifestcache import _READ_ONLY, ManifestCache, parse_manifest, parse_record, read_only
+from ledger.storage.manifestcache import ManifestCache, is_read_only, parse_manifest, parse_record, read_only
 from ledger.storage.store import RunEntry
 
 __all__ = [
@@ -272,7 +272,7 @@ def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, reader: RunRead
     """The index of `runs_tree` in the cache file, brought up to date (a read-only one in a copy in
     memory), or in memory alone when the file cannot be used or is found damaged twice; `clear`:
     emptied first (it was found damaged)."""
-    read_only = _READ_ONLY.get()
+    read_only = is_read_only()
     index = ListIndex(
         cache.db if cache.db is not None and not (clear and read_only) else copy_to_memory(None, cache.version), cache.version, read_only
     )

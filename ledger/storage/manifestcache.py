@@ -41,6 +41,11 @@ def read_only() -> Iterator[None]:
         _READ_ONLY.reset(token)
 
 
+def is_read_only() -> bool:
+    """Whether this is inside `read_only()`."""
+    return _READ_ONLY.get()
+
+
 class ManifestCache:
     """`.git/ledger/manifests.sqlite`: parsed manifests by blob id (table `m_<code version>`) and
     the listing index (tables `x?_<code version>`, `storage/listindex.py`).
