@@ -52,6 +52,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS {c} (col TEXT, k INTEGER, val TEXT, num REAL, PRIMARY KEY (col, k)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS {q} (col TEXT, shard TEXT, PRIMARY KEY (col, shard)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS {k} (ks INTEGER PRIMARY KEY, keys BLOB UNIQUE)",
+    "CREATE INDEX IF NOT EXISTS {m}_k ON {m} (k)",  # a run looked up by id or name, then whether this tree's shards hold it
     "CREATE INDEX IF NOT EXISTS {r}_name ON {r} (name)",
     "CREATE INDEX IF NOT EXISTS {r}_broken ON {r} (broken) WHERE broken IS NOT NULL",
 )

@@ -48,8 +48,8 @@ class View:
         `by_run`: `cond` picks a few rows by an indexed column (a name, an id), looked up first."""
         where, shard_params = self._where()
         cond_sql = f" AND ({cond})" if cond else ""
-        if by_run:  # the rows `cond` names, then whether this view holds them
-            sql = f"SELECT {columns} FROM {{r}} CROSS JOIN {{m}} USING (k) WHERE {where}{cond_sql}"
+        if by_run:  # the rows `cond` names, then whether this view holds them (`+`: by the index on k, not one probe per shard)
+            sql = f"SELECT {columns} FROM {{r}} CROSS JOIN {{m}} USING (k) WHERE +{where}{cond_sql}"
         else:  # the view's runs drive the loop
             sql = f"SELECT {columns} FROM {{m}} CROSS JOIN {{r}} USING (k) WHERE {where}{cond_sql}"
         sql += f" ORDER BY {order}" if order else ""
