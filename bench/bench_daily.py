@@ -16,9 +16,11 @@ import math
 import os
 import secrets
 import shutil
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from common import ledger_argv, report, scratch_repo, sh, timeit
@@ -68,7 +70,8 @@ def populate(repo_dir, n: int, steps: int = 200, tables: int = 0) -> list[str]:
         rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         m = new_manifest(rid, t)
         m["name"] = f"bench-{i}"
-        m["settings"] = dict(SETTINGS, lr=1e-6 * (i % 7), seed=i % 3)
+        # a path of its own per run, as a trainer's checkpoint folder is: no two settings.json alike
+        m["settings"] = dict(SETTINGS, lr=1e-6 * (i % 7), seed=i % 3, save=f"/ckpt/bench-{i}")
         m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
         table = _table(i, steps if i >= n - tables else 3)
         # JSON is YAML: the manifest is written as JSON here only to keep populating 10,000 runs short
@@ -127,15 +130,18 @@ def _target(argv: list[str], n: int) -> str:
     return f"; target warm <= {warm} s" + (f", cold <= {cold} s" if cold else "")
 
 
+NAMED_LIMIT_S = 120.0  # a verb naming runs that takes longer is stopped and reported as over it
+
+
 def run_quiet(argv: list[str], cwd) -> None:
     """A command whose exit code is not the point (`replay --dry-run` of a run it refuses)."""
-    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=NAMED_LIMIT_S)
 
 
 def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
     """Each listing cold (no listing index: every run folder read from git), warm (the index of this
     tip) and after a tag (a new tip: the index is updated from the last one, one folder read),
-    against `git log --first-parent` of the branch in the same run; the index's size; and the verbs
+    against `git log --first-parent` of the branch run just before each timed call; the index's size; and the verbs
     that name runs (`show`, `compare`, `diff`, `replay --dry-run`)."""
     ledger = ledger_argv
     index = repo / ".git" / "ledger" / "manifests.sqlite"
@@ -147,34 +153,57 @@ def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
                 f"{took:.3f} s; `python3 -c pass` {timeit(lambda: sh([sys.executable, '-c', 'pass']), repeat):.3f} s",
             )
         ]
-    git_log = timeit(lambda: sh(["git", "log", "--first-parent", "--format=%H %s", "experiments"], cwd=repo), repeat)
-    rows = [(f"git log --first-parent of the branch, {n} runs", f"{git_log:.3f} s (the baseline)")]
+    base_times: list[float] = []
+
+    def git_log() -> float:
+        t = time.perf_counter()
+        sh(["git", "log", "--first-parent", "--format=%H %s", "experiments"], cwd=repo)
+        base_times.append(time.perf_counter() - t)
+        return base_times[-1]
+
+    def paired(fn: Callable[[], object], times: int) -> tuple[float, float]:
+        """Median of `fn` and of the `git log` run just before each call (the same load)."""
+        took, base = [], []
+        for _ in range(times):
+            base.append(git_log())
+            t = time.perf_counter()
+            fn()
+            took.append(time.perf_counter() - t)
+        return statistics.median(took), statistics.median(base)
+
+    paired(lambda: None, repeat)
+    rows = [
+        (f"git log --first-parent of the branch, {n} runs", f"{statistics.median(base_times):.3f} s (the baseline, first {repeat} runs)")
+    ]
     tags = iter(range(1_000_000))
 
     def cold(argv: list[str]) -> None:
         index.unlink(missing_ok=True)
         sh(ledger(*argv), cwd=repo)
 
-    def after_tag(argv: list[str]) -> float:
-        times = []
+    def tagged(argv: list[str]) -> None:
+        sh(ledger("list", "-n", "1"), cwd=repo)
+        sh(ledger("tag", ids[n // 2], f"t{next(tags)}"), cwd=repo)
+
+    def after_tag(argv: list[str]) -> tuple[float, float]:
+        took, base = [], []
         for _ in range(repeat):
-            sh(ledger("list", "-n", "1"), cwd=repo)
-            sh(ledger("tag", ids[n // 2], f"t{next(tags)}"), cwd=repo)
-            t = time.perf_counter()
-            sh(ledger(*argv), cwd=repo)
-            times.append(time.perf_counter() - t)
-        return sorted(times)[len(times) // 2]
+            tagged(argv)
+            one, b = paired(lambda: sh(ledger(*argv), cwd=repo), 1)
+            took.append(one)
+            base.append(b)
+        return statistics.median(took), statistics.median(base)
 
     for label, argv in LISTINGS:
-        took_cold = timeit(lambda argv=argv: cold(argv), max(1, repeat // 2))
+        took_cold, base_cold = paired(lambda argv=argv: cold(argv), max(1, repeat // 2))
         sh(ledger(*argv), cwd=repo)
-        took = timeit(lambda argv=argv: sh(ledger(*argv), cwd=repo), repeat)
-        took_tag = after_tag(argv)
+        took, base = paired(lambda argv=argv: sh(ledger(*argv), cwd=repo), repeat)
+        took_tag, base_tag = after_tag(argv)
         rows.append(
             (
                 f"{label}, {n} runs",
-                f"warm {took:.3f} s ({took / git_log:.2f}x git log{_target(argv, n)}), after a tag {took_tag:.3f} s, "
-                f"cold {took_cold:.3f} s ({took_cold / git_log:.1f}x)",
+                f"warm {took:.3f} s ({took / base:.2f}x git log{_target(argv, n)}), after a tag {took_tag:.3f} s ({took_tag / base_tag:.2f}x), "
+                f"cold {took_cold:.3f} s ({took_cold / base_cold:.1f}x)",
             )
         )
     for _label, argv in LISTINGS:  # the index as it is once every listing above was made
@@ -189,8 +218,12 @@ def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
     ]
     for label, argv in named:
         if argv:
-            took = timeit(lambda argv=argv: run_quiet(argv, repo), repeat)
-            rows.append((f"{label}, {n} runs", f"{took:.3f} s ({took / git_log:.2f}x git log)"))
+            try:
+                took, base = paired(lambda argv=argv: run_quiet(argv, repo), repeat)
+            except subprocess.TimeoutExpired:
+                rows.append((f"{label}, {n} runs", f"over {NAMED_LIMIT_S:.0f} s (stopped)"))
+                continue
+            rows.append((f"{label}, {n} runs", f"{took:.3f} s ({took / base:.2f}x git log)"))
     return rows
 
 

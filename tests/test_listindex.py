@@ -19,9 +19,13 @@ from conftest import git, ledger, make_repo
 from ledger.errors import LedgerError
 from ledger.manifest import new_manifest
 from ledger.runref import resolve
+from ledger.storage import manifestcache
 from ledger.storage.git import Repo
-from ledger.storage.listindex import ListIndex, RunRow, table_names
-from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only, read_run
+from ledger.storage.listindex import ListIndex
+from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only
+from ledger.storage.listrow import RunReader, RunRow
+from ledger.storage.listtables import table_names
+from ledger.storage.listview import index_view
 from ledger.storage.runmeta import RunMeta, change_meta
 from ledger.storage.store import RunEntry, build_run_tree, commit_message
 from ledger.storage.summary import summary_of
@@ -142,12 +146,13 @@ def test_a_new_tip_reads_only_the_new_and_changed_run_folders(proj: Path) -> Non
     read: list[str] = []
     cache = ManifestCache(repo.common_dir)
 
-    def counting(e: RunEntry) -> RunRow:
-        read.append(e.id)
-        return read_run(repo, e, cache)
+    class Counting(RunReader):
+        def folder(self, run_id: str, path: str, tree: str) -> RunRow:
+            read.append(run_id)
+            return super().folder(run_id, path, tree)
 
     assert cache.db is not None
-    view = ListIndex(cache.db, cache.version).update(repo, runs_tree[0], counting)
+    view = index_view(ListIndex(cache.db, cache.version), repo, runs_tree[0], Counting(repo, cache))
     assert sorted(read) == sorted([*new, tagged])
     assert view.fields()[tagged]["tags"] == ["best"] and len(view.entries()) == 27
     cache.close()
@@ -266,3 +271,66 @@ def test_a_hostile_pulled_summary_is_a_broken_row_in_the_index_too(proj: Path) -
     assert listed.returncode == 0 and rid in listed.stderr and rid not in listed.stdout
     warm, cold = load_listing(repo, bad), load_listing(repo, bad, cold=True)
     assert warm.broken == cold.broken and rid in warm.broken
+
+
+def _runs_tree(repo: Repo) -> str:
+    tip = repo.branch_tip("experiments")
+    assert tip is not None
+    found = repo.tree_entry(tip, "runs")
+    assert found is not None
+    return found[0]
+
+
+class _Counting(RunReader):
+    """The real reader, noting each folder it reads (`folder`) and each run whose settings it reads (`full`)."""
+
+    def __init__(self, repo: Repo, cache: ManifestCache):
+        super().__init__(repo, cache)
+        self.folders: list[str] = []
+        self.full_reads: list[str] = []
+
+    def folder(self, run_id: str, path: str, tree: str) -> RunRow:
+        self.folders.append(run_id)
+        return super().folder(run_id, path, tree)
+
+    def full(self, e: RunEntry) -> RunRow:
+        self.full_reads.append(e.id)
+        return super().full(e)
+
+
+def test_a_first_listing_reads_each_folder_once_and_the_texts_when_asked(proj: Path) -> None:
+    """A cold index reads each folder once (its tree, summary.json, settings.json: a run whose
+    settings are over a limit is skipped by every listing); the settings and metrics text is
+    written the first time a filter or `--json` asks, reading each record once more, then never."""
+    repo = Repo(proj)
+    cache = ManifestCache(repo.common_dir)
+    assert cache.db is not None
+    reader = _Counting(repo, cache)
+    view = index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), reader)
+    assert len(view.fields()) == 24 and len(reader.folders) == 24
+    assert view.key_names() == ({"lr", "seed", "flag"}, {"train/loss"}) and reader.full_reads == []
+    assert len(view.column("s:lr")) == 24 and len(view.texts("settings")) == 24 and len(view.column("m:train/loss")) == 24
+    assert sorted(reader.full_reads) == sorted(reader.folders)  # once each: the texts and columns are kept
+    cache.close()
+
+
+def test_another_code_version_reads_every_folder_again(proj: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's tables carry the code version: rows written by other code are never read (a new
+    ledger starts a new index; the old tables are dropped)."""
+    assert ledger(proj, "list").returncode == 0  # the index, written by this code
+    repo = Repo(proj)
+    before = ManifestCache(repo.common_dir)
+    old = set(_tables(before).values())
+    before.close()
+    monkeypatch.setattr(manifestcache, "code_version", lambda: "0ther")
+    cache = ManifestCache(repo.common_dir)
+    assert cache.db is not None and cache.version == "0ther"
+    names = {name for (name,) in cache.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not names & old
+    reader = _Counting(repo, cache)
+    view = index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), reader)
+    assert len(reader.folders) == 24 and len(view.fields()) == 24
+    again = _Counting(repo, cache)
+    index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), again)
+    assert again.folders == []  # the same code and tree: every row is the index's
+    cache.close()

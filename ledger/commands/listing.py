@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from ledger import yamlio
 from ledger.compare.runfilter import RunFilter, Where
 from ledger.manifest import ManifestError
@@ -21,11 +23,21 @@ from ledger.opening import open_branch
 from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, list_fields, listing_at, load_listing, parse_record, table_cells
+from ledger.storage.listrow import ListFields, fields_of
+from ledger.storage.staging import list_staged
 from ledger.storage.store import read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.termstyle import printable_cell
 from ledger.textfmt import change_text, csv_text, is_absent, plural
+
+
+class FullRow(msgspec.Struct, frozen=True):
+    """A listed run with its settings and summary metrics (`--json`, `--csv`)."""
+
+    fields: ListFields
+    settings: dict[str, Any]
+    metrics: dict[str, Any]
 
 
 @dataclass
@@ -46,12 +58,12 @@ class ListResult:
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # each row's settings and metrics as JSON text
     table: str | None = None  # the whole table, when the listing index kept it (the default view)
 
-    def _full(self, m: dict[str, Any]) -> dict[str, Any]:
+    def _full(self, m: dict[str, Any]) -> FullRow:
         """A row with its settings and summary metrics, read from their JSON text if need be."""
         if "settings" in m or m["id"] not in self.texts:
-            return m
+            return FullRow(fields_of(m), m.get("settings") or {}, m.get("metrics") or {})
         settings, metrics = self.texts[m["id"]]
-        return {**m, "settings": json.loads(settings), "metrics": json.loads(metrics)}
+        return FullRow(fields_of(m), json.loads(settings), json.loads(metrics))
 
     def to_json(self) -> list[dict[str, Any]]:
         out = []
@@ -59,8 +71,8 @@ class ListResult:
             item = summary(m)
             if self.with_settings:
                 full = self._full(m)
-                item["settings"] = full.get("settings") or {}
-                item["metrics"] = full.get("metrics") or {}
+                item["settings"] = full.settings
+                item["metrics"] = full.metrics
             if self.changes:
                 item["changed"] = self.changes.get(m["id"], [])
             out.append(item)
@@ -122,18 +134,15 @@ def list_runs(
     repo, cfg, tip = open_branch(start)
     flt = flt or RunFilter()
     listing = load_listing(repo, tip, with_settings=True) if changed else listing_at(repo, tip)
-    flt.check_keys([], known=listing.setting_keys | listing.metric_names)
-    from ledger.record.live import running_runs
-
-    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if listing.entry(r.id) is None]
-    running = [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+    if flt.where:  # every setting's name is read only for a filter that names one
+        flt.check_keys([], known=listing.setting_keys | listing.metric_names)
+    running = _running(repo, listing, flt) if list_staged(repo.root) else []  # none staged: the live-run reader stays unimported
     unpulled = _unpulled(repo, cfg.branch, tip)
     if listing.view is not None and flt == RunFilter() and not (changed or with_settings or metric_globs or limit or reverse or running):
         table = listing.stored_table()
         if table is not None:  # the default view of this very `runs/` tree, as printed before
             return ListResult([], listing.broken, unpulled=unpulled, table=table)
-    rows, cells = _recorded(listing, flt)
-    kept = [m for m in rows if m["id"] in cells]
+    kept, cells, oldest_id, total = _recorded(listing, flt)
     shown = kept
     if limit:  # the newest N of all: runs in progress are newer than every recorded run
         running = running[-limit:]
@@ -143,12 +152,12 @@ def list_runs(
         shown if reverse else shown[::-1],
         listing.broken,
         unpulled=unpulled,
-        oldest_id=rows[0]["id"] if rows else None,
+        oldest_id=oldest_id,
         running=running if reverse else running[::-1],
         running_first=not reverse,
         cells=cells,
     )
-    result.filtered = len(kept) < len(rows)
+    result.filtered = len(kept) < total
     if metric_globs and listing.view is not None:
         names = sorted(n for n in listing.metric_names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs))
         for name in names:
@@ -166,24 +175,39 @@ def list_runs(
         from ledger.understand.settings import DEFAULT_IGNORE
 
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]
-        for run_id, changes in change_log(rows, ignore):
+        for run_id, changes in change_log(listing.ordered(), ignore):
             result.changes[run_id] = [{"name": c.name, "a": c.a, "b": c.b} for c in changes]
     elif listing.view is not None and flt == RunFilter() and not (metric_globs or limit or reverse or running or with_settings):
-        listing.store_table(render_list(result))
+        result.table = render_list(result)  # made once: printed, and kept for this `runs/` tree
+        listing.store_table(result.table)
     return result
 
 
-def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[dict[str, Any]], dict[str, tuple[str, ...]]]:
-    """Every recorded run's listing fields, oldest first, and the table cells of those `flt`
-    keeps (a `--where` reads only the setting or metric it names, from the index)."""
+def _running(repo: Repo, listing: Listing, flt: RunFilter) -> list[dict[str, Any]]:
+    """The runs in progress (and orphaned ones) that `flt` keeps and the branch does not hold yet."""
+    from ledger.record.live import running_runs
+
+    running = [r.summary() for r in running_runs(repo.root, orphaned=True) if listing.entry(r.id) is None]
+    return [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+
+
+def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[dict[str, Any]], dict[str, tuple[str, ...]], str | None, int]:
+    """The recorded runs `flt` keeps, oldest first, and their table cells; the id of the oldest
+    run of all and how many there are. A `--where` reads only the setting or metric it names, then
+    the listing fields of the runs that pass it, from the index."""
     if listing.loaded:  # `ledger log`, `--changed`: every run's settings are at hand, filtered here
         rows = listing.ordered()
-        return rows, {m["id"]: table_cells(m) for m in rows if flt.keep(m)}
-    both = listing.with_cells()
-    rows = [m for m, _c in both.values()]
-    passes = _where_ids(listing, flt.where, list(both))
+        kept = [m for m in rows if flt.keep(m)]
+        return kept, {m["id"]: table_cells(m) for m in kept}, rows[0]["id"] if rows else None, len(rows)
     fields_only = replace(flt, where=())
-    return rows, {rid: c for rid, (m, c) in both.items() if rid in passes and fields_only.keep(m)}
+    if flt.where:
+        ids = listing.ordered_ids()
+        both = listing.with_cells(_where_ids(listing, flt.where, ids))
+    else:
+        both = listing.with_cells()
+        ids = list(both)
+    kept_ids = [rid for rid in ids if rid in both and fields_only.keep(both[rid].fields)]
+    return [both[rid].fields for rid in kept_ids], {rid: both[rid].cells for rid in kept_ids}, ids[0] if ids else None, len(ids)
 
 
 def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> set[str]:
@@ -289,15 +313,15 @@ def render_csv(result: ListResult, sep: str = ",") -> str:
     A cell that would start a spreadsheet formula starts with `'` (`textfmt.csv_text`)."""
     base = ["id", "name", "state", "exit_code", "duration_s", "started", "replay_of", "tags", "note", "archived"]
     full = [result._full(m) for m in result.rows]
-    settings = sorted({k for m in full for k in (m.get("settings") or {})})
-    metrics = sorted({k for m in full for k in (m.get("metrics") or {})})
+    settings = sorted({k for r in full for k in r.settings})
+    metrics = sorted({k for r in full for k in r.metrics})
     header = base + [f"settings.{k}" for k in settings] + [f"metrics.{k}.{w}" for k in metrics for w in SUMMARY_KEYS]
     rows = []
-    for m in full:
-        s = summary(m)
-        row: list[Any] = [s[k] if k != "tags" else " ".join(s["tags"]) for k in base]
-        row += [_cell((m.get("settings") or {}).get(k)) for k in settings]
-        row += [_cell(((m.get("metrics") or {}).get(k) or {}).get(w)) for k in metrics for w in SUMMARY_KEYS]
+    for r in full:
+        s = r.fields
+        row: list[Any] = [s.id, s.name, s.state, s.exit_code, s.duration_s, s.started, s.replay_of, " ".join(s.tags), s.note, s.archived]
+        row += [_cell(r.settings.get(k)) for k in settings]
+        row += [_cell((r.metrics.get(k) or {}).get(w)) for k in metrics for w in SUMMARY_KEYS]
         rows.append(row)
     return csv_text(header, rows, sep)
 

@@ -1,33 +1,42 @@
-"""Reading many manifests fast: parse each manifest blob once, cache it by blob id.
+"""Every run at a branch tip, as listings and run names read it: the lazy `Listing` over the listing
+index (`storage/listindex.py`, read through `storage/listview.py`).
 
-A blob id names its content, so the cache never goes stale. It lives in the git common dir
-(`.git/ledger/manifests.sqlite`), shared by worktrees and never part of the working tree.
-Listing 10,000 runs is then a tree walk plus one SQL read (see `make bench`).
+The parsed-manifest cache and the read-only switch are `storage/manifestcache.py`; a run folder as
+a listing reads it is `storage/listrow.py`. Their names are also importable from here.
 """
 
 from __future__ import annotations
 
-import contextvars
 import fnmatch
 import json
-import sqlite3
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from ledger import yamlio
-from ledger.cache import code_version
-from ledger.errors import LedgerError
-from ledger.manifest import NOT_LEDGERS, RUN_ID_RE, SCHEMA, ManifestError, check_manifest, duration_text
-from ledger.runrecord import RunRecord
+from ledger.manifest import NOT_LEDGERS, ManifestError
 from ledger.storage.git import MODE_TREE, Repo
-from ledger.storage.limits import MAX_METRICS, MAX_SETTINGS, check_count, check_depth, check_files, decoded, load_json, load_settings
-from ledger.storage.listindex import Damaged, ListIndex, ReadRun, RunRow, View, copy_to_memory, create_tables, table_names, text_key
+from ledger.storage.listindex import ListIndex
+from ledger.storage.listrow import Listed, RunReader, RunRow, check_summary, list_fields, read_run, table_cells, with_meta
+from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, text_key
+from ledger.storage.listview import View, index_view
+from ledger.storage.manifestcache import ManifestCache, is_read_only, parse_manifest, parse_record, read_only
 from ledger.storage.store import RunEntry
-from ledger.storage.summary import check_metrics
-from ledger.termstyle import printable_cell
-from ledger.textfmt import MISSING, note_cell
+
+__all__ = [
+    "Listing",
+    "ManifestCache",
+    "RunReader",
+    "RunRow",
+    "check_summary",
+    "list_fields",
+    "listing_at",
+    "load_listing",
+    "parse_manifest",
+    "parse_record",
+    "read_only",
+    "read_run",
+    "table_cells",
+    "with_meta",
+]
 
 T = TypeVar("T")
 
@@ -165,10 +174,27 @@ class Listing:
         """Every run's settings (`kind` "settings") or summary metrics ("metrics") as JSON text."""
         return self._ask(lambda v: v.texts(kind)) if self.view is not None else {}
 
-    def with_cells(self) -> dict[str, tuple[dict[str, Any], tuple[str, ...]]]:
-        """Every readable run's listing fields and table cells, oldest first."""
-        found: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = self._ask(lambda v: v.fields(cells=True)) if self.view else {}
-        return found
+    def ordered_ids(self) -> list[str]:
+        """Every readable run's id, oldest first (start time, then id)."""
+        return self._ask(lambda v: v.ids()) if self.view is not None else []
+
+    def with_cells(self, ids: Iterable[str] | None = None) -> dict[str, Listed]:
+        """Every readable run's listing fields and table cells, oldest first; `ids`: only those
+        runs' (looked up by id, in no particular order)."""
+        if self.view is None:
+            return {}
+        if ids is None:
+            return self._ask(lambda v: v.listed())
+        wanted = list(ids)
+        chunks = [tuple(wanted[i : i + CHUNK]) for i in range(0, len(wanted), CHUNK)]
+
+        def looked_up(v: View) -> dict[str, Listed]:
+            out = {}
+            for chunk in chunks:
+                out.update(v.listed(f"id IN ({','.join('?' * len(chunk))})", chunk))
+            return out
+
+        return self._ask(looked_up)
 
     def stored_table(self) -> str | None:
         """The default `ledger list` table of this very `runs/` tree, as printed before."""
@@ -182,140 +208,6 @@ class Listing:
         """A verb naming a run that listings skip refuses it, in one line (docs/trust.md)."""
         if run_id in self.broken:
             raise ManifestError(f"run {run_id} is refused: {self.broken[run_id]}", "the record is not one ledger wrote; listings skip it")
-
-
-_READ_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("ledger_listing_read_only", default=False)
-
-
-@contextmanager
-def read_only() -> Iterator[None]:
-    """Listings inside this block write nothing under `.git/ledger/` (the manifest cache and the
-    listing index are read where they exist): for commands that promise to write nothing at all,
-    such as `ledger replay --dry-run`."""
-    token = _READ_ONLY.set(True)
-    try:
-        yield
-    finally:
-        _READ_ONLY.reset(token)
-
-
-class ManifestCache:
-    """`.git/ledger/manifests.sqlite`: parsed manifests by blob id (table `m_<code version>`) and
-    the listing index (tables `x?_<code version>`, `storage/listindex.py`).
-
-    A file sqlite cannot read (damaged, truncated, not a database) is removed and made again: a
-    cache is never an error."""
-
-    def __init__(self, common_dir: Path):
-        self.path = common_dir / "ledger" / "manifests.sqlite"
-        self._db: sqlite3.Connection | None = None
-        # one table per version of the parsing code (ledger/cache.py); older tables are dropped
-        self.version = code_version()
-        self._table = f"m_{self.version}"
-        self._tables = {self._table, *table_names(self.version).values()}
-        if _READ_ONLY.get():  # reads what is there, writes nothing (a write is only a cache miss)
-            try:
-                if self.path.is_file():
-                    self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=5)
-            except sqlite3.Error:
-                self._db = None
-            return
-        for attempt in range(2):
-            try:
-                self._open()
-                return
-            except sqlite3.Error:
-                self.close()
-                if attempt == 0:
-                    try:
-                        self.path.unlink()  # damaged: rebuilt from git
-                    except OSError:
-                        return
-
-    def _open(self) -> None:
-        self.path.parent.mkdir(exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=5)
-        for (name,) in self._db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-            if name not in self._tables:
-                self._db.execute(f'DROP TABLE IF EXISTS "{name}"')
-        self._db.execute(f"CREATE TABLE IF NOT EXISTS {self._table} (blob TEXT PRIMARY KEY, json TEXT)")
-        create_tables(self._db, self.version)
-        self._db.commit()
-
-    @property
-    def db(self) -> sqlite3.Connection | None:
-        return self._db
-
-    def close(self) -> None:
-        if self._db is not None:
-            try:
-                self._db.close()
-            except sqlite3.Error:
-                pass
-        self._db = None
-
-    def get_many(self, blobs: list[str]) -> dict[str, dict[str, Any]]:
-        if self._db is None or not blobs:
-            return {}
-        out: dict[str, dict[str, Any]] = {}
-        try:
-            wanted = set(blobs)
-            for blob, text in self._db.execute(f"SELECT blob, json FROM {self._table}"):
-                if blob in wanted:
-                    out[blob] = json.loads(text)
-        except (sqlite3.Error, ValueError):
-            return {}
-        return out
-
-    def get(self, blob: str) -> dict[str, Any] | None:
-        if self._db is None:
-            return None
-        try:
-            found = self._db.execute(f"SELECT json FROM {self._table} WHERE blob = ?", (blob,)).fetchone()
-            value = json.loads(found[0]) if found is not None else None
-        except (sqlite3.Error, ValueError, TypeError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    def put_many(self, items: dict[str, dict[str, Any]]) -> None:
-        if self._db is None or not items:
-            return
-        try:
-            with self._db:
-                self._db.executemany(
-                    f"INSERT OR REPLACE INTO {self._table} VALUES (?, ?)", [(k, json.dumps(v, default=str)) for k, v in items.items()]
-                )
-        except sqlite3.Error:
-            pass
-
-
-def parse_manifest(raw: bytes, where: str) -> dict[str, Any]:
-    """A run's manifest.yaml as its dict, checked: the schema, the id, every value's type (a
-    `RunRecord` reads it), so a reader never meets a value of the wrong type."""
-    return parse_record(raw, where)[1]
-
-
-def parse_record(raw: bytes, where: str) -> tuple[RunRecord, dict[str, Any]]:
-    """A run's manifest.yaml, typed, and its dict (what `ledger show` prints, diffcore reads)."""
-    what = f"{where}/manifest.yaml"
-    m = check_manifest(check_depth(yamlio.loads(raw, what, max_entries={"settings": MAX_SETTINGS}), what), where)
-    _check_id(m, where, "manifest.yaml")
-    decoded(what, len(m.get("settings") or {}))
-    return RunRecord.from_dict(m, where), m
-
-
-def _check_id(data: dict[str, Any], where: str, name: str) -> None:
-    """A record whose `id` is not its folder's would be shown and replayed as another run."""
-    for key in ("name", "note", "started", "finished", "replay_of"):
-        if data.get(key) is not None and not isinstance(data[key], str):
-            raise ManifestError(f"{where}: {name} has a {key!r} that is not text", "the record is not one ledger wrote")
-    if not isinstance(data.get("status") or {}, dict):
-        raise ManifestError(f"{where}: {name} has a 'status' that is not a mapping", "the record is not one ledger wrote")
-    folder = where.rstrip("/").rsplit("/", 1)[-1]
-    if RUN_ID_RE.match(folder) and data.get("id") != folder:
-        raise ManifestError(
-            f"{where}: {name} says it is run {str(data.get('id'))[:40]!r}, not {folder}", "the record is not one ledger wrote"
-        )
 
 
 def load_listing(
@@ -359,31 +251,28 @@ def load_listing(
 
 def listing_at(repo: Repo, tip: str | None, cold: bool = False) -> Listing:
     """The runs at `tip`, read from the listing index as asked (nothing loaded yet but the
-    broken runs and the names of every setting and metric)."""
+    broken runs)."""
     if tip is None:
         return Listing()
     runs_tree = repo.tree_entry(tip, "runs")
     if runs_tree is None or runs_tree[1] != MODE_TREE:
         return Listing()
     cache = ManifestCache(repo.common_dir)
-
-    def read(e: RunEntry) -> RunRow:
-        return read_run(repo, e, cache)
-
+    reader = RunReader(repo, cache)
     if cold:
-        return Listing(view=ListIndex(copy_to_memory(None, cache.version), cache.version).update(repo, runs_tree[0], read))
+        return Listing(view=index_view(ListIndex(copy_to_memory(None, cache.version), cache.version), repo, runs_tree[0], reader))
 
     def rebuild() -> View:  # found damaged while reading: emptied and every folder read again
-        return _open_view(repo, runs_tree[0], cache, read, clear=True)
+        return _open_view(repo, runs_tree[0], cache, reader, clear=True)
 
-    return Listing(view=_open_view(repo, runs_tree[0], cache, read), rebuild=rebuild)
+    return Listing(view=_open_view(repo, runs_tree[0], cache, reader), rebuild=rebuild)
 
 
-def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, read: ReadRun, clear: bool = False) -> View:
+def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, reader: RunReader, clear: bool = False) -> View:
     """The index of `runs_tree` in the cache file, brought up to date (a read-only one in a copy in
     memory), or in memory alone when the file cannot be used or is found damaged twice; `clear`:
     emptied first (it was found damaged)."""
-    read_only = _READ_ONLY.get()
+    read_only = is_read_only()
     index = ListIndex(
         cache.db if cache.db is not None and not (clear and read_only) else copy_to_memory(None, cache.version), cache.version, read_only
     )
@@ -391,7 +280,7 @@ def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, read: ReadRun, 
         index = ListIndex(copy_to_memory(None, cache.version), cache.version)
     for _attempt in range(2):
         try:
-            view = index.update(repo, runs_tree, read)
+            view = index_view(index, repo, runs_tree, reader)
             view.check()
             return view
         except Damaged:
@@ -399,112 +288,4 @@ def _open_view(repo: Repo, runs_tree: str, cache: ManifestCache, read: ReadRun, 
                 index = ListIndex(copy_to_memory(None, cache.version), cache.version)
             elif not index.clear():
                 break
-    return ListIndex(copy_to_memory(None, cache.version), cache.version).update(repo, runs_tree, read)
-
-
-def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
-    """One run folder from git: its listing fields (summary.json, meta.json over it), settings and
-    summary metrics, through the read limits (`storage/limits.py`); a bad record is a broken row."""
-    settings: Any
-    try:
-        check_files(repo, e.tree, e.path)
-        if e.summary_blob is not None:
-            m = check_summary(load_json(repo.read_blob(e.summary_blob), f"{e.path}/summary.json"), e.path)
-            if e.settings_blob is not None:
-                settings = load_settings(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
-            else:
-                settings = _yaml_manifest(repo, e, cache).get("settings")
-        elif e.manifest_blob is None:
-            raise ManifestError(f"{e.path}: no manifest.yaml in the run folder", "the record is damaged")
-        else:
-            m = dict(_yaml_manifest(repo, e, cache))
-            settings = m.get("settings")
-        m.pop("settings", None)
-        metrics = check_metrics(m.pop("metrics", None), e.path)
-        if e.meta_blob is not None:
-            with_meta(m, repo.read_blob(e.meta_blob))
-    except LedgerError as exc:
-        return RunRow(e, None, exc.message)
-    return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics, table_cells(m))
-
-
-def _yaml_manifest(repo: Repo, e: RunEntry, cache: ManifestCache) -> dict[str, Any]:
-    """A run's manifest.yaml, parsed once per blob (the blob-id cache), as plain JSON data."""
-    if e.manifest_blob is None:
-        return {}
-    found = cache.get(e.manifest_blob)
-    if found is not None:
-        return found
-    m: dict[str, Any] = json.loads(json.dumps(parse_manifest(repo.read_blob(e.manifest_blob), e.path), default=str))
-    cache.put_many({e.manifest_blob: m})
-    return m
-
-
-def with_meta(m: dict[str, Any], raw: bytes) -> None:
-    """Lay a run's meta.json (tags, note, archived: `storage/runmeta.py`) over its listing fields."""
-    from ledger.storage.runmeta import parse_meta
-
-    meta = parse_meta(raw)
-    m["tags"] = list(meta.tags)
-    m["archived"] = meta.archived
-    if meta.note is not None:
-        m["note"] = meta.note
-
-
-def check_summary(data: Any, where: str) -> dict[str, Any]:
-    """Validate a run's summary.json (the listing fields of its manifest)."""
-    if not isinstance(data, dict) or not isinstance(data.get("schema"), int) or "id" not in data:
-        raise ManifestError(f"{where}: summary.json is not a run summary", "the record is corrupt")
-    if data["schema"] > SCHEMA:
-        raise ManifestError(
-            f"{where}: manifest schema {data['schema']} is newer than this ledger understands ({SCHEMA})",
-            "upgrade ledger (`pip install -U ledger`)",
-        )
-    _check_id(data, where, "summary.json")
-    metrics = data.get("metrics")
-    check_count(len(metrics) if isinstance(metrics, dict) else 0, MAX_METRICS, f"{where}/summary.json", "metric names")
-    return data
-
-
-def list_fields(m: dict[str, Any]) -> dict[str, Any]:
-    """The fields `ledger list` (and `ledger report`) show for a run."""
-    status = m.get("status") or {}
-    gpu = m.get("gpu") or {}
-    return {
-        "id": m["id"],
-        "name": m.get("name"),
-        "state": status.get("state"),
-        "exit_code": status.get("exit_code"),
-        "duration_s": status.get("duration_s"),
-        "started": m.get("started"),
-        "paused": gpu.get("pauses") if isinstance(gpu, dict) else None,
-        "paused_s": gpu.get("paused_s") if isinstance(gpu, dict) else None,
-        "replay_of": m.get("replay_of"),
-        "note": m.get("note"),
-        "fidelity": m.get("fidelity") or ((m.get("replay") or {}).get("fidelity") or {}).get("verdict"),
-        "tags": m.get("tags") or [],
-        "archived": bool(m.get("archived")),
-        "trackers": m.get("trackers"),
-    }
-
-
-def table_cells(m: dict[str, Any]) -> tuple[str, ...]:
-    """A recorded run's cells in `ledger list`'s table: ID, NAME, STATE, EXIT, TIME, PAUSED,
-    STARTED, then its TAGS and NOTE cells (shown when a listed run has tags, a note), each
-    printable (`termstyle.printable_cell`: a pulled name's newline stays in its cell)."""
-    s = list_fields(m)
-    paused = "-" if s["paused"] is None else f"{s['paused']} ({_duration(s['paused_s'])})" if s["paused"] else "0"
-    state = s["state"] or "-"
-    if s["replay_of"]:
-        state += "*" + (f" ({s['fidelity']})" if s.get("fidelity") else "")
-    if s["archived"]:  # shown only with --archived
-        state += " (archived)"
-    exit_code = "-" if s["exit_code"] is None else str(s["exit_code"])
-    started = (s["started"] or "-")[:19].replace("T", " ")
-    tags = ",".join(s["tags"] or []) or "-"
-    cells = (s["id"], s["name"] or "-", state, exit_code, _duration(s["duration_s"]), paused, started, tags, note_cell(s["note"]))
-    return tuple(printable_cell(str(c)) for c in cells)
-
-
-def _duration(s: Any) -> str:
-    return duration_text(s) if isinstance(s, (int, float)) else MISSING
+    return index_view(ListIndex(copy_to_memory(None, cache.version), cache.version), repo, runs_tree, reader)
