@@ -17,10 +17,10 @@ practice note behind ledger keeps a baseline from the same session.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from fnmatch import fnmatchcase
 from typing import Any
 
 from ledger.compare.changes import changed_settings
+from ledger.globs import matches_any
 from ledger.timefmt import parse_iso
 
 SEED_KEYS = ("seed", "rollout-seed")
@@ -64,7 +64,7 @@ def is_replica(
     sa, sb = target.get("settings") or {}, other.get("settings") or {}
     if not all(_same(sa.get(k), sb.get(k)) for k in IDENTITY_KEYS):
         return False
-    if any(not any(fnmatchcase(c.name, k) for k in keys) for c in changed_settings(sa, sb, ignore)):
+    if any(not matches_any(c.name, keys) for c in changed_settings(sa, sb, ignore)):
         return False
     if bool(target.get("replay_of")) != bool(other.get("replay_of")):
         return False

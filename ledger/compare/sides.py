@@ -116,10 +116,11 @@ def find_sides(
             return record.replay_of, None, None
         return record.replay_of, record.replay.mode, record.replay.mapping
 
+    # each candidate's own output settings (paths holding its id), found once for both sides
+    extras = [sorted(run_ignored(m.get("settings") or {}, str(m["id"]))) for m in candidates]
     for target, entry, out in ((ma, ea, sides.replicas_a), (mb, eb, sides.replicas_b)):
         own = sorted(run_ignored(target.get("settings") or {}, entry.id))
-        for m in candidates:
-            extra = sorted(run_ignored(m.get("settings") or {}, str(m["id"])))
+        for m, extra in zip(candidates, extras):
             if find_replicas(target, [m], [*ignore, *own, *extra], keys, max_age_hours, any_age, (ea.id, eb.id), replay_of):
                 out.append(listing.entries[str(m["id"])])
     cache.write_pickle(key, sides)

@@ -18,12 +18,13 @@
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+from ledger.globs import matcher
 
 POSITIONAL_KEY = "_positional"
 
@@ -206,8 +207,8 @@ def ignored_settings(
     A name is ignored when it matches a glob of `DEFAULT_IGNORE` or `extra_ignore`, or when its
     value mentions `run_id` (a path like `/ckpt/<run id>` differs in every run by construction).
     """
-    globs = [*DEFAULT_IGNORE, *extra_ignore]
-    ignored = {name for name in settings if any(fnmatch.fnmatchcase(name, g) for g in globs)}
+    ignores = matcher([*DEFAULT_IGNORE, *extra_ignore])
+    ignored = {name for name in settings if ignores(name)}
     if run_id:
         ignored.update(name for name, value in settings.items() if _contains(value, run_id))
     return ignored

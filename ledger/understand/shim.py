@@ -17,7 +17,7 @@ returned, and stop a waiting one when the run is stopped (the Ray CLI's Ctrl-C l
 running on the cluster) or read its driver's exit code (the CLI exits 1 for any failure).
 
 The wrappers run this file with ledger's own interpreter in `-SE` mode (no site, no PYTHONPATH),
-importing only the standard library and `ledger.understand.settings`: one short interpreter start per
+importing only the standard library, `ledger.understand.settings` and `ledger.globs`: one short interpreter start per
 call (`bench/bench_wrappers.py`).
 Nothing here may raise into the job: on any internal error the real program runs unchanged.
 """
