@@ -56,7 +56,8 @@ def _read_back(path: Path, conn: Connection, inherited: list[Connection], worker
     # a session of its own, as the worker has: Linux shares the CPU between sessions (autogroups),
     # so a reader in the worker's session would take its time from the split instead of adding to it
     os.setsid()
-    _die_with(worker)
+    if not _dies_with(worker):
+        return  # the worker died before the reader could follow it: `ledger recover` redoes the work
     tail = LogTail(path)
     try:
         while True:
@@ -83,15 +84,15 @@ def _read_back(path: Path, conn: Connection, inherited: list[Connection], worker
     conn.send((read, done))
 
 
-def _die_with(worker: int) -> None:
+def _dies_with(worker: int) -> bool:
     """Be killed when the worker dies, however it dies (Linux's PR_SET_PDEATHSIG), even in the
-    middle of a long read; where that is not available, the reader's own checks stop it."""
+    middle of a long read; where that is not available, the reader's own checks stop it. False
+    when the worker is already gone."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         pass
-    if os.getppid() != worker:  # it died before that
-        os._exit(0)
+    return os.getppid() == worker
 
 
 class _Reader:
