@@ -323,7 +323,7 @@ class OutputCapture:
         try:
             fcntl.fcntl(self._fd, _F_SETPIPE_SZ, CHUNK)
         except OSError:
-            pass  # not a pipe, or above /proc/sys/fs/pipe-max-size: smaller reads still work
+            pass  # not a pipe, or above the kernel's pipe-max-size: smaller reads still work
         self._raw_fd = os.open(self._raw_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         self._thread.start()
 

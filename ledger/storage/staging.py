@@ -54,7 +54,7 @@ def proc_start(pid: int) -> str | None:
 
 def _same_start(recorded: str, now: str) -> bool:
     """Whether two start times name the same start. A record written before December 2026 holds
-    the kernel's clock ticks since boot (field 22 of /proc/PID/stat), which psutil turns into its
+    the kernel's clock ticks since boot (the start time field of the kernel's per-process stat), which psutil turns into its
     time the same way: ticks / CLK_TCK + boot time."""
     if "." in recorded:
         return recorded == now
