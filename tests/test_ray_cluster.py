@@ -564,22 +564,23 @@ def _agent_ports() -> dict[str, int]:
     return {name: _free_port() for name in names}
 
 
-def _wait_for_job_agent(dashboard: str) -> None:
-    """A fresh cluster answers 'No available agent to submit job' for a few seconds: wait it out."""
+def _wait_for_job_agent(dashboard: str, agent_port: int) -> None:
+    """A fresh cluster answers 'No available agent to submit job' until the head's dashboard
+    agent, which runs submissions, listens on its own port: waited for (as ledger's local head
+    does, ledger/replay/raylaunch.py), then for the Job API itself."""
     from ray.job_submission import JobSubmissionClient
 
-    client = JobSubmissionClient(dashboard)
     deadline = time.monotonic() + 90
     while True:
         try:
-            job = client.submit_job(entrypoint="true")
-            break
-        except RuntimeError:
+            with socket.create_connection(("127.0.0.1", agent_port), timeout=2.0):
+                pass
+            JobSubmissionClient(dashboard).list_jobs()
+            return
+        except Exception:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(1)
-    while not client.get_job_status(job).is_terminal() and time.monotonic() < deadline:
-        time.sleep(0.5)
+            time.sleep(0.2)
 
 
 def _configure(repo: Path, timeline: str, interval: float = 0.5, resume_after: float = 1.5) -> None:
@@ -639,36 +640,44 @@ class TestHeatOnTwoNodes:
         """
         from ray._private import ray_constants
 
-        saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+        saved = dict(os.environ)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        # the cluster's own folder, as TestJobApi's (not /tmp/ray, shared with every other Ray on
+        # the machine: its address file and session_latest); short: Ray's socket paths have a
+        # length limit. The second raylet takes the head's folder.
+        temp = tempfile.mkdtemp(prefix="lh", dir="/tmp")
+        os.environ["RAY_TMPDIR"] = temp
+        os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
         patch = pytest.MonkeyPatch()
         patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
         dash = _free_port()
-
-        c = cluster_utils.Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 2,
-                "resources": {"node1": 1},
-                "node_ip_address": "127.0.0.1",
-                "include_dashboard": True,
-                "dashboard_host": "127.0.0.1",
-                "dashboard_port": dash,
-                **_agent_ports(),
-            },
-        )
+        head_ports = _agent_ports()
         try:
-            c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **_agent_ports())
-            c.wait_for_nodes()
-            _wait_for_job_agent(f"http://127.0.0.1:{dash}")
-            yield f"http://127.0.0.1:{dash}", c.address, c
+            c = cluster_utils.Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 2,
+                    "resources": {"node1": 1},
+                    "node_ip_address": "127.0.0.1",
+                    "include_dashboard": True,
+                    "dashboard_host": "127.0.0.1",
+                    "dashboard_port": dash,
+                    "temp_dir": temp,
+                    **head_ports,
+                },
+            )
+            try:
+                c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **_agent_ports())
+                c.wait_for_nodes()
+                _wait_for_job_agent(f"http://127.0.0.1:{dash}", head_ports["dashboard_agent_listen_port"])
+                yield f"http://127.0.0.1:{dash}", c.address, c
+            finally:
+                c.shutdown()
         finally:
-            c.shutdown()
             patch.undo()
-            if saved is None:
-                os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-            else:
-                os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
+            os.environ.clear()
+            os.environ.update(saved)
+            shutil.rmtree(temp, ignore_errors=True)
 
     @pytest.mark.slow
     def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(self, cluster: tuple[str, str, Any], repo: Path, tmp_path: Path) -> None:
