@@ -27,22 +27,28 @@ LEDGER = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "ledger"
 
 # `make test TEST_WORKERS=N` runs the suite on N pytest-xdist workers with `--dist loadfile`: a
 # module's tests stay on one worker, in order (its module-scoped fixtures are made once). Workers
-# take modules in this order: the longest first, so they end together. Per-module seconds, serial,
-# on the 2-core machine (`pytest --durations`, December 2026): ray_cluster ~235, share_replay 47,
-# miles_launchers 29, daily 26, hostile_remote 23, hostile_tree ~25 (43 with 3 others on the machine).
+# take modules in this order: the longest first, so they end together. Per-module seconds in
+# `make test` (the sum of `--durations=0` per module, December 4, a loaded 2-core machine):
+# ray_cluster 497, share_replay 179, miles_launchers 142, hostile_remote 124, hostile_tree 95,
+# daily 93, secret_leaks 71, listindex 46, streamed 45, faults_input 44, diff_cli 42, then 38 and less.
 LONGEST_FIRST = (
     "test_ray_cluster",
     "test_share_replay",
     "test_miles_launchers",
-    "test_daily",
     "test_hostile_remote",
     "test_hostile_tree",
-    "test_ui",
-    "test_hostile_pull",
+    "test_daily",
+    "test_secret_leaks",
+    "test_listindex",
     "test_streamed",
-    "test_demo",
-    "test_pages",
+    "test_faults_input",
     "test_diff_cli",
+    "test_faults_share",
+    "test_ui",
+    "test_demo",
+    "test_dvcops",
+    "test_pages",
+    "test_hostile_pull",
     "test_heat_run",
     "test_one_change",
 )

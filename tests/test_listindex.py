@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import git, ledger, make_repo
+from conftest import git, ledger, make_repo, module_home
 
 from ledger.errors import LedgerError
 from ledger.manifest import new_manifest
@@ -112,12 +113,20 @@ def _index_rows(root: Path) -> list[tuple[str, str]]:
     return rows
 
 
-@pytest.fixture
-def proj(tmp_path: Path, isolated_home: Path) -> Path:
-    root = make_repo(tmp_path / "proj", {"README.md": "x\n"})
-    assert ledger(root, "init").returncode == 0
-    _add_runs(root, 0, 24)
+@pytest.fixture(scope="module")
+def made_proj(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository after `ledger init` with 24 runs on its experiments branch, made once for the
+    module (no listing has run in it yet: no index); each test works on a copy of it (`proj`)."""
+    with module_home(tmp_path_factory, "home-listindex"):
+        root = make_repo(tmp_path_factory.mktemp("listindex") / "proj", {"README.md": "x\n"})
+        assert ledger(root, "init").returncode == 0
+        _add_runs(root, 0, 24)
     return root
+
+
+@pytest.fixture
+def proj(made_proj: Path, tmp_path: Path, isolated_home: Path) -> Path:
+    return Path(shutil.copytree(made_proj, tmp_path / "proj", symlinks=True))
 
 
 def test_index_matches_a_cold_read_after_new_runs_tags_and_archive(proj: Path) -> None:

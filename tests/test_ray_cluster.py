@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 from conftest import LEDGER, git, ledger, make_repo, nvml_works
 
@@ -55,6 +56,29 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _foreign_listeners(ports: dict[str, int]) -> list[str]:
+    """The ports a cluster this process started was given on which a process not of this
+    process's tree listens. A free port is picked by binding port 0 and closing it, and Ray binds
+    it a moment later: another Ray cluster on the machine (another test run) can take it in
+    between, and this cluster's raylet then talks to that cluster's agent (seen: a replayed job's
+    working_dir package looked up in the other cluster's GCS, "Failed to download runtime_env file
+    package ... prematurely deleted"). The fixtures start their cluster again on other ports."""
+    mine = os.getpid()
+    listening = {c.laddr.port: c.pid for c in psutil.net_connections("tcp") if c.status == psutil.CONN_LISTEN and c.pid}
+    foreign = []
+    for name, port in ports.items():
+        pid = listening.get(port)
+        if pid is None:
+            continue
+        try:
+            ours = pid == mine or any(p.pid == mine for p in psutil.Process(pid).parents())
+        except psutil.Error:  # gone meanwhile: not this cluster's
+            ours = False
+        if not ours:
+            foreign.append(f"{name} {port} (pid {pid})")
+    return foreign
 
 
 @pytest.fixture
@@ -165,44 +189,48 @@ class TestJobApi:
         os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
         # a job's entrypoint runs with the cluster's PATH: this venv's python3 (it has ray) first
         os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
-        dash = _free_port()
-        here = os.getcwd()
-        os.chdir(head_cwd)  # the head's processes (and every job without a working_dir) run there
-        try:
-            c = Cluster(
-                initialize_head=True,
-                head_node_args={
-                    "num_cpus": 1,
-                    "include_dashboard": True,
-                    "dashboard_host": "127.0.0.1",
-                    "dashboard_port": dash,
-                    "node_ip_address": "127.0.0.1",
-                    "gcs_server_port": _free_port(),
-                    "temp_dir": temp,
-                    "dashboard_agent_listen_port": _free_port(),
-                    "runtime_env_agent_port": _free_port(),
-                    "metrics_export_port": _free_port(),
-                    "metrics_agent_port": _free_port(),
-                },
-            )
-        finally:
-            os.chdir(here)
-        try:
-            url = f"http://127.0.0.1:{dash}"
-            from ray.job_submission import JobSubmissionClient
+        from ray.job_submission import JobSubmissionClient
 
-            deadline = time.monotonic() + 60
-            while True:  # the job API answers a little after the head is up
+        try:
+            for attempt in range(3):  # again on other ports when another cluster took one of them
+                ports = {"dashboard_port": _free_port(), "gcs_server_port": _free_port(), **_agent_ports()}
+                here = os.getcwd()
+                os.chdir(head_cwd)  # the head's processes (and every job without a working_dir) run there
                 try:
-                    JobSubmissionClient(url).list_jobs()
+                    c = Cluster(
+                        initialize_head=True,
+                        head_node_args={
+                            "num_cpus": 1,
+                            "include_dashboard": True,
+                            "dashboard_host": "127.0.0.1",
+                            "node_ip_address": "127.0.0.1",
+                            "temp_dir": temp,
+                            **ports,
+                        },
+                    )
+                finally:
+                    os.chdir(here)
+                url = f"http://127.0.0.1:{ports['dashboard_port']}"
+                deadline = time.monotonic() + 60
+                while True:  # the job API answers a little after the head is up
+                    try:
+                        JobSubmissionClient(url).list_jobs()
+                        break
+                    except Exception:
+                        if time.monotonic() > deadline:
+                            c.shutdown()
+                            raise
+                        time.sleep(0.5)
+                foreign = _foreign_listeners(ports)
+                if not foreign:
                     break
-                except Exception:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-            yield c.address, url
+                c.shutdown()
+                assert attempt < 2, f"another cluster listens on this cluster's ports: {foreign}"
+            try:
+                yield c.address, url
+            finally:
+                c.shutdown()
         finally:
-            c.shutdown()
             os.environ.clear()
             os.environ.update(saved)
 
@@ -564,22 +592,23 @@ def _agent_ports() -> dict[str, int]:
     return {name: _free_port() for name in names}
 
 
-def _wait_for_job_agent(dashboard: str) -> None:
-    """A fresh cluster answers 'No available agent to submit job' for a few seconds: wait it out."""
+def _wait_for_job_agent(dashboard: str, agent_port: int) -> None:
+    """A fresh cluster answers 'No available agent to submit job' until the head's dashboard
+    agent, which runs submissions, listens on its own port: waited for (as ledger's local head
+    does, ledger/replay/raylaunch.py), then for the Job API itself."""
     from ray.job_submission import JobSubmissionClient
 
-    client = JobSubmissionClient(dashboard)
     deadline = time.monotonic() + 90
     while True:
         try:
-            job = client.submit_job(entrypoint="true")
-            break
-        except RuntimeError:
+            with socket.create_connection(("127.0.0.1", agent_port), timeout=2.0):
+                pass
+            JobSubmissionClient(dashboard).list_jobs()
+            return
+        except Exception:
             if time.monotonic() > deadline:
                 raise
-            time.sleep(1)
-    while not client.get_job_status(job).is_terminal() and time.monotonic() < deadline:
-        time.sleep(0.5)
+            time.sleep(0.2)
 
 
 def _configure(repo: Path, timeline: str, interval: float = 0.5, resume_after: float = 1.5) -> None:
@@ -639,36 +668,54 @@ class TestHeatOnTwoNodes:
         """
         from ray._private import ray_constants
 
-        saved = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
+        saved = dict(os.environ)
         os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        # the cluster's own folder, as TestJobApi's (not /tmp/ray, shared with every other Ray on
+        # the machine: its address file and session_latest); short: Ray's socket paths have a
+        # length limit. The second raylet takes the head's folder.
+        temp = tempfile.mkdtemp(prefix="lh", dir="/tmp")
+        os.environ["RAY_TMPDIR"] = temp
+        os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
         patch = pytest.MonkeyPatch()
         patch.setattr(ray_constants, "ENABLE_RAY_CLUSTER", False)
-        dash = _free_port()
-
-        c = cluster_utils.Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 2,
-                "resources": {"node1": 1},
-                "node_ip_address": "127.0.0.1",
-                "include_dashboard": True,
-                "dashboard_host": "127.0.0.1",
-                "dashboard_port": dash,
-                **_agent_ports(),
-            },
-        )
         try:
-            c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **_agent_ports())
-            c.wait_for_nodes()
-            _wait_for_job_agent(f"http://127.0.0.1:{dash}")
-            yield f"http://127.0.0.1:{dash}", c.address, c
+            for attempt in range(3):  # again on other ports when another cluster took one of them
+                head_ports = {"dashboard_port": _free_port(), **_agent_ports()}
+                node_ports = _agent_ports()
+                c = cluster_utils.Cluster(
+                    initialize_head=True,
+                    head_node_args={
+                        "num_cpus": 2,
+                        "resources": {"node1": 1},
+                        "node_ip_address": "127.0.0.1",
+                        "include_dashboard": True,
+                        "dashboard_host": "127.0.0.1",
+                        "temp_dir": temp,
+                        **head_ports,
+                    },
+                )
+                dashboard = f"http://127.0.0.1:{head_ports['dashboard_port']}"
+                try:
+                    c.add_node(num_cpus=2, resources={"node2": 1}, node_ip_address="127.0.0.1", **node_ports)
+                    c.wait_for_nodes()
+                    _wait_for_job_agent(dashboard, head_ports["dashboard_agent_listen_port"])
+                except BaseException:
+                    c.shutdown()
+                    raise
+                foreign = _foreign_listeners({**head_ports, **{f"node 2 {k}": v for k, v in node_ports.items()}})
+                if not foreign:
+                    break
+                c.shutdown()
+                assert attempt < 2, f"another cluster listens on this cluster's ports: {foreign}"
+            try:
+                yield dashboard, c.address, c
+            finally:
+                c.shutdown()
         finally:
-            c.shutdown()
             patch.undo()
-            if saved is None:
-                os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
-            else:
-                os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = saved
+            os.environ.clear()
+            os.environ.update(saved)
+            shutil.rmtree(temp, ignore_errors=True)
 
     @pytest.mark.slow
     def test_hot_gpu_on_node2_pauses_the_job_on_both_nodes(self, cluster: tuple[str, str, Any], repo: Path, tmp_path: Path) -> None:
@@ -926,3 +973,31 @@ def test_a_replay_with_no_cluster_to_go_to_starts_a_local_head_and_stops_it_by_p
 
     live = [p for p in Path("/proc").iterdir() if p.name.isdigit() and runs_in_its_group(int(p.name))]
     assert live == [], [(p.name, (p / "cmdline").read_bytes()[:80]) for p in live]
+
+
+def test_a_port_another_process_tree_listens_on_is_foreign_and_ours_is_not() -> None:
+    """`_foreign_listeners`, by which the cluster fixtures notice another cluster on their ports:
+    a listener of this process is ours; one of a process outside this process's tree (its parent
+    exited, so it was reparented) is foreign; a port nobody listens on is neither."""
+    mine = socket.socket()
+    mine.bind(("127.0.0.1", 0))
+    mine.listen()
+    # the child starts the listener in a grandchild and exits: the grandchild is not of this tree
+    code = (
+        "import os, socket, sys, time\n"
+        "if os.fork():\n    os._exit(0)\n"
+        "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+        "print(s.getsockname()[1], os.getpid(), flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    other = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert other.stdout is not None and other.stdin is not None
+    port, pid = (int(x) for x in other.stdout.readline().split())
+    try:
+        other.wait(timeout=30)
+        free = _free_port()
+        assert _foreign_listeners({"mine": mine.getsockname()[1], "free": free}) == []
+        assert _foreign_listeners({"theirs": port}) == [f"theirs {port} (pid {pid})"]
+    finally:
+        other.stdin.close()  # the grandchild reads stdin to its end, then exits
+        mine.close()

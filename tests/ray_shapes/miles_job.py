@@ -38,6 +38,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+class Seen:
+    """The driver's stdout, keeping what passed through it: Ray's log monitor forwards the
+    actors' lines to the driver, which prints them to `sys.stdout`. (This file is copied alone
+    into a test repository as its train.py, so it shares nothing with tests/ray_shapes/train.py.)"""
+
+    def __init__(self, out) -> None:
+        self.out, self.text = out, []
+
+    def write(self, text: str) -> int:
+        self.text.append(text)
+        return self.out.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.out, name)
+
+    def count(self, marker: str) -> int:
+        return "".join(self.text).count(marker)
+
+
 def stamp() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
 
@@ -76,6 +95,8 @@ class MegatronTrainRayActor:
 
 def main() -> int:
     args = parser().parse_args()
+    seen = Seen(sys.stdout)
+    sys.stdout = seen  # Ray prints the actors' forwarded lines to sys.stdout (looked up per batch)
     ray.init()
     engine, manager, trainer = SGLangEngine.remote(), RolloutManager.remote(), MegatronTrainRayActor.remote()
     ray.get(trainer.report_env.remote())
@@ -90,7 +111,14 @@ def main() -> int:
             ray.get(manager.save.remote(args.save_debug_rollout_data, step, samples))
         ray.get(trainer.train.remote(step, samples, args.lr))
         time.sleep(args.step_sleep)
-    time.sleep(1.5)  # let Ray's log monitor forward the actors' lines before the driver exits
+    # Ray's log monitor forwards the actors' lines to this driver a little later (it polls their
+    # log files): the driver ends once it has printed every one of them (a condition, not a time)
+    expected = {"ACTOR_ENV ": 1, "- step ": args.num_rollout}
+    if not args.debug_train_only:
+        expected.update({"Decode batch": args.num_rollout, "- perf ": args.num_rollout})
+    deadline = time.monotonic() + 60  # a line lost fails the test on the record, not here
+    while any(seen.count(m) < n for m, n in expected.items()) and time.monotonic() < deadline:
+        time.sleep(0.05)
     print("driver done", flush=True)
     return args.exit
 

@@ -11,6 +11,32 @@ import ray
 STEPS = 3
 
 
+class Seen:
+    """The driver's stdout, keeping what passed through it: Ray's log monitor forwards the
+    actors' lines to the driver, which prints them to `sys.stdout`."""
+
+    def __init__(self, out) -> None:
+        self.out, self.text = out, []
+
+    def write(self, text: str) -> int:
+        self.text.append(text)
+        return self.out.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.out, name)
+
+    def count(self, marker: str) -> int:
+        return "".join(self.text).count(marker)
+
+
+def wait_for_lines(seen: Seen, expected: dict, seconds: float = 60) -> None:
+    """Until the driver has printed each marker as many times as expected (at most `seconds`: a
+    line lost, say to Ray's de-duplication, fails the test on the record, not here)."""
+    deadline = time.monotonic() + seconds
+    while any(seen.count(m) < n for m, n in expected.items()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @ray.remote(num_cpus=0)
 class SGLangEngine:
     def run(self, step: int) -> None:
@@ -41,15 +67,17 @@ class MegatronTrainRayActor:
 def main() -> int:
     # what decides whether Ray's log monitor swallows the second cell's lines (ledger sets it to 0)
     print(f"driver RAY_DEDUP_LOGS={os.environ.get('RAY_DEDUP_LOGS')}", flush=True)
+    seen = Seen(sys.stdout)
+    sys.stdout = seen  # Ray prints the actors' forwarded lines to sys.stdout (looked up per batch)
     ray.init()
     engine, manager = SGLangEngine.remote(), RolloutManager.remote()
     cells = [MegatronTrainRayActor.remote(c) for c in range(2)]
     for step in range(STEPS):
         ray.get([engine.run.remote(step), manager.run.remote(step)])
         ray.get([c.run.remote(step) for c in cells])
-    # let Ray's log monitor forward the actors' lines before the driver exits (it polls their log
-    # files; 1.5 s was once too short on a loaded 2-core machine)
-    time.sleep(3)
+    # Ray's log monitor forwards the actors' lines to this driver a little later (it polls their
+    # log files): the driver ends once it has printed every one of them (a condition, not a time)
+    wait_for_lines(seen, {"Decode batch": STEPS, "perf/rollout_time": STEPS, "train/loss": 2 * STEPS, "actor LEDGER_RUN_ID": 2})
     print("driver done", flush=True)
     return int(sys.argv[sys.argv.index("--exit") + 1]) if "--exit" in sys.argv else 0
 
