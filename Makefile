@@ -31,7 +31,7 @@ demo: install
 # cluster: its worker leaves a core to the other two. Its two clusters are fixtures of two classes,
 # so no worker ever runs two clusters side by side. (xdist's `loadgroup` could keep modules apart,
 # but it does not group under pytest 9: it renames `item._nodeid`, which pytest 9 no longer reads.)
-# Measured on the 2-core machine, December 2026: 498 s in one process, 256 s on three workers.
+# Measured on the idle 2-core machine, December 4 2026: 243 s on three workers (docs/development.md).
 TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
