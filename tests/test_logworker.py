@@ -50,7 +50,12 @@ def test_a_reader_that_dies_is_redone_in_process_and_says_so(tmp_path: Path) -> 
 
 def test_the_readers_of_a_worker_that_dies_stop(tmp_path: Path) -> None:
     follower, _, worker, readers = _started(tmp_path / "staging", miles_output(2000))
-    assert {os.getsid(r.pid) for r in readers} == {r.pid for r in readers}  # each in a session of its own
+    # each in a session of its own, once it has started: a reader makes its session first thing,
+    # and how soon after the fork that is is the machine's business
+    deadline = time.monotonic() + 60
+    while {os.getsid(r.pid) for r in readers} != {r.pid for r in readers} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert {os.getsid(r.pid) for r in readers} == {r.pid for r in readers}
     os.kill(worker, signal.SIGKILL)
     gone, alive = psutil.wait_procs(readers, timeout=60)
     assert not alive and len(gone) == 2
