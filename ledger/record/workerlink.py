@@ -28,8 +28,10 @@ RESULT = "streamed.pickle"
 END = "output.end"
 PID = "streamed.pid"
 POLL_S = 0.1
-WORKER_NICE = 19  # the lowest priority: the job (and the copy) come first when the cores are busy;
-# a job that leaves cores idle, as trainers do, leaves them to the worker
+# The lowest priority among the worker's own processes. Under Linux autogroup (CPU shared between
+# sessions) it does not rank the worker below the job, which runs in another session: FLOOD_RATE
+# is what keeps the worker off the cores while the job floods.
+WORKER_NICE = 19
 FLOOD_RATE = 64 << 20  # bytes/s of output above which the worker waits (trainers write KB/s to MB/s)
 STALL_S = 120.0  # seconds a worker may go without writing anything before it counts as hung
 
