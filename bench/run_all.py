@@ -22,6 +22,7 @@ def main() -> None:
     plan = [
         ["bench_store.py", "--runs", *runs],
         ["bench_shortjob.py", "--pairs", "21" if args.full else "11"],
+        ["bench_caches.py", "--rounds", "9" if args.full else "5"],
         ["bench_run.py", "--gib", "1" if args.full else "0.25"],
         ["bench_capture.py", "--mib", "1024" if args.full else "128"],
         ["bench_capture.py", "--mib", "1024" if args.full else "128", "--paced", "120" if args.full else "20"],
