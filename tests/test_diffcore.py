@@ -309,3 +309,14 @@ def test_timing_columns_carry_units_and_a_missing_interval_says_why() -> None:
     assert "4.00 s/1k tok" in lines["perf/rollout_time_per_1k_tokens"]
     assert "1.500x (no CI: n < 6)" in lines["perf/rollout_time"]
     assert lines["no"] == "  no CI: a 95% interval for a median needs at least 6 common steps"
+
+
+def test_changed_settings_sees_what_compares_alike_but_is_not_the_same() -> None:
+    """The scalars compared as sets first (`_maybe_changed`) keep True and 1 apart, and the
+    values left to `same_value` keep its rules: numbers by value, lists element by element."""
+    from ledger.compare.changes import changed_settings
+
+    a = {"flag": True, "zero": 0, "lr": 0.001, "lr2": "1e-3", "n": 1, "xs": [True, 2], "same": "x", "none": None}
+    b = {"flag": 1, "zero": False, "lr": "1e-3", "lr2": 0.001, "n": 1.0, "xs": [1, 2], "same": "x", "none": None, "new": 3}
+    assert [c.name for c in changed_settings(a, b)] == ["flag", "new", "xs", "zero"]
+    assert changed_settings(a, dict(a)) == []

@@ -66,11 +66,27 @@ def same_value(a: Any, b: Any) -> bool:
 _ADDED_LATER = ("command.entry",)
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _scalar_items(m: Mapping[str, Any]) -> set[tuple[str, type, Any]]:
+    return {(k, v.__class__, v) for k, v in m.items() if v.__class__ in _SCALARS}
+
+
+def _maybe_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
+    """Every name but those holding the same scalar, of the same type, on both sides: what
+    `same_value` calls equal without a look (the type keeps `True` and `1` apart, which compare
+    and hash alike). Set operations at C speed, so a search comparing one run with thousands of
+    others looks only at the few settings that differ."""
+    same = {k for k, _t, _v in _scalar_items(a) & _scalar_items(b)}
+    return (a.keys() | b.keys()) - same
+
+
 def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str] = ()) -> list[Change]:
     """Settings that differ between two runs, sorted by name; `ignore` holds fnmatch globs."""
     changes = []
     ignored = matcher(ignore)
-    for name in sorted(set(a) | set(b)):
+    for name in sorted(_maybe_changed(a, b)):
         va, vb = a.get(name, ABSENT), b.get(name, ABSENT)
         # equal values first: most settings of two runs are equal, and matching a name against
         # every glob is what a search over thousands of runs (replicas, baselines) would pay

@@ -26,8 +26,8 @@ from ledger.metrics.store import load_metrics
 from ledger.metrics.table import MetricsTable
 from ledger.runrecord import ManifestError, RunRecord
 from ledger.storage.git import Repo
-from ledger.storage.limits import load_settings
 from ledger.storage.listing import Listing, load_listing, parse_manifest
+from ledger.storage.listrow import fast_settings
 from ledger.storage.store import RunEntry, read_file_at
 
 
@@ -55,7 +55,7 @@ def _settings(repo: Repo, entry: RunEntry, summary: Mapping[str, Any]) -> dict[s
     """A candidate's summary with its settings (settings.json, else the manifest), read through
     the read limits (`storage/limits.py`): ManifestError when refused."""
     if entry.settings_blob is not None:
-        return {**summary, "settings": load_settings(repo.read_blob(entry.settings_blob), f"{entry.path}/settings.json")}
+        return {**summary, "settings": fast_settings(repo.read_blob(entry.settings_blob), f"{entry.path}/settings.json")}
     return {**summary, **_manifest(repo, entry)}
 
 

@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -207,11 +208,22 @@ def ignored_settings(
     A name is ignored when it matches a glob of `DEFAULT_IGNORE` or `extra_ignore`, or when its
     value mentions `run_id` (a path like `/ckpt/<run id>` differs in every run by construction).
     """
-    ignores = matcher([*DEFAULT_IGNORE, *extra_ignore])
-    ignored = {name for name in settings if ignores(name)}
+    ignored = set(_matching(tuple(settings), (*DEFAULT_IGNORE, *extra_ignore)))
     if run_id:
-        ignored.update(name for name, value in settings.items() if _contains(value, run_id))
+        ignored.update(
+            name
+            for name, value in settings.items()
+            if (run_id in value if isinstance(value, str) else isinstance(value, list) and _contains(value, run_id))
+        )
     return ignored
+
+
+@functools.lru_cache(maxsize=64)
+def _matching(names: tuple[str, ...], globs: tuple[str, ...]) -> tuple[str, ...]:
+    """The names that match a glob: asked once per set of names, which the runs of one project
+    share (a search over thousands of runs asks it of each)."""
+    ignores = matcher(globs)
+    return tuple(name for name in names if ignores(name))
 
 
 def _python_script_index(argv: Sequence[str], start: int) -> int | None:
