@@ -83,7 +83,7 @@ def runs_named(listing: Listing, name: str, repo: Repo | None = None, tip: str |
     `started:` time a record claims (a pulled run saying 2099 must not become what a name means);
     a run folder no run commit of that history added counts as the oldest of all."""
     want = _text(name)
-    found = [m["id"] for m in listing.named((name, want))]
+    found = [f.id for f in listing.named((name, want))]
     if repo is None or tip is None or len(found) < 2:
         return found
     position = {rid: -i for i, (rid, _c) in enumerate(run_commits(repo, tip))}  # newest first: 0, -1, ...
@@ -109,7 +109,7 @@ def run_commit_map(repo: Repo, tip: str) -> dict[str, str]:
 def shared_name_note(repo: Repo, tip: str, listing: Listing, entry: RunEntry, own: set[str]) -> str | None:
     """When the run's name is also another run's and one of them was recorded in another clone
     (not in `own`, this clone's runs), who made each: the author of each run commit."""
-    name = listing.field(entry.id, "name")
+    name = listing.name_of(entry.id)
     if not name:
         return None
     same = runs_named(listing, name, repo, tip)
@@ -163,7 +163,7 @@ def _named(repo: Repo, tip: str, listing: Listing, ref: RunRef, text: str) -> Ru
     """NAME / NAME~N (the newest unarchived run of that name, `ledger archive`), else a unique id
     prefix; None when neither names a run."""
     by_name = runs_named(listing, ref.text, repo, tip)
-    archived = {m["id"] for m in listing.named((ref.text, _text(ref.text))) if m.get("archived")}
+    archived = {f.id for f in listing.named((ref.text, _text(ref.text))) if f.archived}
     by_name = [rid for rid in by_name if rid not in archived] or by_name
     if by_name:  # a reused name means the newest run of that name; NAME~N reaches older ones
         if ref.back >= len(by_name):
@@ -189,7 +189,8 @@ def _entry(listing: Listing, run_id: str) -> RunEntry:
 
 def _not_found(listing: Listing, ref: RunRef) -> RunNotFound:
     """No run of that name: the closest names (a typo), else the most recent runs."""
-    names = sorted({m["name"] for m in listing.manifests.values() if m.get("name")})
+    shown = listing.shown()
+    names = sorted({f.name for f in shown if f.name})
     import difflib  # only for a run not found
 
     # the same name but for case first (`cfga-s1` for `CfgA-s1`), then a typo's nearest (NAME~N too),
@@ -203,6 +204,6 @@ def _not_found(listing: Listing, ref: RunRef) -> RunNotFound:
     close = [name for n in nearest for name in by_case[n]][:3]
     if close:
         return RunNotFound(f"no run named '{ref.text}'", f"did you mean {' or '.join(close)}? `ledger list` shows the runs")
-    recent = [m["id"] + (f" ({m['name']})" if m.get("name") else "") for m in listing.ordered()[-5:]]
+    recent = [f.id + (f" ({f.name})" if f.name else "") for f in shown[-5:]]
     hint = "recent runs: " + ", ".join(recent) if recent else "`ledger list` shows the runs"
     return RunNotFound(f"no run named '{ref.text}'", hint)

@@ -7,49 +7,45 @@ staging area by `ledger.record.live`), newest first as `git log` does: the runs 
 
 from __future__ import annotations
 
-import fnmatch
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ledger import yamlio
 from ledger.compare.runfilter import RunFilter, Where
+from ledger.globs import matcher
 from ledger.manifest import ManifestError
 from ledger.metrics.summarymetrics import metric_value
 from ledger.opening import open_branch
 from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.git import Repo
-from ledger.storage.listing import Listing, list_fields, listing_at, load_listing, parse_record, table_cells
-from ledger.storage.listrow import ListFields, fields_of
+from ledger.storage.listing import Listing, listing_at, load_listing, parse_record, table_cells
+from ledger.storage.listrow import FullRow, fields_of
 from ledger.storage.staging import list_staged
 from ledger.storage.store import read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
+from ledger.storage.summary import MetricSummary
 from ledger.storage.sync import local_only_runs, remote_ref
 from ledger.termstyle import printable_cell
 from ledger.textfmt import change_text, csv_text, is_absent, plural
 
-
-class FullRow(msgspec.Struct, frozen=True):
-    """A listed run with its settings and summary metrics (`--json`, `--csv`)."""
-
-    fields: ListFields
-    settings: dict[str, Any]
-    metrics: dict[str, Any]
+if TYPE_CHECKING:
+    from ledger.record.live import LiveRow
 
 
 @dataclass
 class ListResult:
     """The runs to show (newest first unless reversed), with optional change sets."""
 
-    rows: list[dict[str, Any]]
+    rows: list[FullRow]
     broken: dict[str, str]
     changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     unpulled: str | None = None  # runs on origin's branch this clone does not have yet
     oldest_id: str | None = None  # the oldest run of the ledger (it has no run before it)
-    running: list[dict[str, Any]] = field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
+    running: list[LiveRow] = field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
     running_first: bool = True  # newest first: the runs in progress come before the recorded ones
     metric_columns: list[str] = field(default_factory=list)  # `--metric`: summary metrics shown as columns
     with_settings: bool = False  # `--json`/`--csv`: each run's settings and summary metrics too
@@ -58,50 +54,50 @@ class ListResult:
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # each row's settings and metrics as JSON text
     table: str | None = None  # the whole table, when the listing index kept it (the default view)
 
-    def _full(self, m: dict[str, Any]) -> FullRow:
+    def _full(self, row: FullRow) -> FullRow:
         """A row with its settings and summary metrics, read from their JSON text if need be."""
-        if "settings" in m or m["id"] not in self.texts:
-            return FullRow(fields_of(m), m.get("settings") or {}, m.get("metrics") or {})
-        settings, metrics = self.texts[m["id"]]
-        return FullRow(fields_of(m), json.loads(settings), json.loads(metrics))
+        text = self.texts.get(row.fields.id)
+        if text is None:
+            return row
+        return FullRow(row.fields, json.loads(text[0]), json.loads(text[1]))
 
-    def to_json(self) -> list[dict[str, Any]]:
+    def to_json(self) -> list[dict[str, object]]:
         out = []
-        for m in self.rows:
-            item = summary(m)
+        for row in self.rows:
+            item = summary(row)
             if self.with_settings:
-                full = self._full(m)
+                full = self._full(row)
                 item["settings"] = full.settings
                 item["metrics"] = full.metrics
             if self.changes:
-                item["changed"] = self.changes.get(m["id"], [])
+                item["changed"] = self.changes.get(row.fields.id, [])
             out.append(item)
-        live = [dict(r) for r in self.running]
+        live = [r.to_dict() for r in self.running]
         return live + out if self.running_first else out + live
 
     def json_lines(self) -> list[str]:
         """`to_json()`'s objects as compact JSON text, one a line: a run's settings and metrics
         are put in as their stored text, never parsed and written again."""
         out: list[str | None] = []
-        for m in self.rows:
-            text = self.texts.get(m["id"]) if self.with_settings and not self.changes and "settings" not in m else None
+        for row in self.rows:
+            text = self.texts.get(row.fields.id) if self.with_settings and not self.changes else None
             if text is None:
                 out.append(None)
                 continue
-            head = json.dumps(summary(m), default=str)
+            head = json.dumps(summary(row), default=str)
             out.append(f'{head[:-1]}, "settings": {text[0] or "{}"}, "metrics": {text[1] or "{}"}}}')
         lines = [line for line in out if line is not None]
         if len(lines) < len(out):  # a row without stored text (`ledger log` rows): written whole
             whole = self.to_json()
             recorded = whole[len(self.running) :] if self.running_first else whole[: len(whole) - len(self.running)]
             lines = [line if line is not None else json.dumps(item, default=str) for line, item in zip(out, recorded)]
-        live = [json.dumps(dict(r), default=str) for r in self.running]
+        live = [json.dumps(r.to_dict(), default=str) for r in self.running]
         return [*live, *lines] if self.running_first else [*lines, *live]
 
 
-def summary(m: dict[str, Any]) -> dict[str, Any]:
-    """The fields `ledger list` shows."""
-    return list_fields(m)
+def summary(row: FullRow) -> dict[str, object]:
+    """The fields `ledger list` shows, as the mapping `--json` writes."""
+    return msgspec.structs.asdict(row.fields)
 
 
 def _unpulled(repo: Repo, branch: str, tip: str | None) -> str | None:
@@ -135,7 +131,7 @@ def list_runs(
     flt = flt or RunFilter()
     listing = load_listing(repo, tip, with_settings=True) if changed else listing_at(repo, tip)
     if flt.where:  # every setting's name is read only for a filter that names one
-        flt.check_keys([], known=listing.setting_keys | listing.metric_names)
+        flt.check_keys(listing.setting_keys | listing.metric_names)
     running = _running(repo, listing, flt) if list_staged(repo.root) else []  # none staged: the live-run reader stays unimported
     unpulled = _unpulled(repo, cfg.branch, tip)
     if listing.view is not None and flt == RunFilter() and not (changed or with_settings or metric_globs or limit or reverse or running):
@@ -159,17 +155,17 @@ def list_runs(
     )
     result.filtered = len(kept) < total
     if metric_globs and listing.view is not None:
-        names = sorted(n for n in listing.metric_names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs))
+        names = sorted(filter(matcher(metric_globs), listing.metric_names))
         for name in names:
             column = listing.column(f"m:{name}")
-            for m in shown:
-                if m["id"] in column:
-                    m.setdefault("metrics", {})[name] = column[m["id"]]
+            for row in shown:
+                if row.fields.id in column:
+                    row.metrics[name] = column[row.fields.id]  # type: ignore[assignment]  # a summary metric's mapping
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
     if with_settings and not changed and listing.view is not None:
         settings, metrics = listing.texts("settings"), listing.texts("metrics")
-        result.texts = {m["id"]: (settings.get(m["id"], "{}"), metrics.get(m["id"], "{}")) for m in shown}
+        result.texts = {rid: (settings.get(rid, "{}"), metrics.get(rid, "{}")) for rid in (row.fields.id for row in shown)}
     if changed:
         from ledger.compare.changes import change_log
         from ledger.understand.settings import DEFAULT_IGNORE
@@ -183,31 +179,31 @@ def list_runs(
     return result
 
 
-def _running(repo: Repo, listing: Listing, flt: RunFilter) -> list[dict[str, Any]]:
+def _running(repo: Repo, listing: Listing, flt: RunFilter) -> list[LiveRow]:
     """The runs in progress (and orphaned ones) that `flt` keeps and the branch does not hold yet."""
     from ledger.record.live import running_runs
 
     running = [r.summary() for r in running_runs(repo.root, orphaned=True) if listing.entry(r.id) is None]
-    return [r for r in running if flt.keep({**r, "status": {"state": r.get("state") or "running"}})]
+    return [r for r in running if flt.keep(FullRow(r.fields, {}, {}))]
 
 
-def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[dict[str, Any]], dict[str, tuple[str, ...]], str | None, int]:
+def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[FullRow], dict[str, tuple[str, ...]], str | None, int]:
     """The recorded runs `flt` keeps, oldest first, and their table cells; the id of the oldest
     run of all and how many there are. A `--where` reads only the setting or metric it names, then
     the listing fields of the runs that pass it, from the index."""
     if listing.loaded:  # `ledger log`, `--changed`: every run's settings are at hand, filtered here
-        rows = listing.ordered()
-        kept = [m for m in rows if flt.keep(m)]
-        return kept, {m["id"]: table_cells(m) for m in kept}, rows[0]["id"] if rows else None, len(rows)
-    fields_only = replace(flt, where=())
+        rows = [FullRow(fields_of(m), m.get("settings") or {}, m.get("metrics") or {}) for m in listing.ordered()]
+        kept = [r for r in rows if flt.keep(r)]
+        return kept, {r.fields.id: table_cells(r.fields) for r in kept}, rows[0].fields.id if rows else None, len(rows)
     if flt.where:
         ids = listing.ordered_ids()
         both = listing.with_cells(_where_ids(listing, flt.where, ids))
     else:
         both = listing.with_cells()
         ids = list(both)
-    kept_ids = [rid for rid in ids if rid in both and fields_only.keep(both[rid].fields)]
-    return [both[rid].fields for rid in kept_ids], {rid: both[rid].cells for rid in kept_ids}, ids[0] if ids else None, len(ids)
+    kept_ids = [rid for rid in ids if rid in both and flt.passes_fields(both[rid].fields)]
+    rows = [FullRow(both[rid].fields, {}, {}) for rid in kept_ids]
+    return rows, {rid: both[rid].cells for rid in kept_ids}, ids[0] if ids else None, len(ids)
 
 
 def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> set[str]:
@@ -234,12 +230,12 @@ def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> se
     return kept
 
 
-def metric_columns(rows: list[dict[str, Any]], globs: tuple[str, ...]) -> list[str]:
+def metric_columns(rows: list[FullRow], globs: tuple[str, ...]) -> list[str]:
     """The summary metrics of `rows` that the `--metric` globs name, in name order."""
     if not globs:
         return []
-    names = {k for m in rows for k in (m.get("metrics") or {})}
-    return sorted(n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs))
+    names = {k for row in rows for k in row.metrics}
+    return sorted(filter(matcher(globs), names))
 
 
 def render_list(result: ListResult) -> str:
@@ -251,10 +247,10 @@ def render_list(result: ListResult) -> str:
             return "no runs match (`ledger list --archived` shows archived runs too)\n"
         return "no runs recorded yet (record one with `ledger run -- CMD`)\n"
     header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
-    tags_column = any(m.get("tags") for m in result.rows)
-    note_column = any(m.get("note") for m in result.rows)
+    tags_column = any(row.fields.tags for row in result.rows)
+    note_column = any(row.fields.note for row in result.rows)
     header += (["TAGS"] if tags_column else []) + list(result.metric_columns) + (["NOTE"] if note_column else [])
-    lines = [_run_row(result, m, tags_column, note_column) for m in result.rows]
+    lines = [_run_row(result, row, tags_column, note_column) for row in result.rows]
     running = [[printable_cell(c) for c in _running_row(result, live, len(header))] for live in result.running]
     lines = running + lines if result.running_first else lines + running
     if result.changes:
@@ -263,46 +259,48 @@ def render_list(result: ListResult) -> str:
     widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
     pads = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
     out = [pads.format(*r).rstrip() for r in table]
-    if any(m.get("replay_of") for m in result.rows):
+    if any(row.fields.replay_of for row in result.rows):
         out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
     return "\n".join(out) + "\n"
 
 
-def _run_row(result: ListResult, m: dict[str, Any], tags_column: bool, note_column: bool) -> list[str]:
+def _run_row(result: ListResult, row: FullRow, tags_column: bool, note_column: bool) -> list[str]:
     """One recorded run's cells (printable: `listing.table_cells`)."""
-    cells = result.cells.get(m["id"]) or table_cells(m)
-    row = list(cells[:7])
+    rid = row.fields.id
+    cells = result.cells.get(rid) or table_cells(row.fields)
+    out = list(cells[:7])
     if tags_column:
-        row.append(cells[7])
-    row += [printable_cell(c) for c in _metric_cells(result, m)]
+        out.append(cells[7])
+    out += [printable_cell(c) for c in _metric_cells(result, row)]
     if note_column:
-        row.append(cells[8])
+        out.append(cells[8])
     if result.changes:
-        row.append(printable_cell(change_text(result.changes.get(m["id"], [])) if m["id"] != result.oldest_id else "(first run)"))
-    return row
+        out.append(printable_cell(change_text(result.changes.get(rid, [])) if rid != result.oldest_id else "(first run)"))
+    return out
 
 
-def _running_row(result: ListResult, live: dict[str, Any], columns: int) -> list[str]:
+def _running_row(result: ListResult, live: LiveRow, columns: int) -> list[str]:
     """One running (or orphaned) run's cells: its state and last step, the rest '-'."""
-    state = "running" if live["step"] is None else f"running: step {live['step']}"
-    if live["last_step_at"]:
-        state += f" ({live['last_step_at']})"
-    if live.get("on_ray"):  # its ledger died, its Ray job runs on (`ledger recover` saw it)
-        state = live["hint"]
-    elif live["state"] == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
-        state = f"orphaned: {live['hint']}"
-    row = [live["id"], live["name"] or "-", state, "-", "-", "-", (live["started"] or "-")[:19].replace("T", " ")]
+    f = live.fields
+    state = "running" if live.step is None else f"running: step {live.step}"
+    if live.last_step_at:
+        state += f" ({live.last_step_at})"
+    if live.on_ray:  # its ledger died, its Ray job runs on (`ledger recover` saw it)
+        state = str(live.hint)
+    elif f.state == "orphaned":  # its ledger died (SIGKILL): staged, waiting for recover
+        state = f"orphaned: {live.hint}"
+    row = [f.id, f.name or "-", state, "-", "-", "-", (f.started or "-")[:19].replace("T", " ")]
     row += ["-"] * (columns - len(row))
     if result.changes:
         row.append("(running)")
     return row
 
 
-def _metric_cells(result: ListResult, m: dict[str, Any]) -> list[str]:
+def _metric_cells(result: ListResult, row: FullRow) -> list[str]:
     """One cell per `--metric` column: the metric's last value."""
     cells = []
     for name in result.metric_columns:
-        value = metric_value(m.get("metrics"), name)
+        value = metric_value(row.metrics, name)
         cells.append("-" if value is None else f"{value:.4g}")
     return cells
 
@@ -312,7 +310,7 @@ def render_csv(result: ListResult, sep: str = ",") -> str:
     (`settings.NAME`) and every summary metric (`metrics.NAME.last`/`min`/`max` and their steps).
     A cell that would start a spreadsheet formula starts with `'` (`textfmt.csv_text`)."""
     base = ["id", "name", "state", "exit_code", "duration_s", "started", "replay_of", "tags", "note", "archived"]
-    full = [result._full(m) for m in result.rows]
+    full = [result._full(row) for row in result.rows]
     settings = sorted({k for r in full for k in r.settings})
     metrics = sorted({k for r in full for k in r.metrics})
     header = base + [f"settings.{k}" for k in settings] + [f"metrics.{k}.{w}" for k in metrics for w in SUMMARY_KEYS]
@@ -321,9 +319,12 @@ def render_csv(result: ListResult, sep: str = ",") -> str:
         s = r.fields
         row: list[Any] = [s.id, s.name, s.state, s.exit_code, s.duration_s, s.started, s.replay_of, " ".join(s.tags), s.note, s.archived]
         row += [_cell(r.settings.get(k)) for k in settings]
-        row += [_cell((r.metrics.get(k) or {}).get(w)) for k in metrics for w in SUMMARY_KEYS]
+        row += [_cell(r.metrics.get(k, _NO_METRIC).get(w)) for k in metrics for w in SUMMARY_KEYS]
         rows.append(row)
     return csv_text(header, rows, sep)
+
+
+_NO_METRIC: MetricSummary = {}
 
 
 def _cell(value: Any) -> Any:
@@ -333,19 +334,16 @@ def _cell(value: Any) -> Any:
 def render_change_log(result: ListResult) -> str:
     """`ledger log`: one change set per run, so comparable pairs stand out."""
     out = []
-    for m in result.rows:
-        changes = result.changes.get(m["id"], [])
-        label = f"{m['id']} {m.get('name') or ''}".rstrip()
-        if m["id"] == result.oldest_id:
+    for row in result.rows:
+        f = row.fields
+        changes = result.changes.get(f.id, [])
+        label = f"{f.id} {f.name or ''}".rstrip()
+        if f.id == result.oldest_id:
             text = "(first run)"
         else:
             text = change_text(changes)
             if len(changes) == 1:  # a replay is compared with its source
-                text += (
-                    f"   <- comparable with its source {m['replay_of']}"
-                    if m.get("replay_of")
-                    else "   <- comparable with the run before it"
-                )
+                text += f"   <- comparable with its source {f.replay_of}" if f.replay_of else "   <- comparable with the run before it"
         out.append(printable_cell(f"{label}: {text}"))
     return "\n".join(out) + ("\n" if out else "no runs recorded yet\n")
 
@@ -358,15 +356,15 @@ def change_log_json(result: ListResult) -> list[dict[str, Any]]:
 
     return [
         {
-            "id": m["id"],
-            "name": m.get("name"),
-            "first": m["id"] == result.oldest_id,
+            "id": f.id,
+            "name": f.name,
+            "first": f.id == result.oldest_id,
             "changed": [
                 {"name": c["name"], "a": plain(c["a"]), "b": plain(c["b"]), "absent_in": [k for k in ("a", "b") if is_absent(c[k])]}
-                for c in result.changes.get(m["id"], [])
+                for c in result.changes.get(f.id, [])
             ],
         }
-        for m in result.rows
+        for f in (row.fields for row in result.rows)
     ]
 
 

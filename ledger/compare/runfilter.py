@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
-import fnmatch
 import json
 import operator
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.errors import UsageError
+from ledger.globs import matches_any
 from ledger.metrics.summarymetrics import metric_value
 from ledger.timefmt import parse_iso, utc_now
+
+if TYPE_CHECKING:
+    from ledger.storage.listrow import FullRow, ListFields
 
 _WHERE_RE = re.compile(r"^\s*([^<>=!\s][^<>=!]*?)\s*(!=|<=|>=|==|=|<|>)\s*(.*?)\s*$")
 _OPS: dict[str, Callable[[float, float], bool]] = {
@@ -116,47 +119,40 @@ class RunFilter:
     since: str | None = None  # ISO time
     archived: bool = False  # show archived runs too
 
-    def check_keys(self, runs: Iterable[dict[str, Any]], known: set[str] | None = None) -> None:
-        """Refuse a `--where` key that no run has, naming the nearest known keys (`known`: every
-        setting and metric name, when the caller has them; else they are gathered from `runs`)."""
-        if not self.where:
-            return
-        if known is None:
-            known = set()
-            for m in runs:
-                known.update(m.get("settings") or {})
-                known.update(m.get("metrics") or {})
+    def check_keys(self, known: set[str]) -> None:
+        """Refuse a `--where` key that is not in `known` (every setting and metric name any run
+        has), naming the nearest known keys."""
         for w in self.where:
             if w.key not in known:
                 close = difflib.get_close_matches(w.key, sorted(known), n=3, cutoff=0.5)
                 hint = f"did you mean {' or '.join(close)}?" if close else "no run has it; `ledger show RUN` lists a run's settings"
                 raise UsageError(f"--where: no setting or metric named '{w.key}'", hint)
 
-    def keep(self, m: dict[str, Any]) -> bool:
+    def keep(self, row: FullRow) -> bool:
         """Whether a run (its listing fields, settings and summary metrics) passes every condition."""
-        return self._fields_pass(m) and self._where_passes(m)
+        return self.passes_fields(row.fields) and self._where_passes(row)
 
-    def _fields_pass(self, m: dict[str, Any]) -> bool:
-        """The listing fields' conditions: archived, name glob, state, tags, since."""
-        if m.get("archived") and not self.archived:
+    def passes_fields(self, f: ListFields) -> bool:
+        """The listing fields' conditions alone: archived, name glob, state, tags, since (a
+        listing that read the `--where` columns apart asks only these of each run)."""
+        if f.archived and not self.archived:
             return False
-        if self.name is not None and not fnmatch.fnmatchcase(m.get("name") or "", self.name):
+        if self.name is not None and not matches_any(f.name or "", (self.name,)):
             return False
-        if self.states and ((m.get("status") or {}).get("state") or "") not in self.states:
+        if self.states and (f.state or "") not in self.states:
             return False
-        if self.tags and not set(self.tags) <= set(m.get("tags") or ()):
+        if self.tags and not set(self.tags) <= set(f.tags):
             return False
-        return self.since is None or (m.get("started") or "") >= self.since
+        return self.since is None or (f.started or "") >= self.since
 
-    def _where_passes(self, m: dict[str, Any]) -> bool:
+    def _where_passes(self, row: FullRow) -> bool:
         """Every `--where`: on the setting of that name, else on the summary metric."""
-        settings = m.get("settings") or {}
         for w in self.where:
-            if w.key in settings:
-                if not w.matches(True, settings[w.key]):
+            if w.key in row.settings:
+                if not w.matches(True, row.settings[w.key]):
                     return False
             else:
-                value = metric_value(m.get("metrics"), w.key)
+                value = metric_value(row.metrics, w.key)
                 if not w.matches(value is not None, value):
                     return False
         return True

@@ -13,7 +13,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from msgspec.structs import replace
 
 from ledger.metrics.logparse import last_step, parse_logs
 from ledger.record import facts
@@ -24,6 +27,9 @@ from ledger.understand import shim, tracescan
 
 ORPHANED_HINT = "`ledger recover` commits it"
 ON_RAY_HINT = "`ledger recover --follow` records the run when it ends"
+if TYPE_CHECKING:
+    from ledger.storage.listrow import ListFields
+
 TAIL_BYTES = 1 << 20  # how much of the end of the output is searched for the current step
 
 
@@ -43,19 +49,42 @@ class LiveRun:
     def id(self) -> str:
         return self.staged.id
 
-    def summary(self) -> dict[str, Any]:
-        """The fields `ledger list` shows, in the same shape as a recorded run's, plus progress."""
-        from ledger.storage.listing import list_fields
+    def summary(self) -> LiveRow:
+        """The fields `ledger list` shows, as a recorded run's (state `running` or `orphaned`),
+        and its progress."""
+        from ledger.storage.listrow import fields_of
 
-        fields = list_fields({**self.manifest, "id": self.id, "status": None, "gpu": None})
+        fields = fields_of({**self.manifest, "id": self.id, "status": None, "gpu": None})
         if self.orphaned and self.on_ray:  # `ledger recover` found its Ray job running on
             jobs = ", ".join(str(j.get("submission_id")) for j in self.on_ray)
             hint = f"running on Ray (job {jobs}); {ON_RAY_HINT}"
-            on_ray = [dict(j) for j in self.on_ray]
-            return {**fields, "state": "orphaned", "step": self.step, "last_step_at": self.last_step_at, "hint": hint, "on_ray": on_ray}
+            return LiveRow(replace(fields, state="orphaned"), self.step, self.last_step_at, hint, self.on_ray)
         if self.orphaned:
-            return {**fields, "state": "orphaned", "step": self.step, "last_step_at": self.last_step_at, "hint": ORPHANED_HINT}
-        return {**fields, "state": "running", "step": self.step, "last_step_at": self.last_step_at}
+            return LiveRow(replace(fields, state="orphaned"), self.step, self.last_step_at, ORPHANED_HINT)
+        return LiveRow(replace(fields, state="running"), self.step, self.last_step_at)
+
+
+@dataclass(frozen=True)
+class LiveRow:
+    """A run in progress as `ledger list` shows it: the fields a recorded run shows (its state
+    `running` or `orphaned`), its current step and when that was logged; an orphaned run's
+    `hint` (what records it), and the Ray jobs it runs on where `ledger recover` saw them."""
+
+    fields: ListFields
+    step: int | None
+    last_step_at: str | None
+    hint: str | None = None
+    on_ray: tuple[dict[str, object], ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """What `list --json` writes of it: the listing fields, then `step`, `last_step_at`,
+        and `hint` and `on_ray` where it has them."""
+        out: dict[str, object] = {**msgspec.structs.asdict(self.fields), "step": self.step, "last_step_at": self.last_step_at}
+        if self.hint is not None:
+            out["hint"] = self.hint
+        if self.on_ray:
+            out["on_ray"] = [dict(j) for j in self.on_ray]
+        return out
 
 
 def _tail(path: Path, size: int) -> tuple[bytes, int]:

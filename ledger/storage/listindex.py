@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
+
 from ledger.manifest import RUN_ID_RE, shard_of
 from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.listrow import RunReader, RunRow
@@ -126,7 +128,7 @@ class ListIndex:
                 new.append(values)
                 found = (values[0], values[8], values[9])
             rows.append(found)
-        self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"), new)
+        self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"), new)
         self.db.executemany(self.sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
         skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
         self.db.execute(
@@ -142,12 +144,13 @@ class ListIndex:
         e, m = row.entry, row.fields
         entry = marshal.dumps(entry_tuple(e))
         if m is None:
-            return (k, e.id, e.tree, entry, row.broken or f"{e.path}: unreadable", b"", None, 0, 0, 0, None, None)
+            return (k, e.id, e.tree, entry, row.broken or f"{e.path}: unreadable", b"", None, 0, 0, 0, None, None, None)
         name = text_key(m["name"]) if isinstance(m.get("name"), str) else None
         sk, mk = self._keyset(tuple(sorted(row.settings))), self._keyset(tuple(sorted(row.metrics)))
         started = text_key(m.get("started") or "")
         archived = 1 if m.get("archived") else 0
-        return (k, e.id, e.tree, entry, None, started, name, archived, sk, mk, marshal.dumps(m), marshal.dumps(row.cells))
+        shown = marshal.dumps(msgspec.structs.astuple(row.shown)) if row.shown is not None else None
+        return (k, e.id, e.tree, entry, None, started, name, archived, sk, mk, marshal.dumps(m), marshal.dumps(row.cells), shown)
 
     def fill_texts(self, shards: list[str]) -> None:
         """Write the settings and metrics text of the runs of `shards` that have none yet (read

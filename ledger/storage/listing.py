@@ -7,19 +7,31 @@ a listing reads it is `storage/listrow.py`. Their names are also importable from
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from ledger.globs import matcher
 from ledger.manifest import NOT_LEDGERS, ManifestError
 from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.listindex import ListIndex
-from ledger.storage.listrow import Listed, RunReader, RunRow, check_summary, list_fields, read_run, table_cells, with_meta
+from ledger.storage.listrow import (
+    Listed,
+    ListFields,
+    RunReader,
+    RunRow,
+    check_summary,
+    fields_of,
+    list_fields,
+    read_run,
+    table_cells,
+    with_meta,
+)
 from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, text_key
 from ledger.storage.listview import View, index_view
 from ledger.storage.manifestcache import ManifestCache, is_read_only, parse_manifest, parse_record, read_only
 from ledger.storage.store import RunEntry
+from ledger.storage.summary import SettingValue
 
 __all__ = [
     "Listing",
@@ -124,11 +136,13 @@ class Listing:
             raise ManifestError(self.broken.get(entry.id) or f"{entry.path}: not in the listing", NOT_LEDGERS)
         return found
 
-    def field(self, run_id: str, key: str) -> Any:
-        """One listing field of a run (None: absent, or the run is broken or not listed)."""
+    def name_of(self, run_id: str) -> str | None:
+        """A run's name (None: it has none, or the run is broken or not listed)."""
         if self._manifests is not None or self.view is None:
-            return (self.manifests.get(run_id) or {}).get(key)
-        return (self._ask(lambda v: v.fields("id = ?", (run_id,))).get(run_id) or {}).get(key)
+            m = self.manifests.get(run_id)
+            return fields_of(m).name if m is not None else None
+        found = self._ask(lambda v: v.listed("id = ?", (run_id,), cells=False)).get(run_id)
+        return found.fields.name if found is not None else None
 
     def record_of(self, entry: RunEntry) -> dict[str, Any]:
         """A run's listing fields with its settings and summary metrics (`settings`, `metrics`),
@@ -144,13 +158,19 @@ class Listing:
         """Manifests oldest first (by start time, then id)."""
         return sorted(self.manifests.values(), key=lambda m: (m.get("started") or "", m["id"]))
 
-    def named(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
+    def named(self, names: tuple[str, ...]) -> list[ListFields]:
         """The listing fields of the runs called one of `names`, oldest first (start time, id)."""
         if self._manifests is not None or self.view is None:
-            return [m for m in self.ordered() if m.get("name") is not None and m.get("name") in names]
+            return [f for f in map(fields_of, self.ordered()) if f.name is not None and f.name in names]
         keys = tuple(dict.fromkeys(text_key(n) for n in names))
         cond = f"name IN ({','.join('?' * len(keys))})"
-        return list(self._ask(lambda v: v.fields(cond, keys)).values())
+        return [listed.fields for listed in self._ask(lambda v: v.listed(cond, keys, cells=False)).values()]
+
+    def shown(self) -> list[ListFields]:
+        """Every readable run's listing fields, oldest first (start time, id)."""
+        if self._manifests is not None or self.view is None:
+            return [fields_of(m) for m in self.ordered()]
+        return [listed.fields for listed in self._ask(lambda v: v.listed(cells=False)).values()]
 
     def with_prefix(self, prefix: str) -> list[str]:
         """The ids of the runs (broken ones too) that start with `prefix`, sorted."""
@@ -165,7 +185,7 @@ class Listing:
         """Whether every run's listing fields are loaded (`manifests` was read)."""
         return self._manifests is not None or self.view is None
 
-    def column(self, col: str, with_num: bool = False) -> dict[str, Any]:
+    def column(self, col: str, with_num: bool = False) -> dict[str, SettingValue]:
         """One setting (`col` "s:<name>") or summary metric ("m:<name>") of every run that has it
         (`View.column`)."""
         return self._ask(lambda v: v.column(col, with_num)) if self.view is not None else {}
@@ -240,7 +260,7 @@ def load_listing(
         for rid, m in listing.manifests.items():
             m["settings"], m["metrics"] = json.loads(settings.get(rid, "{}")), json.loads(metrics.get(rid, "{}"))
         return listing
-    names = set(metric_names) | {n for n in listing.metric_names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)}
+    names = set(metric_names) | set(filter(matcher(metric_globs), listing.metric_names))
     for kind, keys, known in (("settings", set(setting_keys), listing.setting_keys), ("metrics", names, listing.metric_names)):
         for key in sorted(keys & known):
             for rid, value in listing.column(f"{kind[0]}:{key}").items():

@@ -36,7 +36,7 @@ from ledger.storage.limits import (
 )
 from ledger.storage.manifestcache import ManifestCache, check_id, yaml_manifest
 from ledger.storage.store import RECORD_FILES, RUN_FILES, RunEntry, file_oid
-from ledger.storage.summary import check_metrics
+from ledger.storage.summary import Metrics, Settings, check_metrics
 from ledger.termstyle import printable_cell
 from ledger.textfmt import MISSING, note_cell
 
@@ -61,22 +61,33 @@ _METRICS = dict[str, _MetricValues]
 
 @dataclass
 class RunRow:
-    """One run folder as read from git: its listing fields (or why it is broken), settings,
-    summary metrics and table cells (`table_cells`)."""
+    """One run folder as read from git: its listing fields as the record holds them (or why it
+    is broken), the `ListFields` a listing shows of them, settings, summary metrics and table
+    cells (`table_cells`)."""
 
     entry: RunEntry
     fields: dict[str, Any] | None
     broken: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    settings: Settings = field(default_factory=dict)
+    metrics: Metrics = field(default_factory=dict)
     cells: tuple[str, ...] = ()
+    shown: ListFields | None = None
 
 
 class Listed(NamedTuple):
     """A readable run as a listing shows it: its listing fields and its table cells."""
 
-    fields: dict[str, Any]
+    fields: ListFields
     cells: tuple[str, ...]
+
+
+class FullRow(msgspec.Struct, frozen=True):
+    """A listed run with its settings and summary metrics (`--json`, `--csv`, a filter); the
+    metrics a `--metric` column shows are added to `metrics` as they are read."""
+
+    fields: ListFields
+    settings: Settings
+    metrics: Metrics
 
 
 def fast_json(raw: bytes, where: str) -> Any:
@@ -93,19 +104,19 @@ def fast_json(raw: bytes, where: str) -> Any:
     return check_depth(data, where)
 
 
-def checked_metrics(metrics: Any, where: str) -> dict[str, Any]:
+def checked_metrics(metrics: Any, where: str) -> Metrics:
     """`summary.check_metrics`: msgspec's check of the type first, the Python one (with its
     message) for what that refuses."""
     if type(metrics) is dict:
         try:
             msgspec.convert(metrics, _METRICS)
-            return metrics
+            return metrics  # type: ignore[no-any-return]  # the shape `_METRICS` just checked
         except msgspec.ValidationError:
             pass
     return check_metrics(metrics, where)
 
 
-def fast_settings(raw: bytes, where: str) -> dict[str, Any]:
+def fast_settings(raw: bytes, where: str) -> Settings:
     """`limits.load_settings`, its JSON decoded by msgspec (`fast_json`)."""
     if len(raw) <= MAX_JSON_BYTES and raw.count(b":") > MAX_SETTINGS:  # it may hold too many: counted the slow way
         return load_settings(raw, where)
@@ -165,7 +176,8 @@ def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
             with_meta(m, repo.read_blob(e.meta_blob))
     except LedgerError as exc:
         return RunRow(e, None, exc.message)
-    return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics, table_cells(m))
+    shown = fields_of(m)
+    return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics, table_cells(shown), shown)
 
 
 @dataclass
@@ -209,10 +221,11 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
     return data
 
 
-class ListFields(msgspec.Struct, frozen=True, kw_only=True):
+class ListFields(msgspec.Struct, frozen=True):
     """The fields `ledger list` (and `ledger report`, `list --json`) show of a run, in that order.
     Typed where the record's checks make them so (`check_summary`, `parse_record`, meta.json);
-    the others are whatever the record holds."""
+    the others are whatever the record holds. The listing index keeps them as the tuple of their
+    values (`msgspec.structs.astuple`), read back positionally."""
 
     id: str
     name: str | None = None
@@ -258,11 +271,10 @@ def list_fields(m: dict[str, Any]) -> dict[str, Any]:
     return msgspec.structs.asdict(fields_of(m))
 
 
-def table_cells(m: dict[str, Any]) -> tuple[str, ...]:
+def table_cells(s: ListFields) -> tuple[str, ...]:
     """A recorded run's cells in `ledger list`'s table: ID, NAME, STATE, EXIT, TIME, PAUSED,
     STARTED, then its TAGS and NOTE cells (shown when a listed run has tags, a note), each
     printable (`termstyle.printable_cell`: a pulled name's newline stays in its cell)."""
-    s = fields_of(m)
     paused = "-" if s.paused is None else f"{s.paused} ({_duration(s.paused_s)})" if s.paused else "0"
     state = s.state or "-"
     if s.replay_of:

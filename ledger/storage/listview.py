@@ -13,14 +13,18 @@ from typing import Any
 from ledger.manifest import shard_of
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
-from ledger.storage.listrow import Listed, RunReader
+from ledger.storage.listrow import Listed, ListFields, RunReader
 from ledger.storage.listtables import Damaged, entry_of, loads, unpack_text
 from ledger.storage.store import RunEntry
+from ledger.storage.summary import SettingValue
 
 
 def index_view(index: ListIndex, repo: Repo, runs_tree: str, reader: RunReader) -> View:
     """The view of `runs_tree`, every shard of it indexed (from git where missing)."""
     return View(index, runs_tree, index.update(repo, runs_tree, reader))
+
+
+_SHOWN = len(ListFields.__struct_fields__)  # the values of a run's `ListFields`, as the index keeps them
 
 
 def _raise() -> Any:
@@ -108,26 +112,34 @@ class View:
         return out
 
     def fields(self, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, dict[str, Any]]:
-        """Listing fields by run id, oldest first (by start time, then id)."""
-        return {rid: listed.fields for rid, listed in self.listed(cond, params, cells=False).items()}
-
-    def listed(self, cond: str = "", params: tuple[Any, ...] = (), cells: bool = True) -> dict[str, Listed]:
-        """Listing fields and (`cells`) table cells by run id, oldest first (by start time, then id)."""
+        """Listing fields as the record holds them, by run id, oldest first (by start time, then id)."""
         out = {}
         both = "broken IS NULL" + (f" AND ({cond})" if cond else "")
-        for shard, rid, blob, cell_blob in self.rows(
-            "shard, id, fields, " + ("cells" if cells else "NULL"), both, params, by_run=bool(cond)
-        ):
+        for shard, rid, blob in self.rows("shard, id, fields", both, params, by_run=bool(cond)):
             self._own(shard, rid)
             m = loads(blob, dict)
             if m.get("id") != rid:
+                raise Damaged
+            out[rid] = m
+        return out
+
+    def listed(self, cond: str = "", params: tuple[Any, ...] = (), cells: bool = True) -> dict[str, Listed]:
+        """The `ListFields` and (`cells`) table cells by run id, oldest first (by start time, then id)."""
+        out = {}
+        both = "broken IS NULL" + (f" AND ({cond})" if cond else "")
+        for shard, rid, blob, cell_blob in self.rows(
+            "shard, id, shown, " + ("cells" if cells else "NULL"), both, params, by_run=bool(cond)
+        ):
+            self._own(shard, rid)
+            values = loads(blob, tuple)
+            if len(values) != _SHOWN or values[0] != rid:
                 raise Damaged
             c: tuple[str, ...] = ()
             if cells:
                 c = loads(cell_blob, tuple)
                 if len(c) != 9 or not all(type(x) is str for x in c):
                     raise Damaged
-            out[rid] = Listed(m, c)
+            out[rid] = Listed(ListFields(*values), c)
         return out
 
     def texts(self, kind: str, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, str]:
@@ -164,7 +176,7 @@ class View:
             raise Damaged from exc
         return m
 
-    def column(self, col: str, with_num: bool = False) -> dict[str, Any]:
+    def column(self, col: str, with_num: bool = False) -> dict[str, SettingValue]:
         """One setting or metric of every run that has it, by run id: its value (runs with the
         same value share one object), or (`with_num`) the metric's last value as a number."""
         self.index.ensure_column(list(self.shards), col)

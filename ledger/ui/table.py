@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.commands.listing import ListResult
 from ledger.compare.runfilter import STATES
@@ -20,6 +20,10 @@ from ledger.textfmt import change_text
 from ledger.timefmt import parse_iso
 from ledger.ui.layout import run_href, warning_html
 from ledger.ui.query import METRIC_SORT, TableQuery, sort_link
+
+if TYPE_CHECKING:
+    from ledger.record.live import LiveRow
+    from ledger.storage.listrow import FullRow
 
 
 @dataclass(frozen=True)
@@ -52,35 +56,26 @@ def age_text(started: str | None, now: float) -> str:
     return f"{ago / 86400:.0f} d"
 
 
-def _recorded(result: ListResult, m: dict[str, Any]) -> TableRow:
-    status = m.get("status") or {}
-    state = str(status.get("state") or "-")
+def _recorded(result: ListResult, row: FullRow) -> TableRow:
+    f = row.fields
+    state = str(f.state or "-")
     text = state
-    if m.get("replay_of"):
-        fidelity = m.get("fidelity") or ((m.get("replay") or {}).get("fidelity") or {}).get("verdict")
-        text += f" (replay: {fidelity})" if fidelity else " (replay)"
-    changed = "(first run)" if m["id"] == result.oldest_id else change_text(result.changes.get(m["id"], []))
-    return TableRow(
-        m["id"],
-        m.get("name"),
-        state,
-        text,
-        m.get("started"),
-        changed,
-        tuple(m.get("tags") or ()),
-        m.get("note"),
-        {name: metric_value(m.get("metrics"), name) for name in result.metric_columns},
-    )
+    if f.replay_of:
+        text += f" (replay: {f.fidelity})" if f.fidelity else " (replay)"
+    changed = "(first run)" if f.id == result.oldest_id else change_text(result.changes.get(f.id, []))
+    metrics = {name: metric_value(row.metrics, name) for name in result.metric_columns}
+    return TableRow(f.id, f.name, state, text, f.started, changed, tuple(f.tags), f.note, metrics)
 
 
-def _running(result: ListResult, live: dict[str, Any]) -> TableRow:
-    state = str(live.get("state") or "running")
+def _running(result: ListResult, live: LiveRow) -> TableRow:
+    f = live.fields
+    state = str(f.state or "running")
     if state == "orphaned":
-        text = f"orphaned: {live.get('hint') or ''}".rstrip(": ")
+        text = f"orphaned: {live.hint or ''}".rstrip(": ")
     else:
-        text = "running" if live.get("step") is None else f"running: step {live['step']}"
+        text = "running" if live.step is None else f"running: step {live.step}"
     metrics: dict[str, float | None] = dict.fromkeys(result.metric_columns)
-    return TableRow(live["id"], live.get("name"), state, text, live.get("started"), "(running)", (), live.get("note"), metrics)
+    return TableRow(f.id, f.name, state, text, f.started, "(running)", (), f.note, metrics)
 
 
 def table_rows(result: ListResult) -> list[TableRow]:
