@@ -79,7 +79,7 @@ def key(
     named check of the value (or of each item of a list). `above`: a number above this sibling
     key. `adds_to`: the built-ins the file's list is added to (a mapping: merged over, a null
     value removes one). `example`: `ledger init` writes the key commented out, with this value."""
-    given: dict[str, Any] = {"check": check, "above": above, "adds_to": adds_to, "example": example}
+    given: dict[str, object] = {"check": check, "above": above, "adds_to": adds_to, "example": example}
     extra = {k: v for k, v in given.items() if v is not None}
     if gt is not None:
         return msgspec.Meta(gt=gt, description=doc, extra=extra)

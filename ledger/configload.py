@@ -85,9 +85,10 @@ def parse_config(data: Any) -> Config:
     return cfg
 
 
-def _drop_nulls(data: dict[str, Any]) -> dict[str, Any]:
-    """`key:` with nothing after it means "the default", at the top level and in sections."""
-    out: dict[str, Any] = {}
+def _drop_nulls(data: dict[str, object]) -> dict[str, object]:
+    """`key:` with nothing after it means "the default", at the top level and in sections (the
+    file as parsed: any value, msgspec checks each one next)."""
+    out: dict[str, object] = {}
     for name, value in data.items():
         if value is None:
             continue
@@ -132,7 +133,7 @@ _WORDS = {"`object`": "`mapping`", "`array`": "`list`"}
 _UNKNOWN = re.compile(r"^Object contains unknown field `(.*)`$")
 
 
-def _explain(message: str, data: dict[str, Any]) -> LedgerError:
+def _explain(message: str, data: dict[str, object]) -> LedgerError:
     """msgspec's error as one line: the key path (`logs.engine_patterns.0`), what is wrong, the fix."""
     where = _WHERE.search(message)
     problem = message[: where.start()] if where else message

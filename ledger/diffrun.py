@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +18,7 @@ from ledger.compare.answer import DiffOutput, GitDiff, Kept, Question, config_fi
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.render import render_text
 from ledger.compare.replicas import replica_globs
-from ledger.compare.sides import Sides, attach_noise, baseline_session, find_sides, replica_tables
+from ledger.compare.sides import Recorded, Sides, attach_noise, baseline_session, find_sides, replica_tables
 from ledger.config import CONFIG_NAME
 from ledger.errors import EXIT_OK, EXIT_REFUSED, LedgerError, RunNotFound, UsageError
 from ledger.fsutil import write_atomic
@@ -28,7 +28,7 @@ from ledger.opening import open_branch
 from ledger.runrecord import RunRecord
 from ledger.runref import RunRef, resolve
 from ledger.storage.git import Repo, has_object, merge_base
-from ledger.storage.listing import Listing, load_listing, parse_manifest, with_meta
+from ledger.storage.listing import Listing, load_listing, parse_record, with_meta
 from ledger.storage.store import RunEntry, branch_ref, commit_of_run, read_file_at
 from ledger.understand.settings import DEFAULT_IGNORE, ignored_settings
 
@@ -83,7 +83,7 @@ class _EarlierRuns:
     def __init__(self, repo: Repo, tip: str | None, skip: tuple[str, str], before: str):
         self.repo, self.tip, self.skip, self.before = repo, tip, skip, before
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
         listing = load_listing(self.repo, self.tip, with_settings=True)
         return iter([m for m in listing.ordered() if m["id"] not in self.skip and (m.get("started") or "") <= self.before])
 
@@ -103,11 +103,11 @@ def _store_report(repo: Repo, key: str, report: DiffReport) -> None:
     LocalCache(repo.common_dir, "diffs").write_pickle(key, report)
 
 
-def _full_manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
+def _full_manifest(repo: Repo, entry: RunEntry) -> Recorded:
     raw = read_file_at(repo, entry, "manifest.yaml")
     if raw is None:
         raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
-    return parse_manifest(raw, entry.path)
+    return Recorded(*parse_record(raw, entry.path))
 
 
 def _resolve_recorded(repo: Repo, tip: str | None, name: str, listing: Listing | None, partial: bool = False) -> RunEntry | LiveRun:
@@ -145,13 +145,18 @@ def _partial_diff(
     other run, on the common steps; no replicas, no cache, no git diff (its record is not written)."""
     from ledger.record.live import partial_run
 
-    manifests, tables, running, incomplete = [], [], [], []
+    manifests: list[Mapping[str, Any]] = []
+    records: list[RunRecord] = []
+    tables, running, incomplete = [], [], []
     for side, entry in zip("AB", sides):
         if isinstance(entry, RunEntry):
-            manifests.append(_full_manifest(repo, entry))
+            recorded = _full_manifest(repo, entry)
+            records.append(recorded.record)
+            manifests.append(recorded.data)
             tables.append(load_metrics(repo, entry))
             continue
         part = partial_run(entry, cfg)
+        records.append(RunRecord.partial(part.manifest))  # our own staged record
         manifests.append(part.manifest)
         tables.append(part.table)
         steps = len(part.table.rows) if part.table is not None else 0
@@ -159,12 +164,12 @@ def _partial_diff(
         if not part.settings_complete:
             incomplete.append(side)
     ma, mb = manifests
-    ra, rb = (RunRecord.partial(m) for m in manifests)  # recorded: checked by parse_manifest; running: our own staged record
+    ra, rb = records
     if ra.id == rb.id:
         raise UsageError(f"'{ra.id}' is named twice", "name two different runs")
     all_ignore = [*DEFAULT_IGNORE, *cfg.ignore, *(ignore or [])]
     all_ignore += sorted(ignored_settings(ra.settings, ra.id) | ignored_settings(rb.settings, rb.id))
-    all_ignore += _env_unknown_while_running(manifests, sides)
+    all_ignore += _env_unknown_while_running(records, sides)
     report = build_report(
         ma,
         mb,
@@ -194,11 +199,11 @@ def _partial_diff(
     return out
 
 
-def _env_unknown_while_running(manifests: list[dict[str, Any]], sides: list[RunEntry | LiveRun]) -> list[str]:
+def _env_unknown_while_running(records: list[RunRecord], sides: list[RunEntry | LiveRun]) -> list[str]:
     """`env.*` settings a recorded side has and a running side lacks. A record also takes them
     from ledger's own environment when the job ends, which no other process can read while it
     runs: unknown, so not a difference (a variable both sides show still compares)."""
-    settings = [RunRecord.partial(m).settings for m in manifests]
+    settings = [r.settings for r in records]
     running = [s for s, e in zip(settings, sides) if not isinstance(e, RunEntry)]
     recorded = [s for s, e in zip(settings, sides) if isinstance(e, RunEntry)]
     return sorted({k for r in recorded for k in r if k.startswith("env.") and any(k not in s for s in running)})
@@ -284,8 +289,8 @@ def _write_page(
     data = DiffPageInput(
         report,
         render_text(report, None, show_steps=False),
-        _said(repo, ea, manifests(ea)),
-        _said(repo, eb, manifests(eb)),
+        _said(repo, ea, manifests(ea).data),
+        _said(repo, eb, manifests(eb).data),
         load_metrics(repo, ea),
         load_metrics(repo, eb),
         replica_tables(repo, report, listing or load_listing(repo, tip)),
@@ -293,7 +298,7 @@ def _write_page(
     write_atomic(html, diff_page(data).encode())
 
 
-def _said(repo: Repo, entry: RunEntry, manifest: dict[str, Any]) -> dict[str, Any]:
+def _said(repo: Repo, entry: RunEntry, manifest: Mapping[str, Any]) -> Mapping[str, Any]:
     """The manifest with what was said about the run since (its meta.json: note, tags) laid over it, for the page."""
     if entry.meta_blob is None:
         return manifest
@@ -307,9 +312,9 @@ class _Manifests:
 
     def __init__(self, repo: Repo):
         self.repo = repo
-        self.parsed: dict[str, dict[str, Any]] = {}
+        self.parsed: dict[str, Recorded] = {}
 
-    def __call__(self, entry: RunEntry) -> dict[str, Any]:
+    def __call__(self, entry: RunEntry) -> Recorded:
         if entry.id not in self.parsed:
             self.parsed[entry.id] = _full_manifest(self.repo, entry)
         return self.parsed[entry.id]
@@ -329,8 +334,8 @@ def _compare(
     listing: Listing | None,
     manifests: _Manifests,
 ) -> DiffReport:
-    ma, mb = manifests(ea), manifests(eb)
-    ra, rb = RunRecord.partial(ma), RunRecord.partial(mb)  # checked by parse_manifest
+    side_a, side_b = manifests(ea), manifests(eb)
+    (ra, ma), (rb, mb) = side_a, side_b
     code_a, code_b = ra.code.commit, rb.code.commit
     if code_a and code_b and has_object(repo, code_a) and has_object(repo, code_b) and merge_base(repo, code_a, code_b) is None:
         raise LedgerError(
@@ -355,7 +360,7 @@ def _compare(
         steps_metric=steps_metric,
         replica_keys=replica_globs(cfg.replica_keys),
     )
-    attach_noise(report, repo, sides, ((ea, ma, table_a), (eb, mb, table_b)))
+    attach_noise(report, repo, sides, ((ea, side_a, table_a), (eb, side_b, table_b)))
     baseline_session(repo, listing, tip, report, mb)
     _code_facts(repo, tip, ea, eb, ra, rb, report)
     return report

@@ -13,6 +13,7 @@ import copy
 import datetime as dt
 import re
 import secrets
+from collections.abc import Mapping
 from typing import Any
 
 from ledger.runrecord import NOT_LEDGERS, SCHEMA, ManifestError, RunRecord, check_manifest
@@ -89,7 +90,7 @@ def readable(value: Any) -> Any:
     return _readable(value, "", None)
 
 
-def storable(m: dict[str, Any]) -> dict[str, Any]:
+def storable(m: Mapping[str, object]) -> dict[str, object]:
     """The manifest as valid UTF-8 text, losslessly.
 
     Bytes that are not UTF-8 (in argv, `--name`, `--note`, the environment) arrive as Python's
@@ -97,7 +98,7 @@ def storable(m: dict[str, Any]) -> dict[str, Any]:
     bytes, and its exact bytes go to `raw_bytes` (key path -> base64) for `original` to restore.
     """
     raw: dict[str, str] = {}
-    out: dict[str, Any] = _readable({k: v for k, v in m.items() if k != "raw_bytes"}, "", raw)
+    out: dict[str, object] = _readable({k: v for k, v in m.items() if k != "raw_bytes"}, "", raw)
     if raw:
         out["raw_bytes"] = raw
     return out

@@ -9,8 +9,9 @@ from secret_corpus import rand, round_three_tokens
 
 from ledger.redact.apply import redact_argv
 from ledger.redact.names import HIDDEN_LABEL, Redactions
-from ledger.redact.runscrub import scrub_manifest
+from ledger.redact.runscrub import scrub_record
 from ledger.redact.scanner import Redactor
+from ledger.runrecord import RunRecord
 from ledger.understand.settings import is_flag, parse_settings
 
 
@@ -52,14 +53,14 @@ def test_manifest_keys_and_redacted_entries_are_labels() -> None:
         "command": {"argv": ["train.py", f"--{tok['groq']}=1"]},
         "redacted": [f"argv: {key.lstrip('-')}", f"code/{tok['doppler']}/config.yaml: api_key", "code/secrets.yaml: api_key"],
     }
-    scrub_manifest(m, [known], [])
-    text = repr(m)
+    record = scrub_record(RunRecord.partial(m), [known], [])
+    text = repr(record.to_dict())
     assert not any(line in text for line in _lines(key))
     assert not any(v in text for v in (tok["linear"], tok["groq"], tok["doppler"], known))
-    assert m["settings"]["lr"] == 1 and len(m["settings"]) == 5  # hidden keys stay apart
-    assert "code/secrets.yaml: api_key" in m["redacted"]  # a name that only reads as secret is kept
-    assert "manifest: pattern:secret-in-a-name" in m["redacted"]
-    assert f"argv: {HIDDEN_LABEL}" in m["redacted"] and "code/***/config.yaml: api_key" in m["redacted"]
+    assert record.settings["lr"] == 1 and len(record.settings) == 5  # hidden keys stay apart
+    assert "code/secrets.yaml: api_key" in record.redacted  # a name that only reads as secret is kept
+    assert "manifest: pattern:secret-in-a-name" in record.redacted
+    assert f"argv: {HIDDEN_LABEL}" in record.redacted and "code/***/config.yaml: api_key" in record.redacted
 
 
 def test_a_label_is_kept_when_it_is_a_name() -> None:

@@ -3,7 +3,7 @@ summary metrics side by side; `--html FILE` overlays every logged metric (`compa
 
 from __future__ import annotations
 
-import fnmatch
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,27 +11,55 @@ from typing import Any
 from ledger.compare.changes import changed_settings
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
+from ledger.globs import matcher
+from ledger.metrics.summarymetrics import SummaryMetric
 from ledger.metrics.table import MetricsTable
 from ledger.opening import open_branch
 from ledger.runref import resolve
 from ledger.storage.listing import listing_at
+from ledger.storage.listrow import ListFields, fields_of
 from ledger.textfmt import ABSENT, is_absent, note_cell, show_value
 from ledger.understand.settings import DEFAULT_IGNORE
+
+
+@dataclass(frozen=True)
+class ComparedRun:
+    """One run's column: who it is (its listing fields), its settings and its summary metrics."""
+
+    who: ListFields
+    settings: dict[str, object]  # setting name -> whatever JSON value the run recorded
+    metrics: Mapping[str, SummaryMetric]
+
+    @classmethod
+    def of(cls, record: dict[str, Any]) -> ComparedRun:
+        """The column of a run read by `Listing.record_of` (its listing fields, settings, metrics)."""
+        settings: dict[str, object] = record.get("settings") or {}
+        metrics: Mapping[str, SummaryMetric] = record.get("metrics") or {}
+        return cls(fields_of(record), settings, metrics)
+
+    @property
+    def label(self) -> str:
+        """The column head: the run's name, else its id."""
+        return str(self.who.name or self.who.id)
+
+    def to_json(self) -> dict[str, object]:
+        """Who the run is, as `--json` writes it (id, name, state, start, tags, note, tracker links)."""
+        w = self.who
+        return {"id": w.id, "name": w.name, "state": w.state, "started": w.started, "tags": w.tags, "note": w.note, "trackers": w.trackers}
 
 
 @dataclass
 class CompareResult:
     """Runs in the order named, the settings that differ (one value per run), their summary metrics."""
 
-    runs: list[dict[str, Any]]  # id, name, state, started, tags, note
+    runs: list[ComparedRun]
     settings: dict[str, list[Any]]  # only the settings that are not the same in every run
-    metrics: dict[str, list[dict[str, Any] | None]]  # per metric, per run: last/min/max and steps
+    metrics: dict[str, list[SummaryMetric | None]]  # per metric, per run: last/min/max and steps
     tables: list[MetricsTable | None] = field(default_factory=list)  # per-step metrics, for --html
-    all_settings: list[dict[str, Any]] = field(default_factory=list)  # for --group-by
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {
-            "runs": self.runs,
+            "runs": [r.to_json() for r in self.runs],
             "settings": {k: [None if is_absent(v) else v for v in vs] for k, vs in self.settings.items()},
             "metrics": self.metrics,
         }
@@ -46,15 +74,12 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
     entries = [resolve(repo, tip, n, listing) for n in names]
     if len({e.id for e in entries}) < len(entries):
         raise UsageError("the same run is named twice", "name each run once")
-    ms = [listing.record_of(e) for e in entries]
-    settings = [m.get("settings") or {} for m in ms]
-    differ = _differing(settings, [*DEFAULT_IGNORE, *cfg.ignore])
-    names_metrics = _metric_names(ms, metric_globs)
+    runs = [ComparedRun.of(listing.record_of(e)) for e in entries]
+    differ = _differing([r.settings for r in runs], [*DEFAULT_IGNORE, *cfg.ignore])
     result = CompareResult(
-        runs=[_run_info(m) for m in ms],
-        settings={k: [s.get(k, ABSENT) for s in settings] for k in sorted(differ)},
-        metrics={n: [(m.get("metrics") or {}).get(n) for m in ms] for n in names_metrics},
-        all_settings=settings,
+        runs=runs,
+        settings={k: [r.settings.get(k, ABSENT) for r in runs] for k in sorted(differ)},
+        metrics={n: [r.metrics.get(n) for r in runs] for n in _metric_names(runs, metric_globs)},
     )
     if with_tables:
         from ledger.metrics.store import load_metrics
@@ -63,13 +88,13 @@ def compare_runs(start: Path, names: list[str], metric_globs: tuple[str, ...] = 
     return result
 
 
-def _metric_names(ms: list[dict[str, Any]], globs: tuple[str, ...]) -> list[str]:
+def _metric_names(runs: list[ComparedRun], globs: tuple[str, ...]) -> list[str]:
     """The summary metrics any of the runs has, those the globs name (every one without globs)."""
-    names = sorted({k for m in ms for k in (m.get("metrics") or {})})
-    return [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in globs)] if globs else names
+    names = sorted({k for r in runs for k in r.metrics})
+    return list(filter(matcher(globs), names)) if globs else names
 
 
-def _differing(settings: list[dict[str, Any]], ignore: list[str]) -> list[str]:
+def _differing(settings: list[dict[str, object]], ignore: list[str]) -> list[str]:
     """The settings that are not the same in every run (each run against the first)."""
     differ: list[str] = []
     for other in settings[1:]:
@@ -79,34 +104,16 @@ def _differing(settings: list[dict[str, Any]], ignore: list[str]) -> list[str]:
     return differ
 
 
-def _run_info(m: dict[str, Any]) -> dict[str, Any]:
-    """A run's column: who it is (id, name, state, start, tags, note, tracker links)."""
-    return {
-        "id": m["id"],
-        "name": m.get("name"),
-        "state": (m.get("status") or {}).get("state"),
-        "started": m.get("started"),
-        "tags": m.get("tags") or [],
-        "note": m.get("note"),
-        "trackers": m.get("trackers"),
-    }
-
-
 def _num(value: Any) -> str:
     return "-" if not isinstance(value, (int, float)) else f"{value:.4g}"
 
 
-def run_label(run: dict[str, Any]) -> str:
-    """A run's column head: its name, else its id."""
-    return str(run.get("name") or run["id"])
-
-
 def render_compare(result: CompareResult) -> str:
     """Two tables: differing settings, then summary metrics (last, and min/max under it)."""
-    labels = [run_label(r) for r in result.runs]
-    rows: list[list[str]] = [["", *labels], ["id", *(r["id"] for r in result.runs)]]
-    if any(r.get("note") for r in result.runs):
-        rows.append(["note", *(note_cell(r.get("note")) for r in result.runs)])
+    labels = [r.label for r in result.runs]
+    rows: list[list[str]] = [["", *labels], ["id", *(r.who.id for r in result.runs)]]
+    if any(r.who.note for r in result.runs):
+        rows.append(["note", *(note_cell(r.who.note) for r in result.runs)])
     if result.settings:
         rows.append(["settings that differ:", *[""] * len(labels)])
         rows += [[f"  {k}", *(show_value(v, 40) for v in vs)] for k, vs in result.settings.items()]
@@ -115,7 +122,7 @@ def render_compare(result: CompareResult) -> str:
     if result.metrics:
         rows.append(["metrics (last; min..max):", *[""] * len(labels)])
         for name, per_run in result.metrics.items():
-            rows.append([f"  {name}", *(_num((s or {}).get("last")) if s else "-" for s in per_run)])
+            rows.append([f"  {name}", *(_num(s.get("last")) if s else "-" for s in per_run)])
             rows.append(["", *(f"{_num(s.get('min'))}..{_num(s.get('max'))}" if s else "" for s in per_run)])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
@@ -125,16 +132,13 @@ def write_compare_page(result: CompareResult, out: Path, metric_globs: tuple[str
     """`--html`: every logged metric (or those the globs name) of the runs, one chart each."""
     from ledger.pages.comparepage import CompareRun, compare_page, metric_names
 
-    if group_by is not None and not any(group_by in s for s in result.all_settings):
+    if group_by is not None and not any(group_by in r.settings for r in result.runs):
         raise UsageError(
             f"--group-by: no run has a setting '{group_by}'", "name a setting the runs have (`ledger compare` lists those that differ)"
         )
     tables = result.tables or [None] * len(result.runs)
-    runs = [
-        CompareRun(run_label(r), r["id"], s, t, r.get("trackers"), r.get("note"))
-        for r, s, t in zip(result.runs, result.all_settings, tables)
-    ]
+    runs = [CompareRun(r.label, r.who.id, r.settings, t, r.who.trackers, r.who.note) for r, t in zip(result.runs, tables)]
     names = metric_names(runs)
     if metric_globs:
-        names = [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in metric_globs)]
+        names = list(filter(matcher(metric_globs), names))
     write_atomic(out, compare_page(runs, names, result.settings, group_by))

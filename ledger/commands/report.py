@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
+
 from ledger.compare.changes import change_log
 from ledger.compare.flags import groups_of
 from ledger.errors import UsageError
@@ -13,7 +15,8 @@ from ledger.metrics.store import load_metrics
 from ledger.opening import open_branch
 from ledger.pages.html import ReportRow, report_page
 from ledger.runref import resolve
-from ledger.storage.listing import list_fields, load_listing
+from ledger.storage.listing import load_listing
+from ledger.storage.listrow import fields_of
 from ledger.textfmt import change_text, plural
 from ledger.understand.settings import DEFAULT_IGNORE
 
@@ -37,18 +40,20 @@ def write_report(start: Path, names: list[str], out: Path) -> ReportResult:
     if not ordered:
         raise UsageError("no runs recorded yet", "record one with `ledger run -- CMD`")
     changes = dict(change_log(ordered, [*DEFAULT_IGNORE, *cfg.ignore]))
+    runs = [(fields_of(m), m) for m in ordered]  # (listing fields, typed; the run's listed data with its settings)
     if names:
         wanted = {resolve(repo, tip, name, listing).id for name in names}
-        chosen = [m for m in ordered if m["id"] in wanted]
+        chosen = [(who, m) for who, m in runs if who.id in wanted]
     else:
-        chosen = ordered[-DEFAULT_RUNS:]
+        chosen = runs[-DEFAULT_RUNS:]
     rows = []
-    for m in reversed(chosen):  # newest first, as `ledger list`
-        entry = listing.entries.get(m["id"]) or resolve(repo, tip, m["id"], listing)
+    for who, m in reversed(chosen):  # newest first, as `ledger list`
+        entry = listing.entries.get(who.id) or resolve(repo, tip, who.id, listing)
         # the change set as `ledger list --changed` writes it (short SHAs, long values cut)
-        text = change_text([{"name": c.name, "a": c.a, "b": c.b} for c in changes.get(m["id"], [])])
+        text = change_text([{"name": c.name, "a": c.a, "b": c.b} for c in changes.get(who.id, [])])
         groups = groups_of(m.get("settings"))
-        rows.append(ReportRow(list_fields(m), "(first run)" if m is ordered[0] else text, load_metrics(repo, entry), groups))
+        fields = msgspec.structs.asdict(who)  # as `list --json` writes the run
+        rows.append(ReportRow(fields, "(first run)" if m is ordered[0] else text, load_metrics(repo, entry), groups))
     heading = f"ledger: {plural(len(rows), 'run')}"
     write_atomic(out, report_page(rows, heading))
     return ReportResult(out, len(rows), dict(listing.broken))

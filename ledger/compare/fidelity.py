@@ -19,13 +19,36 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ledger.metrics.jsonl import read_metrics_jsonl
 from ledger.metrics.table import MetricsTable
 from ledger.runrecord import RunRecord
 
 CLOSE = 1e-6
+
+
+class FirstDifference(TypedDict):
+    """The first value, in step order, that differs by `CLOSE` or more: where, and both values."""
+
+    kind: str  # "rollout" or "train step"
+    step: int  # the original's step
+    replay_step: int
+    metric: str
+    source: float
+    replay: float
+
+
+class Verdict(TypedDict, total=False):
+    """`replay.fidelity` as the manifest keeps it (module docstring), its keys in the order written."""
+
+    compared: int  # values compared
+    steps: int  # steps they were on
+    max_rel_diff: float
+    verdict: str  # bitwise / close / diverged / not comparable / unknown
+    reason: str  # why unknown, or not comparable
+    first_difference: FirstDifference
+    note: str
 
 
 def _rel(a: float, b: float) -> float:
@@ -97,7 +120,7 @@ def _axes(pairs: list[Pair]) -> set[str]:
     return {name for name, values in seen.items() if is_step_counter(name, values)}
 
 
-def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] | None) -> dict[str, Any]:
+def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] | None) -> Verdict:
     """The fidelity verdict of `replay` against `source` (module docstring)."""
     from ledger.compare.stats import is_timing
 
@@ -105,7 +128,7 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
     axes = _axes(pairs)
     compared = 0
     worst = 0.0
-    first: dict[str, Any] | None = None
+    first: FirstDifference | None = None
     steps: set[tuple[str, int]] = set()
     bitwise = True
     for kind, new, old, mine, theirs in pairs:
@@ -125,7 +148,7 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
     late = min(mapping.values()) if mapping else 0
     if compared == 0:
         return {"verdict": "unknown", "reason": "no learning metric at a step both runs logged", "compared": 0}
-    out: dict[str, Any] = {"compared": compared, "steps": len(steps), "max_rel_diff": worst}
+    out: Verdict = {"compared": compared, "steps": len(steps), "max_rel_diff": worst}
     if bitwise:
         out["verdict"] = "bitwise"
     elif first is None:
@@ -145,7 +168,7 @@ def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] 
     return out
 
 
-def describe(fidelity: dict[str, Any] | None) -> str | None:
+def describe(fidelity: Verdict | None) -> str | None:
     """One line for `ledger show` / `ledger list`."""
     if not isinstance(fidelity, dict) or not fidelity.get("verdict"):
         return None
@@ -160,7 +183,7 @@ def describe(fidelity: dict[str, Any] | None) -> str | None:
     return f"{verdict} ({fidelity.get('compared')} values on {fidelity.get('steps')} steps)"
 
 
-def fidelity_of(repo: Any, record: RunRecord, run_dir: Any) -> dict[str, Any] | None:
+def fidelity_of(repo: Any, record: RunRecord, run_dir: Any) -> Verdict | None:
     """`replay.fidelity` for the replay being recorded (`record`), against its source run on the
     ledger branch; None when `record` is not a replay."""
     from ledger.configload import load_config

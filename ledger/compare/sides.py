@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
@@ -26,8 +26,8 @@ from ledger.metrics.store import load_metrics
 from ledger.metrics.table import MetricsTable
 from ledger.runrecord import ManifestError, RunRecord
 from ledger.storage.git import Repo
-from ledger.storage.listing import Listing, load_listing, parse_manifest
-from ledger.storage.listrow import fast_settings
+from ledger.storage.listing import Listing, load_listing, parse_record
+from ledger.storage.listrow import fast_settings, fields_of
 from ledger.storage.store import RunEntry, read_file_at
 
 
@@ -46,17 +46,26 @@ class Sides:
         return [f"{e.id}:{e.tree}" for e in (*self.replicas_a, *self.replicas_b)] + [f"any_age={self.any_age}"]
 
 
-def _manifest(repo: Repo, entry: RunEntry) -> dict[str, Any]:
+class Recorded(NamedTuple):
+    """A run's manifest, read once: typed (`record`), and as the plain data the comparisons of
+    settings and sessions (`ledger.compare.replicas`, `diffcore`) and the pages read (`data`)."""
+
+    record: RunRecord
+    data: Mapping[str, Any]
+
+
+def recorded(repo: Repo, entry: RunEntry) -> Recorded:
+    """A run's manifest (a folder without one: a record holding only its id)."""
     raw = read_file_at(repo, entry, "manifest.yaml")
-    return parse_manifest(raw, entry.path) if raw is not None else {"id": entry.id}
+    return Recorded(*parse_record(raw, entry.path)) if raw is not None else Recorded(RunRecord(id=entry.id), {"id": entry.id})
 
 
-def _settings(repo: Repo, entry: RunEntry, summary: Mapping[str, Any]) -> dict[str, Any]:
+def _settings(repo: Repo, entry: RunEntry, summary: Mapping[str, Any]) -> Mapping[str, Any]:
     """A candidate's summary with its settings (settings.json, else the manifest), read through
     the read limits (`storage/limits.py`): ManifestError when refused."""
     if entry.settings_blob is not None:
         return {**summary, "settings": fast_settings(repo.read_blob(entry.settings_blob), f"{entry.path}/settings.json")}
-    return {**summary, **_manifest(repo, entry)}
+    return {**summary, **recorded(repo, entry).data}
 
 
 def find_sides(
@@ -65,7 +74,7 @@ def find_sides(
     listing: Listing | None,
     ea: RunEntry,
     eb: RunEntry,
-    manifest: Callable[[RunEntry], Mapping[str, Any]],
+    manifest: Callable[[RunEntry], Recorded],
     ignore: Sequence[str],
     keys: Sequence[str],
     max_age_hours: float,
@@ -85,44 +94,47 @@ def find_sides(
     listing = listing or load_listing(repo, tip)
     for entry in (ea, eb):
         listing.refuse_broken(entry.id)
-    ma, mb = manifest(ea), manifest(eb)
-    near = [
-        m
-        for m in listing.ordered()  # oldest first, the runs listings skip left out
-        if m["id"] not in (ea.id, eb.id)
-        and (m.get("status") or {}).get("state") == "finished"
-        and (any_age or within_age(ma, m, max_age_hours) or within_age(mb, m, max_age_hours))
-    ]
+    (ra, ma), (rb, mb) = manifest(ea), manifest(eb)
+    near: list[tuple[str, Mapping[str, Any]]] = []  # (id, listing fields)
+    for listed in listing.ordered():  # oldest first, the runs listings skip left out
+        row = fields_of(listed)
+        if row.id in (ea.id, eb.id) or row.state != "finished":
+            continue
+        if any_age or within_age(ma, listed, max_age_hours) or within_age(mb, listed, max_age_hours):
+            near.append((row.id, listed))
     sides = Sides(any_age=any_age, max_age_hours=max_age_hours, skipped=dict(listing.broken))
-    candidates = []
-    for m in near:
+    candidates: list[tuple[str, Mapping[str, Any]]] = []  # (id, listing fields with the settings)
+    for rid, summary in near:
         try:
-            candidates.append(_settings(repo, listing.entries[m["id"]], m))
+            candidates.append((rid, _settings(repo, listing.entries[rid], summary)))
         except ManifestError as exc:
-            sides.skipped[m["id"]] = exc.message
-    replays: dict[str, Any] = {}
+            sides.skipped[rid] = exc.message
+    fetched: dict[str, RunRecord] = {}
 
     def replay_of(m: Mapping[str, Any]) -> tuple[Any, Any, Any]:
-        if "replay" not in m:  # a summary: the step mapping is in the full manifest
-            rid = str(m.get("id"))
-            if rid not in replays:
+        """A replay's (source, mode, step mapping): a summary lacks the mapping, so its run's
+        full manifest is read, once."""
+        rid = str(m.get("id"))
+        if "replay" in m:
+            record = RunRecord.partial(m, rid)
+        else:
+            if rid not in fetched:
                 try:
-                    replays[rid] = _manifest(repo, listing.entries[rid]) if rid in listing.entries else {}
+                    fetched[rid] = recorded(repo, listing.entries[rid]).record if rid in listing.entries else RunRecord()
                 except ManifestError as exc:  # never a replica: its source is unknown
-                    replays[rid], sides.skipped[rid] = {}, exc.message
-            m = replays[rid]
-        record = RunRecord.partial(m, str(m.get("id")))
+                    fetched[rid], sides.skipped[rid] = RunRecord(), exc.message
+            record = fetched[rid]
         if record.replay is None:
             return record.replay_of, None, None
         return record.replay_of, record.replay.mode, record.replay.mapping
 
     # each candidate's own output settings (paths holding its id), found once for both sides
-    extras = [sorted(run_ignored(m.get("settings") or {}, str(m["id"]))) for m in candidates]
-    for target, entry, out in ((ma, ea, sides.replicas_a), (mb, eb, sides.replicas_b)):
-        own = sorted(run_ignored(target.get("settings") or {}, entry.id))
-        for m, extra in zip(candidates, extras):
-            if find_replicas(target, [m], [*ignore, *own, *extra], keys, max_age_hours, any_age, (ea.id, eb.id), replay_of):
-                out.append(listing.entries[str(m["id"])])
+    extras = [sorted(run_ignored(c.get("settings") or {}, rid)) for rid, c in candidates]
+    for target, record, entry, out in ((ma, ra, ea, sides.replicas_a), (mb, rb, eb, sides.replicas_b)):
+        own = sorted(run_ignored(record.settings, entry.id))
+        for (rid, candidate), extra in zip(candidates, extras):
+            if find_replicas(target, [candidate], [*ignore, *own, *extra], keys, max_age_hours, any_age, (ea.id, eb.id), replay_of):
+                out.append(listing.entries[rid])
     cache.write_pickle(key, sides)
     return sides
 
@@ -134,12 +146,10 @@ def _compared_steps(table_a: Any, table_b: Any) -> set[int] | None:
     return common or None
 
 
-def attach_noise(
-    report: DiffReport,
-    repo: Repo,
-    sides: Sides,
-    runs: tuple[tuple[RunEntry, Mapping[str, Any], MetricsTable | None], tuple[RunEntry, Mapping[str, Any], MetricsTable | None]],
-) -> None:
+Side = tuple[RunEntry, Recorded, MetricsTable | None]  # a run, its manifest and its metrics
+
+
+def attach_noise(report: DiffReport, repo: Repo, sides: Sides, runs: tuple[Side, Side]) -> None:
     """Fill `report.noise` (every timing and learning metric judged) and `report.flags`; `runs`:
     A and B, each with its manifest and metrics (as the report was built from)."""
     if report.refused:
@@ -148,28 +158,29 @@ def attach_noise(
     (ea, ma, table_a), (eb, mb, table_b) = runs
     runs_a = [(ea, ma, table_a), *_readable(repo, [] if repeat else sides.replicas_a, report)]
     runs_b = [(eb, mb, table_b), *_readable(repo, [] if repeat else sides.replicas_b, report)]
-    side_a = [RunSeries(e.id, table, pauses_from_manifest(m)) for e, m, table in runs_a]
-    side_b = [RunSeries(e.id, table, pauses_from_manifest(m)) for e, m, table in runs_b]
+    side_a = [RunSeries(e.id, table, pauses_from_manifest(m.data)) for e, m, table in runs_a]
+    side_b = [RunSeries(e.id, table, pauses_from_manifest(m.data)) for e, m, table in runs_b]
     metrics = [(t.metric, ROLLOUT_AXIS) for t in report.timing] + [(r.metric, r.axis) for r in report.learning]
     noise = judge(metrics, side_a, side_b, repeat=repeat)
     noise.any_age, noise.max_age_hours = sides.any_age, sides.max_age_hours
-    others = [("B", mb)] + [(f"A's replica {e.id}", m) for e, m, _ in runs_a[1:]] + [(f"B's replica {e.id}", m) for e, m, _ in runs_b[1:]]
-    noise.session = session_notes(ma, others)
+    others = [("B", mb.data)] + [(f"A's replica {e.id}", m.data) for e, m, _ in runs_a[1:]]
+    others += [(f"B's replica {e.id}", m.data) for e, m, _ in runs_b[1:]]
+    noise.session = session_notes(ma.data, others)
     report.noise = noise
     steps = _compared_steps(side_a[0].table, side_b[0].table)
     flags: list[RunFlag] = []
     for series, (_entry, m, _table) in zip((*side_a, *side_b), (*runs_a, *runs_b)):
-        flags += degenerate_flags(series.run, series.table, steps, groups_of(m.get("settings")))
+        flags += degenerate_flags(series.run, series.table, steps, groups_of(m.record.settings))
     report.flags = flags
 
 
-def _readable(repo: Repo, replicas: list[RunEntry], report: DiffReport) -> list[tuple[RunEntry, Mapping[str, Any], MetricsTable | None]]:
+def _readable(repo: Repo, replicas: list[RunEntry], report: DiffReport) -> list[Side]:
     """The replicas with their manifests and metrics; one whose record is refused (over a read
     limit) is left out, with a warning naming it."""
-    out: list[tuple[RunEntry, Mapping[str, Any], MetricsTable | None]] = []
+    out: list[Side] = []
     for entry in replicas:
         try:
-            out.append((entry, _manifest(repo, entry), load_metrics(repo, entry)))
+            out.append((entry, recorded(repo, entry), load_metrics(repo, entry)))
         except ManifestError as exc:
             report.warnings.append(f"replica {entry.id} left out: {exc.message}")
     return out
@@ -183,7 +194,7 @@ def baseline_session(repo: Repo, listing: Listing | None, tip: str, report: Diff
     listing = listing or load_listing(repo, tip)
     entry = listing.entries.get(rid)
     if entry is not None:
-        report.baseline_session = session_notes(mb, [(f"suggested baseline {rid}", _manifest(repo, entry))], "B")
+        report.baseline_session = session_notes(mb, [(f"suggested baseline {rid}", recorded(repo, entry).data)], "B")
 
 
 def replica_tables(repo: Repo, report: DiffReport, listing: Listing) -> tuple[list[MetricsTable | None], list[MetricsTable | None]]:

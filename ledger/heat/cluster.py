@@ -27,7 +27,7 @@ from typing import Any
 
 from ledger.heat.cluster_target import ClusterTarget, Submitted
 from ledger.heat.node_sampler import NodeSampler
-from ledger.heat.rayjobs import NodeWatch, job_dict, node_names, pick_job, resolve_gcs_address
+from ledger.heat.rayjobs import ClusterPart, NodeWatch, RayJob, RayNode, job_dict, node_names, pick_job, resolve_gcs_address
 from ledger.heat.sensor import GpuInfo, Sample, SensorSpec
 from ledger.installhint import RAY_PACKAGE, install_hint
 
@@ -105,7 +105,7 @@ class ClusterSensor:
         self._last_refresh = float("-inf")
         self._nodes: dict[str, NodeWatch] = {}
         self._paused_nodes: list[NodeWatch] = []
-        self._job: dict[str, Any] | None = None
+        self._job: RayJob | None = None
         self._held: dict[str, set[int]] = {}  # node id -> the job's pids stopped there in this pause
         self._closed = False
         self._connecting: threading.Thread | None = None
@@ -192,7 +192,8 @@ class ClusterSensor:
     def refresh_nodes(self) -> None:
         """Give every alive node without one a sampler; mark nodes that left."""
         self._last_refresh = time.monotonic()
-        alive = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive")}  # type: ignore[no-untyped-call]
+        nodes: list[RayNode] = ray.nodes()  # type: ignore[no-untyped-call]
+        alive = {n["NodeID"]: n for n in nodes if n.get("Alive")}
         for node_id, watch in self._nodes.items():
             if node_id not in alive and watch.left_at is None:
                 watch.left_at, watch.unwatched = time.time(), "the node left the cluster"
@@ -290,7 +291,7 @@ class ClusterSensor:
             ray.shutdown()
 
     # -- the job, pause and resume ---------------------------------------------------------
-    def find_job(self) -> dict[str, Any]:
+    def find_job(self) -> RayJob:
         """The Ray job of this run (see `pick_job`), as {job_id, submission_id, driver_pid, driver_node}."""
         own = ray.get_runtime_context().get_job_id()
         jobs = [
@@ -306,14 +307,15 @@ class ClusterSensor:
             )
         return job
 
-    def job_processes(self, job: dict[str, Any]) -> dict[str, list[int]]:
+    def job_processes(self, job: RayJob) -> dict[str, list[int]]:
         """node id -> pids of the job there: its driver, alive actors and running tasks."""
         state = _state_api()
         by_node: dict[str, list[int]] = {}
-        if job.get("driver_pid"):
+        driver_pid = job.get("driver_pid")
+        if driver_pid:
             node = job.get("driver_node") or self._node_by_ip(job.get("driver_ip"))
             if node:
-                by_node.setdefault(node, []).append(int(job["driver_pid"]))
+                by_node.setdefault(node, []).append(int(driver_pid))
         if job.get("job_id"):
             jid = job["job_id"]
             for actor in state.list_actors(
@@ -402,7 +404,7 @@ class ClusterSensor:
         except Exception:  # noqa: BLE001
             pass
 
-    def cluster_manifest(self) -> dict[str, Any]:
+    def cluster_manifest(self) -> ClusterPart:
         """The cluster's part of the manifest's `gpu` section."""
         with self._lock:
             self._attach()

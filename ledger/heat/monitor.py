@@ -14,12 +14,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ledger.heat.guard import PAUSE, RESUME, WARN, Action, GuardSettings, HeatGuard
 from ledger.heat.heatlog import HeatLogWriter
 from ledger.heat.sensor import GpuInfo, Sample, Sensor
 from ledger.timefmt import iso
+
+if TYPE_CHECKING:  # a run on one machine never imports the cluster's modules
+    from ledger.heat.rayjobs import ClusterPart, NodeFacts
 
 
 def _stderr_line(text: str) -> None:
@@ -33,7 +36,7 @@ GpuKey = tuple[str | None, int]  # (node, index); node None on a single machine
 class ClusterFacts(Protocol):
     """A sensor that spans several nodes adds their facts to the manifest's `gpu` section."""
 
-    def cluster_manifest(self) -> dict[str, Any]:
+    def cluster_manifest(self) -> ClusterPart:
         """Nodes (watched or not, and why), the job, its collective timeout."""
         ...
 
@@ -58,7 +61,7 @@ class HeatSummary:
     # what triggered each pause: (node, gpu, temp_c), in the order of `pause_windows`
     pause_triggers: list[tuple[str | None, int | None, float | None]] = field(default_factory=list)
     samples: int = 0
-    cluster: dict[str, Any] | None = None
+    cluster: ClusterPart | None = None
 
     @property
     def peak_temp_c(self) -> dict[str | int, float]:
@@ -76,9 +79,10 @@ class HeatSummary:
         """Total seconds paused (open windows count up to their start: none after stop())."""
         return sum(end - start for start, end in self.pause_windows if end is not None)
 
-    def to_manifest(self) -> dict[str, Any]:
-        """Plain dict for `manifest["gpu"]`; on a cluster also `nodes` (GPUs and peaks per node)."""
-        section = {
+    def to_manifest(self) -> dict[str, object]:
+        """Plain dict for `manifest["gpu"]` (`runrecord.Gpu` reads it); on a cluster also `nodes`
+        (GPUs and peaks per node)."""
+        section: dict[str, object] = {
             "sensor": self.sensor,
             "unavailable": self.unavailable,
             "gpus": [g.to_dict() for g in self.gpus],
@@ -106,7 +110,7 @@ class HeatSummary:
             window.update(gpu=gpu, temp_c=temp)
         return window
 
-    def _add_node_peaks(self, nodes: list[dict[str, Any]]) -> None:
+    def _add_node_peaks(self, nodes: list[NodeFacts]) -> None:
         """Each cluster node's GPUs (unless the cluster sensor listed them, also for nodes that
         left) and its peak temperature per GPU index."""
         keys = sorted(self.peaks, key=lambda k: (k[0] or "", k[1]))

@@ -19,8 +19,9 @@ import os
 import signal as signals
 import socket
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypedDict
 
 from ledger.heat.nvml import NvmlSensor
 from ledger.heat.sensor import (
@@ -72,6 +73,34 @@ def open_node_sensor(spec: SensorSpec, names: frozenset[str]) -> Sensor:
     return NvmlSensor()
 
 
+class SamplerInfo(TypedDict):
+    """`NodeSampler.info()`'s answer: who and what the sampler watches."""
+
+    node: str
+    hostname: str
+    pid: int
+    sensor: str | None
+    unavailable: str | None  # why the node has no sensor
+    gpus: Sequence[Mapping[str, Any]]  # `GpuInfo`'s fields, and `node`
+
+
+class SamplerReading(TypedDict):
+    """`NodeSampler.sample()`'s answer: the node's GPUs at `time` (unix seconds)."""
+
+    time: float
+    samples: Sequence[Mapping[str, Any]]  # `Sample`'s fields, and `node`
+
+
+class SignalDone(TypedDict):
+    """`NodeSampler.signal()`'s answer: the processes signalled, and those already gone."""
+
+    node: str
+    action: str
+    pids: list[int]
+    gone: list[int]
+    at: float
+
+
 class NodeSampler:
     """One node's sampler (runs inside a Ray actor; see the module docstring)."""
 
@@ -87,7 +116,7 @@ class NodeSampler:
             self._unavailable = f"{type(exc).__name__}: {exc}"
         self._stopped: list[int] = []
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> SamplerInfo:
         """Who and what this sampler watches: host, pid, sensor, GPUs, or why it cannot."""
         gpus = [] if self._sensor is None else [asdict(g) | {"node": self.label} for g in self._sensor.gpus()]
         return {
@@ -99,14 +128,14 @@ class NodeSampler:
             "gpus": gpus,
         }
 
-    def sample(self) -> dict[str, Any]:
+    def sample(self) -> SamplerReading:
         """This node's GPUs now: `{"time": unix seconds, "samples": [...]}` (empty when unwatched)."""
         now = time.time()
         if self._sensor is None:
             return {"time": now, "samples": []}
         return {"time": now, "samples": [asdict(s) | {"node": self.label} for s in self._sensor.sample()]}
 
-    def signal(self, pids: list[int], action: str) -> dict[str, Any]:
+    def signal(self, pids: list[int], action: str) -> SignalDone:
         """`stop` the given processes and their descendants, or `resume` all stopped ones."""
         done: list[int] = []
         gone: list[int] = []

@@ -8,12 +8,67 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 
 from ledger.heat.cluster_target import ClusterTarget
+from ledger.heat.node_sampler import SamplerInfo
 from ledger.heat.sensor import GpuInfo
+
+
+class RayNode(TypedDict, total=False):
+    """A node as `ray.nodes()` answers it: the keys read here (Ray's answer has more)."""
+
+    NodeID: str
+    Alive: bool
+    NodeManagerAddress: str
+    NodeManagerHostname: str
+    Resources: dict[str, float]
+    Labels: dict[str, str]
+
+
+class RayJob(TypedDict):
+    """A job of Ray's state API as `job_dict` keeps it: what `pick_job` reads, the record's `gpu.cluster.job`."""
+
+    job_id: str | None
+    submission_id: str | None
+    type: str  # DRIVER or SUBMISSION
+    status: str  # PENDING, RUNNING, ...
+    entrypoint: str | None
+    start_time: int | None  # unix milliseconds
+    driver_pid: int | None
+    driver_ip: str | None
+    driver_node: str | None
+
+
+class _NodeKeys(TypedDict):
+    """One node in the manifest's `gpu.nodes` (`NodeWatch.to_dict`)."""
+
+    node: str
+    node_id: str
+    ip: str
+    hostname: str
+    sensor: str | None
+    watched: bool
+    unwatched: str | None
+    left: bool
+    gpus: list[dict[str, object]]
+
+
+class NodeFacts(_NodeKeys, total=False):
+    """A node of `gpu.nodes`: its keys, and the peak temperature per GPU index the monitor adds at the end."""
+
+    peak_temp_c: dict[int, float]
+
+
+class ClusterPart(TypedDict):
+    """A cluster's part of the manifest's `gpu` section (`ClusterSensor.cluster_manifest`)."""
+
+    cluster: dict[str, object]  # the target, the GCS address, whether connected, the job
+    nodes: list[NodeFacts]
+    unwatched: dict[str, str]  # node label -> why it is not watched
+    gpus: list[dict[str, object]]  # every GPU seen during the run, also on nodes that left
 
 
 @dataclass
@@ -27,19 +82,19 @@ class NodeWatch:
     names: list[str]
     handle: Any = None
     info_ref: Any = None
-    info: dict[str, Any] | None = None
+    info: SamplerInfo | None = None
     unwatched: str | None = "sampler starting"
     left_at: float | None = None
     gpus: list[GpuInfo] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> NodeFacts:
         """For the manifest's `gpu.nodes` (a node that left keeps the GPUs it had)."""
         return {
             "node": self.label,
             "node_id": self.node_id,
             "ip": self.ip,
             "hostname": self.hostname,
-            "sensor": (self.info or {}).get("sensor"),
+            "sensor": None if self.info is None else self.info.get("sensor"),
             "watched": self.unwatched is None,
             "unwatched": self.unwatched,
             "left": self.left_at is not None,
@@ -51,7 +106,7 @@ class NodeWatch:
 _PLAIN_RESOURCES = re.compile(r"^(CPU|GPU|memory|object_store_memory|node:.*|accelerator_type:.*)$")
 
 
-def node_names(node: dict[str, Any], label: str) -> list[str]:
+def node_names(node: RayNode, label: str) -> list[str]:
     """The names a node answers to in a heat timeline: label, IP, hostname, node id, custom resources, labels."""
     names = {label, str(node.get("NodeManagerAddress")), str(node.get("NodeManagerHostname")), str(node.get("NodeID"))}
     names.update(r for r in (node.get("Resources") or {}) if not _PLAIN_RESOURCES.match(r))
@@ -96,7 +151,7 @@ def resolve_gcs_address(address: str, env: dict[str, str] | None = None) -> str:
     return bare
 
 
-def job_dict(job: Any) -> dict[str, Any]:
+def job_dict(job: Any) -> RayJob:
     """A job of Ray's state API (`list_jobs`) as the plain fields `pick_job` reads."""
     status = getattr(job.status, "value", job.status)
     kind = getattr(job.type, "value", job.type)
@@ -114,7 +169,7 @@ def job_dict(job: Any) -> dict[str, Any]:
     }
 
 
-def pick_job(jobs: list[dict[str, Any]], target: ClusterTarget, started_at: float, local_pids: set[int]) -> dict[str, Any] | None:
+def pick_job(jobs: list[RayJob], target: ClusterTarget, started_at: float, local_pids: set[int]) -> RayJob | None:
     """This run's job among the cluster's: by submission id, else a driver in our process tree,
     else a submitted job with our entrypoint, else the only job submitted since the run started."""
     alive = [j for j in jobs if j["status"] in ("PENDING", "RUNNING")]

@@ -23,14 +23,17 @@ if TYPE_CHECKING:
 class RunMonitor:
     """The monitor as the runner sees it: resume before signals, a manifest section at the end."""
 
-    def __init__(self, monitor: HeatMonitor, extra: dict[str, Any] | None = None):
+    def __init__(self, monitor: HeatMonitor, extra: dict[str, object] | None = None):
+        """`extra`: keys of the `gpu` section the monitor does not write (the job's collective
+        timeout, an unreachable cluster), added unless it wrote them."""
         self._monitor = monitor
         self._extra = extra or {}
 
     def resume_if_paused(self) -> None:
         self._monitor.resume_if_paused()
 
-    def stop_summary(self) -> dict[str, Any]:
+    def stop_summary(self) -> dict[str, object]:
+        """The manifest's `gpu` section as plain data (`runrecord.Gpu` reads it)."""
         section = self._monitor.stop().to_manifest()
         for key, value in self._extra.items():
             section.setdefault(key, value)
@@ -60,7 +63,7 @@ def _job_pids(pgid: int | None) -> Callable[[], set[int]]:
 
 def _timeout_facts(
     cfg: HeatConfig, guard: HeatGuard, argv: list[str], env: Mapping[str, str], target: Any, say: Callable[[str], None]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Record the job's collective timeout when visible; warn when a pause could outlast it."""
     from ledger.heat.cluster_target import collective_timeout
 
@@ -158,7 +161,7 @@ def start_monitor(
     return RunMonitor(monitor, extra)
 
 
-def summary_from_log(path: Path) -> dict[str, Any]:
+def summary_from_log(path: Path) -> dict[str, object]:
     """A `gpu` section rebuilt from a heat log alone (for runs recovered after a crash)."""
     log = read_heat_log(path)
     peaks: dict[Any, float] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 HEAD_BYTES = 8 << 20
 _WANDB = re.compile(rb"wandb:\s+(?:\S+\s+)?View run (?:.{0,200}? )?at:? (https?://\S+?/runs/([A-Za-z0-9_-]+))/?\s")
@@ -25,14 +25,37 @@ _TB_PRINTED = re.compile(rb"(?:TensorBoard logdir:|tensorboard --logdir[= ])\s*(
 TB_FLAGS = ("tensorboard-dir", "tb-dir", "logdir", "tensorboard_dir")
 
 
+class WandbRun(TypedDict):
+    url: str
+    run_id: str
+
+
+class MlflowRun(TypedDict):
+    url: str
+    experiment_id: str
+    run_id: str
+
+
+class TensorBoardDir(TypedDict):
+    logdir: str
+
+
+class Trackers(TypedDict, total=False):
+    """The record's `trackers`: a key per tracker found in what the job printed."""
+
+    wandb: WandbRun
+    mlflow: MlflowRun
+    tensorboard: TensorBoardDir
+
+
 def _text(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def find_trackers(log: Path, settings: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+def find_trackers(log: Path, settings: Mapping[str, object] | None = None) -> Trackers | None:
     """`{wandb: {url, run_id}, mlflow: {url, experiment_id, run_id}, tensorboard: {logdir}}` for
     the trackers found; None when none."""
-    out: dict[str, Any] = {}
+    out: Trackers = {}
     try:
         with open(log, "rb") as f:
             head = f.read(HEAD_BYTES)

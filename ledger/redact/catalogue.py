@@ -45,6 +45,7 @@ from typing import Any
 from ledger.cache import code_version, user_cache_dir
 from ledger.fsutil import write_atomic
 from ledger.redact import gitleaks, re2
+from ledger.redact.entry import CatalogueEntry
 from ledger.redact.gitleaks import Allowlist, entropy
 
 SKIPPED = {
@@ -241,15 +242,15 @@ def _plugins() -> list[tuple[str, str, list[re.Pattern[str]]]]:
     return out
 
 
-def _entries() -> list[dict[str, Any]]:
+def _entries() -> list[CatalogueEntry]:
     """The catalogue as plain data: detect-secrets' plugins, then gitleaks' rules (importing the
     plugins and compiling their regexes costs ~0.5 s, translating gitleaks' ~10 ms, so the result is
     cached per user by `_cached_entries`)."""
     return _detect_secrets_entries() + gitleaks.entries()
 
 
-def _detect_secrets_entries() -> list[dict[str, Any]]:
-    entries: list[dict[str, Any]] = []
+def _detect_secrets_entries() -> list[CatalogueEntry]:
+    entries: list[CatalogueEntry] = []
     for plugin, provider, patterns in _plugins():
         for p in patterns:
             caseless = bool(p.flags & re.IGNORECASE)
@@ -299,7 +300,7 @@ def _cache_file() -> Path:
     return user_cache_dir("catalogue") / f"{_installed_key()}-{code_version()}.json"
 
 
-def _cached_entries() -> list[dict[str, Any]]:
+def _cached_entries() -> list[CatalogueEntry]:
     """`_entries()`, read from the per-user cache when this version was loaded before (a damaged
     or unwritable cache is only a miss)."""
     path: Path | None = None

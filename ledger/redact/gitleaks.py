@@ -22,15 +22,16 @@ Hyperscan (`ledger.redact.re2`). What a rule hides follows gitleaks' own reading
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import msgspec
+
+from ledger.redact.entry import AllowEntry, CatalogueEntry
 from ledger.redact.re2 import relax, to_python
 
 DATA = Path(__file__).with_name("gitleaks_rules.json")
@@ -70,7 +71,7 @@ class Allowlist:
         checks = ([False] if self.paths else []) + ([by_regex] if self.regexes else []) + ([by_word] if self.stopwords else [])
         return bool(checks) and all(checks)
 
-    def to_entry(self) -> dict[str, Any]:
+    def to_entry(self) -> AllowEntry:
         """The allowlist as plain data (the catalogue's per-user cache)."""
         return {
             "target": self.target,
@@ -81,7 +82,7 @@ class Allowlist:
         }
 
     @classmethod
-    def from_entry(cls, e: dict[str, Any]) -> Allowlist:
+    def from_entry(cls, e: AllowEntry) -> Allowlist:
         """Back from `to_entry`."""
         return cls(
             str(e["target"]),
@@ -100,13 +101,43 @@ def entropy(data: bytes) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(data).values())
 
 
-def _allowlist(raw: dict[str, Any]) -> Allowlist:
+class RawAllowlist(msgspec.Struct, frozen=True, rename={"target": "regexTarget"}):
+    """An allowlist as the data file holds it (gitleaks' TOML keys); other keys are not read."""
+
+    target: str | None = None
+    condition: str | None = None  # "AND", or OR when absent
+    regexes: list[str] | None = None
+    stopwords: list[str] | None = None
+    paths: list[str] | None = None
+
+
+class RawRule(msgspec.Struct, frozen=True, rename={"secret_group": "secretGroup"}):
+    """A rule as the data file holds it (gitleaks' TOML keys); other keys are not read."""
+
+    id: str
+    regex: str | None = None  # none: a rule naming files only (`path`)
+    path: str | None = None
+    keywords: list[str] | None = None
+    entropy: float | None = None
+    secret_group: int | None = None
+    allowlists: list[RawAllowlist] | None = None
+
+
+class RulesFile(msgspec.Struct, frozen=True):
+    """`gitleaks_rules.json`: the commit read, the global allowlist and the rules."""
+
+    commit: str | None = None
+    allowlist: RawAllowlist | None = None
+    rules: list[RawRule] | None = None
+
+
+def _allowlist(raw: RawAllowlist) -> Allowlist:
     return Allowlist(
-        str(raw.get("regexTarget") or "secret"),
-        str(raw.get("condition") or "OR").upper() == "AND",
-        tuple(to_python(r).encode() for r in raw.get("regexes") or []),
-        tuple(w.lower().encode() for w in raw.get("stopwords") or []),
-        bool(raw.get("paths")),
+        raw.target or "secret",
+        (raw.condition or "OR").upper() == "AND",
+        tuple(to_python(r).encode() for r in raw.regexes or []),
+        tuple(w.lower().encode() for w in raw.stopwords or []),
+        bool(raw.paths),
     )
 
 
@@ -139,56 +170,53 @@ def without_lead(regex: str) -> tuple[str, int]:
     return (m.group(1) or "") + ("(?i:" if m.group(3) else "") + regex[m.end() :], int(m.group(2)) + int(m.group(4) or 0)
 
 
-def _entry(rule: dict[str, Any]) -> dict[str, Any]:
-    regex, lead = without_lead(to_python(str(rule["regex"])))
-    keywords = [str(k).lower() for k in rule.get("keywords") or []]
+def _entry(rule: RawRule, source: str) -> CatalogueEntry:
+    regex, lead = without_lead(to_python(source))
+    keywords = [k.lower() for k in rule.keywords or []]
     path, trigger = trigger_of(regex, keywords)
     return {
         "plugin": "gitleaks",
-        "provider": str(rule["id"]),
+        "provider": rule.id,
         "source": regex,
         "flags": 0,
         "caseless": False,  # inline flags, as gitleaks writes them
         "candidates": [[path, trigger]],
         "needs": "",
         "keywords": keywords,
-        "entropy": float(rule.get("entropy") or 0.0),
-        "group": int(rule.get("secretGroup") or 0),
+        "entropy": float(rule.entropy or 0.0),
+        "group": rule.secret_group or 0,
         "lead": lead,
-        "allow": [_allowlist(a).to_entry() for a in rule.get("allowlists") or []],
+        "allow": [_allowlist(a).to_entry() for a in rule.allowlists or []],
     }
 
 
 @functools.lru_cache(maxsize=1)
-def _data() -> dict[str, Any]:
+def _data() -> RulesFile:
+    """The data file, every value read checked by its type; none when it cannot be read or a
+    value is of the wrong type (a broken install: the other rules still run)."""
     try:
-        data = json.loads(DATA.read_text(encoding="utf-8"))
-    except (OSError, ValueError):  # a broken install: the other rules still run
-        return {"rules": [], "allowlist": {}}
-    return data if isinstance(data, dict) else {"rules": [], "allowlist": {}}
+        return msgspec.json.decode(DATA.read_bytes(), type=RulesFile)
+    except (OSError, msgspec.DecodeError):  # unreadable, not JSON, or a value of the wrong type
+        return RulesFile()
 
 
-def entries() -> list[dict[str, Any]]:
+def entries() -> list[CatalogueEntry]:
     """Every rule with a regex, as the catalogue's plain entries (regexes translated)."""
-    return [_entry(r) for r in _data().get("rules") or [] if isinstance(r, dict) and r.get("regex")]
+    return [_entry(r, r.regex) for r in _data().rules or [] if r.regex]
 
 
-def global_allowlist() -> dict[str, Any]:
+def global_allowlist() -> AllowEntry:
     """gitleaks' global allowlist (its regexes and stopwords), as plain data."""
-    return _allowlist(_data().get("allowlist") or {}).to_entry()
+    return _allowlist(_data().allowlist or RawAllowlist()).to_entry()
 
 
 @functools.cache
 def file_name_rules() -> tuple[tuple[str, re.Pattern[str]], ...]:
     """(rule id, path regex) of the rules that name files only (``pkcs12-file``: ``*.p12``, ``*.pfx``);
     compiled once per process (every data file is checked against them)."""
-    return tuple(
-        (str(r["id"]), re.compile(to_python(str(r["path"]))))
-        for r in _data().get("rules") or []
-        if isinstance(r, dict) and not r.get("regex") and r.get("path")
-    )
+    return tuple((r.id, re.compile(to_python(r.path))) for r in _data().rules or [] if not r.regex and r.path)
 
 
 def data_commit() -> str:
     """The gitleaks commit the data file was read from."""
-    return str(_data().get("commit") or "unknown")
+    return _data().commit or "unknown"

@@ -18,11 +18,10 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from ledger.redact.names import Redactions
 from ledger.redact.scanner import Redactor
-from ledger.runrecord import RunRecord
+from ledger.runrecord import RunRecord, replace
 
 SECRETS_FILE = "secrets.json"  # in the staging folder, outside the run folder: never committed
 LOGS = ("trainer.log", "engine.log")
@@ -95,11 +94,6 @@ def scrub_code_file(redactor: Redactor, data: bytes, acc: Redactions) -> bytes |
     return data
 
 
-def add_redacted(m: dict[str, Any], entries: Iterable[str]) -> None:
-    """Merge ``"<where>: <kind>"`` entries into the manifest's `redacted` list."""
-    m["redacted"] = sorted(set(m.get("redacted") or []) | set(entries))
-
-
 def scrub_logs(run_dir: Path, secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> list[str]:
     """The final scrub of a staged run folder's files (see the module docstring); returns the
     `redacted` entries of what it hid."""
@@ -121,25 +115,16 @@ def scrub_logs(run_dir: Path, secrets: Iterable[str], found: Iterable[bytes], ex
     return hidden
 
 
-def scrub_manifest(m: dict[str, Any], secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> None:
-    """Every string and key of the manifest, and every value under a secret-named key (in place);
-    then the `redacted` entries themselves (`clean_entry`)."""
+def scrub_record(record: RunRecord, secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> RunRecord:
+    """Every string and key of the record's encoding, and every value under a secret-named key,
+    hidden; then the `redacted` entries themselves (`clean_entry`), with the manifest's own added.
+    The scrub sees exactly the keys and values that are written, and the result is read back: a
+    hidden value stays text and a hidden key is kept as an unknown one."""
     acc = Redactions()
     redactor = Redactor(set(secrets) | as_texts(found), extra_names)
-    clean = redactor.redact_obj(m, acc, skip=frozenset({"redacted"}))
-    m.clear()
-    m.update(clean)
-    add_redacted(m, acc.at("manifest"))
-    m["redacted"] = sorted({clean_entry(redactor, str(e)) for e in m.get("redacted") or []})
-
-
-def scrub_record(record: RunRecord, secrets: Iterable[str], found: Iterable[bytes], extra_names: Iterable[str] = ()) -> RunRecord:
-    """The record as `scrub_manifest` leaves its encoding, read back: the scrub sees exactly the
-    keys and values that are written. A hidden value stays text and a hidden key is kept as an
-    unknown one, so the record reads back whatever was hidden."""
-    encoded = record.to_dict()
-    scrub_manifest(encoded, secrets, found, extra_names)
-    return RunRecord.partial(encoded, "the scrubbed record")
+    clean = RunRecord.partial(redactor.redact_obj(record.to_dict(), acc, skip=frozenset({"redacted"})), "the scrubbed record")
+    entries = {*clean.redacted, *acc.at("manifest")}
+    return replace(clean, redacted=sorted({clean_entry(redactor, str(e)) for e in entries}))
 
 
 def clean_entry(redactor: Redactor, entry: str) -> str:

@@ -18,7 +18,7 @@ import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypedDict
 
 from ledger.timefmt import iso
 
@@ -39,7 +39,15 @@ def too_big(path: Path, limit: int | None) -> dict[str, int] | None:
     return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def describe(large: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, Any]]:
+class LargeFile(TypedDict):
+    """One entry of the manifest's `code.large_files` (a changed file too big for the code tree)."""
+
+    size: int
+    mtime: str | None  # ISO time
+    oid: str | None  # git's blob id; None until hashed, or when the file changed while the job ran
+
+
+def describe(large: Mapping[str, Mapping[str, int]]) -> dict[str, LargeFile]:
     """The manifest's `code.large_files` before anything is hashed: path -> size, mtime, oid None."""
     return {path: {"size": seen["size"], "mtime": iso(seen["mtime_ns"] / 1e9), "oid": None} for path, seen in large.items()}
 
@@ -115,7 +123,7 @@ class BlobHashes:
         for rel, seen in self._large.items():
             self.ids[rel] = blob_id(self._root / rel, seen)
 
-    def result(self) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    def result(self) -> tuple[dict[str, LargeFile], list[str]]:
         """`code.large_files` with each blob id (None: the file changed while the job ran), and a
         warning per file left without one."""
         if self._large:

@@ -37,7 +37,7 @@ class RunMeta:
     tags: tuple[str, ...] = ()
     note: str | None = None
     archived: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)  # keys a newer ledger wrote: kept as they are
+    extra: dict[str, object] = field(default_factory=dict)  # keys a newer ledger wrote: kept as they are
 
     @classmethod
     def from_json(cls, data: Any) -> RunMeta:
@@ -53,7 +53,8 @@ class RunMeta:
             {k: v for k, v in data.items() if k not in ("tags", "note", "archived")},
         )
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
+        """The meta.json object: the unknown keys first, as read, then tags, note, archived."""
         return {**self.extra, "tags": sorted(set(self.tags)), "note": self.note, "archived": self.archived}
 
 

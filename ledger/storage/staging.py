@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,8 @@ class Staged:
         """The job's combined output as it arrives (split into the two logs when the job ended)."""
         return self.dir / RAW_OUTPUT
 
-    def write_json(self, name: str, data: dict[str, Any]) -> None:
+    def write_json(self, name: str, data: Mapping[str, object]) -> None:
+        """A JSON file of the staged run (the record so far, the request), written atomically."""
         write_atomic(self.dir / name, json.dumps(data, indent=1, default=str))
 
     def read_json(self, name: str) -> dict[str, Any] | None:
