@@ -21,9 +21,13 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ledger.compare.stats import is_timing
+from ledger.configload import load_config
 from ledger.metrics.jsonl import read_metrics_jsonl
+from ledger.metrics.store import load_metrics
 from ledger.metrics.table import MetricsTable
 from ledger.runrecord import RunRecord
+from ledger.storage.store import check_ledger_branch, find_run
 
 CLOSE = 1e-6
 
@@ -99,8 +103,6 @@ def _axes(pairs: list[Pair]) -> set[str]:
 
 def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] | None) -> dict[str, Any]:
     """The fidelity verdict of `replay` against `source` (module docstring)."""
-    from ledger.compare.stats import is_timing
-
     pairs = _pairs(source, replay, mapping)
     axes = _axes(pairs)
     compared = 0
@@ -163,10 +165,6 @@ def describe(fidelity: dict[str, Any] | None) -> str | None:
 def fidelity_of(repo: Any, record: RunRecord, run_dir: Any) -> dict[str, Any] | None:
     """`replay.fidelity` for the replay being recorded (`record`), against its source run on the
     ledger branch; None when `record` is not a replay."""
-    from ledger.configload import load_config
-    from ledger.metrics.store import load_metrics
-    from ledger.storage.store import check_ledger_branch, find_run
-
     source_id = record.replay_of
     if not source_id:
         return None

@@ -18,8 +18,10 @@ from typing import Any
 from ledger.metrics.logparse import last_step, parse_logs
 from ledger.record import facts
 from ledger.record.rayrecover import running_on_ray
+from ledger.redact.apply import redact_line
 from ledger.runrecord import RunRecord
 from ledger.storage import staging
+from ledger.storage.listing import list_fields
 from ledger.understand import shim, tracescan
 
 ORPHANED_HINT = "`ledger recover` commits it"
@@ -45,8 +47,6 @@ class LiveRun:
 
     def summary(self) -> dict[str, Any]:
         """The fields `ledger list` shows, in the same shape as a recorded run's, plus progress."""
-        from ledger.storage.listing import list_fields
-
         fields = list_fields({**self.manifest, "id": self.id, "status": None, "gpu": None})
         if self.orphaned and self.on_ray:  # `ledger recover` found its Ray job running on
             jobs = ", ".join(str(j.get("submission_id")) for j in self.on_ray)
@@ -111,8 +111,6 @@ class LogSplitter:
         self._rest = b""
 
     def feed(self, data: bytes) -> list[bytes]:
-        from ledger.redact.apply import redact_line
-
         data = self._rest + data
         cut = data.rfind(b"\n") + 1
         self._rest = data[cut:]
