@@ -16,8 +16,10 @@ from typing import Any
 import msgspec
 
 from ledger import yamlio
+from ledger.cache import LocalCache
 from ledger.config import CONFIG_NAME, Config, Declared, declared, sections
 from ledger.errors import LedgerError
+from ledger.storage.git import valid_branch_name
 
 _HINT = f"`ledger init` in an empty repo writes an example {CONFIG_NAME}"
 
@@ -41,8 +43,6 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
         ) from exc
     cache, key = None, hashlib.sha256(raw).hexdigest()
     if common_dir is not None:
-        from ledger.cache import LocalCache
-
         cache = LocalCache(common_dir, "config")
         plain = cache.read_json(key)
         if plain is not None:
@@ -110,8 +110,6 @@ def _check(d: Declared, cfg: Config) -> None:
             except re.error as exc:
                 raise _refusal(f"{d.path}.{i}", f"regex {pattern!r} does not compile ({exc})") from None
     elif check == "branch":
-        from ledger.storage.git import valid_branch_name  # lazily: the heat modules import config
-
         if not valid_branch_name(value):
             raise _refusal(d.path, f"{value!r} is not a branch name git accepts")
     low = d.extra("above")

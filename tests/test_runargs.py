@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ledger.cli import app
+from ledger.cli.run import run as run_verb
 
 READ = [
     (["--", "true"], {}, ("true",)),
@@ -30,7 +30,7 @@ DEFAULTS: dict[str, Any] = {"name": None, "note": None, "image": None, "no_heat_
 
 def _click_reads(args: list[str]) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The options click hands `ledger run`, and the command (a leading `--` dropped, as `cli.run` does)."""
-    with app.commands["run"].make_context("run", list(args)) as ctx:
+    with run_verb.make_context("run", list(args)) as ctx:
         params = dict(ctx.params)
     words = params.pop("command")
     return params, tuple(words[1:] if words[:1] == ("--",) else words)

@@ -36,9 +36,9 @@ def cli_reference() -> str:
     ]
     with click.Context(app, info_name="ledger", terminal_width=100, max_content_width=100, help_option_names=["-h", "--help"]) as root:
         out += ["## `ledger`\n", "```", app.get_help(root).rstrip(), "```\n"]
-        for name in sorted(app.commands):
-            cmd = app.commands[name]
-            if cmd.hidden:
+        for name in app.list_commands(root):
+            cmd = app.get_command(root, name)
+            if cmd is None or cmd.hidden:
                 continue
             with click.Context(cmd, info_name=name, parent=root, terminal_width=100, max_content_width=100) as ctx:
                 text = cmd.get_help(ctx).rstrip()

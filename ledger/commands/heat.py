@@ -13,6 +13,8 @@ from ledger.heat.heatlog import HeatLog, read_heat_log
 from ledger.heat.summary import render_heat_summary, time_above
 from ledger.metrics.store import load_metrics
 from ledger.opening import listing_for
+from ledger.pages.heatpage import heat_page
+from ledger.pages.heatplot import plot_heat_png
 from ledger.runref import resolve
 from ledger.storage.store import read_file_at
 
@@ -52,13 +54,10 @@ def _write_files(
     """The PNG plot and the HTML page asked for, written; their paths."""
     written = []
     if png is not None:
-        from ledger.pages.heatplot import plot_heat_png
-
         written.append(plot_heat_png(log, steps, png))
     if html is not None:
         if not log.samples:
             raise LedgerError("the heat log has no samples to plot")
-        from ledger.pages.heatpage import heat_page
 
         write_atomic(html, heat_page(run_id, log, steps, summary))
         written.append(html)

@@ -11,6 +11,8 @@ from pathlib import Path
 from ledger.config import Config
 from ledger.errors import UsageError
 from ledger.opening import open_branch
+from ledger.redact.scanner import Redactor, secret_kinds_in_name
+from ledger.redact.values import known_secrets
 from ledger.runref import resolve
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing
@@ -31,7 +33,6 @@ def tag_run(start: Path, run: str, tags: list[str], remove: bool) -> MetaChange:
     """Add (or with `remove`, take away) tags on one run."""
     if not tags:
         raise UsageError("no tag given", "ledger tag RUN TAG [TAG...]")
-    from ledger.redact.scanner import secret_kinds_in_name
 
     for t in tags if not remove else ():  # what is added is checked; any tag can be taken away (a pulled one too)
         check_tag(t)
@@ -50,8 +51,6 @@ def note_run(start: Path, run: str, text: str) -> MetaChange:
     """Set the run's note (what `ledger list` and `show` say about it); secrets in it are hidden."""
     if len(text) > MAX_NOTE_LEN:
         raise UsageError(f"the note is {len(text)} characters long", f"keep it under {MAX_NOTE_LEN}")
-    from ledger.redact.scanner import Redactor
-    from ledger.redact.values import known_secrets
 
     opened = open_branch(start)
     cfg = opened[1]

@@ -21,9 +21,13 @@ import re
 from pathlib import Path
 from typing import Any, TypedDict
 
+from ledger.compare.stats import is_timing
+from ledger.configload import load_config
 from ledger.metrics.jsonl import read_metrics_jsonl
+from ledger.metrics.store import load_metrics
 from ledger.metrics.table import MetricsTable
 from ledger.runrecord import RunRecord
+from ledger.storage.store import check_ledger_branch, find_run
 
 CLOSE = 1e-6
 
@@ -122,8 +126,6 @@ def _axes(pairs: list[Pair]) -> set[str]:
 
 def compare(source: MetricsTable, replay: MetricsTable, mapping: dict[int, int] | None) -> Verdict:
     """The fidelity verdict of `replay` against `source` (module docstring)."""
-    from ledger.compare.stats import is_timing
-
     pairs = _pairs(source, replay, mapping)
     axes = _axes(pairs)
     compared = 0
@@ -186,10 +188,6 @@ def describe(fidelity: Verdict | None) -> str | None:
 def fidelity_of(repo: Any, record: RunRecord, run_dir: Any) -> Verdict | None:
     """`replay.fidelity` for the replay being recorded (`record`), against its source run on the
     ledger branch; None when `record` is not a replay."""
-    from ledger.configload import load_config
-    from ledger.metrics.store import load_metrics
-    from ledger.storage.store import check_ledger_branch, find_run
-
     source_id = record.replay_of
     if not source_id:
         return None

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, TypedDict
 
+import psutil
+
 from ledger.heat.nvml import NvmlSensor
 from ledger.heat.sensor import (
     ScriptedSensor,
@@ -35,8 +37,6 @@ from ledger.heat.sensor import (
 
 def _children_map() -> dict[int, list[int]]:
     """parent pid -> child pids, over every process psutil sees (gone meanwhile: left out)."""
-    import psutil
-
     children: dict[int, list[int]] = {}
     for proc in psutil.process_iter(["ppid"]):
         ppid = proc.info.get("ppid")

@@ -6,6 +6,7 @@ failing per-field query gives None for that field and never stops sampling.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -75,8 +76,6 @@ class NvmlSensor:
 
     def __init__(self) -> None:
         if sys.platform != "win32":
-            import ctypes
-
             try:  # what pynvml loads first; without it, importing pynvml (~20 ms) is for nothing
                 ctypes.CDLL(NVML_LIBRARY)
             except OSError as exc:

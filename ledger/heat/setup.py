@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ledger.config import HeatConfig
+from ledger.heat.cluster_target import Submitted, collective_timeout, detect_cluster, submits_from_launcher
 from ledger.heat.guard import HeatGuard
 from ledger.heat.heatlog import read_heat_log
 from ledger.heat.monitor import HeatMonitor
 from ledger.heat.nvml import open_sensor
 from ledger.heat.sensor import SensorSpec, SensorUnavailable, parse_timeline
 from ledger.timefmt import iso
-
-if TYPE_CHECKING:
-    from ledger.heat.cluster_target import Submitted
 
 
 class RunMonitor:
@@ -65,15 +64,11 @@ def _timeout_facts(
     cfg: HeatConfig, guard: HeatGuard, argv: list[str], env: Mapping[str, str], target: Any, say: Callable[[str], None]
 ) -> dict[str, object]:
     """Record the job's collective timeout when visible; warn when a pause could outlast it."""
-    from ledger.heat.cluster_target import collective_timeout
-
     training = argv
     job_env = dict(env)
     if target is not None:
         job_env.update(target.env_vars)
         if target.entrypoint:
-            import shlex
-
             training = shlex.split(target.entrypoint)
     timeout = collective_timeout(training, job_env)
     if timeout is None:
@@ -110,8 +105,6 @@ def start_monitor(
     goes ahead; the summary says `unavailable` with NVML's error text, said once on stderr, and no
     heat log is written.
     """
-    from ledger.heat.cluster_target import detect_cluster, submits_from_launcher
-
     guard = HeatGuard(
         pause_at=cfg.pause_at,
         resume_at=cfg.resume_at,

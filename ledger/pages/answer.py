@@ -15,6 +15,7 @@ from typing import Any
 
 from ledger.compare.diffcore import DiffReport
 from ledger.compare.render import unit_of
+from ledger.metrics.trackers import tracker_links
 from ledger.textfmt import MISSING, show_value
 
 
@@ -117,8 +118,6 @@ def notes_html(runs: list[tuple[str, Mapping[str, Any]]]) -> str:
 
 def tracker_html(manifest: Mapping[str, Any]) -> str:
     """The run's W&B/MLflow links (http(s) only, escaped) and TensorBoard folder, as HTML."""
-    from ledger.metrics.trackers import tracker_links
-
     parts = []
     for name, text, url in tracker_links(manifest.get("trackers")):
         parts.append(

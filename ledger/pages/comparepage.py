@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 
 from ledger.metrics.table import MetricsTable
+from ledger.pages.answer import tracker_html
 from ledger.pages.series import series_of
 from ledger.pages.svg import PALETTE, Chart, Series, page, render
 from ledger.textfmt import show_value
@@ -143,8 +144,6 @@ def _tracker_and_note_rows(runs: Sequence[CompareRun]) -> list[str]:
     """A row of the runs' tracker links and one of their notes, each only where a run has one."""
     rows = []
     if any(r.trackers for r in runs):
-        from ledger.pages.answer import tracker_html
-
         cells = "".join(f"<td>{tracker_html({'trackers': r.trackers}) or '-'}</td>" for r in runs)
         rows.append(f"<tr><th>trackers</th>{cells}</tr>")
     if any(r.note for r in runs):

@@ -16,6 +16,8 @@ from typing import Any
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME, ROLLOUT_TIME_PER_1K, Pause
 from ledger.metrics.table import MetricsTable
+from ledger.pages.answer import ANSWER_STYLE, answer_table_html, run_label
+from ledger.pages.comparepage import CompareRun, identical_label, identical_to, metric_group, metric_names, run_chart
 from ledger.pages.noisehtml import degenerate_banner, degenerate_text, noise_bands, noise_verdicts
 from ledger.pages.series import series_of
 from ledger.pages.svg import Chart, Series, page, render
@@ -74,8 +76,6 @@ def diff_charts(data: DiffPageInput) -> list[Chart]:
     paused = _paused_steps(data.table_a, pauses_from_manifest(data.manifest_a)) | _paused_steps(
         data.table_b, pauses_from_manifest(data.manifest_b)
     )
-    from ledger.pages.answer import run_label
-    from ledger.pages.comparepage import identical_label, identical_to
 
     name_a, name_b = run_label(data.manifest_a, data.report.a), run_label(data.manifest_b, data.report.b)
     charts = []
@@ -122,8 +122,6 @@ def diff_page(data: DiffPageInput) -> str:
     """The whole `ledger diff --html` page: what changed, any DEGENERATE banner, the answer table
     and the noise verdicts first (the first screen), then the charts of the six questions, every
     other logged metric in collapsible groups, the replica bands and the text report."""
-    from ledger.pages.answer import ANSWER_STYLE, answer_table_html
-
     report = data.report
     title = diff_title(report)
     if data.partial:
@@ -145,9 +143,6 @@ def diff_page(data: DiffPageInput) -> str:
 def other_metric_groups(data: DiffPageInput) -> str:
     """Every metric either run logged that the six question charts do not draw, one chart each,
     in collapsible groups by prefix (`perf/`, `train/`, `rollout/`, `eval/`), closed at first."""
-    from ledger.pages.answer import run_label
-    from ledger.pages.comparepage import CompareRun, metric_group, metric_names, run_chart
-
     runs = [
         CompareRun(run_label(data.manifest_a, data.report.a), str(data.manifest_a.get("id") or data.report.a), {}, data.table_a),
         CompareRun(run_label(data.manifest_b, data.report.b), str(data.manifest_b.get("id") or data.report.b), {}, data.table_b),

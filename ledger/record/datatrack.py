@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ledger.config import Config
+from ledger.data.outputs import find_outputs
 from ledger.fsutil import write_atomic
 from ledger.manifest import run_path
 from ledger.record.jobsetup import Say
@@ -73,8 +74,6 @@ def _data_entries(staged: staging.Staged, screened: list[Screened], records: Ite
 def _outputs(staged: staging.Staged, command: Command) -> list[tuple[str, Path, str]]:
     """(role, path, template) of every output the run may have written: the training command's
     output flags, then the `--data` paths; relative paths from the command's working directory."""
-    from ledger.data.outputs import find_outputs
-
     req = staged.read_json("request.json") or {}
     cwd = Path(str(command.cwd))
     # the whole job argv when no training command was found: find_outputs looks past `ray ... --`

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypedDict
 
+from ledger.capture.image import detect_image_in_argv
 from ledger.config import Config
+from ledger.data.outputs import debug_flag_values, inject_debug_flags
 from ledger.errors import LedgerError
 from ledger.runrecord import Command, Image, Status, replace
 from ledger.storage import staging
@@ -71,9 +73,6 @@ def debug_data_route(
     """How the debug-data flags reach the trainer: appended to the argv when it is the training
     command or a launcher that forwards "$@"; else added by the PATH wrappers (`shim`); said on
     one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
-    from ledger.capture.image import detect_image_in_argv
-    from ledger.data.outputs import debug_flag_values, inject_debug_flags
-
     script = _entry_script(argv, launcher_text, cfg, Path(cwd))
     if forwards_args(argv, launcher_text, cfg) and script is not None:
         name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(image))

@@ -13,7 +13,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from msgspec.structs import replace
@@ -21,14 +21,14 @@ from msgspec.structs import replace
 from ledger.metrics.logparse import last_step, parse_logs
 from ledger.record import facts
 from ledger.record.rayrecover import running_on_ray
+from ledger.redact.apply import redact_line
 from ledger.runrecord import RunRecord
 from ledger.storage import staging
+from ledger.storage.listrow import ListFields, fields_of
 from ledger.understand import shim, tracescan
 
 ORPHANED_HINT = "`ledger recover` commits it"
 ON_RAY_HINT = "`ledger recover --follow` records the run when it ends"
-if TYPE_CHECKING:
-    from ledger.storage.listrow import ListFields
 
 TAIL_BYTES = 1 << 20  # how much of the end of the output is searched for the current step
 
@@ -52,8 +52,6 @@ class LiveRun:
     def summary(self) -> LiveRow:
         """The fields `ledger list` shows, as a recorded run's (state `running` or `orphaned`),
         and its progress."""
-        from ledger.storage.listrow import fields_of
-
         fields = fields_of({**self.manifest, "id": self.id, "status": None, "gpu": None})
         if self.orphaned and self.on_ray:  # `ledger recover` found its Ray job running on
             jobs = ", ".join(str(j.get("submission_id")) for j in self.on_ray)
@@ -140,8 +138,6 @@ class LogSplitter:
         self._rest = b""
 
     def feed(self, data: bytes) -> list[bytes]:
-        from ledger.redact.apply import redact_line
-
         data = self._rest + data
         cut = data.rfind(b"\n") + 1
         self._rest = data[cut:]

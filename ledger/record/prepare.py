@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ledger.capture.hostfacts import basic_host, cached_host_facts
+from ledger.capture.image import detect_image_in_argv, probe_image
 from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError, StartError
 from ledger.manifest import new_run_id
 from ledger.record import jobsetup
+from ledger.record.codeset import record_code
 from ledger.record.jobsetup import Say
 from ledger.redact import apply as redact
 from ledger.redact.names import Redactions
@@ -102,13 +104,9 @@ def _host_image(facts: Mapping[str, Any]) -> Image:
 
 def _image_facts(req: RunRequest, cfg: Config, repo: Repo, say: Say) -> tuple[Mapping[str, object], HostFacts]:
     """The `image` section: probed in the image when one is named, else read from the host."""
-    from ledger.capture.image import detect_image_in_argv
-
     ref = req.image or detect_image_in_argv(req.argv) or cfg.image
     host_facts = HostFacts()
     if ref:
-        from ledger.capture.image import probe_image
-
         facts = probe_image(ref, cfg.image_probes or None, repo.common_dir / "ledger" / "images")
         section = facts.to_manifest()
         section["source"] = "image"
@@ -235,7 +233,6 @@ def _staged_record(req: RunRequest, repo: Repo, cfg: Config, staged: staging.Sta
     command, redacted = _redacted_command(req, repo, cfg, argv, sealed, launcher_path, staged.run_dir, say)
     name = _redacted_words(sealed.redactor, req.name, "name", redacted)
     note = _redacted_words(sealed.redactor, req.note, "note", redacted)
-    from ledger.record.codeset import record_code
 
     content = record_code(
         repo, sealed.code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns, req.code_left_out

@@ -9,6 +9,7 @@ whose start is gone, so that `ledger recover` never splits it again.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -79,8 +80,6 @@ class RawRoom:
 def punch_hole(path: Path, offset: int, length: int) -> bool:
     """Free a range of a file's blocks, its size unchanged (Linux `fallocate` with
     FALLOC_FL_PUNCH_HOLE: ext4, xfs, btrfs, tmpfs). False where the system cannot."""
-    import ctypes  # only on a full disk: never on the path before the job
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fallocate = libc.fallocate

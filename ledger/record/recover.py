@@ -18,6 +18,7 @@ from pathlib import Path
 from ledger.config import Config
 from ledger.configload import load_config
 from ledger.errors import LedgerError
+from ledger.heat.setup import summary_from_log
 from ledger.record.jobsetup import append_missing_logs
 from ledger.record.rayrecover import RayAnswer, ask_ray, ended_status
 from ledger.record.run import Say, finish, truncation_noted
@@ -98,7 +99,6 @@ def _with_heat_summary(record: RunRecord, staged: staging.Staged) -> RunRecord:
     """`gpu`, rebuilt from heat.log when the dead ledger never wrote it."""
     if record.gpu is not None or not (staged.run_dir / "heat.log").exists():
         return record
-    from ledger.heat.setup import summary_from_log
 
     return replace(record, gpu=Gpu.from_dict(summary_from_log(staged.run_dir / "heat.log")))
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from ledger.redact.names import MASK, Redactions, is_secret_name, keeps_value
+from ledger.redact.scanner import Redactor
 
 # A flag as an argv spells one: dashes, then a name (`ledger.understand.settings.is_flag` reads
 # settings the same way). A value that only starts with dashes (`-----BEGIN PGP PRIVATE KEY
@@ -19,8 +20,6 @@ _FLAG = re.compile(r"--?[A-Za-z0-9_][\w.:/+-]*")
 
 
 def _redact_str(text: str, acc: Redactions) -> str:
-    from ledger.redact.scanner import Redactor
-
     return Redactor().redact_text(text, acc)
 
 
@@ -35,8 +34,6 @@ def redact_text(text: str) -> tuple[str, list[str]]:
 
 def redact_line(line: bytes, redactions: Redactions | None = None) -> bytes:
     """Redact one log line given as bytes; invalid UTF-8 passes through byte for byte."""
-    from ledger.redact.scanner import Redactor
-
     return Redactor().redact_line(line, redactions if redactions is not None else Redactions())
 
 

@@ -9,11 +9,14 @@ taken), and the recorded samples' place (`samples.py`). What it writes, it leave
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ledger.capture.hostfacts import cached_host_facts, host_facts
 from ledger.errors import DataError, LedgerError, UsageError
+from ledger.redact.names import MASK
 from ledger.replay import trust
 from ledger.replay.command import build_replay_argv, parse_set
 from ledger.replay.samples import check_steps_recorded, locate_data, nofollow_dirs, replay_data_dir, rollout_record
@@ -23,6 +26,7 @@ from ledger.runref import own_runs, resolve, shared_name_note
 from ledger.storage.git import Repo
 from ledger.storage.listing import load_listing, parse_record
 from ledger.storage.store import RunEntry, read_file_at
+from ledger.understand.framework import FLAGS
 from ledger.understand.settings import Value, flag_groups, parse_settings, split_training_command
 
 PLACEHOLDER = "\0LEDGER_RUN_DATA\0"
@@ -97,8 +101,6 @@ def _environment_warnings(repo: Repo, record: RunRecord, opts: ReplayOptions) ->
 
 def _package_warnings(repo: Repo, image: Image, dry_run: bool, hard: list[str], soft: list[str]) -> None:
     """A host run's packages against this host's: a different Miles into `hard`, the rest into `soft`."""
-    from ledger.capture.hostfacts import cached_host_facts, host_facts
-
     # a dry run writes nothing, not even the cache of this host's package versions
     now = (host_facts() if dry_run else cached_host_facts(repo.common_dir / "ledger" / "host")).packages
     was = image.packages
@@ -111,8 +113,6 @@ def _package_warnings(repo: Repo, image: Image, dry_run: bool, hard: list[str], 
 
 def _unknown_sets(run_id: str, sets: list[tuple[str, str]], recorded: dict[str, Value], force: bool) -> list[str]:
     """A `--set` of a setting the run never had is likely a typo: refused unless `force`."""
-    import difflib
-
     warnings = []
     for key, _ in sets:
         name = key.lstrip("-")
@@ -288,8 +288,6 @@ def _train_side(repo: Repo, run: _Checked, opts: ReplayOptions, remote_hint: str
 def _only_framework_flags(training: list[str], record: RunRecord) -> list[str]:
     """The recorded command without debug flags its trainer's framework does not have (a slime
     run recorded by an older ledger carries `--save-debug-event-data`, which slime lacks)."""
-    from ledger.understand.framework import FLAGS
-
     name = (record.command.debug_data or {}).get("framework")
     if name not in FLAGS:
         return training
@@ -303,8 +301,6 @@ def _only_framework_flags(training: list[str], record: RunRecord) -> list[str]:
 
 def runtime_env_of(record: RunRecord) -> tuple[dict[str, str], list[str]]:
     """The recorded runtime env's variables, and the names whose values were redacted."""
-    from ledger.redact.names import MASK
-
     env_vars = (record.command.runtime_env or {}).get("env_vars") or {}
     if not isinstance(env_vars, dict):
         return {}, []

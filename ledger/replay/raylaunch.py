@@ -32,9 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+import psutil
+
 from ledger.errors import LedgerError
 from ledger.installhint import RAY_PACKAGE, install_hint
 from ledger.runrecord import RunRecord
+from ledger.termstyle import printable
 
 HEAD_START_S = 90.0
 HEAD_STOP_S = 30.0
@@ -269,8 +272,6 @@ class LocalHead:
 
     def _last_line(self) -> str:
         """The last line `ray start` wrote (its reason, when it failed), printable and short."""
-        from ledger.termstyle import printable
-
         try:
             with open(self.log.name, "rb") as f:
                 f.seek(max(0, os.fstat(f.fileno()).st_size - 4096))
@@ -306,8 +307,6 @@ class LocalHead:
 
 def _group_runs(pgid: int) -> bool:
     """Whether a process of group `pgid` still runs (a zombie, dead but not yet reaped, does not)."""
-    import psutil
-
     for proc in psutil.process_iter(["status"]):
         try:
             if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:

@@ -14,18 +14,17 @@ import os
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from ledger.configload import load_config
 from ledger.errors import RunNotFound, StartError, UsageError
+from ledger.record.codeset import left_out_of_run
+from ledger.record.run import RunRequest, record_run
 from ledger.replay import raylaunch, trust
 from ledger.replay.plan import PLACEHOLDER, ReplayOptions, ReplayPlan, plan_replay, rebase_path, runtime_env_of
 from ledger.runrecord import UNSET, Replay, replace
 from ledger.runref import check_run_name
 from ledger.storage.git import Repo
 from ledger.storage.store import check_ledger_branch
-
-if TYPE_CHECKING:
-    from ledger.record.run import RunRequest
 
 __all__ = ["Confirm", "ReplayOptions", "Say", "replay_run"]
 
@@ -47,8 +46,6 @@ def replay_run(
     changes nothing and returns 0. Its default (Enter) is yes for this clone's own runs, no for a
     run recorded elsewhere. A dry run prints the command and writes nothing at all.
     """
-    from ledger.record.run import record_run
-
     repo, plan = _planned(start, opts)
     target = _ray_target(repo, plan, opts, say) if raylaunch.was_submitted(plan.record) and not opts.in_image else None
     shown = _shown(plan, target)
@@ -75,8 +72,6 @@ def replay_run(
 def _planned(start: Path, opts: ReplayOptions) -> tuple[Repo, ReplayPlan]:
     """The repository and the replay's plan; `--name` checked at the door, before the plan reads,
     checks out or asks anything."""
-    from ledger.configload import load_config
-
     if opts.name is not None:
         try:
             check_run_name(opts.name)
@@ -109,8 +104,6 @@ def _agreed(plan: ReplayPlan, opts: ReplayOptions, shown: str, confirm: Confirm 
 def _request(plan: ReplayPlan, opts: ReplayOptions, info: Replay, argv: list[str], env: dict[str, str] | None = None) -> RunRequest:
     """The replay as a run to record: `argv` in the recorded working directory, with its `replay:`
     section (`info`) and no debug-data flags of its own."""
-    from ledger.record.run import RunRequest
-
     return RunRequest(
         argv=argv,
         cwd=plan.cwd,
@@ -173,8 +166,6 @@ def _replay_section(plan: ReplayPlan, opts: ReplayOptions) -> Replay:
 def _code_left_out(plan: ReplayPlan) -> list[str]:
     """The files the source run's `code` left out as its launcher's: the replay reruns the
     command they shaped, never them, so they leave the replay's `code` too."""
-    from ledger.record.codeset import left_out_of_run
-
     return sorted(left_out_of_run(plan.record)[1])
 
 
@@ -194,8 +185,6 @@ def _replay_on_ray(
 ) -> int:
     """Submit the replay to Ray (a local head started for it when none answers), record it, and
     stop that head after it."""
-    from ledger.record.run import record_run
-
     _, hidden = runtime_env_of(plan.record)  # redacted in the record: taken from this environment
     missing = {k: os.environ[k] for k in hidden if k in os.environ}
     if missing:

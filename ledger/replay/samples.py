@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ledger.data.dirpaths import open_dir
 from ledger.errors import DataError
 from ledger.runrecord import UNSET, DataEntry, RunRecord
 from ledger.storage import staging
@@ -100,8 +101,6 @@ def _check_cached(entry: RunEntry, status: str, pull: str) -> None:
 
 def nofollow_dirs(repo: Repo, *parts: str) -> None:
     """Create `.ledger/replay-data/<parts>` without following a link a pulled tree could plant."""
-    from ledger.data.dirpaths import open_dir
-
     os.close(open_dir(repo.root, [staging.LEDGER_DIR, *REPLAY_DATA, *parts], create=True))
     staging.ledger_dir(repo.root)  # its .gitignore
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ledger.errors import UsageError
+from ledger.opening import open_branch
 from ledger.replay.replay import Confirm, ReplayOptions, Say, replay_run
 from ledger.runref import resolve
 from ledger.storage.listing import load_listing
@@ -43,7 +44,6 @@ def _base_name(start: Path, opts: ReplayOptions) -> str:
             "--seeds with --set needs --name (the replays are named NAME-s1, NAME-s2, ...)",
             "add e.g. --name lr-2e-6, so this set of replicas is told from the one without --set",
         )
-    from ledger.opening import open_branch
 
     repo, _cfg, tip = open_branch(start)
     listing = load_listing(repo, tip)

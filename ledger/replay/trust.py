@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger import yamlio
+from ledger.configload import load_config
 from ledger.errors import DataError
 from ledger.runref import own_runs
 from ledger.storage.git import Repo
@@ -240,8 +241,6 @@ def own_run(repo: Repo, run_id: str) -> bool:
 
 def branch_of(repo: Repo) -> str:
     """The ledger branch of this repository (`branch:` of .ledger.yaml)."""
-    from ledger.configload import load_config
-
     return load_config(repo.root, repo.common_dir).branch
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ledger.errors import EXIT_DATA, LedgerError
 from ledger.manifest import RUN_ID_RE, run_path
 from ledger.storage.git import MODE_TREE, Repo, entry_kind, is_file_mode, merge_base
+from ledger.storage.listing import parse_record
 from ledger.storage.runtree import Edit, as_committed, patch_id
 from ledger.storage.store import (
     META_TRAILER_RE,
@@ -138,8 +139,6 @@ def _check_uncommitted(repo: Repo, commit: str, rid: str, folder: str, changes: 
 
 def _recorded_patch(repo: Repo, rid: str, folder: str) -> str | None:
     """`code.patch` of a dirty run's manifest (None: not dirty, or no manifest ledger could read)."""
-    from ledger.storage.listing import parse_record
-
     found = repo.tree_entry(folder, "manifest.yaml")
     if found is None:
         return None

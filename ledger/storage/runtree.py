@@ -16,6 +16,7 @@ clone that pulls it (ledger/storage/incoming.py):
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 # top-level paths recorded as committed (a name ending in "/" is a folder and everything below it)
@@ -37,8 +38,6 @@ def patch_id(edits: Mapping[str, Edit]) -> str | None:
     """The sha256 of the uncommitted changes, `edits` being every path whose entry differs from the
     code commit's tree (None when there are none): path, octal mode and object id per line, sorted
     by path."""
-    import hashlib
-
     if not edits:
         return None
     text = "".join(f"{rel}\0{edit[1] if edit else 0:o}\0{edit[0] if edit else '-'}\n" for rel, edit in sorted(edits.items()))

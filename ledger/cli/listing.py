@@ -1,14 +1,15 @@
-"""The verbs that read the recorded runs: `list`, `log`, `show`, `tail`, `path` and `export`."""
+"""The verbs that read the recorded runs from the branch: `list`, `log`, `show` and `path`."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
 
 from ledger.cli.output import echo_text, emit_json, say_skipped
-from ledger.termstyle import printable_bytes, say
+from ledger.commands.listing import change_log_json, list_runs, render_change_log, render_csv, render_list, run_folder, show_run
+from ledger.compare.runfilter import RunFilter, Where, check_states, parse_since
+from ledger.termstyle import say
 
 
 @click.command("list")
@@ -51,9 +52,6 @@ def list_cmd(
     metric_globs: tuple[str, ...],
 ) -> None:
     """List the recorded runs, newest first (read from the branch tip, no checkout)."""
-    from ledger.commands.listing import list_runs, render_csv, render_list
-    from ledger.compare.runfilter import RunFilter, Where, check_states, parse_since
-
     flt = RunFilter(
         tuple(Where.parse(w) for w in where), name_glob, check_states(states), tags, parse_since(since) if since else None, archived
     )
@@ -77,8 +75,6 @@ def list_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: each run's id, name and changed settings.")
 def log(limit: int | None, reverse: bool, as_json: bool) -> None:
     """For each run (newest first), the settings that changed from the run before it."""
-    from ledger.commands.listing import change_log_json, list_runs, render_change_log
-
     result = list_runs(Path.cwd(), changed=True, limit=limit, reverse=reverse)
     say_skipped(result.broken)
     if result.unpulled:
@@ -94,8 +90,6 @@ def log(limit: int | None, reverse: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of YAML.")
 def show(run_name: str, as_json: bool) -> None:
     """Print one run's manifest (by id, id prefix, name, latest, latest~N)."""
-    from ledger.commands.listing import show_run
-
     manifest, text, note = show_run(Path.cwd(), run_name)
     if note:
         say(f"ledger: {note}")
@@ -107,65 +101,6 @@ def show(run_name: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("run_name")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines while the run is running.")
-@click.option("--engine", is_flag=True, help="The engine log (SGLang lines) instead of the trainer log.")
-@click.option(
-    "-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True, help="How many of the last lines to print."
-)
-@click.option("--raw", is_flag=True, help="The log's bytes as they are (control characters are shown escaped unless --raw).")
-def tail(run_name: str, follow: bool, engine: bool, count: int, raw: bool) -> None:
-    """The end of a running or recorded run's trainer (or engine) log; `latest` is the newest running run."""
-    from ledger.commands.tail import tail_run
-
-    result = tail_run(Path.cwd(), run_name, engine=engine, count=count, follow=follow)
-    out = sys.stdout.buffer
-    shown = (lambda b: b) if raw else printable_bytes
-    if follow and result.follow is None:
-        say(f"ledger: run {result.run_id} is {result.state}, not running: nothing to follow")
-    out.writelines(shown(line) for line in result.lines)
-    out.flush()
-    if result.follow is not None:
-        try:
-            for line in result.follow:
-                out.write(shown(line))
-                out.flush()
-        except KeyboardInterrupt:
-            return
-
-
-@click.command()
-@click.argument("run_name")
 def path(run_name: str) -> None:
     """Print the folder of a run inside the branch (runs/<shard>/<id>)."""
-    from ledger.commands.listing import run_folder
-
     echo_text(run_folder(Path.cwd(), run_name))
-
-
-@click.command()
-@click.argument("run_name")
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["csv", "tsv", "json"]),
-    default="csv",
-    show_default=True,
-    help="csv/tsv for spreadsheets, json (a list of objects) for `dvc plots`.",
-)
-@click.option(
-    "--axis",
-    type=click.Choice(["rollout", "train"]),
-    default="rollout",
-    show_default=True,
-    help="One row per rollout id, or per train step (metrics logged per train step).",
-)
-def export(run_name: str, fmt: str, axis: str) -> None:
-    """Print a run's per-step metrics, one row per step and one column per metric."""
-    from ledger.commands.export import export_rows, render_export
-
-    _run_id, rows = export_rows(Path.cwd(), run_name, axis)
-    echo_text(render_export(rows, fmt), nl=False)
-
-
-# what `ledger.cli` adds to the `ledger` group
-COMMANDS = (list_cmd, log, show, tail, path, export)
