@@ -18,16 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ledger.understand.settings import mentions
+
 CODE = "code"
 LEGACY_CODE = ("code.commit", "code.patch", "code.tree")
-
-
-def _holds(value: Any, needle: str) -> bool:
-    if isinstance(value, str):
-        return needle in value
-    if isinstance(value, list):
-        return any(_holds(item, needle) for item in value)
-    return False
 
 
 def comparable(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -42,7 +36,7 @@ def comparable(manifest: Mapping[str, Any]) -> dict[str, Any]:
             settings[CODE] = f"legacy:{legacy.get('code.commit')}" + (f"+{patch}" if patch else "")
     run_id = str(manifest.get("id") or "")
     if run_id:
-        settings = {k: v for k, v in settings.items() if not _holds(v, run_id)}
+        settings = {k: v for k, v in settings.items() if not mentions(v, run_id)}
     return settings
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ledger.config import DEFAULT_RAY_DASHBOARD
+from ledger.understand.settings import option_value
 
 DEFAULT_DASHBOARD = DEFAULT_RAY_DASHBOARD
 # environment variables that bound how long a collective may wait, in seconds
@@ -57,15 +58,6 @@ def submits_from_launcher(argv: list[str], launcher_text: str | None) -> bool:
     return _submit_index(argv) is None and launcher_text is not None and _SUBMIT.search(launcher_text) is not None
 
 
-def _option(args: list[str], name: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == name and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(name + "="):
-            return arg.split("=", 1)[1]
-    return None
-
-
 def _submit_index(argv: list[str]) -> int | None:
     for i in range(len(argv) - 2):
         if argv[i].rsplit("/", 1)[-1] == "ray" and argv[i + 1] == "job" and argv[i + 2] == "submit":
@@ -98,15 +90,15 @@ def _submitted_target(rest: list[str], env: Mapping[str, str]) -> ClusterTarget:
     and the runtime environment's variables."""
     split = rest.index("--") if "--" in rest else len(rest)
     options, entry = rest[:split], rest[split + 1 :]
-    address = _option(options, "--address")
+    address = option_value(options, "--address")
     where = ClusterTarget(address, "argv") if address is not None else _env_target(env) or ClusterTarget(DEFAULT_DASHBOARD, "default")
     entrypoint = shlex.join(entry) if entry else None
-    return replace(where, submission_id=_option(options, "--submission-id"), entrypoint=entrypoint, env_vars=_runtime_env_vars(options))
+    return replace(where, submission_id=option_value(options, "--submission-id"), entrypoint=entrypoint, env_vars=_runtime_env_vars(options))
 
 
 def _runtime_env_vars(options: list[str]) -> dict[str, str]:
     """The variables of `--runtime-env-json`'s `env_vars` (none where it is absent or not JSON)."""
-    runtime = _option(options, "--runtime-env-json")
+    runtime = option_value(options, "--runtime-env-json")
     if not runtime:
         return {}
     try:
@@ -134,7 +126,7 @@ def collective_timeout(argv: list[str], env: Mapping[str, str]) -> CollectiveTim
     the variables in TIMEOUT_ENV, in seconds.
     """
     found: list[CollectiveTimeout] = []
-    minutes = _option(argv, "--distributed-timeout-minutes")
+    minutes = option_value(argv, "--distributed-timeout-minutes")
     if minutes is not None:
         try:
             found.append(CollectiveTimeout(float(minutes) * 60, f"--distributed-timeout-minutes {minutes}"))

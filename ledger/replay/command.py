@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from ledger.errors import UsageError
@@ -132,12 +133,10 @@ def build_replay_argv(
     """The argv of a replay of `training_argv` (interpreter onward); rules in the module doc."""
     prefix, script, args = _split_recorded(training_argv)
     groups = flag_groups(args)
-    if mode == "train":
-        _train_side(groups, load_template)
-    elif mode == "rollout":
-        _rollout_side(groups, save_template)
-    else:
+    side = _SIDES.get(mode)
+    if side is None:
         raise UsageError(f"unknown replay mode {mode!r}", "use 'train' or 'rollout'")
+    _keep_one_side(groups, side, load_template if mode == "train" else save_template)
     if num_rollout is not None:
         _set_values(groups, "num-rollout", [str(num_rollout)])
         _drop(groups, "start-rollout-id")
@@ -162,21 +161,42 @@ def _split_recorded(training_argv: Sequence[str]) -> tuple[list[str], str | None
     return [], None, list(training_argv)
 
 
-def _train_side(groups: list[FlagGroup], load_template: str | None) -> None:
-    """The training side alone, loading the rollouts from `load_template`."""
-    if not load_template:
-        raise UsageError("a train replay needs the rollout data to load", "pass load_template")
-    for name in ("save-debug-rollout-data", "debug-rollout-only", "load-debug-rollout-data"):
-        _drop(groups, name)
-    _set_values(groups, "load-debug-rollout-data", [load_template])
-    _switch_on(groups, "debug-train-only")
+@dataclass(frozen=True)
+class _Side:
+    """What a replay of one side drops and adds: the rollout data flag takes the template."""
+
+    missing: str  # the error when no template is given
+    hint: str
+    drops: tuple[str, ...]
+    data_flag: str
+    switch: str
 
 
-def _rollout_side(groups: list[FlagGroup], save_template: str | None) -> None:
-    """The engine side alone, saving the rollouts to `save_template`."""
-    if not save_template:
-        raise UsageError("a rollout replay needs where to save rollouts", "pass save_template")
-    for name in ("debug-train-only", "load-debug-rollout-data", "load-debug-rollout-data-subsample"):
+_SIDES: dict[str, _Side] = {
+    # the training side alone, loading the rollouts from the template
+    "train": _Side(
+        "a train replay needs the rollout data to load",
+        "pass load_template",
+        ("save-debug-rollout-data", "debug-rollout-only", "load-debug-rollout-data"),
+        "load-debug-rollout-data",
+        "debug-train-only",
+    ),
+    # the engine side alone, saving the rollouts to the template
+    "rollout": _Side(
+        "a rollout replay needs where to save rollouts",
+        "pass save_template",
+        ("debug-train-only", "load-debug-rollout-data", "load-debug-rollout-data-subsample"),
+        "save-debug-rollout-data",
+        "debug-rollout-only",
+    ),
+}
+
+
+def _keep_one_side(groups: list[FlagGroup], side: _Side, template: str | None) -> None:
+    """Drop the flags of the other side and of old replays, then point `side` at `template`."""
+    if not template:
+        raise UsageError(side.missing, side.hint)
+    for name in side.drops:
         _drop(groups, name)
-    _set_values(groups, "save-debug-rollout-data", [save_template])
-    _switch_on(groups, "debug-rollout-only")
+    _set_values(groups, side.data_flag, [template])
+    _switch_on(groups, side.switch)

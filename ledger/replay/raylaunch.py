@@ -37,7 +37,11 @@ import psutil
 from ledger.errors import LedgerError
 from ledger.installhint import RAY_PACKAGE, install_hint
 from ledger.runrecord import RunRecord
+<<<<<<< HEAD
 from ledger.termstyle import printable
+=======
+from ledger.understand.settings import option_value
+>>>>>>> h-dups
 
 HEAD_START_S = 90.0
 HEAD_STOP_S = 30.0
@@ -83,22 +87,13 @@ def was_submitted(record: RunRecord) -> bool:
     return bool(record.command.ray_argv)
 
 
-def _option(argv: list[str], name: str) -> str | None:
-    for index, token in enumerate(argv):
-        if token.startswith(name + "="):
-            return token.split("=", 1)[1]
-        if token == name and index + 1 < len(argv):
-            return argv[index + 1]
-    return None
-
-
 def recorded_address(record: RunRecord) -> str | None:
     """The Job API the run was submitted to (its followed job's, or the `--address` it gave)."""
     ray_job = record.status.ray_job or {}
     if isinstance(ray_job.get("address"), str):
         return str(ray_job["address"])
     argv = [str(a) for a in record.command.ray_argv or []]
-    address = _option(argv, "--address")
+    address = option_value(argv, "--address")
     if address and not address.startswith(("http://", "https://")) and ":" not in address:
         return None
     return address
@@ -144,7 +139,7 @@ def runtime_env(
 def _recorded_runtime_env(record: RunRecord) -> RuntimeEnv:
     """The recorded runtime env less its variables, with the `--working-dir` the submission gave."""
     out: RuntimeEnv = {k: v for k, v in (record.command.runtime_env or {}).items() if k != "env_vars"}
-    given = _option([str(a) for a in record.command.ray_argv or []], "--working-dir")
+    given = option_value([str(a) for a in record.command.ray_argv or []], "--working-dir")
     if given is not None and "working_dir" not in out:
         out["working_dir"] = given
     return out

@@ -190,12 +190,24 @@ def parse_settings(training_argv: Sequence[str]) -> dict[str, Value]:
     return settings
 
 
-def _contains(value: Value, needle: str) -> bool:
+def mentions(value: object, needle: str) -> bool:
+    """Whether a setting's value (a string, or a list of values at any depth) holds `needle`."""
     if isinstance(value, str):
         return needle in value
     if isinstance(value, list):
-        return any(_contains(item, needle) for item in value)
+        return any(mentions(item, needle) for item in value)
     return False
+
+
+def option_value(argv: Sequence[str], name: str) -> str | None:
+    """The value of option `name` in a command line, given as `NAME VALUE` or `NAME=VALUE`:
+    the first one given; None when absent or last with no value after it."""
+    for index, token in enumerate(argv):
+        if token.startswith(name + "="):
+            return token.split("=", 1)[1]
+        if token == name and index + 1 < len(argv):
+            return argv[index + 1]
+    return None
 
 
 def ignored_settings(
@@ -213,7 +225,7 @@ def ignored_settings(
         ignored.update(
             name
             for name, value in settings.items()
-            if (run_id in value if isinstance(value, str) else isinstance(value, list) and _contains(value, run_id))
+            if (run_id in value if isinstance(value, str) else isinstance(value, list) and mentions(value, run_id))
         )
     return ignored
 

@@ -176,15 +176,6 @@ def _env_of_interest(environ: Mapping[str, str], patterns: Sequence[str]) -> dic
     return {k: v for k, v in sorted(environ.items()) if any(fnmatch.fnmatchcase(k, p) for p in patterns)}
 
 
-def _ray_option(opts: Sequence[str], name: str) -> str | None:
-    for index, token in enumerate(opts):
-        if token.startswith(name + "="):
-            return token.split("=", 1)[1]
-        if token == name and index + 1 < len(opts):
-            return opts[index + 1]
-    return None
-
-
 def _with_job_env(opts: list[str], job_env: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """`opts` with ledger's job variables added to `--runtime-env-json`'s env_vars where the
     launcher does not set them: a job on a cluster started elsewhere gets the cluster's
@@ -228,6 +219,8 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
     if name == "ray":
         if args[:2] != ["job", "submit"] or "--" not in args:
             return args, None
+        from ledger.understand.settings import option_value
+
         cut = args.index("--")
         opts, entry = args[:cut], args[cut + 1 :]
         if not _is_training(entry, [""]):  # any python entrypoint of a submitted job
@@ -235,14 +228,14 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
         add, framework_name, how = _for_framework(entry, add, environ)
         added = missing_flags(entry, add)
         no_wait = "--no-wait" in opts
-        submission = _ray_option(opts, "--submission-id") or _ray_option(opts, "--job-id")
+        submission = option_value(opts, "--submission-id") or option_value(opts, "--job-id")
         own_opts = list(opts)
         if submission is None:
             count = len(read_log(Path(environ.get(ENV_LOG, "/nonexistent"))))
             submission = f"ledger-{environ.get(ENV_RUN_ID, 'run')}-{count}"
             opts = [*opts, "--submission-id", submission]
         new_entry = [*entry, *added]
-        address = _ray_option(opts, "--address") or environ.get("RAY_ADDRESS")
+        address = option_value(opts, "--address") or environ.get("RAY_ADDRESS")
         run_opts, env_added = _with_job_env(opts, json.loads(environ.get(ENV_JOB_ENV, "{}")))
         # the record keeps the launcher's own options: ledger's id and variables are not its settings
         record = ShimRecord(
