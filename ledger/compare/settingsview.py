@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ledger.understand.settings import mentions
+from ledger.argv import mentions
 
 CODE = "code"
 LEGACY_CODE = ("code.commit", "code.patch", "code.tree")

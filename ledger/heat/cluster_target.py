@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ledger.argv import option_value
 from ledger.config import DEFAULT_RAY_DASHBOARD
-from ledger.understand.settings import option_value
 
 DEFAULT_DASHBOARD = DEFAULT_RAY_DASHBOARD
 # environment variables that bound how long a collective may wait, in seconds
@@ -93,7 +93,8 @@ def _submitted_target(rest: list[str], env: Mapping[str, str]) -> ClusterTarget:
     address = option_value(options, "--address")
     where = ClusterTarget(address, "argv") if address is not None else _env_target(env) or ClusterTarget(DEFAULT_DASHBOARD, "default")
     entrypoint = shlex.join(entry) if entry else None
-    return replace(where, submission_id=option_value(options, "--submission-id"), entrypoint=entrypoint, env_vars=_runtime_env_vars(options))
+    submission_id = option_value(options, "--submission-id")
+    return replace(where, submission_id=submission_id, entrypoint=entrypoint, env_vars=_runtime_env_vars(options))
 
 
 def _runtime_env_vars(options: list[str]) -> dict[str, str]:

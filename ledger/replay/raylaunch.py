@@ -34,14 +34,11 @@ from typing import Any, TypedDict
 
 import psutil
 
+from ledger.argv import option_value
 from ledger.errors import LedgerError
 from ledger.installhint import RAY_PACKAGE, install_hint
 from ledger.runrecord import RunRecord
-<<<<<<< HEAD
 from ledger.termstyle import printable
-=======
-from ledger.understand.settings import option_value
->>>>>>> h-dups
 
 HEAD_START_S = 90.0
 HEAD_STOP_S = 30.0

@@ -25,6 +25,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ledger.argv import mentions
 from ledger.globs import matcher
 
 POSITIONAL_KEY = "_positional"
@@ -188,26 +189,6 @@ def parse_settings(training_argv: Sequence[str]) -> dict[str, Value]:
     if positional:
         settings[POSITIONAL_KEY] = positional
     return settings
-
-
-def mentions(value: object, needle: str) -> bool:
-    """Whether a setting's value (a string, or a list of values at any depth) holds `needle`."""
-    if isinstance(value, str):
-        return needle in value
-    if isinstance(value, list):
-        return any(mentions(item, needle) for item in value)
-    return False
-
-
-def option_value(argv: Sequence[str], name: str) -> str | None:
-    """The value of option `name` in a command line, given as `NAME VALUE` or `NAME=VALUE`:
-    the first one given; None when absent or last with no value after it."""
-    for index, token in enumerate(argv):
-        if token.startswith(name + "="):
-            return token.split("=", 1)[1]
-        if token == name and index + 1 < len(argv):
-            return argv[index + 1]
-    return None
 
 
 def ignored_settings(

@@ -17,8 +17,8 @@ returned, and stop a waiting one when the run is stopped (the Ray CLI's Ctrl-C l
 running on the cluster) or read its driver's exit code (the CLI exits 1 for any failure).
 
 The wrappers run this file with ledger's own interpreter in `-SE` mode (no site, no PYTHONPATH),
-importing only the standard library, `ledger.understand.settings` and `ledger.globs`: one short interpreter start per
-call (`bench/bench_wrappers.py`).
+importing only the standard library, `ledger.understand.settings`, `ledger.argv` and `ledger.globs`
+(each when a call needs it): one short interpreter start per call (`bench/bench_wrappers.py`).
 Nothing here may raise into the job: on any internal error the real program runs unchanged.
 """
 
@@ -219,7 +219,7 @@ def rewrite(name: str, args: list[str], environ: Mapping[str, str]) -> tuple[lis
     if name == "ray":
         if args[:2] != ["job", "submit"] or "--" not in args:
             return args, None
-        from ledger.understand.settings import option_value
+        from ledger.argv import option_value
 
         cut = args.index("--")
         opts, entry = args[:cut], args[cut + 1 :]
