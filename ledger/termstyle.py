@@ -57,12 +57,12 @@ def progress(what: str, stream: IO[str] | None = None) -> Callable[[int, int], N
     from tqdm import tqdm
 
     out = stream if stream is not None else sys.stderr
-    state: dict[str, Any] = {"bar": None}
+    bar: tqdm[None] | None = None
 
     def report(done: int, total: int) -> None:
-        bar = state["bar"]
+        nonlocal bar
         if bar is None:
-            bar = state["bar"] = tqdm(total=total, desc=f"ledger: {what}", file=out, unit="file", disable=not _is_terminal(out), leave=True)
+            bar = tqdm(total=total, desc=f"ledger: {what}", file=out, unit="file", disable=not _is_terminal(out), leave=True)
         bar.total = total
         bar.update(done - bar.n)
         if done >= total:

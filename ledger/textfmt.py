@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 ABSENT_TEXT = "<absent>"  # a setting the run does not have
@@ -127,7 +127,7 @@ def _change_value(value: Any) -> str:
     return str(short) if short is not value else show_value(value, width=40)
 
 
-def change_text(changes: list[dict[str, Any]]) -> str:
+def change_text(changes: Sequence[Mapping[str, object]]) -> str:
     """A change set (`{"name", "a", "b"}` dicts) on one line; commit and sha256 values shortened."""
     if not changes:
         return "(no setting changed)"

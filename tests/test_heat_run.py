@@ -157,6 +157,8 @@ def test_a_cluster_job_without_ray_here_samples_this_machine_and_says_why(tmp_pa
     from ledger.heat.setup import start_monitor
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as where Ray is not installed
+    # imported afresh, as in a process without Ray (another test in this worker may have loaded it with Ray)
+    monkeypatch.delitem(sys.modules, "ledger.heat.cluster", raising=False)
     (tmp_path / "heat.timeline").write_text("0 0 60\n")
     said: list[str] = []
     cfg = HeatConfig(interval_s=0.05, sensor={"timeline": str(tmp_path / "heat.timeline")})

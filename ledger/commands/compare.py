@@ -12,12 +12,12 @@ from ledger.compare.changes import changed_settings
 from ledger.errors import UsageError
 from ledger.fsutil import write_atomic
 from ledger.globs import matcher
-from ledger.metrics.summarymetrics import SummaryMetric
 from ledger.metrics.table import MetricsTable
 from ledger.opening import open_branch
 from ledger.runref import resolve
 from ledger.storage.listing import listing_at
 from ledger.storage.listrow import ListFields, fields_of
+from ledger.storage.summary import MetricSummary
 from ledger.textfmt import ABSENT, is_absent, note_cell, show_value
 from ledger.understand.settings import DEFAULT_IGNORE
 
@@ -28,13 +28,13 @@ class ComparedRun:
 
     who: ListFields
     settings: dict[str, object]  # setting name -> whatever JSON value the run recorded
-    metrics: Mapping[str, SummaryMetric]
+    metrics: Mapping[str, MetricSummary]
 
     @classmethod
     def of(cls, record: dict[str, Any]) -> ComparedRun:
         """The column of a run read by `Listing.record_of` (its listing fields, settings, metrics)."""
         settings: dict[str, object] = record.get("settings") or {}
-        metrics: Mapping[str, SummaryMetric] = record.get("metrics") or {}
+        metrics: Mapping[str, MetricSummary] = record.get("metrics") or {}
         return cls(fields_of(record), settings, metrics)
 
     @property
@@ -54,7 +54,7 @@ class CompareResult:
 
     runs: list[ComparedRun]
     settings: dict[str, list[Any]]  # only the settings that are not the same in every run
-    metrics: dict[str, list[SummaryMetric | None]]  # per metric, per run: last/min/max and steps
+    metrics: dict[str, list[MetricSummary | None]]  # per metric, per run: last/min/max and steps
     tables: list[MetricsTable | None] = field(default_factory=list)  # per-step metrics, for --html
 
     def to_json(self) -> dict[str, object]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from ledger.compare.answer import DiffOutput, Question, recall
-from ledger.diffrun import compute_diff
 
 
 def diff_runs(
@@ -40,5 +39,6 @@ def diff_runs(
         if kept is not None:
             return kept
     # imported only now: pygit2 and the comparison modules are most of a repeated diff's time
+    from ledger.diffrun import compute_diff
 
     return compute_diff(start, question, html, partial)

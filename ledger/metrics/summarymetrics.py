@@ -11,22 +11,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from ledger.metrics.jsonl import read_metrics_jsonl
 from ledger.metrics.table import MetricsTable
-
-
-class SummaryMetric(TypedDict, total=False):
-    """One metric's summary as `summary.json` keeps it: each number present (a record pulled from
-    elsewhere may lack one, and may hold other keys, which are left as they are)."""
-
-    last: int | float
-    last_step: int | float
-    min: int | float
-    min_step: int | float
-    max: int | float
-    max_step: int | float
 
 
 def _fold(out: dict[str, list[Any]], step: int, metrics: dict[str, float], skip: set[str] | frozenset[str]) -> None:

@@ -276,7 +276,7 @@ def ray_status(status: Status, end: Any, say: Say) -> tuple[Status, list[str]]:
     its failure (the driver's exit code, not the CLI's 1) and a stop by ledger; its success
     leaves the launcher's own exit code (a launcher may fail after its job); a Ray that cannot
     be reached leaves the launcher's status, with a warning."""
-    ray_job: dict[str, Any] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
+    ray_job: dict[str, object] = {"submission_id": end.submission_id, "address": end.address, "status": end.status, "message": end.message}
     if end.stopped_by_ledger:
         ray_job["stopped_by_ledger"] = True
     status = replace(status, ray_job=ray_job)
