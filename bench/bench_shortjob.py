@@ -10,23 +10,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
-import time
-from pathlib import Path
 
-from common import ledger_argv, report, scratch_repo, sh
-
-JOB = """import sys
-for i in range(int(sys.argv[1])):
-    print(f"[2026-12-03 10:00:00] train.py:88 - step {i}: {{'train/loss': {1 / (i + 1):.4f}, 'train/grad_norm': 1.1}}")
-"""
-
-
-def _timed(argv: list[str], cwd: Path) -> float:
-    t = time.perf_counter()
-    subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - t
+from common import ledger_argv, report, short_job_repo, timed
 
 
 def main() -> None:
@@ -34,18 +20,14 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=1000)
     ap.add_argument("--pairs", type=int, default=11)
     args = ap.parse_args()
-    repo = scratch_repo("shortjob")
-    (repo / "job.py").write_text(JOB)
-    sh(ledger_argv("init"), cwd=repo)
-    sh(["git", "add", "-A"], cwd=repo)
-    sh(["git", "commit", "-q", "-m", "job"], cwd=repo)
+    repo = short_job_repo("shortjob")
     job = [sys.executable, "job.py", str(args.lines)]
     under = ledger_argv("run", "--no-heat-guard", "--", *job)
-    cold = _timed(under, repo) - _timed(job, repo)
+    cold = timed(under, repo) - timed(job, repo)
     bare, led = [], []
     for _ in range(args.pairs):
-        bare.append(_timed(job, repo))
-        led.append(_timed(under, repo))
+        bare.append(timed(job, repo))
+        led.append(timed(under, repo))
     above = statistics.median(b - a for a, b in zip(bare, led))
     report(
         f"a real short job ({args.lines} step lines) bare and under `ledger run`, {args.pairs} interleaved pairs (bench/bench_shortjob.py)",

@@ -24,6 +24,30 @@ def timeit(fn: Callable[[], object], repeat: int = 5) -> float:
     return statistics.median(times)
 
 
+def timed(argv: list[str], cwd: Path) -> float:
+    """Wall time of one run of `argv` in `cwd` (output discarded, a failure raised)."""
+    t = time.perf_counter()
+    sh(argv, cwd=cwd)
+    return time.perf_counter() - t
+
+
+# a real short job: N Miles-shaped step lines (`bench_shortjob.py`, `bench_caches.py`)
+SHORT_JOB = """import sys
+for i in range(int(sys.argv[1])):
+    print(f"[2026-12-03 10:00:00] train.py:88 - step {i}: {{'train/loss': {1 / (i + 1):.4f}, 'train/grad_norm': 1.1}}")
+"""
+
+
+def short_job_repo(name: str) -> Path:
+    """A scratch repository with `job.py` (SHORT_JOB) committed and `ledger init` done."""
+    repo = scratch_repo(name)
+    (repo / "job.py").write_text(SHORT_JOB)
+    sh(ledger_argv("init"), cwd=repo)
+    sh(["git", "add", "-A"], cwd=repo)
+    sh(["git", "commit", "-q", "-m", "job"], cwd=repo)
+    return repo
+
+
 def sh(argv: list[str], cwd: Path | None = None, env: dict[str, str] | None = None, stdout: int | None = subprocess.DEVNULL) -> None:
     subprocess.run(argv, cwd=cwd, env=env, check=True, stdout=stdout, stderr=subprocess.DEVNULL)
 
