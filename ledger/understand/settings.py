@@ -203,11 +203,7 @@ def ignored_settings(
     """
     ignored = set(_matching(tuple(settings), (*DEFAULT_IGNORE, *extra_ignore)))
     if run_id:
-        ignored.update(
-            name
-            for name, value in settings.items()
-            if (run_id in value if isinstance(value, str) else isinstance(value, list) and mentions(value, run_id))
-        )
+        ignored.update(name for name, value in settings.items() if mentions(value, run_id))
     return ignored
 
 
