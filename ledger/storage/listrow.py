@@ -266,11 +266,6 @@ def fields_of(m: dict[str, Any]) -> ListFields:
     )
 
 
-def list_fields(m: dict[str, Any]) -> dict[str, Any]:
-    """`fields_of` as a mapping (what `list --json` writes of a run)."""
-    return msgspec.structs.asdict(fields_of(m))
-
-
 def table_cells(s: ListFields) -> tuple[str, ...]:
     """A recorded run's cells in `ledger list`'s table: ID, NAME, STATE, EXIT, TIME, PAUSED,
     STARTED, then its TAGS and NOTE cells (shown when a listed run has tags, a note), each
