@@ -11,12 +11,15 @@ import datetime as dt
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import git, ledger, make_repo, module_home
 
+from ledger.commands.listing import list_runs
+from ledger.compare.runfilter import RunFilter, Where
 from ledger.errors import LedgerError
 from ledger.manifest import new_manifest
 from ledger.runref import resolve
@@ -24,7 +27,7 @@ from ledger.storage import manifestcache
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
 from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only
-from ledger.storage.listrow import RunReader, RunRow
+from ledger.storage.listrow import FullRow, RunReader, RunRow, fields_of
 from ledger.storage.listtables import table_names
 from ledger.storage.listview import index_view
 from ledger.storage.runmeta import RunMeta, change_meta
@@ -43,7 +46,13 @@ FILTERS = [
 ]
 
 
-def _add_runs(root: Path, first: int, n: int) -> list[str]:
+def _values(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run i's settings and summary metrics."""
+    metrics = {"train/loss": {"last": i / 10, "last_step": 3, "min": 0.0, "min_step": 0, "max": 9.0, "max_step": 1}}
+    return {"lr": 1e-6 * (i % 3), "seed": i % 4, "flag": f"v{i}"}, metrics
+
+
+def _add_runs(root: Path, first: int, n: int, values: Callable[[int], tuple[dict[str, Any], dict[str, Any]]] = _values) -> list[str]:
     repo = Repo(root)
     code = repo.code_snapshot()
     tip = repo.branch_tip("experiments")
@@ -53,9 +62,8 @@ def _add_runs(root: Path, first: int, n: int) -> list[str]:
         rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{i % 251:02x}{i % 7:02x}"
         m = new_manifest(rid, t)
         m["name"] = f"run-{i}"
-        m["settings"] = {"lr": 1e-6 * (i % 3), "seed": i % 4, "flag": f"v{i}"}
+        m["settings"], metrics = values(i)
         m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
-        metrics = {"train/loss": {"last": i / 10, "last_step": 3, "min": 0.0, "min_step": 0, "max": 9.0, "max_step": 1}}
         files = {
             "manifest.yaml": json.dumps(m).encode(),
             "summary.json": json.dumps(summary_of(m, metrics)).encode(),
@@ -195,10 +203,21 @@ def _damage(root: Path, sql: str, *params: Any) -> None:
 
 @pytest.mark.parametrize(
     "damage",
-    ["garbage file", "truncated file", "damaged run", "damaged cells", "damaged column", "damaged rows", "lost member", "foreign shard"],
+    [
+        "garbage file",
+        "truncated file",
+        "damaged run",
+        "damaged cells",
+        "damaged column",
+        "damaged number",
+        "damaged rows",
+        "lost member",
+        "foreign shard",
+    ],
 )
 def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: str) -> None:
     ledger(proj, "list", "--where", "lr=1e-06")
+    ledger(proj, "list", "--where", "train/loss<0.5")
     ledger(proj, "list", "--json")
     db = proj / ".git" / "ledger" / "manifests.sqlite"
     if damage == "garbage file":
@@ -211,6 +230,8 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
         _damage(proj, "UPDATE {r} SET cells = ?", b"\x00")
     elif damage == "damaged column":
         _damage(proj, "UPDATE {c} SET val = ? WHERE col = 's:lr'", b"\x00")
+    elif damage == "damaged number":  # a metric's last value that is not a number (compared in SQL)
+        _damage(proj, "UPDATE {c} SET num = 'x' WHERE col = 'm:train/loss'")
     elif damage == "damaged rows":
         _damage(proj, "UPDATE {x} SET settings = ?", b"")
     elif damage == "lost member":
@@ -343,3 +364,42 @@ def test_another_code_version_reads_every_folder_again(proj: Path, monkeypatch: 
     index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), again)
     assert again.folders == []  # the same code and tree: every row is the index's
     cache.close()
+
+
+def _mixed(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`score` as a setting of several types in some runs, as a summary metric in others, absent in the rest."""
+    settings, metrics = _values(i)
+    kind = i % 7
+    if kind < 4:
+        settings["score"] = [1, "3", True, [1, 2]][kind]
+    elif kind < 6:
+        metrics["score"] = {"last": [2.5, float("inf")][kind - 4], "last_step": 1, "min": 0.0, "min_step": 0, "max": 9.0, "max_step": 1}
+    return settings, metrics
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        ("score<2",),
+        ("score>=1.5",),
+        ("score=3",),
+        ("score!=3",),
+        ("score=true",),
+        ("score=[1, 2]",),
+        ("score>1", "train/loss<3"),
+        ("lr!=1e-06", "score<=2.5"),
+    ],
+)
+def test_the_index_keeps_what_the_filter_keeps_of_each_run(proj: Path, where: tuple[str, ...]) -> None:
+    """A `--where` run by the index (SQL, a number compared in SQL) keeps the runs `RunFilter.keep`
+    keeps of each whole run, in the same order: settings of every type, a key that is a setting in
+    some runs and a metric in others, an infinite metric."""
+    _add_runs(proj, 24, 14, _mixed)
+    repo = Repo(proj)
+    tip = repo.branch_tip("experiments")
+    flt = RunFilter(where=tuple(Where.parse(w) for w in where))
+    full = load_listing(repo, tip, with_settings=True)
+    expected = [m["id"] for m in full.ordered() if flt.keep(FullRow(fields_of(m), m.get("settings") or {}, m.get("metrics") or {}))]
+    assert expected  # each filter keeps some runs
+    for _warm in range(2):  # the index made, then read
+        assert [row.fields.id for row in list_runs(proj, reverse=True, flt=flt).rows] == expected

@@ -24,6 +24,7 @@ from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, listing_at, load_listing, parse_record, table_cells
 from ledger.storage.listrow import FullRow, fields_of
+from ledger.storage.listview import ABSENT, Test
 from ledger.storage.staging import list_staged
 from ledger.storage.store import read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
@@ -196,38 +197,26 @@ def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[FullRow], dict[str
         kept = [r for r in rows if flt.keep(r)]
         return kept, {r.fields.id: table_cells(r.fields) for r in kept}, rows[0].fields.id if rows else None, len(rows)
     if flt.where:
-        ids = listing.ordered_ids()
-        both = listing.with_cells(_where_ids(listing, flt.where, ids))
+        both = listing.passing(tuple(_test(listing, w) for w in flt.where))
+        oldest_id, total = listing.first_and_count()
     else:
         both = listing.with_cells()
-        ids = list(both)
-    kept_ids = [rid for rid in ids if rid in both and flt.passes_fields(both[rid].fields)]
+        oldest_id, total = next(iter(both), None), len(both)
+    kept_ids = [rid for rid, listed in both.items() if flt.passes_fields(listed.fields)]
     rows = [FullRow(both[rid].fields, {}, {}) for rid in kept_ids]
-    return rows, {rid: both[rid].cells for rid in kept_ids}, ids[0] if ids else None, len(ids)
+    return rows, {rid: both[rid].cells for rid in kept_ids}, oldest_id, total
 
 
-def _where_ids(listing: Listing, where: tuple[Where, ...], ids: list[str]) -> set[str]:
-    """The runs every `--where` holds for: on the run's setting of that name, else on its summary
-    metric's last value (`RunFilter`), each read as one column of the index."""
-    kept = set(ids)
-    for w in where:
-        settings = listing.column(f"s:{w.key}") if w.key in listing.setting_keys else {}
-        metrics = listing.column(f"m:{w.key}", with_num=True) if w.key in listing.metric_names else {}
-        memo: dict[int, bool] = {}  # runs with the same value share one object: tested once
-        passing = set()
-        for rid in kept:
-            if rid in settings:
-                value = settings[rid]
-                ok = memo.get(id(value))
-                if ok is None:
-                    ok = memo[id(value)] = w.matches(True, value)
-            else:
-                num = metrics.get(rid)
-                ok = w.matches(num is not None, num)
-            if ok:
-                passing.add(rid)
-        kept = passing
-    return kept
+def _test(listing: Listing, w: Where) -> Test:
+    """One `--where` as the index runs it: on the run's setting of that name, else on its summary
+    metric's last value (`RunFilter`)."""
+
+    def keeps(value: Any, num: float | None) -> bool:
+        return w.matches(True, value) if value is not ABSENT else w.matches(num is not None, num)
+
+    setting = f"s:{w.key}" if w.key in listing.setting_keys else None
+    metric = f"m:{w.key}" if w.key in listing.metric_names else None
+    return Test(setting, metric, keeps, w.bound())
 
 
 def metric_columns(rows: list[FullRow], globs: tuple[str, ...]) -> list[str]:

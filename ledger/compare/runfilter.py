@@ -81,6 +81,11 @@ class Where:
             raise UsageError(f"--where {text!r}: {op} needs a number, not {value!r}", f"e.g. --where '{key}{op}1.0'")
         return cls(key, op, value)
 
+    def bound(self) -> tuple[str, float] | None:
+        """`("<", 4.5)` for `KEY<4.5`: what `matches` asks of a number (None for `=` and `!=`)."""
+        want = _number(self.value)
+        return (self.op, want) if self.op in _OPS and want is not None and want == want else None
+
     def matches(self, present: bool, value: Any) -> bool:
         if not present:
             return self.op == "!="

@@ -8,7 +8,7 @@ a listing reads it is `storage/listrow.py`. Their names are also importable from
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ledger.globs import matcher
@@ -26,8 +26,8 @@ from ledger.storage.listrow import (
     table_cells,
     with_meta,
 )
-from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, text_key
-from ledger.storage.listview import View, index_view
+from ledger.storage.listtables import Damaged, copy_to_memory, text_key
+from ledger.storage.listview import Test, View, index_view
 from ledger.storage.manifestcache import ManifestCache, is_read_only, parse_manifest, parse_record, read_only
 from ledger.storage.store import RunEntry
 from ledger.storage.summary import SettingValue
@@ -192,27 +192,17 @@ class Listing:
         """Every run's settings (`kind` "settings") or summary metrics ("metrics") as JSON text."""
         return self._ask(lambda v: v.texts(kind)) if self.view is not None else {}
 
-    def ordered_ids(self) -> list[str]:
-        """Every readable run's id, oldest first (start time, then id)."""
-        return self._ask(lambda v: v.ids()) if self.view is not None else []
+    def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
+        """The listing fields and table cells of the runs that pass every test, oldest first (`View.passing`)."""
+        return self._ask(lambda v: v.passing(tests)) if self.view is not None else {}
 
-    def with_cells(self, ids: Iterable[str] | None = None) -> dict[str, Listed]:
-        """Every readable run's listing fields and table cells, oldest first; `ids`: only those
-        runs' (looked up by id, in no particular order)."""
-        if self.view is None:
-            return {}
-        if ids is None:
-            return self._ask(lambda v: v.listed())
-        wanted = list(ids)
-        chunks = [tuple(wanted[i : i + CHUNK]) for i in range(0, len(wanted), CHUNK)]
+    def first_and_count(self) -> tuple[str | None, int]:
+        """The oldest readable run's id and how many readable runs there are."""
+        return self._ask(lambda v: v.first_and_count()) if self.view is not None else (None, 0)
 
-        def looked_up(v: View) -> dict[str, Listed]:
-            out = {}
-            for chunk in chunks:
-                out.update(v.listed(f"id IN ({','.join('?' * len(chunk))})", chunk))
-            return out
-
-        return self._ask(looked_up)
+    def with_cells(self) -> dict[str, Listed]:
+        """Every readable run's listing fields and table cells, oldest first."""
+        return self._ask(lambda v: v.listed()) if self.view is not None else {}
 
     def stored_table(self) -> str | None:
         """The default `ledger list` table of this very `runs/` tree, as printed before."""

@@ -6,9 +6,11 @@ again from git)."""
 from __future__ import annotations
 
 import json
+import marshal
 import sqlite3
 import zlib
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 from ledger.manifest import shard_of
 from ledger.storage.git import Repo
@@ -29,6 +31,42 @@ _SHOWN = len(ListFields.__struct_fields__)  # the values of a run's `ListFields`
 
 def _raise() -> Any:
     raise Damaged
+
+
+class _Absent:
+    """A run without the setting a test names."""
+
+
+ABSENT = _Absent()
+
+
+class Test(NamedTuple):
+    """One condition of `View.passing`: the columns it reads and what must hold of them."""
+
+    setting: str | None  # "s:<name>", or None
+    metric: str | None  # "m:<name>", or None
+    keeps: Callable[[Any, float | None], bool]  # (the setting's value or ABSENT, the metric's last value) -> passes
+    # ("<", 4.5): for a run without the setting, `keeps` is "its metric's last value < 4.5" (run in SQL)
+    bound: tuple[str, float] | None = None
+
+
+_ORDER_OPS = ("<", ">", "<=", ">=")
+
+
+def _predicate(keeps: Callable[[Any, float | None], bool]) -> Callable[[Any, Any], bool]:
+    """`keeps` as SQLite calls it: the setting's JSON text decoded, each value checked for its type
+    (a wrong one raises, failing the query: `Damaged`), once per distinct pair of values."""
+    memo: dict[tuple[Any, Any], bool] = {}
+
+    def call(text: Any, num: Any) -> bool:
+        got = memo.get((text, num))
+        if got is None:
+            if (num is not None and type(num) is not float) or (text is not None and type(text) is not str):
+                raise Damaged
+            got = memo[(text, num)] = keeps(ABSENT if text is None else json.loads(text), num)
+        return got
+
+    return call
 
 
 class View:
@@ -93,14 +131,6 @@ class View:
         if type(rid) is not str or shard_of(rid) != self.shards.get(shard):
             raise Damaged
 
-    def ids(self) -> list[str]:
-        """Every readable run's id, oldest first (by start time, then id)."""
-        out = []
-        for shard, rid in self.rows("shard, id", "broken IS NULL"):
-            self._own(shard, rid)
-            out.append(rid)
-        return out
-
     def entries(self, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, RunEntry]:
         out = {}
         for shard, rid, blob in self.rows("shard, id, entry", cond, params, by_run=bool(cond)):
@@ -125,22 +155,85 @@ class View:
 
     def listed(self, cond: str = "", params: tuple[Any, ...] = (), cells: bool = True) -> dict[str, Listed]:
         """The `ListFields` and (`cells`) table cells by run id, oldest first (by start time, then id)."""
-        out = {}
         both = "broken IS NULL" + (f" AND ({cond})" if cond else "")
-        for shard, rid, blob, cell_blob in self.rows(
-            "shard, id, shown, " + ("cells" if cells else "NULL"), both, params, by_run=bool(cond)
-        ):
-            self._own(shard, rid)
-            values = loads(blob, tuple)
-            if len(values) != _SHOWN or values[0] != rid:
-                raise Damaged
-            c: tuple[str, ...] = ()
-            if cells:
-                c = loads(cell_blob, tuple)
-                if len(c) != 9 or not all(type(x) is str for x in c):
+        found = self.rows("shard, id, shown, " + ("cells" if cells else "NULL"), both, params, by_run=bool(cond))
+        return self._decoded(found, cells)
+
+    def _decoded(self, found: Iterable[tuple[Any, ...]], cells: bool = True) -> dict[str, Listed]:
+        """(shard, id, shown, cells) rows as `Listed` by run id, each checked as it is decoded: a
+        row of another run's shard, values of the wrong shape or cells that are not 9 texts: `Damaged`."""
+        out = {}
+        shards = self.shards
+        try:
+            for shard, rid, blob, cell_blob in found:
+                values = marshal.loads(blob)
+                c = marshal.loads(cell_blob) if cells else ()
+                if (
+                    type(rid) is not str
+                    or shard_of(rid) != shards.get(shard)
+                    or type(values) is not tuple
+                    or len(values) != _SHOWN
+                    or values[0] != rid
+                    or type(c) is not tuple
+                    or (cells and (len(c) != 9 or type("".join(c)) is not str))
+                ):
                     raise Damaged
-            out[rid] = Listed(ListFields(*values), c)
+                out[rid] = Listed(ListFields(*values), c)
+        except (ValueError, EOFError, TypeError) as exc:  # not marshal data; a cell that is not a text
+            raise Damaged from exc
         return out
+
+    def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
+        """The `ListFields` and table cells of the runs that pass every test, oldest first (by
+        start time, then id): one query, the tests run by SQLite on each run's row as it is read
+        and the order made in SQL. A `Test` names a setting column, a metric column (either may
+        be None: no run has it) and a predicate of the run's setting value (`ABSENT` when it has
+        none) and its metric's last value (None when it has none); a test with a `bound` compares
+        the metric in SQL for the runs without the setting."""
+        joins, conds, cols, bounds = [], [], [], []
+        for i, test in enumerate(tests):
+            for kind, col in (("s", test.setting), ("n", test.metric)):
+                if col is not None:
+                    self.index.ensure_column(list(self.shards), col)
+                    joins.append(f"LEFT JOIN {{c}} {kind}{i} ON {kind}{i}.col = ? AND {kind}{i}.k = m.k")
+                    cols.append(col)
+            name = f"ledger_test_{i}"
+            self.index.db.create_function(name, 2, _predicate(test.keeps), deterministic=True)
+            self.index.db.create_function("ledger_damaged", 0, _raise)
+            s_val = f"s{i}.val" if test.setting is not None else "NULL"
+            n_val = f"n{i}.num" if test.metric is not None else "NULL"
+            if test.bound is None:
+                conds.append(f"{name}({s_val}, {n_val})")
+                continue
+            op, bound = test.bound  # a number compared in SQL: no call for the runs without the setting
+            if op not in _ORDER_OPS or type(bound) is not float:
+                raise ValueError(f"not a bound: {test.bound!r}")
+            cond = f"(CASE typeof({n_val}) WHEN 'real' THEN {n_val} {op} ? WHEN 'null' THEN 0 ELSE ledger_damaged() END)"
+            bounds.append(bound)
+            conds.append(cond if test.setting is None else f"(CASE WHEN {s_val} IS NULL THEN {cond} ELSE {name}({s_val}, NULL) END)")
+        where, params = self._where()
+        sql = (
+            f"SELECT m.shard, r.id, r.shown, r.cells FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k {' '.join(joins)}"
+            f" WHERE m.{where} AND r.broken IS NULL AND {' AND '.join(conds) or '1'} ORDER BY r.started, r.id"
+        )
+        try:
+            found = self.index.db.execute(self.sql(sql), (*cols, *params, *bounds)).fetchall()
+        except sqlite3.Error as exc:  # a damaged value makes a predicate raise: the query fails
+            raise Damaged from exc
+        return self._decoded(found)
+
+    def first_and_count(self) -> tuple[str | None, int]:
+        """The oldest readable run's id (by start time, then id) and how many readable runs there are."""
+        found = self.rows("shard, id", "broken IS NULL", order="started, id LIMIT 1")
+        if found:
+            self._own(*found[0])
+        where, params = self._where()
+        try:
+            sql = f"SELECT count(*) FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k WHERE m.{where} AND r.broken IS NULL"
+            (total,) = self.index.db.execute(self.sql(sql), params).fetchone()
+        except sqlite3.Error as exc:
+            raise Damaged from exc
+        return (found[0][1] if found else None), total
 
     def texts(self, kind: str, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, str]:
         """Each run's settings (`kind` "settings") or summary metrics ("metrics") as JSON text."""
