@@ -339,7 +339,7 @@ def test_a_first_listing_reads_each_folder_once_and_the_texts_when_asked(proj: P
     view = index_view(ListIndex(cache.db, cache.version), repo, _runs_tree(repo), reader)
     assert len(view.fields()) == 24 and len(reader.folders) == 24
     assert view.key_names() == ({"lr", "seed", "flag"}, {"train/loss"}) and reader.full_reads == []
-    assert len(view.column("s:lr")) == 24 and len(view.texts("settings")) == 24 and len(view.column("m:train/loss")) == 24
+    assert len(view.column("s:lr")) == 24 and len(view.texts()) == 24 and len(view.column("m:train/loss")) == 24
     assert sorted(reader.full_reads) == sorted(reader.folders)  # once each: the texts and columns are kept
     cache.close()
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ledger.cli.output import echo_text, emit_json, say_skipped
+from ledger.cli.output import echo_text, emit_json, emit_json_lines, say_skipped
 from ledger.commands.listing import change_log_json, list_runs, render_change_log, render_csv, render_list, run_folder, show_run
 from ledger.compare.runfilter import RunFilter, Where, check_states, parse_since
 from ledger.termstyle import say
@@ -61,8 +61,8 @@ def list_cmd(
     say_skipped(result.broken)
     if result.unpulled:
         say(f"ledger: {result.unpulled}")
-    if as_json:  # one run a line, as `emit_json(compact=True)` writes it
-        click.echo("[\n" + ",\n".join(result.json_lines()) + "\n]")
+    if as_json:
+        emit_json_lines(result.json_lines())
     elif as_csv:
         echo_text(render_csv(result), nl=False)
     else:

@@ -23,12 +23,19 @@ def echo_report(text: str) -> None:
     click.echo(paint_lines(text) if colour_enabled(sys.stdout) else text, nl=False, color=True)
 
 
-def emit_json(data: Any, compact: bool = False) -> None:
-    if compact:  # one run a line: fast for 10,000 runs, and easy for `jq -c`/`grep`
-        rows = data if isinstance(data, list) else [data]
-        click.echo("[\n" + ",\n".join(json.dumps(r, default=str) for r in rows) + "\n]")
-    else:
-        click.echo(json.dumps(data, indent=2, default=str))
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def emit_json_lines(lines: list[str], chunk: int = 1000) -> None:
+    """A JSON array of objects given as their compact text, one a line (easy for `jq -c`, `grep`),
+    written as it is joined, `chunk` lines at a time (a listing of 100,000 runs is ~500 MB)."""
+    out = sys.stdout
+    out.write("[\n")
+    for i in range(0, len(lines), chunk):
+        out.write((",\n" if i else "") + ",\n".join(lines[i : i + chunk]))
+    out.write("\n]\n")
+    out.flush()
 
 
 def say_skipped(broken: dict[str, str]) -> None:

@@ -165,8 +165,8 @@ def list_runs(
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
     if with_settings and not changed and listing.view is not None:
-        settings, metrics = listing.texts("settings"), listing.texts("metrics")
-        result.texts = {rid: (settings.get(rid, "{}"), metrics.get(rid, "{}")) for rid in (row.fields.id for row in shown)}
+        texts = listing.texts()
+        result.texts = {rid: texts.get(rid, ("{}", "{}")) for rid in (row.fields.id for row in shown)}
     if changed:
         from ledger.compare.changes import change_log
         from ledger.understand.settings import DEFAULT_IGNORE

@@ -188,9 +188,9 @@ class Listing:
         (`View.column`)."""
         return self._ask(lambda v: v.column(col, with_num)) if self.view is not None else {}
 
-    def texts(self, kind: str) -> dict[str, str]:
-        """Every run's settings (`kind` "settings") or summary metrics ("metrics") as JSON text."""
-        return self._ask(lambda v: v.texts(kind)) if self.view is not None else {}
+    def texts(self) -> dict[str, tuple[str, str]]:
+        """Every run's settings and summary metrics as JSON text."""
+        return self._ask(lambda v: v.texts()) if self.view is not None else {}
 
     def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
         """The listing fields and table cells of the runs that pass every test, oldest first (`View.passing`)."""
@@ -244,9 +244,10 @@ def load_listing(
     if listing.view is None:
         return listing
     if with_settings:
-        settings, metrics = listing.texts("settings"), listing.texts("metrics")
+        texts = listing.texts()
         for rid, m in listing.manifests.items():
-            m["settings"], m["metrics"] = json.loads(settings.get(rid, "{}")), json.loads(metrics.get(rid, "{}"))
+            settings, metrics = texts.get(rid, ("{}", "{}"))
+            m["settings"], m["metrics"] = json.loads(settings), json.loads(metrics)
         return listing
     names = set(metric_names) | set(filter(matcher(metric_globs), listing.metric_names))
     for kind, keys, known in (("settings", set(setting_keys), listing.setting_keys), ("metrics", names, listing.metric_names)):

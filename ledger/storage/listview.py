@@ -235,19 +235,17 @@ class View:
             raise Damaged from exc
         return (found[0][1] if found else None), total
 
-    def texts(self, kind: str, cond: str = "", params: tuple[Any, ...] = ()) -> dict[str, str]:
-        """Each run's settings (`kind` "settings") or summary metrics ("metrics") as JSON text."""
-        assert kind in ("settings", "metrics")
+    def texts(self) -> dict[str, tuple[str, str]]:
+        """Each run's settings and summary metrics as JSON text, by run id (one query)."""
         self.index.fill_texts(list(self.shards))
-        where, shard_params = self._where()
-        sql = f"SELECT r.id, x.{kind} FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k CROSS JOIN {{x}} x ON x.k = m.k WHERE m.{where}" + (
-            f" AND ({cond})" if cond else ""
-        )
+        where, params = self._where()
+        joins = "{m} m CROSS JOIN {r} r ON r.k = m.k CROSS JOIN {x} x ON x.k = m.k"
+        sql = f"SELECT r.id, x.settings, x.metrics FROM {joins} WHERE m.{where}"
         try:
-            found = self.index.db.execute(self.sql(sql), (*shard_params, *params)).fetchall()
+            found = self.index.db.execute(self.sql(sql), params).fetchall()
         except sqlite3.Error as exc:
             raise Damaged from exc
-        return {rid: unpack_text(blob) for rid, blob in found}
+        return {rid: (unpack_text(settings), unpack_text(metrics)) for rid, settings, metrics in found}
 
     def record(self, rid: str, tree: str) -> dict[str, Any] | None:
         """One run's listing fields with its `settings` and `metrics` (None: broken or not here);
