@@ -45,7 +45,7 @@ class ListResult:
     broken: dict[str, str]
     changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     unpulled: str | None = None  # runs on origin's branch this clone does not have yet
-    oldest_id: str | None = None  # the oldest run of the ledger (it has no run before it)
+    oldest_id: str | None = None  # with `changes`: the oldest run of the ledger (it has no run before it)
     running: list[LiveRow] = field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
     running_first: bool = True  # newest first: the runs in progress come before the recorded ones
     metric_columns: list[str] = field(default_factory=list)  # `--metric`: summary metrics shown as columns
@@ -190,21 +190,21 @@ def _running(repo: Repo, listing: Listing, flt: RunFilter) -> list[LiveRow]:
 
 def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[FullRow], dict[str, tuple[str, ...]], str | None, int]:
     """The recorded runs `flt` keeps, oldest first, and their table cells; the id of the oldest
-    run of all and how many there are. A `--where` reads only the setting or metric it names, then
-    the listing fields of the runs that pass it, from the index."""
+    run of all (where every run's settings were read for the change sets) and how many runs there
+    are. A `--where` is one query of the index (`Listing.passing`)."""
     if listing.loaded:  # `ledger log`, `--changed`: every run's settings are at hand, filtered here
         rows = [FullRow(fields_of(m), m.get("settings") or {}, m.get("metrics") or {}) for m in listing.ordered()]
         kept = [r for r in rows if flt.keep(r)]
         return kept, {r.fields.id: table_cells(r.fields) for r in kept}, rows[0].fields.id if rows else None, len(rows)
     if flt.where:
         both = listing.passing(tuple(_test(listing, w) for w in flt.where))
-        oldest_id, total = listing.first_and_count()
+        total = listing.count()
     else:
         both = listing.with_cells()
-        oldest_id, total = next(iter(both), None), len(both)
+        total = len(both)
     kept_ids = [rid for rid, listed in both.items() if flt.passes_fields(listed.fields)]
     rows = [FullRow(both[rid].fields, {}, {}) for rid in kept_ids]
-    return rows, {rid: both[rid].cells for rid in kept_ids}, oldest_id, total
+    return rows, {rid: both[rid].cells for rid in kept_ids}, None, total
 
 
 def _test(listing: Listing, w: Where) -> Test:

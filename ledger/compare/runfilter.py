@@ -84,7 +84,7 @@ class Where:
     def bound(self) -> tuple[str, float] | None:
         """`("<", 4.5)` for `KEY<4.5`: what `matches` asks of a number (None for `=` and `!=`)."""
         want = _number(self.value)
-        return (self.op, want) if self.op in _OPS and want is not None and want == want else None
+        return (self.op, want) if self.op in _OPS and want is not None else None
 
     def matches(self, present: bool, value: Any) -> bool:
         if not present:

@@ -196,9 +196,9 @@ class Listing:
         """The listing fields and table cells of the runs that pass every test, oldest first (`View.passing`)."""
         return self._ask(lambda v: v.passing(tests)) if self.view is not None else {}
 
-    def first_and_count(self) -> tuple[str | None, int]:
-        """The oldest readable run's id and how many readable runs there are."""
-        return self._ask(lambda v: v.first_and_count()) if self.view is not None else (None, 0)
+    def count(self) -> int:
+        """How many readable runs there are."""
+        return self._ask(lambda v: v.count()) - len(self.broken) if self.view is not None else 0
 
     def with_cells(self) -> dict[str, Listed]:
         """Every readable run's listing fields and table cells, oldest first."""

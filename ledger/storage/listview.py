@@ -163,15 +163,13 @@ class View:
         """(shard, id, shown, cells) rows as `Listed` by run id, each checked as it is decoded: a
         row of another run's shard, values of the wrong shape or cells that are not 9 texts: `Damaged`."""
         out = {}
-        shards = self.shards
         try:
             for shard, rid, blob, cell_blob in found:
+                self._own(shard, rid)
                 values = marshal.loads(blob)
                 c = marshal.loads(cell_blob) if cells else ()
                 if (
-                    type(rid) is not str
-                    or shard_of(rid) != shards.get(shard)
-                    or type(values) is not tuple
+                    type(values) is not tuple
                     or len(values) != _SHOWN
                     or values[0] != rid
                     or type(c) is not tuple
@@ -191,6 +189,7 @@ class View:
         none) and its metric's last value (None when it has none); a test with a `bound` compares
         the metric in SQL for the runs without the setting."""
         joins, conds, cols, bounds = [], [], [], []
+        self.index.db.create_function("ledger_damaged", 0, _raise)
         for i, test in enumerate(tests):
             for kind, col in (("s", test.setting), ("n", test.metric)):
                 if col is not None:
@@ -199,7 +198,6 @@ class View:
                     cols.append(col)
             name = f"ledger_test_{i}"
             self.index.db.create_function(name, 2, _predicate(test.keeps), deterministic=True)
-            self.index.db.create_function("ledger_damaged", 0, _raise)
             s_val = f"s{i}.val" if test.setting is not None else "NULL"
             n_val = f"n{i}.num" if test.metric is not None else "NULL"
             if test.bound is None:
@@ -222,18 +220,17 @@ class View:
             raise Damaged from exc
         return self._decoded(found)
 
-    def first_and_count(self) -> tuple[str | None, int]:
-        """The oldest readable run's id (by start time, then id) and how many readable runs there are."""
-        found = self.rows("shard, id", "broken IS NULL", order="started, id LIMIT 1")
-        if found:
-            self._own(*found[0])
+    def count(self) -> int:
+        """How many run folders the view holds, broken ones too (the shards' stored counts, which
+        `check` found equal to their rows)."""
         where, params = self._where()
         try:
-            sql = f"SELECT count(*) FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k WHERE m.{where} AND r.broken IS NULL"
-            (total,) = self.index.db.execute(self.sql(sql), params).fetchone()
+            (total,) = self.index.db.execute(self.sql(f"SELECT coalesce(sum(n), 0) FROM {{s}} WHERE {where}"), params).fetchone()
         except sqlite3.Error as exc:
             raise Damaged from exc
-        return (found[0][1] if found else None), total
+        if type(total) is not int:
+            raise Damaged
+        return total
 
     def texts(self) -> dict[str, tuple[str, str]]:
         """Each run's settings and summary metrics as JSON text, by run id (one query)."""
