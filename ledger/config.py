@@ -12,7 +12,7 @@ whose type is that section's Struct. Each key's meaning and constraints sit besi
 - `default_text()`, what `ledger init` writes;
 - `docs/config.md` (`tools/gen_docs.py`; `make docs`), with every key's type, default and meaning.
 
-The code reads the flat properties at the end of `Config` (`cfg.code_ignore`, `cfg.engine_patterns`):
+The code reads the flat properties at the end of `Config` (`cfg.code.ignore`, `cfg.engine_patterns`):
 a list key marked `adds_to` holds what the file adds to ledger's built-ins, and the property gives
 both. To add a key: one field below (a new section: one Struct and one field of `Config`), a
 property if the code reads it flat; then `make docs` (docs/development.md).
@@ -201,35 +201,11 @@ class Config(Section, frozen=True):
         dict[str, Any], key("name: shell string or argv run in the image, instead of the default probes", example="{cuda: nvcc --version}")
     ] = {}
 
-    # What the code reads, flat. The pattern lists and the job's environment are ledger's built-ins
-    # with the file's additions (the `adds_to` of their keys).
-    @property
-    def code_ignore(self) -> tuple[str, ...]:
-        return self.code.ignore
-
-    @property
-    def code_max_file_mb(self) -> float:
-        return self.code.max_file_mb
-
+    # The lists and the job's environment below are ledger's built-ins with the file's additions
+    # (the `adds_to` of their keys); every other key is read where it is declared (`cfg.code.ignore`).
     @property
     def engine_patterns(self) -> tuple[str, ...]:
         return DEFAULT_ENGINE_PATTERNS + self.logs.engine_patterns
-
-    @property
-    def extra_logs(self) -> tuple[str, ...]:
-        return self.logs.extra
-
-    @property
-    def log_git_max_mb(self) -> float:
-        return self.logs.git_max_mb
-
-    @property
-    def debug_data(self) -> bool:
-        return self.capture.debug_data
-
-    @property
-    def debug_framework(self) -> str | None:
-        return self.capture.debug_framework
 
     @property
     def env_patterns(self) -> tuple[str, ...]:
@@ -244,22 +220,6 @@ class Config(Section, frozen=True):
         """ledger's variables for the job with the file's over them (a number as text; null removes one)."""
         merged: dict[str, str | None] = {**DEFAULT_JOB_ENV, **{k: None if v is None else str(v) for k, v in self.capture.job_env.items()}}
         return {k: v for k, v in merged.items() if v is not None}
-
-    @property
-    def stop_grace_s(self) -> float:
-        return self.job.stop_grace_s
-
-    @property
-    def max_age_hours(self) -> float:
-        return self.diff.max_age_hours
-
-    @property
-    def replica_keys(self) -> tuple[str, ...]:
-        return self.diff.replica_keys
-
-    @property
-    def secret_names(self) -> tuple[str, ...]:
-        return self.secrets.names
 
     @property
     def secret_env_names(self) -> frozenset[str]:

@@ -178,9 +178,9 @@ def _partial_diff(
         ignore=all_ignore,
         metrics=metrics,
         force=force or bool(incomplete),
-        max_age_hours=cfg.max_age_hours,
+        max_age_hours=cfg.diff.max_age_hours,
         steps_metric=steps_metric,
-        replica_keys=replica_globs(cfg.replica_keys),
+        replica_keys=replica_globs(cfg.diff.replica_keys),
     )
     banner = "PARTIAL comparison: " + "; ".join(running) + ": the comparison covers the common steps so far"
     note = None
@@ -245,8 +245,8 @@ def compute_diff(start: Path, q: Question, html: Path | None = None, partial: bo
         eb,
         manifests,
         [*DEFAULT_IGNORE, *cfg.ignore, *ignore],
-        replica_globs(cfg.replica_keys),
-        cfg.max_age_hours,
+        replica_globs(cfg.diff.replica_keys),
+        cfg.diff.max_age_hours,
         q.any_age,
         ignored_settings,
     )
@@ -258,9 +258,9 @@ def compute_diff(start: Path, q: Question, html: Path | None = None, partial: bo
         metrics,
         q.force,
         q.steps_metric,
-        cfg.max_age_hours,
+        cfg.diff.max_age_hours,
         sides.key(),
-        list(cfg.replica_keys),
+        list(cfg.diff.replica_keys),
     )
     report = _cached_report(repo, key)  # the same comparison again: nothing to parse or compute
     if report is None:
@@ -356,9 +356,9 @@ def _compare(
         metrics=metrics,
         force=force,
         earlier_runs=earlier,
-        max_age_hours=cfg.max_age_hours,
+        max_age_hours=cfg.diff.max_age_hours,
         steps_metric=steps_metric,
-        replica_keys=replica_globs(cfg.replica_keys),
+        replica_keys=replica_globs(cfg.diff.replica_keys),
     )
     attach_noise(report, repo, sides, ((ea, side_a, table_a), (eb, side_b, table_b)))
     baseline_session(repo, listing, tip, report, mb)

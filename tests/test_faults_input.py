@@ -67,7 +67,7 @@ def test_default_and_repo_configs_validate(tmp_path: Path) -> None:
     """`ledger init`'s file and this repository's own .ledger.yaml both pass the schema."""
     (tmp_path / ".ledger.yaml").write_text(default_text())
     cfg = load_config(tmp_path)
-    assert cfg.heat.pause_at > cfg.heat.resume_at and cfg.stop_grace_s == 30
+    assert cfg.heat.pause_at > cfg.heat.resume_at and cfg.job.stop_grace_s == 30
     assert r"^slime\." in cfg.training_patterns  # the one list (the two copies had drifted apart)
     load_config(Path(__file__).resolve().parent.parent)
 

@@ -25,10 +25,26 @@ from ledger.compare.settingsview import comparable
 from ledger.config import DEFAULT_TRAINING_PATTERNS, CodeSection, Config
 from ledger.record import facts
 from ledger.record.codeset import counts, record_code, training_entries
-from ledger.runrecord import Code, Command
+from ledger.runrecord import Code, Command, RunRecord
 from ledger.storage.git import Repo
 from ledger.understand.launcher_inputs import launcher_inputs
 from ledger.understand.settings import DEFAULT_IGNORE, entry_point
+
+
+def _settings_section(
+    m: dict[str, Any],
+    cfg: Config,
+    lines: list[str],
+    argv: list[str],
+    records: list[Any] | None = None,
+    environ: dict[str, str] | None = None,
+) -> None:
+    """What `finish` writes of the training facts, into a manifest's dict."""
+    record = RunRecord.partial(m)
+    done = facts.training_facts(record, cfg, lines, argv, records, environ).applied(record)
+    m.update(redacted=list(done.redacted), command=done.command.to_dict(), env_report=list(done.env_report))
+    m.update(seeds=done.seeds.to_dict(), warnings=list(done.warnings), settings=dict(done.settings))
+
 
 SHAPES = Path(__file__).resolve().parent / "miles_shapes"
 INPROC = SHAPES / "inproc"
@@ -237,14 +253,14 @@ def test_ledger_set_variables_are_never_settings_even_after_recover() -> None:
     ray_argv = ["ray", "job", "submit", "--runtime-env-json", json.dumps({"env_vars": {"RAY_DEDUP_LOGS": "0", "NCCL_ALGO": "Ring"}}), "--"]
     records = [ShimRecord(via="ray", argv=ray_argv, entrypoint=["python3", "train.py", "--lr", "1"])]
     recovered = _manifest()
-    facts.settings_section(recovered, Config(), [], ["bash", "run.sh"], records, {"LEDGER_RUN_ID": recovered["id"]})
+    _settings_section(recovered, Config(), [], ["bash", "run.sh"], records, {"LEDGER_RUN_ID": recovered["id"]})
     assert "env.RAY_DEDUP_LOGS" not in recovered["settings"] and "env.LEDGER_RUN_ID" not in recovered["settings"]
     assert recovered["settings"]["env.NCCL_ALGO"] == "Ring" and recovered["settings"]["lr"] == 1
     # a normal finish knows what ledger set; a value the user chose themselves stays a setting
     normal = _manifest()
     normal["command"]["ledger_env"] = {"LEDGER_RUN_ID": normal["id"]}  # the user's env had RAY_DEDUP_LOGS=1
     user_ray = [*ray_argv[:3], "--runtime-env-json", json.dumps({"env_vars": {"RAY_DEDUP_LOGS": "1"}}), "--"]
-    facts.settings_section(
+    _settings_section(
         normal, Config(), [], ["bash", "run.sh"], [ShimRecord(via="ray", argv=user_ray, entrypoint=["python3", "train.py"])], {}
     )
     assert normal["settings"]["env.RAY_DEDUP_LOGS"] == "1"
@@ -362,13 +378,13 @@ def _recorded(
     code = repo.code_snapshot()
     m["code"].update(commit=code.commit, patch=code.patch_sha256)
     text = launcher.read_text() if launcher else None
-    content = record_code(repo, code, cfg.code_ignore, launcher, text, root, cfg.training_patterns)
+    content = record_code(repo, code, cfg.code.ignore, launcher, text, root, cfg.training_patterns)
     m["code"] = content.code(Code.from_dict(m["code"])).to_dict()
     m["command"] = content.command(Command.from_dict(m["command"])).to_dict()
     m["warnings"] += [content.warning] if content.warning else []
     if launcher is not None:
         m["command"]["launcher_path"] = launcher.relative_to(root).as_posix()
-    facts.settings_section(m, cfg, [], argv, [], env)
+    _settings_section(m, cfg, [], argv, [], env)
     return m
 
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ledger.cli.options import html_page, repeatable
 from ledger.cli.output import echo_report, emit_json
 from ledger.commands.compare import compare_runs, render_compare, write_compare_page
 from ledger.termstyle import say
@@ -14,13 +15,8 @@ from ledger.termstyle import say
 @click.command()
 @click.argument("runs", nargs=-1)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: runs, differing settings, summary metrics.")
-@click.option("--metric", "metric_globs", multiple=True, metavar="GLOB", help="Only metrics matching GLOB (repeatable).")
-@click.option(
-    "--html",
-    "html",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write a page with every metric of the runs overlaid on one step axis.",
-)
+@repeatable("--metric", "metric_globs", "Only metrics matching GLOB (repeatable).", "GLOB")
+@html_page("Also write a page with every metric of the runs overlaid on one step axis.")
 @click.option(
     "--group-by", "group_by", metavar="SETTING", help="On the page, draw each value of SETTING as its runs' mean with a min-max band."
 )

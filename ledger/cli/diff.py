@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ledger.cli.options import html_page, repeatable
 from ledger.cli.output import echo_report, emit_json, say_skipped
 from ledger.commands.diff import diff_runs
 from ledger.termstyle import say
@@ -15,7 +16,7 @@ from ledger.termstyle import say
 @click.argument("a")
 @click.argument("b")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object (schema in README.md).")
-@click.option("--metric", "metrics", multiple=True, help="Extra metric name or glob to compare (repeatable).")
+@repeatable("--metric", "metrics", "Extra metric name or glob to compare (repeatable).")
 @click.option("--force", is_flag=True, help="Compare even when not exactly one setting differs.")
 @click.option(
     "--steps",
@@ -29,13 +30,8 @@ from ledger.termstyle import say
 @click.option(
     "--code-diff", is_flag=True, help="Show the diff of every code file that differs, launcher inputs and ignored files included."
 )
-@click.option("--ignore", "ignore", multiple=True, help="Setting name or glob to leave out of the comparison.")
-@click.option(
-    "--html",
-    "html",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the comparison as one self-contained HTML page (charts A vs B per step).",
-)
+@repeatable("--ignore", "ignore", "Setting name or glob to leave out of the comparison.")
+@html_page("Also write the comparison as one self-contained HTML page (charts A vs B per step).")
 @click.option("--any-age", is_flag=True, help="Use replicas (runs equal but for the seed) of any age, not only within diff: max_age_hours.")
 @click.option("--partial", is_flag=True, help="A run still running: compare the steps it has logged so far (marked partial).")
 def diff(

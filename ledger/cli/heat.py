@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ledger.cli.options import html_page
 from ledger.cli.output import echo_text, emit_json
 from ledger.commands.heat import heat_report
 from ledger.termstyle import say
@@ -14,7 +15,7 @@ from ledger.termstyle import say
 @click.command()
 @click.argument("run_name")
 @click.option("--png", type=click.Path(dir_okay=False, path_type=Path), help="Also write a PNG plot (needs ledger[plot]).")
-@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), help="Also write a self-contained HTML page.")
+@html_page("Also write a self-contained HTML page.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: per-GPU temperatures, guard settings, events.")
 def heat(run_name: str, png: Path | None, html: Path | None, as_json: bool) -> None:
     """Temperature over time for a run, with pauses and step boundaries."""

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ledger.cli.options import repeatable
 from ledger.cli.output import echo_text, emit_json, emit_json_lines, say_skipped
 from ledger.commands.listing import change_log_json, list_runs, render_change_log, render_csv, render_list, run_folder, show_run
 from ledger.compare.runfilter import RunFilter, Where, check_states, parse_since
@@ -18,25 +19,13 @@ from ledger.termstyle import say
 @click.option("--changed", is_flag=True, help="Show which settings changed from the run before.")
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=None, help="Only the newest N runs.")
 @click.option("--reverse", is_flag=True, help="Oldest run first (default: newest first, as git log).")
-@click.option(
-    "--where",
-    "where",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Only runs whose setting or metric (its last value) matches; also != < > <= >= (repeatable).",
-)
+@repeatable("--where", "where", "Only runs whose setting or metric (its last value) matches; also != < > <= >= (repeatable).", "KEY=VALUE")
 @click.option("--name", "name_glob", metavar="GLOB", help="Only runs whose name matches the glob.")
-@click.option("--state", "states", multiple=True, help="Only runs in this state (repeatable: any of them).")
-@click.option("--tag", "tags", multiple=True, help="Only runs with this tag (repeatable: all of them).")
+@repeatable("--state", "states", "Only runs in this state (repeatable: any of them).")
+@repeatable("--tag", "tags", "Only runs with this tag (repeatable: all of them).")
 @click.option("--since", metavar="DATE", help="Only runs started since a date, UTC time or age (3d, 12h).")
 @click.option("--archived", is_flag=True, help="Show archived runs too.")
-@click.option(
-    "--metric",
-    "metric_globs",
-    multiple=True,
-    metavar="GLOB",
-    help="Add a column with the last value of each metric matching GLOB (repeatable).",
-)
+@repeatable("--metric", "metric_globs", "Add a column with the last value of each metric matching GLOB (repeatable).", "GLOB")
 def list_cmd(
     as_json: bool,
     as_csv: bool,

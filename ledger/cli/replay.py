@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ledger.cli.options import repeatable
 from ledger.cli.output import echo_text
 from ledger.commands.replay import ReplayOptions
 from ledger.commands.replay import replay as replay_cmd
@@ -19,7 +20,7 @@ from ledger.termstyle import say, terminal_fd
 @click.option("--rollout-only", is_flag=True, help="Replay the engine side alone (--debug-rollout-only).")
 @click.option("--step", "step", type=int, default=None, help="Replay only this rollout.")
 @click.option("--steps", "steps", default=None, help="Replay rollouts A:B (B exclusive, as Python).")
-@click.option("--set", "sets", multiple=True, help="KEY=VALUE: change a setting for the replay (repeatable).")
+@repeatable("--set", "sets", "KEY=VALUE: change a setting for the replay (repeatable).")
 @click.option("--name", help="Name for the replay run.")
 @click.option("--dry-run", is_flag=True, help="Print the command and change nothing.")
 @click.option("--strict", is_flag=True, help="A different image digest or Miles commit is an error.")

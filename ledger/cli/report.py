@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ledger.cli.options import html_page
 from ledger.cli.output import say_skipped
 from ledger.commands.report import write_report
 from ledger.termstyle import say
@@ -14,7 +15,7 @@ from ledger.textfmt import plural
 
 @click.command()
 @click.argument("runs", nargs=-1)
-@click.option("--html", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The page to write (one self-contained file).")
+@html_page("The page to write (one self-contained file).", required=True)
 def report(runs: tuple[str, ...], html: Path) -> None:
     """Write the runs table (as `ledger list`, with change sets and small curves) as an HTML page."""
     result = write_report(Path.cwd(), list(runs), html)

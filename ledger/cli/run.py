@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ledger.cli.options import repeatable
 from ledger.commands.run import run_job
 from ledger.errors import EXIT_USAGE, LedgerError
 from ledger.termstyle import say, terminal_fd
@@ -16,7 +17,7 @@ from ledger.termstyle import say, terminal_fd
 @click.option("--note", default=None, help="Free text stored in the manifest.")
 @click.option("--image", default=None, help="Docker image the job runs in (else detected from `docker run`, else .ledger.yaml).")
 @click.option("--no-heat-guard", is_flag=True, help="Record GPU temperatures but never pause the job.")
-@click.option("--data", "data_paths", multiple=True, help="Extra output path to track with DVC (repeatable).")
+@repeatable("--data", "data_paths", "Extra output path to track with DVC (repeatable).")
 @click.option(
     "--debug-data/--no-debug-data",
     "debug_data",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
+from ledger.heat.guard import Action
 from ledger.heat.heatlog import HeatLog, read_heat_log
 from ledger.heat.summary import render_heat_summary, time_above
 from ledger.metrics.store import load_metrics
@@ -84,4 +85,9 @@ def heat_data(run_id: str, log: HeatLog) -> dict[str, Any]:
             "samples": len(temps),
             "above_pause_s": time_above(points, pause_at) if pause_at is not None else None,
         }
-    return {"id": run_id, "sensor": log.sensor, "guard": guard, "gpus": gpus, "events": [asdict(e) for e in log.events]}
+    return {"id": run_id, "sensor": log.sensor, "guard": guard, "gpus": gpus, "events": [_event(e) for e in log.events]}
+
+
+def _event(action: Action) -> dict[str, Any]:
+    """One event of `heat --json` (README.md): when, what, and the GPU that triggered a pause."""
+    return {"time": action.at, "kind": action.kind.value, "gpu": action.gpu, "temp_c": action.temp_c, "node": action.node}

@@ -54,7 +54,7 @@ def note_run(start: Path, run: str, text: str) -> MetaChange:
 
     opened = open_branch(start)
     cfg = opened[1]
-    clean = Redactor(known_secrets([], dict(os.environ), [text], cfg.secret_env_names), cfg.secret_names).redact_text(text)
+    clean = Redactor(known_secrets([], dict(os.environ), [text], cfg.secret_env_names), cfg.secrets.names).redact_text(text)
     return _change(start, [run], "note", lambda m: dataclasses.replace(m, note=clean), opened)[0]
 
 

@@ -85,7 +85,7 @@ class NoiseReport:
     metrics: list[NoiseMetric] = field(default_factory=list)
     session: list[str] = field(default_factory=list)  # replicas from another day, host, GPU, driver
     any_age: bool = False
-    max_age_hours: float = DEFAULTS.max_age_hours
+    max_age_hours: float = DEFAULTS.diff.max_age_hours
 
 
 def column(table: MetricsTable | None, metric: str, axis: str) -> dict[int, float]:

@@ -38,7 +38,7 @@ class Sides:
     replicas_a: list[RunEntry] = field(default_factory=list)
     replicas_b: list[RunEntry] = field(default_factory=list)
     any_age: bool = False
-    max_age_hours: float = DEFAULTS.max_age_hours
+    max_age_hours: float = DEFAULTS.diff.max_age_hours
     skipped: dict[str, str] = field(default_factory=dict)  # runs not considered, and why (over a read limit, ...)
 
     def key(self) -> list[str]:

@@ -48,7 +48,7 @@ class HeatPlot:
 
 def heat_plot(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None) -> HeatPlot:
     """The plot of a heat log; `steps` are (step, end time in unix seconds)."""
-    times = [ts.time for ts in heatlog.samples] + [e.time for e in heatlog.events]
+    times = [ts.time for ts in heatlog.samples] + [e.at for e in heatlog.events]
     t0, t_last = min(times), max(times)
     unit, per = time_unit(t_last - t0)
     lines = _lines(heatlog, t0, per)

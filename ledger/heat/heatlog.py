@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ledger.config import HEAT
 from ledger.errors import DataError
-from ledger.heat.guard import GuardSettings
+from ledger.heat.guard import Action, ActionKind, GuardSettings
 from ledger.heat.sensor import Sample
 from ledger.timefmt import iso, parse_iso
 
@@ -82,23 +82,12 @@ class TimedSample:
     sample: Sample
 
 
-@dataclass(frozen=True)
-class HeatEvent:
-    """A guard event: `pause`, `resume` or `warn`."""
-
-    time: float
-    kind: str
-    gpu: int | None = None
-    temp_c: float | None = None
-    node: str | None = None
-
-
 @dataclass
 class HeatLog:
     """A parsed heat log."""
 
     samples: list[TimedSample] = field(default_factory=list)
-    events: list[HeatEvent] = field(default_factory=list)
+    events: list[Action] = field(default_factory=list)  # the guard's decisions, read back (no `paused_s`)
     guard: GuardSettings | None = None
     sensor: str | None = None
 
@@ -123,10 +112,10 @@ class HeatLog:
         windows: list[tuple[float, float | None]] = []
         start: float | None = None
         for event in self.events:
-            if event.kind == "pause" and start is None:
-                start = event.time
-            elif event.kind == "resume" and start is not None:
-                windows.append((start, event.time))
+            if event.kind is ActionKind.PAUSE and start is None:
+                start = event.at
+            elif event.kind is ActionKind.RESUME and start is not None:
+                windows.append((start, event.at))
                 start = None
         if start is not None:
             windows.append((start, None))
@@ -257,6 +246,6 @@ def _read_record(log: HeatLog, line: str, old: bool = False) -> None:
         sample = Sample(gpu, temp, power, clock, util, mem, throttle=throttle, node=node)
         log.samples.append(TimedSample(t, sample))
     elif event in EVENTS:
-        log.events.append(HeatEvent(t, event, gpu, _opt_float(cells[3]), node))
+        log.events.append(Action(ActionKind(event), t, gpu, _opt_float(cells[3]), node=node))
     else:
         raise ValueError(f"unknown event {event!r}")

@@ -7,7 +7,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from ledger.config import HEAT
-from ledger.heat.heatlog import HeatEvent, HeatLog
+from ledger.heat.guard import PAUSE, Action
+from ledger.heat.heatlog import HeatLog
 
 LEVELS = "_.:-=+*#%@"  # coolest to hottest
 DEFAULT_PAUSE_AT = HEAT.pause_at
@@ -61,7 +62,7 @@ def render_heat_summary(
         return "heat log: no samples\n"
     pause_at = heatlog.guard.pause_at if heatlog.guard else DEFAULT_PAUSE_AT
     series = _series(heatlog)
-    times = [ts.time for ts in heatlog.samples] + [e.time for e in heatlog.events]
+    times = [ts.time for ts in heatlog.samples] + [e.at for e in heatlog.events]
     t0, t1 = min(times), max(times)
     start = datetime.fromtimestamp(t0, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     lines = [
@@ -110,7 +111,7 @@ def _pause_lines(heatlog: HeatLog, steps: Sequence[tuple[int, float]] | None, t1
         return ["pauses: none"]
     total = sum((end if end is not None else t1) - start for start, end in windows)
     lines = [f"pauses: {len(windows)}, {format_duration(total)} in all"]
-    triggers = [e for e in heatlog.events if e.kind == "pause"]
+    triggers = [e for e in heatlog.events if e.kind is PAUSE]
     for n, (start, end) in enumerate(windows, start=1):
         end_text = _clock(end) if end is not None else "(still paused at end of log)"
         length = format_duration((end if end is not None else t1) - start)
@@ -126,7 +127,7 @@ def _step_text(steps: Sequence[tuple[int, float]] | None, start: float) -> str:
     return "" if step is None else f"  (during step {step})"
 
 
-def _trigger_text(trigger: HeatEvent | None) -> str:
+def _trigger_text(trigger: Action | None) -> str:
     """What paused the job, for its pause line: the GPU and its temperature, where known."""
     if trigger is None or trigger.gpu is None:
         return ""

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 def scrubbed_logs(record: RunRecord, run_dir: Path, secrets: set[str], logs: StreamResult, cfg: Config) -> RunRecord:
     """The run folder's logs scrubbed a last time; what was hidden, in `redacted`."""
-    hidden = scrub_logs(run_dir, secrets, logs.found, cfg.secret_names)
+    hidden = scrub_logs(run_dir, secrets, logs.found, cfg.secrets.names)
     return replace(record, redacted=sorted({*record.redacted, *hidden})) if hidden else record
 
 

@@ -133,10 +133,10 @@ def offload_big_logs(
 
 def _too_big_for_git(repo: Repo, cfg: Config, staged: staging.Staged, say: Say) -> list[str]:
     """The run's logs over `logs: git_max_mb`, when DVC is there to track them (said when it is not)."""
-    limit = cfg.log_git_max_mb * (1 << 20)
+    limit = cfg.logs.git_max_mb * (1 << 20)
     big = [n for n in ("trainer.log", "engine.log") if (staged.run_dir / n).stat().st_size > limit]
     if big and not (repo.root / ".dvc").is_dir():
-        say(f"ledger: {', '.join(big)} over {cfg.log_git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
+        say(f"ledger: {', '.join(big)} over {cfg.logs.git_max_mb:g} MB stay in git whole: no DVC here (`ledger init`)")
         return []
     return big
 

@@ -97,7 +97,7 @@ class _Deriving:
         """`data`: the run's outputs tracked with DVC, the rollout data's ids listed."""
         command, data = record.command, list(record.data)
         # the run's known values, and the values the rules removed from its logs: a data file holding one is held back
-        screen = Redactor(self.secrets | as_texts(self.logs.found), self.cfg.secret_names)
+        screen = Redactor(self.secrets | as_texts(self.logs.found), self.cfg.secrets.names)
         tracked = self.guarded("tracking data", lambda: datatrack.track_data(self.repo, self.staged, command, self.say, screen))
         if tracked is not None:
             data = tracked

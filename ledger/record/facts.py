@@ -119,22 +119,6 @@ class TrainingFacts:
         )
 
 
-def settings_section(
-    m: dict[str, Any],
-    cfg: Config,
-    command_lines: list[str],
-    job_argv: list[str],
-    records: list[ShimRecord] | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> None:
-    """Fill command.training_argv, settings, seeds and env from what the job really ran, in a
-    manifest's dict (`TrainingFacts.applied` on the record it decodes to)."""
-    record = RunRecord.partial(m)
-    done = training_facts(record, cfg, command_lines, job_argv, records, environ).applied(record)
-    m.update(redacted=list(done.redacted), command=done.command.to_dict(), env_report=list(done.env_report))
-    m.update(seeds=done.seeds.to_dict(), warnings=list(done.warnings), settings=dict(done.settings))
-
-
 def training_facts(
     record: RunRecord,
     cfg: Config,
@@ -242,7 +226,7 @@ def _with_record_facts(
     from ledger.record.codeset import counts
 
     for path, big in (record.code.large_files or {}).items():  # HEAD's version is in the tree; its own id is here
-        if isinstance(big, Mapping) and counts(path, cfg.code_ignore):
+        if isinstance(big, Mapping) and counts(path, cfg.code.ignore):
             out[f"code.large.{path}"] = big.get("oid") or f"{big.get('size')} bytes, {big.get('mtime')}"
     return dict(sorted(out.items()))
 
@@ -338,7 +322,7 @@ def metrics(
 def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tuple[list[str], list[str]]:
     """Copy the `logs: extra` files into `extra-logs/`, redacted: (`logs.extra`, what was redacted)."""
     copied, redacted = [], []
-    for pattern in cfg.extra_logs:
+    for pattern in cfg.logs.extra:
         base = pattern if os.path.isabs(pattern) else str(root / pattern)
         for path in sorted(glob.glob(base, recursive=True))[:200]:
             p = Path(path)
@@ -346,7 +330,7 @@ def extra_logs(cfg: Config, root: Path, run_dir: Path, secrets: set[str]) -> tup
                 dest = run_dir / "extra-logs" / p.name
                 dest.parent.mkdir(exist_ok=True)
                 acc = Redactions()
-                Redactor(secrets, cfg.secret_names).redact_file(p, dest, acc)
+                Redactor(secrets, cfg.secrets.names).redact_file(p, dest, acc)
                 redacted.extend(acc.at(f"extra-logs/{p.name}"))
                 copied.append(f"extra-logs/{p.name}")
     return copied, redacted

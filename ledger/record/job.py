@@ -58,7 +58,7 @@ def run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_fd
     job_start = inode_clock(staged.dir)  # the untracked count's rule compares ctimes with it
     try:
         with before_the_job():
-            job = Job(prepared.job_argv, req.cwd, env, cfg.stop_grace_s)
+            job = Job(prepared.job_argv, req.cwd, env, cfg.job.stop_grace_s)
     except BaseException:
         staged.remove()
         raise
@@ -74,9 +74,9 @@ def run_job(req: RunRequest, prepared: Prepared, guard: SignalGuard, terminal_fd
     follower = Follower(
         staged,
         list(cfg.engine_patterns),
-        list(cfg.secret_names),
+        list(cfg.secrets.names),
         lambda: capture.bytes_in,
-        preload=(repo.root, int(cfg.log_git_max_mb * (1 << 20))),
+        preload=(repo.root, int(cfg.logs.git_max_mb * (1 << 20))),
     )
     follower.start()  # split, redaction and metrics while the job runs, off the copy's path
     from ledger.heat.setup import start_monitor

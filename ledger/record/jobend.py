@@ -39,14 +39,14 @@ def ended_record(prepared: Prepared, ended: JobEnd, say: Say) -> Ended:
     staged, cfg, record = prepared.staged, prepared.cfg, ended.record
     warnings = list(record.warnings)
     if ended.capture.join(timeout=10):
-        ray_end = jobsetup.follow_submitted(staged, ended.terminal_fd, say, ended.result, cfg.stop_grace_s)
+        ray_end = jobsetup.follow_submitted(staged, ended.terminal_fd, say, ended.result, cfg.job.stop_grace_s)
     else:  # a child of the job still holds the pipe open: record what arrived so far
         warnings.append("the job's output pipe was still open 10 s after it exited; later output is not recorded")
         ray_end = None
     from ledger.record.streamed import retire_raw
 
     command = jobsetup.note_framework(record.command, shim.read_log(staged.dir / shim.LOG_NAME))
-    logs = ended.follower.finish(Redactor(prepared.secrets, cfg.secret_names))
+    logs = ended.follower.finish(Redactor(prepared.secrets, cfg.secrets.names))
     retire_raw(staged, prepared.secrets, logs)
     notes = truncation_noted(staged.run_dir, ended.capture.truncation_notes() + logs.truncated, say)
     warnings.extend(notes)

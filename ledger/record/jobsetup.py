@@ -75,7 +75,7 @@ def debug_data_route(
     one line, with the fix, when neither can reach it (a trainer inside `docker run`)."""
     script = _entry_script(argv, launcher_text, cfg, Path(cwd))
     if forwards_args(argv, launcher_text, cfg) and script is not None:
-        name, how, allowed = framework.detect(script, cwd, cfg.debug_framework, _miles_image(image))
+        name, how, allowed = framework.detect(script, cwd, cfg.capture.debug_framework, _miles_image(image))
         if not allowed:
             say(
                 f"ledger: no debug data added for replay ({how}); if it is Miles or slime, set "
@@ -167,8 +167,8 @@ def job_env(
         env,
         dict(ledger_env),
     )
-    if cfg.debug_framework:
-        wrappers[shim.ENV_FRAMEWORK] = cfg.debug_framework
+    if cfg.capture.debug_framework:
+        wrappers[shim.ENV_FRAMEWORK] = cfg.capture.debug_framework
     recorded = {k: v for k, v in ledger_env.items() if k not in ("LEDGER_DATA_DIR",)}
     recorded["PATH"] = "<run>/bin (ledger's python3/ray wrappers) + the caller's PATH"
     return {**ledger_env, **wrappers}, recorded

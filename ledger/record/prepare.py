@@ -225,7 +225,7 @@ def _staged_record(req: RunRequest, repo: Repo, cfg: Config, staged: staging.Sta
     launcher_path = launcher.is_launcher(argv, req.cwd, list(cfg.training_patterns))
     launcher_text = launcher_path.read_text(errors="surrogateescape") if launcher_path is not None else None
     sealed = _sealed(req, cfg, repo, argv, launcher_text)
-    notes = _snapshot_notes(sealed.code, cfg.code_max_file_mb)
+    notes = _snapshot_notes(sealed.code, cfg.code.max_file_mb)
     for note_line in notes:
         say(f"ledger: {note_line}")
     save_secrets(staged.dir, sealed.secrets)  # before any output exists, so `recover` scrubs the same
@@ -235,7 +235,7 @@ def _staged_record(req: RunRequest, repo: Repo, cfg: Config, staged: staging.Sta
     note = _redacted_words(sealed.redactor, req.note, "note", redacted)
 
     content = record_code(
-        repo, sealed.code, cfg.code_ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns, req.code_left_out
+        repo, sealed.code, cfg.code.ignore, launcher_path, launcher_text, req.cwd, cfg.training_patterns, req.code_left_out
     )
     route, command = _debug_route(req, cfg, staged, argv, launcher_text, content.command(command), record.image, say)
     image, host_facts = _image_facts(req, cfg, repo, say)
@@ -277,7 +277,7 @@ def _debug_route(
 ) -> tuple[jobsetup.DebugRoute, Command]:
     """How the debug-data flags reach the trainer, and `command` with the route recorded; no
     route for a replay (it loads the data) or when not wanted (`--no-debug-data`, `debug_data: false`)."""
-    want_debug = cfg.debug_data if req.debug_data is None else req.debug_data
+    want_debug = cfg.capture.debug_data if req.debug_data is None else req.debug_data
     if not want_debug or req.replay is not None:
         return jobsetup.DebugRoute(argv, jobsetup.DebugData()), command
     route = jobsetup.debug_data_route(argv, launcher_text, cfg, staged, str(req.cwd), image, say)
@@ -301,7 +301,7 @@ def _opened(req: RunRequest) -> tuple[Repo, Config]:
         repo = Repo(req.cwd)
         repo.head_commit()
         cfg = load_config(repo.root, repo.common_dir)
-        if req.name is not None and (kinds := secret_kinds_in_name(req.name, cfg.secret_names)):
+        if req.name is not None and (kinds := secret_kinds_in_name(req.name, cfg.secrets.names)):
             raise StartError(
                 f"--name holds what looks like a secret ({', '.join(kinds)})", "name the run without credentials, e.g. --name lr-3e-6"
             )
@@ -327,13 +327,13 @@ def _sealed(req: RunRequest, cfg: Config, repo: Repo, argv: list[str], launcher_
     the code snapshot with them hidden in its uncommitted files."""
     words = [t for t in (launcher_text, req.name, req.note) if t]
     secrets = known_secrets(argv, req.env if req.env is not None else os.environ, words, cfg.secret_env_names)
-    redactor = Redactor(secrets, cfg.secret_names)
+    redactor = Redactor(secrets, cfg.secrets.names)
     places: list[list[str]] = []
-    code = repo.code_snapshot(scrub=_code_scrubber(redactor, places), max_file_bytes=int(cfg.code_max_file_mb * (1 << 20)))
+    code = repo.code_snapshot(scrub=_code_scrubber(redactor, places), max_file_bytes=int(cfg.code.max_file_mb * (1 << 20)))
     # a value hidden in a dirty tracked file (`api_key: ...` in config.yaml) is a known value
     # from now on: the job may print it in any form
     secrets |= as_texts(redactor.found_values())
-    return Sealed(secrets, Redactor(secrets, cfg.secret_names), code, places)
+    return Sealed(secrets, Redactor(secrets, cfg.secrets.names), code, places)
 
 
 def _redacted_command(

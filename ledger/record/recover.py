@@ -137,7 +137,7 @@ def _redone_logs(staged: staging.Staged, cfg: Config, secrets: set[str]) -> Stre
     if was_punched(staged.dir):  # a split on a full disk had freed its start
         logs = from_split_logs(staged.run_dir, "by ledger recover, from the logs split so far")
     else:
-        logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secret_names))
+        logs = process_raw(raw, staged.run_dir, list(cfg.engine_patterns), Redactor(secrets, cfg.secrets.names))
         logs.where = "by ledger recover, from the raw output"
     retire_raw(staged, secrets, logs)
     return logs

@@ -111,5 +111,5 @@ def finish(
     record = scrubbed_logs(record, run_dir, known, logs, cfg)
     record = big_logs(record, repo, cfg, staged, logs, say)
     record = with_trackers(record, run_dir)
-    record = scrub_record(record, known, logs.found, cfg.secret_names)
+    record = scrub_record(record, known, logs.found, cfg.secrets.names)
     return committed(record, repo, cfg, staged, code, logs, say)

@@ -1,6 +1,6 @@
 """The one redaction API: a `Redactor` every byte bound for git or the DVC cache goes through.
 
-    r = Redactor(known=secret_values, extra_names=cfg.secret_names)
+    r = Redactor(known=secret_values, extra_names=cfg.secrets.names)
     clean = r.redact_line(line)            # one line, in order (a streaming filter)
     spans = r.flagged(body)                # which lines of a block need `redact_line` (fast)
     r.flush()                              # end of stream: closes an open PEM block
