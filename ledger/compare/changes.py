@@ -69,25 +69,39 @@ _ADDED_LATER = ("command.entry",)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-def _scalar_items(m: Mapping[str, Any]) -> set[tuple[str, type, Any]]:
-    return {(k, v.__class__, v) for k, v in m.items() if v.__class__ in _SCALARS}
+@dataclass(frozen=True)
+class Prepared:
+    """One run's settings made ready to be compared with many others (a replica or baseline
+    search): its scalar values hashed once, as (name, type, value), the type keeping `True` and
+    `1` apart, which compare and hash alike; `nested`: the names holding a list or a mapping."""
+
+    settings: Mapping[str, Any]
+    items: frozenset[tuple[str, type, Any]]
+    nested: frozenset[str]
 
 
-def _maybe_changed(a: Mapping[str, Any], b: Mapping[str, Any]) -> set[str]:
+def prepare(settings: Mapping[str, Any] | Prepared) -> Prepared:
+    """`settings` ready for `changed_settings` (already prepared: as it is)."""
+    if isinstance(settings, Prepared):
+        return settings
+    items = frozenset((k, v.__class__, v) for k, v in settings.items() if v.__class__ in _SCALARS)
+    return Prepared(settings, items, frozenset(k for k, v in settings.items() if v.__class__ not in _SCALARS))
+
+
+def _maybe_changed(a: Prepared, b: Prepared) -> set[str]:
     """Every name but those holding the same scalar, of the same type, on both sides: what
-    `same_value` calls equal without a look (the type keeps `True` and `1` apart, which compare
-    and hash alike). Set operations at C speed, so a search comparing one run with thousands of
-    others looks only at the few settings that differ."""
-    same = {k for k, _t, _v in _scalar_items(a) & _scalar_items(b)}
-    return (a.keys() | b.keys()) - same
+    `same_value` calls equal without a look. A set operation at C speed, so a search comparing
+    one run with thousands of others looks only at the few settings that differ."""
+    return {k for k, _t, _v in a.items ^ b.items} | a.nested | b.nested
 
 
-def changed_settings(a: Mapping[str, Any], b: Mapping[str, Any], ignore: Sequence[str] = ()) -> list[Change]:
+def changed_settings(a: Mapping[str, Any] | Prepared, b: Mapping[str, Any] | Prepared, ignore: Sequence[str] = ()) -> list[Change]:
     """Settings that differ between two runs, sorted by name; `ignore` holds fnmatch globs."""
+    pa, pb = prepare(a), prepare(b)
     changes = []
     ignored = matcher(ignore)
-    for name in sorted(_maybe_changed(a, b)):
-        va, vb = a.get(name, ABSENT), b.get(name, ABSENT)
+    for name in sorted(_maybe_changed(pa, pb)):
+        va, vb = pa.settings.get(name, ABSENT), pb.settings.get(name, ABSENT)
         # equal values first: most settings of two runs are equal, and matching a name against
         # every glob is what a search over thousands of runs (replicas, baselines) would pay
         if same_value(va, vb) or ignored(name):

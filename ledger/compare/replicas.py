@@ -17,9 +17,9 @@ practice note behind ledger keeps a baseline from the same session.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from ledger.compare.changes import changed_settings
+from ledger.compare.changes import Prepared, changed_settings, prepare
 from ledger.globs import matches_any
 from ledger.timefmt import parse_iso
 
@@ -59,12 +59,15 @@ def is_replica(
     ignore: Sequence[str],
     keys: Sequence[str],
     replay_of: Callable[[Manifest], tuple[Any, Any, Any]] = _replay_key,
+    prepared: tuple[Prepared, Prepared] | None = None,
 ) -> bool:
-    """Whether `other` is a replica of `target` (module docstring), age aside."""
+    """Whether `other` is a replica of `target` (module docstring), age aside. `prepared`: the two
+    runs' settings as `changes.prepare` gives them, for a caller comparing one run with many."""
     sa, sb = target.get("settings") or {}, other.get("settings") or {}
     if not all(_same(sa.get(k), sb.get(k)) for k in IDENTITY_KEYS):
         return False
-    if any(not matches_any(c.name, keys) for c in changed_settings(sa, sb, ignore)):
+    pa, pb = prepared or (sa, sb)
+    if any(not matches_any(c.name, keys) for c in changed_settings(pa, pb, ignore)):
         return False
     if bool(target.get("replay_of")) != bool(other.get("replay_of")):
         return False
@@ -82,9 +85,24 @@ def within_age(target: Manifest, other: Manifest, max_age_hours: float) -> bool:
     return hours is not None and hours <= max_age_hours
 
 
+class Candidate(NamedTuple):
+    """A run compared with one target or more: its manifest (or listing fields with its settings),
+    its settings prepared once (`changes.prepare`), and its own settings to leave out (paths
+    holding its id)."""
+
+    manifest: Manifest
+    settings: Prepared
+    own: tuple[str, ...] = ()
+
+
+def candidate(m: Manifest, own: Iterable[str] = ()) -> Candidate:
+    """`m` ready to be compared with many targets."""
+    return Candidate(m, prepare(m.get("settings") or {}), tuple(sorted(own)))
+
+
 def find_replicas(
     target: Manifest,
-    candidates: Iterable[Manifest],
+    candidates: Iterable[Manifest | Candidate],
     ignore: Sequence[str],
     keys: Sequence[str],
     max_age_hours: float,
@@ -98,13 +116,16 @@ def find_replicas(
     caller holding only summaries passes one that reads the full manifest of those few runs.
     """
     skip = {target.get("id"), *exclude}
+    settings = prepare(target.get("settings") or {})
     found = []
-    for m in candidates:
+    for c in candidates:
+        c = c if isinstance(c, Candidate) else candidate(c)
+        m = c.manifest
         if m.get("id") in skip or (m.get("status") or {}).get("state") != "finished":
             continue
         if not any_age and not within_age(target, m, max_age_hours):
             continue
-        if is_replica(target, m, ignore, keys, replay_of):
+        if is_replica(target, m, [*ignore, *c.own], keys, replay_of, (settings, c.settings)):
             found.append(m)
     return sorted(found, key=lambda m: (m.get("started") or "", str(m.get("id"))))
 

@@ -20,7 +20,7 @@ from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.flags import RunFlag, degenerate_flags, groups_of
 from ledger.compare.noise import ROLLOUT_AXIS, RunSeries, judge
-from ledger.compare.replicas import find_replicas, session_notes, within_age
+from ledger.compare.replicas import Candidate, candidate, find_replicas, session_notes, within_age
 from ledger.config import DEFAULTS
 from ledger.metrics.store import load_metrics
 from ledger.metrics.table import MetricsTable
@@ -103,12 +103,15 @@ def find_sides(
         if any_age or within_age(ma, listed, max_age_hours) or within_age(mb, listed, max_age_hours):
             near.append((row.id, listed))
     sides = Sides(any_age=any_age, max_age_hours=max_age_hours, skipped=dict(listing.broken))
-    candidates: list[tuple[str, Mapping[str, Any]]] = []  # (id, listing fields with the settings)
+    candidates: list[Candidate] = []  # read and prepared once for both sides
     for rid, summary in near:
         try:
-            candidates.append((rid, _settings(repo, listing.entries[rid], summary)))
+            fields = _settings(repo, listing.entries[rid], summary)
         except ManifestError as exc:
             sides.skipped[rid] = exc.message
+            continue
+        # its own output settings (paths holding its id) are no settings
+        candidates.append(candidate(fields, run_ignored(fields.get("settings") or {}, rid)))
     fetched: dict[str, RunRecord] = {}
 
     def replay_of(m: Mapping[str, Any]) -> tuple[Any, Any, Any]:
@@ -128,13 +131,10 @@ def find_sides(
             return record.replay_of, None, None
         return record.replay_of, record.replay.mode, record.replay.mapping
 
-    # each candidate's own output settings (paths holding its id), found once for both sides
-    extras = [sorted(run_ignored(c.get("settings") or {}, rid)) for rid, c in candidates]
     for target, record, entry, out in ((ma, ra, ea, sides.replicas_a), (mb, rb, eb, sides.replicas_b)):
         own = sorted(run_ignored(record.settings, entry.id))
-        for (rid, candidate), extra in zip(candidates, extras):
-            if find_replicas(target, [candidate], [*ignore, *own, *extra], keys, max_age_hours, any_age, (ea.id, eb.id), replay_of):
-                out.append(listing.entries[rid])
+        found = find_replicas(target, candidates, [*ignore, *own], keys, max_age_hours, any_age, (ea.id, eb.id), replay_of)
+        out.extend(listing.entries[str(m.get("id"))] for m in found)
     cache.write_pickle(key, sides)
     return sides
 

@@ -202,9 +202,16 @@ def ignored_settings(
     value mentions `run_id` (a path like `/ckpt/<run id>` differs in every run by construction).
     """
     ignored = set(_matching(tuple(settings), (*DEFAULT_IGNORE, *extra_ignore)))
-    if run_id:
-        ignored.update(name for name, value in settings.items() if mentions(value, run_id))
+    if run_id:  # a string looked into here, a list by `mentions`: a search asks this of thousands of runs
+        ignored.update(
+            name
+            for name, value in settings.items()
+            if (run_id in value if value.__class__ is str else value.__class__ not in _NUMBERS and mentions(value, run_id))
+        )
     return ignored
+
+
+_NUMBERS = frozenset({int, float, bool})
 
 
 @functools.lru_cache(maxsize=64)
