@@ -314,9 +314,15 @@ def test_timing_columns_carry_units_and_a_missing_interval_says_why() -> None:
 def test_changed_settings_sees_what_compares_alike_but_is_not_the_same() -> None:
     """The scalars compared as sets first (`_maybe_changed`) keep True and 1 apart, and the
     values left to `same_value` keep its rules: numbers by value, lists element by element."""
-    from ledger.compare.changes import changed_settings
+    from ledger.compare.changes import changed_settings, prepare
 
     a = {"flag": True, "zero": 0, "lr": 0.001, "lr2": "1e-3", "n": 1, "xs": [True, 2], "same": "x", "none": None}
     b = {"flag": 1, "zero": False, "lr": "1e-3", "lr2": 0.001, "n": 1.0, "xs": [1, 2], "same": "x", "none": None, "new": 3}
     assert [c.name for c in changed_settings(a, b)] == ["flag", "new", "xs", "zero"]
     assert changed_settings(a, dict(a)) == []
+    # prepared once for a search over many runs: the same answer, either way round
+    pa, pb = prepare(a), prepare(b)
+    assert changed_settings(pa, pb) == changed_settings(a, pb) == changed_settings(a, b)
+    assert [c.name for c in changed_settings(pb, a, ignore=["x*"])] == ["flag", "new", "zero"]
+    nested = {"xs": [True, 2], "cfg": {"k": 1}}
+    assert [c.name for c in changed_settings(prepare(nested), prepare({"xs": [True, 2], "cfg": {"k": 2}}))] == ["cfg"]
