@@ -252,8 +252,10 @@ def run_commits(repo: Repo, tip: str, limit: int | None = None) -> list[tuple[st
 
 
 def commit_of_run(repo: Repo, tip: str, run_id: str) -> str | None:
-    for rid, commit in run_commits(repo, tip):
-        if rid == run_id:
+    """The newest first-parent commit that recorded `run_id`: the walk stops there, so a run near
+    the tip (what a diff usually names) costs a few commits, not the branch's history."""
+    for commit in repo.first_parent_walk(tip):
+        if run_id_of_commit(repo, commit) == run_id:
             return commit
     return None
 
