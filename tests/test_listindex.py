@@ -52,7 +52,13 @@ def _values(i: int) -> tuple[dict[str, Any], dict[str, Any]]:
     return {"lr": 1e-6 * (i % 3), "seed": i % 4, "flag": f"v{i}"}, metrics
 
 
-def _add_runs(root: Path, first: int, n: int, values: Callable[[int], tuple[dict[str, Any], dict[str, Any]]] = _values) -> list[str]:
+def _add_runs(
+    root: Path,
+    first: int,
+    n: int,
+    values: Callable[[int], tuple[dict[str, Any], dict[str, Any]]] = _values,
+    started: Callable[[int], str] | None = None,
+) -> list[str]:
     repo = Repo(root)
     code = repo.code_snapshot()
     tip = repo.branch_tip("experiments")
@@ -62,6 +68,8 @@ def _add_runs(root: Path, first: int, n: int, values: Callable[[int], tuple[dict
         rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{i % 251:02x}{i % 7:02x}"
         m = new_manifest(rid, t)
         m["name"] = f"run-{i}"
+        if started is not None:  # a start time as another tool or a hand-edit wrote it
+            m["started"] = started(i)
         m["settings"], metrics = values(i)
         m["status"] = {"state": "finished", "exit_code": 0, "signal": None, "duration_s": 1.0}
         files = {
@@ -283,6 +291,34 @@ def test_a_run_name_is_looked_up_without_loading_every_run(proj: Path) -> None:
     with pytest.raises(LedgerError, match="only 1 run named 'run-3'"):
         resolve(repo, tip, "run-3~1", listing)
     assert listing._manifests is None and listing._entries is None  # nothing loaded whole
+
+
+def test_runs_started_near_a_time_are_asked_of_the_index_and_none_is_missed(proj: Path) -> None:
+    """The replica search's age window (`Listing.started_near`): from the index, only the runs whose
+    start time in ledger's own form falls in the window (a second wider), plus every run whose
+    start time is in another form; every run `within_age` accepts is among them."""
+    from ledger.compare.replicas import within_age
+
+    others = {24: "2026-01-01T00:00:11Z", 25: "2026-01-01 00:00:12+00:00", 26: "2026-01-01T05:00:09+05:00", 27: "garbage"}
+    _add_runs(proj, 24, 4, started=others.__getitem__)
+    repo = Repo(proj)
+    tip = repo.branch_tip("experiments")
+    listing = listing_at(repo, tip)
+    target = {"started": "2026-01-01T00:00:10.000Z"}
+    at = dt.datetime(2026, 1, 1, 0, 0, 10, tzinfo=dt.timezone.utc).timestamp()
+    near = listing.started_near([at], 3 / 3600)
+    names = [m["name"] for m, _e in near]
+    own_form = {f"run-{i}" for i in range(24) if abs(i - 10) <= 4}  # 3 s, and the second more
+    assert set(names) == own_form | {f"run-{i}" for i in others}
+    assert all(e.id == m["id"] for m, e in near)
+    cold = load_listing(repo, tip, cold=True)
+    exact = {m["name"] for m in cold.ordered() if within_age(target, m, 3 / 3600)}
+    assert exact == {f"run-{i}" for i in range(7, 14)} | {"run-24", "run-25", "run-26"}
+    assert exact <= set(names)
+    # two windows, and one no datetime can hold: every run
+    assert {m["name"] for m, _e in listing.started_near([at, at + 13], 1 / 3600)} >= {"run-10", "run-23", "run-27"}
+    assert listing._manifests is None and listing._entries is None  # nothing loaded whole
+    assert len(listing.started_near([at], 1e9)) == 28
 
 
 def test_a_hostile_pulled_summary_is_a_broken_row_in_the_index_too(proj: Path) -> None:

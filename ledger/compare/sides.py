@@ -29,6 +29,7 @@ from ledger.storage.git import Repo
 from ledger.storage.listing import Listing, load_listing, parse_record
 from ledger.storage.listrow import fast_settings, fields_of
 from ledger.storage.store import RunEntry, read_file_at
+from ledger.timefmt import parse_iso
 
 
 @dataclass
@@ -95,23 +96,30 @@ def find_sides(
     for entry in (ea, eb):
         listing.refuse_broken(entry.id)
     (ra, ma), (rb, mb) = manifest(ea), manifest(eb)
-    near: list[tuple[str, Mapping[str, Any]]] = []  # (id, listing fields)
-    for listed in listing.ordered():  # oldest first, the runs listings skip left out
+    times = [t for t in (parse_iso(ma.get("started")), parse_iso(mb.get("started"))) if t is not None]
+    if any_age:
+        rows = listing.ordered_entries()
+    else:  # what the index says may be near, each checked here
+        rows = listing.started_near(times, max_age_hours)
+    near: list[tuple[Mapping[str, Any], RunEntry]] = []  # (listing fields, entry), oldest first
+    for listed, entry in rows:
         row = fields_of(listed)
         if row.id in (ea.id, eb.id) or row.state != "finished":
             continue
         if any_age or within_age(ma, listed, max_age_hours) or within_age(mb, listed, max_age_hours):
-            near.append((row.id, listed))
+            near.append((listed, entry))
     sides = Sides(any_age=any_age, max_age_hours=max_age_hours, skipped=dict(listing.broken))
     candidates: list[Candidate] = []  # read and prepared once for both sides
-    for rid, summary in near:
+    entries: dict[str, RunEntry] = {}
+    for summary, entry in near:
         try:
-            fields = _settings(repo, listing.entries[rid], summary)
+            fields = _settings(repo, entry, summary)
         except ManifestError as exc:
-            sides.skipped[rid] = exc.message
+            sides.skipped[entry.id] = exc.message
             continue
         # its own output settings (paths holding its id) are no settings
-        candidates.append(candidate(fields, run_ignored(fields.get("settings") or {}, rid)))
+        candidates.append(candidate(fields, run_ignored(fields.get("settings") or {}, entry.id)))
+        entries[entry.id] = entry
     fetched: dict[str, RunRecord] = {}
 
     def replay_of(m: Mapping[str, Any]) -> tuple[Any, Any, Any]:
@@ -123,7 +131,8 @@ def find_sides(
         else:
             if rid not in fetched:
                 try:
-                    fetched[rid] = recorded(repo, listing.entries[rid]).record if rid in listing.entries else RunRecord()
+                    entry = entries.get(rid) or listing.entry(rid)
+                    fetched[rid] = recorded(repo, entry).record if entry is not None else RunRecord()
                 except ManifestError as exc:  # never a replica: its source is unknown
                     fetched[rid], sides.skipped[rid] = RunRecord(), exc.message
             record = fetched[rid]
@@ -134,7 +143,7 @@ def find_sides(
     for target, record, entry, out in ((ma, ra, ea, sides.replicas_a), (mb, rb, eb, sides.replicas_b)):
         own = sorted(run_ignored(record.settings, entry.id))
         found = find_replicas(target, candidates, [*ignore, *own], keys, max_age_hours, any_age, (ea.id, eb.id), replay_of)
-        out.extend(listing.entries[str(m.get("id"))] for m in found)
+        out.extend(entries[str(m.get("id"))] for m in found)
     cache.write_pickle(key, sides)
     return sides
 
@@ -192,7 +201,7 @@ def baseline_session(repo: Repo, listing: Listing | None, tip: str, report: Diff
     if not rid:
         return
     listing = listing or load_listing(repo, tip)
-    entry = listing.entries.get(rid)
+    entry = listing.entry(rid)
     if entry is not None:
         report.baseline_session = session_notes(mb, [(f"suggested baseline {rid}", recorded(repo, entry).data)], "B")
 
@@ -204,6 +213,6 @@ def replica_tables(repo: Repo, report: DiffReport, listing: Listing) -> tuple[li
     out: tuple[list[MetricsTable | None], list[MetricsTable | None]] = ([], [])
     for ids, tables in ((report.noise.replicas_a, out[0]), (report.noise.replicas_b, out[1])):
         for rid in ids:
-            entry = listing.entries.get(rid)
+            entry = listing.entry(rid)
             tables.append(load_metrics(repo, entry) if entry is not None else None)
     return out

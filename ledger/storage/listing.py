@@ -7,6 +7,7 @@ a listing reads it is `storage/listrow.py`. Their names are also importable from
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ from ledger.storage.listview import Test, View, index_view
 from ledger.storage.manifestcache import ManifestCache, is_read_only, parse_manifest, parse_record, read_only
 from ledger.storage.store import RunEntry
 from ledger.storage.summary import SettingValue
+from ledger.timefmt import iso
 
 __all__ = [
     "Listing",
@@ -49,6 +51,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+
+# a start time as `timefmt.iso` writes it: the form whose text order is its time order
+_OWN_FORM = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9]Z"
 
 
 class Listing:
@@ -155,6 +161,31 @@ class Listing:
     def ordered(self) -> list[dict[str, Any]]:
         """Manifests oldest first (by start time, then id)."""
         return sorted(self.manifests.values(), key=lambda m: (m.get("started") or "", m["id"]))
+
+    def ordered_entries(self) -> list[tuple[dict[str, Any], RunEntry]]:
+        """Every readable run's listing fields and entry, oldest first (by start time, then id)."""
+        entries = self.entries
+        return [(m, e) for m in self.ordered() if (e := entries.get(str(m.get("id")))) is not None]
+
+    def started_near(self, times: Sequence[float], hours: float) -> list[tuple[dict[str, Any], RunEntry]]:
+        """Listing fields and entry, oldest first, of every readable run that may have started
+        within `hours` of one of `times` (unix seconds): a superset, for the caller to check each
+        run exactly (`compare.replicas.within_age`). By SQL on the stored start times: those in
+        ledger's own form (`timefmt.iso`) compare as text, so a window a second wider holds every
+        one near enough; a start time in any other form is always included."""
+        if self._manifests is not None or self.view is None:
+            return self.ordered_entries()
+        params: list[Any] = []
+        try:
+            bounds = [iso(t + sign * (hours * 3600 + 1)) or "" for t in times for sign in (-1, 1)]
+        except (OverflowError, OSError, ValueError):  # a window past the years datetime holds: every run
+            return self.ordered_entries()
+        if not all(fnmatch.fnmatchcase(b, _OWN_FORM) for b in bounds):  # a year before 1000: not in the form
+            return self.ordered_entries()
+        params = [text_key(b) for b in bounds]
+        cond = " OR ".join(["started BETWEEN ? AND ?"] * len(times) + ["CAST(started AS TEXT) NOT GLOB ?"])
+        found = self._ask(lambda v: v.fields_entries(cond, (*params, _OWN_FORM)))
+        return list(found.values())
 
     def named(self, names: tuple[str, ...]) -> list[ListFields]:
         """The listing fields of the runs called one of `names`, oldest first (start time, id)."""

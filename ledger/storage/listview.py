@@ -153,6 +153,17 @@ class View:
             out[rid] = m
         return out
 
+    def fields_entries(self, cond: str, params: tuple[Any, ...] = ()) -> dict[str, tuple[dict[str, Any], RunEntry]]:
+        """Listing fields and entry of the readable runs `cond` picks, by run id, oldest first."""
+        out = {}
+        for shard, rid, blob, entry in self.rows("shard, id, fields, entry", f"broken IS NULL AND ({cond})", params):
+            self._own(shard, rid)
+            m, e = loads(blob, dict), entry_of(entry)
+            if m.get("id") != rid or e.id != rid:
+                raise Damaged
+            out[rid] = (m, e)
+        return out
+
     def listed(self, cond: str = "", params: tuple[Any, ...] = (), cells: bool = True) -> dict[str, Listed]:
         """The `ListFields` and (`cells`) table cells by run id, oldest first (by start time, then id)."""
         both = "broken IS NULL" + (f" AND ({cond})" if cond else "")
