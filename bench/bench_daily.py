@@ -57,8 +57,9 @@ def _table(i: int, steps: int) -> MetricsTable:
     return table
 
 
-def populate(repo_dir, n: int, steps: int = 200, tables: int = 0) -> list[str]:
-    """`n` runs; the last `tables` of them also get a metrics.jsonl of `steps` steps (for compare)."""
+def populate(repo_dir, n: int, steps: int = 200, tables: int = 0, spacing_s: float = 1.0) -> list[str]:
+    """`n` runs started `spacing_s` apart; the last `tables` of them also get a metrics.jsonl of
+    `steps` steps (for compare)."""
     repo = Repo(repo_dir)
     code = repo.code_snapshot()
     tip = repo.branch_tip("experiments")
@@ -66,7 +67,7 @@ def populate(repo_dir, n: int, steps: int = 200, tables: int = 0) -> list[str]:
     ids = []
     tmp = repo_dir.parent / "metrics.jsonl"
     for i in range(n):
-        t = start + dt.timedelta(seconds=i)
+        t = start + dt.timedelta(seconds=i * spacing_s)
         rid = f"{t.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
         m = new_manifest(rid, t)
         m["name"] = f"bench-{i}"
@@ -210,16 +211,24 @@ def measure(repo, n: int, repeat: int, ids: list[str]) -> list[tuple[str, str]]:
         sh(ledger(*argv), cwd=repo)
     rows.append((f"listing index (.git/ledger/manifests.sqlite), {n} runs", f"{index.stat().st_size / 1e6:.1f} MB"))
     names = [f"bench-{i}" for i in range(max(0, n - 10), n)]
+    diff = ledger("diff", names[-8], names[-1]) if len(names) >= 8 else []
     named = [
-        ("show NAME", ledger("show", names[-1])),
-        (f"compare {len(names)} names --html", ledger("compare", *names, "--html", str(repo.parent / "cmp.html"))),
-        ("diff NAME NAME (one setting differs)", ledger("diff", names[-8], names[-1]) if len(names) >= 8 else []),
-        ("replay NAME --dry-run (refused: no training command)", ledger("replay", names[-1], "--dry-run")),
+        ("show NAME", ledger("show", names[-1]), False),
+        (f"compare {len(names)} names --html", ledger("compare", *names, "--html", str(repo.parent / "cmp.html")), False),
+        ("diff NAME NAME (one setting differs), first: its caches removed", diff, True),
+        ("diff NAME NAME, again", diff, False),
+        ("replay NAME --dry-run (refused: no training command)", ledger("replay", names[-1], "--dry-run"), False),
     ]
-    for label, argv in named:
+
+    def first(argv: list[str]) -> None:
+        for kept in ("answers", "diffs", "replicas"):  # what a diff keeps of its answer (docs/performance.md, Caches)
+            shutil.rmtree(repo / ".git" / "ledger" / kept, ignore_errors=True)
+        run_quiet(argv, repo)
+
+    for label, argv, uncached in named:
         if argv:
             try:
-                took, base = paired(lambda argv=argv: run_quiet(argv, repo), repeat)
+                took, base = paired(lambda argv=argv, uncached=uncached: first(argv) if uncached else run_quiet(argv, repo), repeat)
             except subprocess.TimeoutExpired:
                 rows.append((f"{label}, {n} runs", f"over {NAMED_LIMIT_S:.0f} s (stopped)"))
                 continue
@@ -243,21 +252,23 @@ def compare_page(repo, ids: list[str]) -> tuple[str, str]:
     return label, f"{page.stat().st_size / 1024:.0f} KiB, written in {write:.2f} s (with resolving and reading), {shown}"
 
 
-def filled(n: int, keep: Path | None) -> tuple[Path, list[str]]:
-    """A repository whose branch holds `n` runs: filled now, or (`keep`) the one filled before."""
-    if keep is not None and (keep / f"r{n}" / "ids.json").is_file():
-        base = keep / f"r{n}"
+def filled(n: int, keep: Path | None, days: float | None = None) -> tuple[Path, list[str]]:
+    """A repository whose branch holds `n` runs (started a second apart, or spread over `days`):
+    filled now, or (`keep`) the one filled before."""
+    folder = f"r{n}" if days is None else f"r{n}-d{days:g}"
+    if keep is not None and (keep / folder / "ids.json").is_file():
+        base = keep / folder
         os.environ["HOME"] = str(base / "home")
         os.environ["GIT_CONFIG_GLOBAL"] = str(base / "home" / ".gitconfig")
         return base / "repo", json.loads((base / "ids.json").read_text())
     repo = scratch_repo(f"daily-{n}")
-    ids = populate(repo, n, tables=10) if n else []
+    ids = populate(repo, n, tables=10, spacing_s=1.0 if days is None or not n else days * 86400 / n) if n else []
     (repo.parent / "ids.json").write_text(json.dumps(ids))
     if keep is None:
         return repo, ids
     keep.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(repo.parent), keep / f"r{n}")
-    return filled(n, keep)
+    shutil.move(str(repo.parent), keep / folder)
+    return filled(n, keep, days)
 
 
 def main() -> None:
@@ -268,11 +279,17 @@ def main() -> None:
     ap.add_argument(
         "--keep", type=Path, help="keep each filled branch under DIR/r<N> and measure it again next time (100,000 runs take ~1 h to fill)"
     )
+    ap.add_argument(
+        "--spread",
+        type=float,
+        metavar="DAYS",
+        help="start the runs evenly over DAYS (default: a second apart, so every run is in a diff's replica window)",
+    )
     args = ap.parse_args()
     rows: list[tuple[str, str]] = []
     sizes = args.sizes or [args.runs // 10, args.runs]
     for n in sizes:
-        repo, ids = filled(n, args.keep)
+        repo, ids = filled(n, args.keep, args.spread)
         rows += measure(repo, n, args.repeat, ids)
         if n == max(sizes) and n >= 10:
             rows.append(compare_page(repo, ids))
