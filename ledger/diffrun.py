@@ -85,7 +85,7 @@ class _EarlierRuns:
 
     def __iter__(self) -> Iterator[Mapping[str, Any]]:
         listing = load_listing(self.repo, self.tip, with_settings=True)
-        return iter([m for m in listing.ordered() if m["id"] not in self.skip and (m.get("started") or "") <= self.before])
+        return iter([m for m in listing.ordered() if m.get("id") not in self.skip and (m.get("started") or "") <= self.before])
 
 
 def _report_key(ea: RunEntry, eb: RunEntry, *options: Any) -> str:

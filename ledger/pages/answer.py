@@ -112,7 +112,7 @@ def _answer_head(report: DiffReport, manifest_a: Mapping[str, Any], manifest_b: 
 def notes_html(runs: list[tuple[str, Mapping[str, Any]]]) -> str:
     """One paragraph per run that has a note (`ledger note`, or its `--note`), escaped: "" when none has."""
     return "".join(
-        f'<p class="note" data-kind="note">note on {escape(label)}: {escape(str(m["note"]))}</p>' for label, m in runs if m.get("note")
+        f'<p class="note" data-kind="note">note on {escape(label)}: {escape(str(m.get("note")))}</p>' for label, m in runs if m.get("note")
     )
 
 
