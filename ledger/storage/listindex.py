@@ -9,7 +9,8 @@ by the code version, and a listing reads only the shards named by its own `runs/
 (a run, a tag, a pull) changes a few shards; only those are indexed again, and in them only run
 folders whose tree id has no row yet are read from git, through the same size and depth limits as
 a cold read. A cold read (no index yet) reads each folder's tree and record files in one pass over
-the shard trees and writes every row in one transaction; the settings and metrics text is written
+the shard trees (shared with forked readers when there are many: `storage/coldread.py`) and
+writes every row in one transaction; the settings and metrics text is written
 the first time a filter, a `--json` or a comparison asks for it (`fill_texts`).
 """
 
@@ -22,12 +23,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import msgspec
-
 from ledger.manifest import RUN_ID_RE, shard_of
+from ledger.storage.coldread import Prepared, read_batches
 from ledger.storage.git import MODE_TREE, Repo
-from ledger.storage.listrow import RunReader, RunRow
-from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, entry_of, entry_tuple, loads, pack, table_names, text_key, unpack_text
+from ledger.storage.listrow import RunReader
+from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, entry_of, loads, pack, table_names, unpack_text
 from ledger.storage.store import SHARD_RE
 
 KEEP_TREES = 3  # `runs/` trees whose shards are kept (a few worktrees or branches listed in turn)
@@ -83,8 +83,7 @@ class ListIndex:
             if missing or not known:
                 self._writable()
                 with self.db:
-                    for key in missing:
-                        self._build_shard(repo, key, keys[key], reader)
+                    self._build_shards(repo, [(key, keys[key]) for key in missing], reader)
                     if not known:
                         row = (runs_tree, marshal.dumps(sorted(keys)), time.time())
                         self.db.execute(self.sql("INSERT OR REPLACE INTO {t} VALUES (?, ?, ?, NULL)"), row)
@@ -108,49 +107,44 @@ class ListIndex:
             self._keysets[names] = found
         return found
 
-    def _build_shard(self, repo: Repo, key: str, name: str, reader: RunReader) -> None:
-        """Index one shard tree: the rows its run folders already have, the others read from git."""
-        oid = key.split("/", 1)[0]
-        runs = [
-            (rid, tree) for rid, tree, mode in repo.list_tree(oid) if mode == MODE_TREE and RUN_ID_RE.match(rid) and shard_of(rid) == name
-        ]
-        ids = [rid for rid, _tree in runs]
-        stored = {
-            (rid, tree): (k, sk, mk)
-            for k, rid, tree, sk, mk in self.select("SELECT k, id, tree, sk, mk FROM {r} WHERE id IN ({marks})", ids)
-        }
-        rows: list[tuple[int, int, int]] = []
-        new: list[Row] = []
-        for rid, tree in runs:
-            found = stored.get((rid, tree))
-            if found is None:
-                values = self._row(reader.folder(rid, f"runs/{name}/{rid}", tree))
-                new.append(values)
-                found = (values[0], values[8], values[9])
-            rows.append(found)
-        self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"), new)
-        self.db.executemany(self.sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
-        skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
-        self.db.execute(
-            self.sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), marshal.dumps(skeys), marshal.dumps(mkeys))
-        )
+    def _build_shards(self, repo: Repo, shards: list[tuple[str, str]], reader: RunReader) -> None:
+        """Index shard trees, as (key, name): the rows their run folders already have, the others
+        read from git (`coldread`: shared with forked readers when there are many)."""
+        plans = []
+        for key, name in shards:
+            oid = key.split("/", 1)[0]
+            runs = [
+                (rid, tree)
+                for rid, tree, mode in repo.list_tree(oid)
+                if mode == MODE_TREE and RUN_ID_RE.match(rid) and shard_of(rid) == name
+            ]
+            stored = {
+                (rid, tree): (k, sk, mk)
+                for k, rid, tree, sk, mk in self.select("SELECT k, id, tree, sk, mk FROM {r} WHERE id IN ({marks})", [r for r, _t in runs])
+            }
+            todo = [(rid, f"runs/{name}/{rid}", tree) for rid, tree in runs if (rid, tree) not in stored]
+            plans.append((key, runs, stored, todo))
+        read = read_batches(reader, [todo for *_rest, todo in plans])
+        for (key, runs, stored, _todo), prepared in zip(plans, read):
+            new = [self._row(p) for p in prepared]
+            stored.update({(r[1], r[2]): (r[0], r[8], r[9]) for r in new})
+            rows = [stored[run] for run in runs]
+            self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"), new)
+            self.db.executemany(self.sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
+            skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
+            self.db.execute(
+                self.sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), marshal.dumps(skeys), marshal.dumps(mkeys))
+            )
 
-    def _row(self, row: RunRow) -> Row:
-        """A new `xr` row: its key, then the run (its settings and metrics text are written when
-        first asked for: `fill_texts`)."""
+    def _row(self, p: Prepared) -> Row:
+        """A new `xr` row: its key, then the run as read (`coldread.prepare`), its name sets as
+        key-set ids (its settings and metrics text are written when first asked for: `fill_texts`)."""
         if self._next_k is None:
             self._next_k = (self.db.execute(self.sql("SELECT max(k) FROM {r}")).fetchone()[0] or 0) + 1
         k, self._next_k = self._next_k, self._next_k + 1
-        e, m = row.entry, row.fields
-        entry = marshal.dumps(entry_tuple(e))
-        if m is None:
-            return (k, e.id, e.tree, entry, row.broken or f"{e.path}: unreadable", b"", None, 0, 0, 0, None, None, None)
-        name = text_key(m["name"]) if isinstance(m.get("name"), str) else None
-        sk, mk = self._keyset(tuple(sorted(row.settings))), self._keyset(tuple(sorted(row.metrics)))
-        started = text_key(m.get("started") or "")
-        archived = 1 if m.get("archived") else 0
-        shown = marshal.dumps(msgspec.structs.astuple(row.shown)) if row.shown is not None else None
-        return (k, e.id, e.tree, entry, None, started, name, archived, sk, mk, marshal.dumps(m), marshal.dumps(row.cells), shown)
+        if p[3] is not None:  # broken
+            return (k, *p[:7], 0, 0, *p[9:])
+        return (k, *p[:7], self._keyset(p[7]), self._keyset(p[8]), *p[9:])
 
     def fill_texts(self, shards: list[str]) -> None:
         """Write the settings and metrics text of the runs of `shards` that have none yet (read

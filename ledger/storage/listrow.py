@@ -128,9 +128,15 @@ def fast_settings(raw: bytes, where: str) -> Settings:
 
 
 def read_folder(repo: Repo, run_id: str, path: str, tree: str, cache: ManifestCache) -> RunRow:
-    """A run folder's row from one read of its tree: its files checked at the door
+    """A run folder's row from one read of its tree (`folder_entry`), then its record (`read_run`)."""
+    found = folder_entry(repo, run_id, path, tree)
+    return found if isinstance(found, RunRow) else read_run(repo, found, cache)
+
+
+def folder_entry(repo: Repo, run_id: str, path: str, tree: str) -> RunEntry | RunRow:
+    """A run folder's entry from one read of its tree, its files checked at the door
     (`store.run_entry`: a broken row naming none of them when one is not a file; `limits.
-    check_files`), then its record (`read_run`)."""
+    check_files`): the broken row when they fail."""
     items = {name: (oid, mode) for name, oid, mode in repo.list_tree(tree)}
     try:
         entry = _entry(run_id, path, tree, items)
@@ -141,7 +147,13 @@ def read_folder(repo: Repo, run_id: str, path: str, tree: str, cache: ManifestCa
             check_files(repo, tree, path)  # the count through every level
     except LedgerError as exc:
         return RunRow(entry, None, exc.message)
-    return read_run(repo, entry, cache)
+    return entry
+
+
+def reads_manifest(e: RunEntry) -> bool:
+    """Whether `read_run` reads the folder's manifest.yaml (through the manifest cache): a record
+    written before summary.json and settings.json were."""
+    return e.summary_blob is None or e.settings_blob is None
 
 
 def _entry(run_id: str, path: str, tree: str, items: dict[str, tuple[str, int]]) -> RunEntry:
@@ -153,10 +165,11 @@ def _entry(run_id: str, path: str, tree: str, items: dict[str, tuple[str, int]])
     return RunEntry(run_id, path, tree, *(item[0] if item else None for item in found))
 
 
-def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
+def read_run(repo: Repo, e: RunEntry, cache: ManifestCache | None) -> RunRow:
     """One run folder from git, its files already checked (`read_folder`): its listing fields
     (summary.json, meta.json over it), settings and summary metrics, through the read limits
-    (`storage/limits.py`); a bad record is a broken row."""
+    (`storage/limits.py`); a bad record is a broken row. `cache` may be None where the folder's
+    record is not an old manifest.yaml (`reads_manifest`)."""
     settings: Any
     try:
         if e.summary_blob is not None:
@@ -164,11 +177,11 @@ def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
             if e.settings_blob is not None:
                 settings = fast_settings(repo.read_blob(e.settings_blob), f"{e.path}/settings.json")
             else:
-                settings = yaml_manifest(repo, e, cache).get("settings")
+                settings = _manifest(repo, e, cache).get("settings")
         elif e.manifest_blob is None:
             raise ManifestError(f"{e.path}: no manifest.yaml in the run folder", "the record is damaged")
         else:
-            m = dict(yaml_manifest(repo, e, cache))
+            m = dict(_manifest(repo, e, cache))
             settings = m.get("settings")
         m.pop("settings", None)
         metrics = checked_metrics(m.pop("metrics", None), e.path)
@@ -178,6 +191,11 @@ def read_run(repo: Repo, e: RunEntry, cache: ManifestCache) -> RunRow:
         return RunRow(e, None, exc.message)
     shown = fields_of(m)
     return RunRow(e, m, None, settings if isinstance(settings, dict) else {}, metrics, table_cells(shown), shown)
+
+
+def _manifest(repo: Repo, e: RunEntry, cache: ManifestCache | None) -> dict[str, Any]:
+    assert cache is not None, "an old record is read through the manifest cache"
+    return yaml_manifest(repo, e, cache)
 
 
 @dataclass
