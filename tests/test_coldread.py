@@ -1,5 +1,6 @@
 """A cold listing index read by forked readers holds exactly what one read in this process holds:
-the same rows, broken rows included, and an old manifest-only record read by the parent."""
+the same rows, broken rows included, the same settings and metrics texts, and an old
+manifest-only record read by the parent."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ledger.storage import coldread
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
 from ledger.storage.listing import ManifestCache
-from ledger.storage.listtables import create_tables, table_names
+from ledger.storage.listtables import create_tables, table_names, unpack_text
 from ledger.storage.listview import index_view
 
 
@@ -61,7 +62,8 @@ def _built(root: Path, readers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[l
     db = sqlite3.connect(":memory:")
     create_tables(db, cache.version)
     reader = _Counting(repo, cache)
-    index_view(ListIndex(db, cache.version), repo, _runs_tree(repo), reader)
+    view = index_view(ListIndex(db, cache.version), repo, _runs_tree(repo), reader)
+    view.texts()  # every readable run's settings and metrics text, read again
     t = table_names(cache.version)
     rows = db.execute(
         f"SELECT r.k, r.id, r.tree, r.entry, r.broken, r.started, r.name, r.archived, s.keys, m.keys, r.fields, r.cells, r.shown"
@@ -72,8 +74,10 @@ def _built(root: Path, readers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[l
     ]  # marshal's bytes vary with refcounts
     members = db.execute(f"SELECT shard, k FROM {t['m']} ORDER BY shard, k").fetchall()
     shards = [(s, n) for s, n, _sk, _mk in db.execute(f"SELECT * FROM {t['s']} ORDER BY shard")]
+    texts = [(k, unpack_text(st), unpack_text(mt)) for k, st, mt in db.execute(f"SELECT * FROM {t['x']} ORDER BY k")]
     cache.close()
-    return [*rows, *members, *shards], reader.folders
+    assert len(texts) == 28
+    return [*rows, *members, *shards, *texts], [*reader.folders, *reader.full_reads]
 
 
 def _loaded(blob: bytes | None) -> Any:
@@ -85,7 +89,7 @@ def test_forked_readers_index_what_one_process_indexes(proj: tuple[Path, list[st
     one, read_here = _built(root, 1, monkeypatch)
     shared, read_by_parent = _built(root, 2, monkeypatch)
     assert shared == one
-    assert len(read_here) == 30 and read_by_parent == [old]  # the forked readers read the rest
+    assert len(read_here) == 30 + 28 and read_by_parent == [old, old]  # the forked readers read the rest, twice
     runs = {r[1]: r for r in one[:30]}
     assert {rid for rid, r in runs.items() if r[4] is not None} == {deep, not_a_file}  # broken: no fields, no name sets
     assert runs[deep][8] is None and runs[deep][10] is None

@@ -26,10 +26,12 @@ import msgspec
 
 from ledger.storage.git import Repo
 from ledger.storage.listrow import RunReader, RunRow, folder_entry, read_run, reads_manifest
-from ledger.storage.listtables import entry_tuple, text_key
+from ledger.storage.listtables import Damaged, entry_tuple, pack, text_key
+from ledger.storage.store import RunEntry
 
 PARALLEL_AT = 2000  # folders to read before forked readers share the work
 MAX_READERS = 4
+TEXT_BATCH = 500  # records a reader is given at a time for their texts
 
 Folder = tuple[str, str, str]  # (run id, its path in the branch, its tree id)
 # a run's `xr` row without its key, its key sets as the names themselves:
@@ -66,6 +68,30 @@ def read_batches(reader: RunReader, batches: list[list[Folder]], parallel: bool 
     with pool:
         for batch, (names, rows) in zip(batches, pool.imap(_read, batches)):
             yield [_expanded(got, names) if got is not None else prepare(reader.folder(*f)) for f, got in zip(batch, rows)]
+
+
+def read_texts(reader: RunReader, todo: list[tuple[int, RunEntry]]) -> list[tuple[int, bytes, bytes]]:
+    """(k, settings text, metrics text) of each (k, entry) of `todo`, read again from git through
+    the same limits (`RunReader.full`); Damaged where a folder that read before reads broken now."""
+    readers = _readers(len(todo))
+    if readers < 2:
+        return [_texts(k, reader.full(e)) for k, e in todo]
+    batches = [todo[i : i + TEXT_BATCH] for i in range(0, len(todo), TEXT_BATCH)]
+    try:
+        pool = multiprocessing.get_context("fork").Pool(readers, initializer=_open, initargs=(str(reader.repo.root),))
+    except OSError:
+        return [_texts(k, reader.full(e)) for k, e in todo]
+    out: list[tuple[int, bytes, bytes]] = []
+    with pool:
+        for batch, got in zip(batches, pool.imap(_read_texts, batches)):
+            out += [texts if texts is not None else _texts(k, reader.full(e)) for (k, e), texts in zip(batch, got)]
+    return out
+
+
+def _texts(k: int, row: RunRow) -> tuple[int, bytes, bytes]:
+    if row.fields is None:  # the same folder read before: read the same way again
+        raise Damaged
+    return k, pack(row.settings), pack(row.metrics)
 
 
 def _readers(folders: int) -> int:
@@ -113,3 +139,9 @@ def _read(batch: list[Folder]) -> tuple[list[tuple[str, ...]], list[Prepared | N
             p = (*p[:7], names.setdefault(p[7], len(names)), names.setdefault(p[8], len(names)), *p[9:])
         rows.append(p)
     return list(names), rows
+
+
+def _read_texts(batch: list[tuple[int, RunEntry]]) -> list[tuple[int, bytes, bytes] | None]:
+    """In a reader: the batch's texts (None: the parent reads that record)."""
+    assert _REPO is not None
+    return [None if reads_manifest(e) else _texts(k, read_run(_REPO, e, None)) for k, e in batch]

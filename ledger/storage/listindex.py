@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from ledger.manifest import RUN_ID_RE, shard_of
-from ledger.storage.coldread import Prepared, read_batches
+from ledger.storage.coldread import Prepared, read_batches, read_texts
 from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.listrow import RunReader
-from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, entry_of, loads, pack, table_names, unpack_text
+from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, entry_of, loads, table_names, unpack_text
 from ledger.storage.store import SHARD_RE
 
 KEEP_TREES = 3  # `runs/` trees whose shards are kept (a few worktrees or branches listed in turn)
@@ -158,12 +158,7 @@ class ListIndex:
             return
         self._writable()
         assert self.reader is not None
-        done = []
-        for k, blob in todo:
-            row = self.reader.full(entry_of(blob))
-            if row.fields is None:  # the same folder read before: read the same way again
-                raise Damaged
-            done.append((k, pack(row.settings), pack(row.metrics)))
+        done = read_texts(self.reader, [(k, entry_of(blob)) for k, blob in todo])
         try:
             with self.db:
                 self.db.executemany(self.sql("INSERT OR REPLACE INTO {x} VALUES (?, ?, ?)"), done)
