@@ -63,7 +63,7 @@ def _built(root: Path, readers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[l
     create_tables(db, cache.version)
     reader = _Counting(repo, cache)
     view = index_view(ListIndex(db, cache.version), repo, _runs_tree(repo), reader)
-    view.texts()  # every readable run's settings and metrics text, read again
+    texts_read = view.texts()  # every readable run's settings and metrics text, read again (inflated by threads)
     t = table_names(cache.version)
     rows = db.execute(
         f"SELECT r.k, r.id, r.tree, r.entry, r.broken, r.started, r.name, r.archived, s.keys, m.keys, r.fields, r.cells, r.shown"
@@ -76,8 +76,8 @@ def _built(root: Path, readers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[l
     shards = [(s, n) for s, n, _sk, _mk in db.execute(f"SELECT * FROM {t['s']} ORDER BY shard")]
     texts = [(k, unpack_text(st), unpack_text(mt)) for k, st, mt in db.execute(f"SELECT * FROM {t['x']} ORDER BY k")]
     cache.close()
-    assert len(texts) == 28
-    return [*rows, *members, *shards, *texts], [*reader.folders, *reader.full_reads]
+    assert len(texts) == 28 and sorted(texts_read.values()) == sorted((st, mt) for _k, st, mt in texts)
+    return [*rows, *members, *shards, *texts, texts_read], [*reader.folders, *reader.full_reads]
 
 
 def _loaded(blob: bytes | None) -> Any:

@@ -139,7 +139,7 @@ def list_runs(
         table = listing.stored_table()
         if table is not None:  # the default view of this very `runs/` tree, as printed before
             return ListResult([], listing.broken, unpulled=unpulled, table=table)
-    kept, cells, oldest_id, total = _recorded(listing, flt)
+    kept, cells, oldest_id, total = _recorded(listing, flt, cells=not with_settings)
     shown = kept
     if limit:  # the newest N of all: runs in progress are newer than every recorded run
         running = running[-limit:]
@@ -188,10 +188,10 @@ def _running(repo: Repo, listing: Listing, flt: RunFilter) -> list[LiveRow]:
     return [r for r in running if flt.keep(FullRow(r.fields, {}, {}))]
 
 
-def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[FullRow], dict[str, tuple[str, ...]], str | None, int]:
-    """The recorded runs `flt` keeps, oldest first, and their table cells; the id of the oldest
-    run of all (where every run's settings were read for the change sets) and how many runs there
-    are. A `--where` is one query of the index (`Listing.passing`)."""
+def _recorded(listing: Listing, flt: RunFilter, cells: bool = True) -> tuple[list[FullRow], dict[str, tuple[str, ...]], str | None, int]:
+    """The recorded runs `flt` keeps, oldest first, and (`cells`: for a table) their table cells;
+    the id of the oldest run of all (where every run's settings were read for the change sets)
+    and how many runs there are. A `--where` is one query of the index (`Listing.passing`)."""
     if listing.loaded:  # `ledger log`, `--changed`: every run's settings are at hand, filtered here
         rows = [FullRow(fields_of(m), m.get("settings") or {}, m.get("metrics") or {}) for m in listing.ordered()]
         kept = [r for r in rows if flt.keep(r)]
@@ -200,7 +200,7 @@ def _recorded(listing: Listing, flt: RunFilter) -> tuple[list[FullRow], dict[str
         both = listing.passing(tuple(_test(listing, w) for w in flt.where))
         total = listing.count()
     else:
-        both = listing.with_cells()
+        both = listing.with_cells(cells)
         total = len(both)
     kept_ids = [rid for rid, listed in both.items() if flt.passes_fields(listed.fields)]
     rows = [FullRow(both[rid].fields, {}, {}) for rid in kept_ids]
@@ -245,7 +245,7 @@ def render_list(result: ListResult) -> str:
     if result.changes:
         header.append("CHANGED")
     table = [[printable_cell(c) for c in header], *lines]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
+    widths = [max(map(len, column)) for column in list(zip(*table))[:-1]]
     pads = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
     out = [pads.format(*r).rstrip() for r in table]
     if any(row.fields.replay_of for row in result.rows):
@@ -260,7 +260,8 @@ def _run_row(result: ListResult, row: FullRow, tags_column: bool, note_column: b
     out = list(cells[:7])
     if tags_column:
         out.append(cells[7])
-    out += [printable_cell(c) for c in _metric_cells(result, row)]
+    if result.metric_columns:
+        out += [printable_cell(c) for c in _metric_cells(result, row)]
     if note_column:
         out.append(cells[8])
     if result.changes:

@@ -231,9 +231,9 @@ class Listing:
         """How many readable runs there are."""
         return self._ask(lambda v: v.count()) - len(self.broken) if self.view is not None else 0
 
-    def with_cells(self) -> dict[str, Listed]:
-        """Every readable run's listing fields and table cells, oldest first."""
-        return self._ask(lambda v: v.listed()) if self.view is not None else {}
+    def with_cells(self, cells: bool = True) -> dict[str, Listed]:
+        """Every readable run's listing fields and (`cells`) table cells, oldest first."""
+        return self._ask(lambda v: v.listed(cells=cells)) if self.view is not None else {}
 
     def stored_table(self) -> str | None:
         """The default `ledger list` table of this very `runs/` tree, as printed before."""

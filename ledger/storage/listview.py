@@ -10,9 +10,11 @@ import marshal
 import sqlite3
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from ledger.manifest import shard_of
+from ledger.storage import coldread
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
 from ledger.storage.listrow import Listed, ListFields, RunReader
@@ -27,6 +29,13 @@ def index_view(index: ListIndex, repo: Repo, runs_tree: str, reader: RunReader) 
 
 
 _SHOWN = len(ListFields.__struct_fields__)  # the values of a run's `ListFields`, as the index keeps them
+
+
+_TEXTS_CHUNK = 2000  # runs' texts a thread inflates at a time
+
+
+def _unpacked(found: list[Any]) -> dict[str, tuple[str, str]]:
+    return {rid: (unpack_text(settings), unpack_text(metrics)) for rid, settings, metrics in found}
 
 
 def _raise() -> Any:
@@ -253,7 +262,14 @@ class View:
             found = self.index.db.execute(self.sql(sql), params).fetchall()
         except sqlite3.Error as exc:
             raise Damaged from exc
-        return {rid: (unpack_text(settings), unpack_text(metrics)) for rid, settings, metrics in found}
+        threads = min(coldread.cpus(), coldread.MAX_READERS) if len(found) >= coldread.PARALLEL_AT else 1
+        if threads < 2:
+            return _unpacked(found)
+        out: dict[str, tuple[str, str]] = {}
+        with ThreadPoolExecutor(threads) as pool:  # zlib inflates without the GIL: a thread per CPU
+            for part in pool.map(_unpacked, [found[i : i + _TEXTS_CHUNK] for i in range(0, len(found), _TEXTS_CHUNK)]):
+                out.update(part)
+        return out
 
     def record(self, rid: str, tree: str) -> dict[str, Any] | None:
         """One run's listing fields with its `settings` and `metrics` (None: broken or not here);
