@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
 from ledger.errors import LedgerError, UsageError
 from ledger.metrics.store import load_metrics
@@ -25,11 +24,14 @@ FORMATS = ("csv", "tsv", "json")
 AXES = ("rollout", "train")
 
 
-def _clean(value: Any) -> Any:
+Cell = int | float | None  # a step number, a time or a metric; None where it is not finite
+
+
+def _clean(value: Cell) -> Cell:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def export_rows(start: Path, name: str, axis: str = "rollout") -> tuple[str, list[dict[str, Any]]]:
+def export_rows(start: Path, name: str, axis: str = "rollout") -> tuple[str, list[dict[str, Cell]]]:
     """(run id, rows) of one run's per-step metrics on one axis."""
     if axis not in AXES:
         raise UsageError(f"--axis {axis!r} is not an axis", "use --axis rollout or --axis train")
@@ -48,7 +50,7 @@ def export_rows(start: Path, name: str, axis: str = "rollout") -> tuple[str, lis
     return entry.id, [{k: _clean(v) for k, v in row.items()} for row in rows]
 
 
-def render_export(rows: list[dict[str, Any]], fmt: str) -> str:
+def render_export(rows: list[dict[str, Cell]], fmt: str) -> str:
     """The rows as CSV, TSV (a header, then one line per step) or a JSON list of objects."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r} is not a format", "use --format csv, tsv or json")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ledger import yamlio
 from ledger.data.dirpaths import OUT_MD5_RE
@@ -62,7 +61,7 @@ def render_dvc_text(outs: Sequence[DvcOut]) -> str:
     """The .dvc file text `dvc add` writes for these outputs (same keys, same order)."""
     entries = []
     for out in outs:
-        entry: dict[str, Any] = {"md5": out.md5, "size": out.size}
+        entry: dict[str, str | int | None] = {"md5": out.md5, "size": out.size}
         if out.isdir:
             entry["nfiles"] = out.nfiles
         entry["hash"] = HASH_NAME

@@ -104,7 +104,7 @@ class ManifestCache:
     def get_many(self, blobs: list[str]) -> dict[str, dict[str, Any]]:
         if self._db is None or not blobs:
             return {}
-        out: dict[str, dict[str, Any]] = {}
+        out = {}
         try:
             wanted = set(blobs)
             for blob, text in self._db.execute(f"SELECT blob, json FROM {self._table}"):
