@@ -5,7 +5,8 @@ reports, image probe answers, host facts), so every failure to read or write a c
 miss, never an error: a damaged, foreign or unreadable entry is simply rebuilt.
 
 Every entry's name carries the version of the code that produced it (`code_version`: a hash of
-every file of the package), so a ledger whose parser or report changed never reads an entry an
+every file of the package, or of the files the modules that compute the entry import, followed to
+the end: `ledger.codeclosure`), so a ledger whose parser or report changed never reads an entry an
 older one wrote, and nobody has to remember which modules an entry depends on.
 """
 
@@ -31,20 +32,24 @@ def user_cache_dir(kind: str) -> Path:
 
 
 @functools.cache
-def code_version() -> str:
-    """A short hash of every file of the installed `ledger` package (its code and its data files).
+def code_version(*modules: str) -> str:
+    """A short hash of the installed `ledger` package: of every file of it (its code and its data
+    files), or, given the modules that compute a cache's entries (`ledger.storage.listing`), of
+    the code those modules run (`ledger.codeclosure.closure`: their imports within ledger followed
+    to the end) and every data file.
 
     Whatever module computes a cached entry, directly or through another, its source is in the
-    hash: no list of modules to keep up to date, no version to bump by hand. Any change to ledger
-    is a miss for every cache (they are rebuilt from git)."""
-    return tree_version(Path(__file__).resolve().parent, memo=user_cache_dir("code-version"))
+    hash: no list of modules to keep up to date, no version to bump by hand. Without `modules` any
+    change to ledger is a miss; with them, a change to code they never run is not."""
+    return tree_version(Path(__file__).resolve().parent, memo=user_cache_dir("code-version"), modules=modules)
 
 
 _RACY_NS = 2_000_000_000  # file times are kept in coarse ticks (a few ms); two seconds is far above
 
 
-def tree_version(root: Path, memo: Path | None = None) -> str:
-    """A short hash of the names and bytes of every file under `root` (bytecode left out).
+def tree_version(root: Path, memo: Path | None = None, modules: tuple[str, ...] = ()) -> str:
+    """A short hash of the names and bytes of every file under `root` (bytecode left out); with
+    `modules` (names in the package `root` is), of the Python files they run and every other file.
 
     With `memo`, the hash is kept there under the files' names, sizes, modification times and
     inodes: the rule git's index uses to know a file unchanged without reading it. Any file
@@ -55,7 +60,7 @@ def tree_version(root: Path, memo: Path | None = None) -> str:
     files = _package_files(root)
     key = None
     if memo is not None:
-        stats, newest = hashlib.sha256(os.fsencode(root)), 0
+        stats, newest = hashlib.sha256(os.fsencode(root) + "\0".join(("", *modules)).encode()), 0
         for rel, entry in files:
             st = entry.stat()
             stats.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode())
@@ -68,11 +73,16 @@ def tree_version(root: Path, memo: Path | None = None) -> str:
                 return known
         except OSError:
             pass
-    digest = hashlib.sha256()
+    contents = []
     for rel, entry in files:
-        digest.update(rel.encode() + b"\0")
         with open(entry.path, "rb") as f:
-            digest.update(f.read())
+            contents.append((rel, f.read()))
+    if modules:
+        contents = _run_by(contents, modules)
+    digest = hashlib.sha256()
+    for rel, data in contents:
+        digest.update(rel.encode() + b"\0")
+        digest.update(data)
     version = digest.hexdigest()[:12]
     if key is not None:
         try:
@@ -81,6 +91,21 @@ def tree_version(root: Path, memo: Path | None = None) -> str:
         except OSError:
             pass  # not kept: computed again next time
     return version
+
+
+def _run_by(contents: list[tuple[str, bytes]], modules: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """The package's files that `modules` run (`codeclosure.closure`), and every file that is not
+    Python source (data files: a module may read any of them)."""
+    from ledger.codeclosure import PACKAGE, closure
+
+    rels = {
+        ".".join([PACKAGE, *rel.removesuffix(".py").split("/")]).removesuffix(".__init__"): rel
+        for rel, _ in contents
+        if rel.endswith(".py")
+    }
+    source = dict(contents)
+    run = {rels[name] for name in closure({name: source[rel] for name, rel in rels.items()}, modules)}
+    return [(rel, data) for rel, data in contents if rel in run or not rel.endswith(".py")]
 
 
 def _package_files(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
@@ -102,18 +127,19 @@ def _package_files(root: Path) -> list[tuple[str, os.DirEntry[str]]]:
 
 class LocalCache:
     """One kind of cached entry (`metrics`, `diffs`, `images`, `host`, ...) of one repository; the
-    version of ledger's code (`code_version`) is part of every entry's name."""
+    version of ledger's code (`code_version`, of the modules `code` names where they alone compute
+    the entries) is part of every entry's name."""
 
-    def __init__(self, common_dir: Path, kind: str):
+    def __init__(self, common_dir: Path, kind: str, code: tuple[str, ...] = ()):
         self.dir = Path(common_dir) / "ledger" / kind
-        self.version = code_version()
+        self.version = code_version(*code)
 
     @classmethod
-    def at(cls, folder: Path) -> LocalCache:
+    def at(cls, folder: Path, code: tuple[str, ...] = ()) -> LocalCache:
         """A cache kept in `folder` itself (callers that are handed their cache folder)."""
         cache = cls.__new__(cls)
         cache.dir = Path(folder)
-        cache.version = code_version()
+        cache.version = code_version(*code)
         return cache
 
     def path(self, key: str, suffix: str = "") -> Path:

@@ -28,8 +28,8 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
     """Read and validate `<root>/.ledger.yaml` (absent means all defaults).
 
     With the repository's `common_dir`, a file validated before is read from the cache there:
-    what it validated to, as plain JSON named by the sha256 of the file's bytes and the code's
-    version (`ledger.cache`), and decoded through `Config` again (the YAML parser costs ~30 ms of
+    what it validated to, as plain JSON named by the sha256 of the file's bytes and the version of
+    the code this module runs (`ledger.cache`), and decoded through `Config` again (the YAML parser costs ~30 ms of
     start-up; msgspec decodes the entry in microseconds). An entry that does not validate is a miss.
     """
     path = root / CONFIG_NAME
@@ -43,7 +43,7 @@ def load_config(root: Path, common_dir: Path | None = None) -> Config:
         ) from exc
     cache, key = None, hashlib.sha256(raw).hexdigest()
     if common_dir is not None:
-        cache = LocalCache(common_dir, "config")
+        cache = LocalCache(common_dir, "config", code=(__name__,))
         plain = cache.read_json(key)
         if plain is not None:
             try:

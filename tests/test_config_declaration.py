@@ -313,7 +313,7 @@ def test_a_changed_file_or_a_changed_code_version_is_a_miss(repo: Path, monkeypa
     assert load_config(repo, repo / ".git").heat.pause_at == 88
     (repo / ".ledger.yaml").write_text("heat_guard: {pause_at: 90}\n")  # the first bytes again: the hit
     assert load_config(repo, repo / ".git").heat.pause_at == 91
-    monkeypatch.setattr(cache, "code_version", lambda: "0123456789ab")  # another ledger: every entry a miss
+    monkeypatch.setattr(cache, "code_version", lambda *modules: "0123456789ab")  # another ledger: every entry a miss
     assert load_config(repo, repo / ".git").heat.pause_at == 90
     assert len(_entries(repo)) == 3
 

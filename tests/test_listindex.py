@@ -388,7 +388,7 @@ def test_another_code_version_reads_every_folder_again(proj: Path, monkeypatch: 
     before = ManifestCache(repo.common_dir)
     old = set(_tables(before).values())
     before.close()
-    monkeypatch.setattr(manifestcache, "code_version", lambda: "0ther")
+    monkeypatch.setattr(manifestcache, "code_version", lambda *modules: "0ther")
     cache = ManifestCache(repo.common_dir)
     assert cache.db is not None and cache.version == "0ther"
     names = {name for (name,) in cache.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -117,7 +117,7 @@ def interpreter_key(python: str = "python3") -> str | None:
 def cached_host_facts(cache_dir: Path, python: str = "python3", checkouts: Mapping[str, str] | None = None) -> HostFacts:
     """`host_facts`, with the package versions cached by `interpreter_key` (checkouts are always read)."""
     key = interpreter_key(python)
-    cache = LocalCache.at(cache_dir)
+    cache = LocalCache.at(cache_dir, code=(__name__,))
     data = cache.read_json(f"host-{key}") if key else None
     if isinstance(data, dict):
         facts = HostFacts(

@@ -295,9 +295,9 @@ def _installed_key() -> str:
 
 
 def _cache_file() -> Path:
-    """Per user, named by the installed plugins and by the version of ledger's code
+    """Per user, named by the installed plugins and by the version of the code this module runs
     (`cache.code_version`), so an entry made by other code, plugins or rules is never read."""
-    return user_cache_dir("catalogue") / f"{_installed_key()}-{code_version()}.json"
+    return user_cache_dir("catalogue") / f"{_installed_key()}-{code_version(__name__)}.json"
 
 
 def _cached_entries() -> list[CatalogueEntry]:

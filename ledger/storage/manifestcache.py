@@ -46,6 +46,10 @@ def is_read_only() -> bool:
     return _READ_ONLY.get()
 
 
+# the module whose code, with all it imports, computes what the database holds
+LISTING_CODE = "ledger.storage.listing"
+
+
 class ManifestCache:
     """`.git/ledger/manifests.sqlite`: parsed manifests by blob id (table `m_<code version>`) and
     the listing index (tables `x?_<code version>`, `storage/listindex.py`).
@@ -56,8 +60,9 @@ class ManifestCache:
     def __init__(self, common_dir: Path):
         self.path = common_dir / "ledger" / "manifests.sqlite"
         self._db: sqlite3.Connection | None = None
-        # one table per version of the parsing code (ledger/cache.py); older tables are dropped
-        self.version = code_version()
+        # one table per version of the code that reads run folders into rows (ledger/cache.py);
+        # older tables are dropped
+        self.version = code_version(LISTING_CODE)
         self._table = f"m_{self.version}"
         self._tables = {self._table, *table_names(self.version).values()}
         if _READ_ONLY.get():  # reads what is there, writes nothing (a write is only a cache miss)
