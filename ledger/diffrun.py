@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ledger.cache import LocalCache
-from ledger.compare.answer import DiffOutput, GitDiff, Kept, Question, config_fingerprint, git_diff_text, keep, repository, with_git_diff
+from ledger.compare.answer import DiffOutput, GitDiff, Kept, Question, git_diff_text, keep, with_git_diff
 from ledger.compare.diffcore import DiffReport, build_report
 from ledger.compare.render import render_text
 from ledger.compare.replicas import replica_globs
@@ -27,6 +27,7 @@ from ledger.metrics.store import load_metrics
 from ledger.opening import open_branch
 from ledger.runrecord import RunRecord
 from ledger.runref import RunRef, resolve
+from ledger.storage.answers import config_fingerprint, repository
 from ledger.storage.git import Repo, has_object, merge_base
 from ledger.storage.listing import Listing, load_listing, parse_record, with_meta
 from ledger.storage.store import RunEntry, branch_ref, commit_of_run, read_file_at

@@ -2,7 +2,7 @@
 
 Each verb parses its options, calls one library function, renders the result and sets the exit
 code (see README.md for the exit-code table). Each verb's click command lives in a module of its
-own (one per command module: `ledger.cli.run`, `ledger.cli.listing` for list/log/show/path, ...)
+own (one per command module: `ledger.cli.run`, `ledger.cli.listing` for log/show/path, ...)
 that imports its implementation; the group imports that module only when the verb is invoked
 (`lazygroup.py`), so `ledger run` never loads list's or compare's code. `output` is how they print.
 """
@@ -28,7 +28,7 @@ VERBS = {
     "export": Verb("ledger.cli.export:export", "Print a run's per-step metrics, one row per step and one column per metric."),
     "heat": Verb("ledger.cli.heat:heat", "Temperature over time for a run, with pauses and step boundaries."),
     "init": Verb("ledger.cli.init:init", "Set up ledger in this git repository (.ledger.yaml, DVC, runs/)."),
-    "list": Verb("ledger.cli.listing:list_cmd", "List the recorded runs, newest first (read from the branch tip, no checkout)."),
+    "list": Verb("ledger.cli.listcmd:list_cmd", "List the recorded runs, newest first (read from the branch tip, no checkout)."),
     "log": Verb("ledger.cli.listing:log", "For each run (newest first), the settings that changed from the run before it."),
     "note": Verb("ledger.cli.meta:note", "Set a run's note (shown by list, show and pages): one metadata commit, the record unchanged."),
     "path": Verb("ledger.cli.listing:path", "Print the folder of a run inside the branch (runs/<shard>/<id>)."),

@@ -16,17 +16,20 @@ import msgspec
 
 from ledger import yamlio
 from ledger.compare.runfilter import RunFilter, Where
+from ledger.config import CONFIG_NAME, Config
 from ledger.globs import matcher
 from ledger.manifest import ManifestError
 from ledger.metrics.summarymetrics import metric_value
 from ledger.opening import open_branch
 from ledger.runref import own_runs, resolve, runs_named, shared_name_note
+from ledger.storage.answers import config_fingerprint, repository
 from ledger.storage.git import Repo
+from ledger.storage.listanswer import KeptList, keep_list
 from ledger.storage.listing import Listing, listing_at, load_listing, parse_record, table_cells
 from ledger.storage.listrow import FullRow, fields_of
 from ledger.storage.listview import ABSENT, Test
-from ledger.storage.staging import list_staged
-from ledger.storage.store import read_file_at
+from ledger.storage.staging import LEDGER_DIR, list_staged
+from ledger.storage.store import branch_ref, read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.summary import MetricSummary
 from ledger.storage.sync import local_only_runs, remote_ref
@@ -101,15 +104,35 @@ def summary(row: FullRow) -> dict[str, object]:
     return msgspec.structs.asdict(row.fields)
 
 
-def _unpulled(repo: Repo, branch: str, tip: str | None) -> str | None:
-    """Say so when `origin/<branch>` holds runs this clone never pulled."""
+def _unpulled(repo: Repo, branch: str, tip: str | None) -> tuple[str | None, str | None]:
+    """Say so when `origin/<branch>` holds runs this clone never pulled; and that ref's tip."""
     remote_tip = repo.ref_tip(remote_ref("origin", branch))
     if remote_tip is None or (tip is not None and repo.is_ancestor(remote_tip, tip)):
-        return None
+        return None, remote_tip
     count = len(local_only_runs(repo, remote_tip, tip))
     if not count:
-        return None
-    return f"origin/{branch} has {plural(count, 'run')} not here; `ledger pull` would show them"
+        return None, remote_tip
+    return f"origin/{branch} has {plural(count, 'run')} not here; `ledger pull` would show them", remote_tip
+
+
+def _keep_default(
+    where: tuple[Path, Path] | None,
+    repo: Repo,
+    cfg: Config,
+    config_sha: str | None,
+    tips: tuple[str | None, str | None],
+    result: ListResult,
+) -> None:
+    """Keep the default view as printed, for a repeated `ledger list` (`storage/listanswer.py`)."""
+    if where is None or result.table is None or tips[0] is None:
+        return
+    asked = (branch_ref(cfg.branch), remote_ref("origin", cfg.branch))
+    refs = {ref: tip for ref, tip in zip(asked, tips) if tip is not None}
+    staging = repo.root / LEDGER_DIR / "staging"
+    keep_list(
+        *where,
+        KeptList(result.table, dict(result.broken), result.unpulled, refs, asked, str(where[0] / CONFIG_NAME), config_sha, str(staging)),
+    )
 
 
 def list_runs(
@@ -128,17 +151,22 @@ def list_runs(
     Read from the listing index (`storage/listindex.py`): a `--where` reads the one setting or
     metric it names, the table the cells kept for each run, `--json` the settings and metrics as
     stored text; `ledger log` and `--changed` read every run's settings."""
+    default = flt in (None, RunFilter()) and not (changed or with_settings or metric_globs or limit or reverse)
+    where = repository(start) if default else None  # as a repeated `ledger list` finds it (`storage/listanswer.py`)
+    config_sha = config_fingerprint(where[0] / CONFIG_NAME) if where is not None else None  # read before the config is
     repo, cfg, tip = open_branch(start)
     flt = flt or RunFilter()
     listing = load_listing(repo, tip, with_settings=True) if changed else listing_at(repo, tip)
     if flt.where:  # every setting's name is read only for a filter that names one
         flt.check_keys(listing.setting_keys | listing.metric_names)
     running = _running(repo, listing, flt) if list_staged(repo.root) else []  # none staged: the live-run reader stays unimported
-    unpulled = _unpulled(repo, cfg.branch, tip)
-    if listing.view is not None and flt == RunFilter() and not (changed or with_settings or metric_globs or limit or reverse or running):
+    unpulled, remote_tip = _unpulled(repo, cfg.branch, tip)
+    if listing.view is not None and default and not running:
         table = listing.stored_table()
         if table is not None:  # the default view of this very `runs/` tree, as printed before
-            return ListResult([], listing.broken, unpulled=unpulled, table=table)
+            found = ListResult([], listing.broken, unpulled=unpulled, table=table)
+            _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), found)
+            return found
     kept, cells, oldest_id, total = _recorded(listing, flt, cells=not with_settings)
     shown = kept
     if limit:  # the newest N of all: runs in progress are newer than every recorded run
@@ -177,6 +205,8 @@ def list_runs(
     elif listing.view is not None and flt == RunFilter() and not (metric_globs or limit or reverse or running or with_settings):
         result.table = render_list(result)  # made once: printed, and kept for this `runs/` tree
         listing.store_table(result.table)
+        if default:
+            _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), result)
     return result
 
 

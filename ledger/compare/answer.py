@@ -10,7 +10,8 @@ cache helper and git as a subprocess. An answer is kept under everything it was 
 - the repository (its top folder and common git folder);
 - what the comparison read, checked again on every recall: the bytes of `.ledger.yaml` (its
   sha256, or that it was absent) and the ledger branch's tip. Every run, replica, note and tag
-  the comparison can read is a file of that tip, so a new run, a pull or a tag is a miss.
+  the comparison can read is a file of that tip, so a new run, a pull or a tag is a miss
+  (`ledger.storage.answers`: what `ledger list`'s kept answer is checked by too).
 
 The git diff of the two records is not kept: the commands that print it are, and they run again
 on a recall, so git's own configuration is read exactly as before. An answer is never kept for
@@ -21,17 +22,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ledger.cache import LocalCache
-from ledger.errors import LedgerError
+from ledger.storage.answers import config_fingerprint, repository
 from ledger.storage.gitcmd import run_git
-
-# variables that make git read another repository than the one ledger opens (pygit2 ignores them)
-_GIT_LOCATION = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_CEILING_DIRECTORIES")
 
 
 @dataclass
@@ -82,14 +79,6 @@ class Kept:
     config_sha: str | None  # None: there was no such file
 
 
-def config_fingerprint(path: Path) -> str | None:
-    """The sha256 of a file's bytes, None when it is absent or unreadable (then the slow path says why)."""
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
-
-
 def git_diff_text(root: Path, diffs: list[GitDiff]) -> str:
     """The git diffs, each under its heading (git's output decoded as the terminal would show it)."""
     return "".join(head + run_git(root, *args, check=False).stdout.decode("utf-8", "replace") for head, args in diffs)
@@ -98,21 +87,6 @@ def git_diff_text(root: Path, diffs: list[GitDiff]) -> str:
 def with_git_diff(text: str, git_diff: str) -> str:
     """The report's text with the git diff shown last, under a blank line (as `render_text` ends it)."""
     return text + "\n" + git_diff.rstrip("\n") + "\n" if git_diff else text
-
-
-def repository(start: Path) -> tuple[Path, Path] | None:
-    """The repository's top folder and its common git folder, as git finds them from `start`;
-    None where git cannot say (then the full comparison opens it and says what is wrong)."""
-    if any(name in os.environ for name in _GIT_LOCATION):
-        return None
-    try:
-        found = run_git(start, "rev-parse", "--show-toplevel", "--git-common-dir", check=False)
-    except (LedgerError, OSError):  # git missing, a repository it refuses: the full comparison says so
-        return None
-    lines = found.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if found.returncode != 0 or len(lines) != 2:
-        return None
-    return Path(lines[0]).resolve(), (Path(start) / lines[1]).resolve()  # git prints the second relative to `start`
 
 
 def _cache(common_dir: Path) -> LocalCache:
