@@ -128,11 +128,8 @@ def _keep_default(
         return
     asked = (branch_ref(cfg.branch), remote_ref("origin", cfg.branch))
     refs = {ref: tip for ref, tip in zip(asked, tips) if tip is not None}
-    staging = repo.root / LEDGER_DIR / "staging"
-    keep_list(
-        *where,
-        KeptList(result.table, dict(result.broken), result.unpulled, refs, asked, str(where[0] / CONFIG_NAME), config_sha, str(staging)),
-    )
+    config, staging = str(where[0] / CONFIG_NAME), str(repo.root / LEDGER_DIR / "staging")
+    keep_list(*where, KeptList(result.table, dict(result.broken), result.unpulled, refs, asked, config, config_sha, staging))
 
 
 def list_runs(
