@@ -27,7 +27,7 @@ from ledger.storage.git import Repo
 from ledger.storage.listanswer import KeptList, keep_list
 from ledger.storage.listing import Listing, listing_at, load_listing, parse_record, table_cells
 from ledger.storage.listrow import FullRow, fields_of
-from ledger.storage.listview import ABSENT, Test
+from ledger.storage.listview import ABSENT, TableRow, Test
 from ledger.storage.staging import LEDGER_DIR, list_staged
 from ledger.storage.store import branch_ref, read_file_at
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
@@ -158,12 +158,14 @@ def list_runs(
         flt.check_keys(listing.setting_keys | listing.metric_names)
     running = _running(repo, listing, flt) if list_staged(repo.root) else []  # none staged: the live-run reader stays unimported
     unpulled, remote_tip = _unpulled(repo, cfg.branch, tip)
-    if listing.view is not None and default and not running:
+    if listing.view is not None and default and not running:  # the default view, kept for this very `runs/` tree
         table = listing.stored_table()
-        if table is not None:  # the default view of this very `runs/` tree, as printed before
-            found = ListResult([], listing.broken, unpulled=unpulled, table=table)
-            _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), found)
-            return found
+        if table is None:  # made from each run's kept cells, once
+            table = default_table(listing.table_rows())
+            listing.store_table(table)
+        found = ListResult([], listing.broken, unpulled=unpulled, table=table)
+        _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), found)
+        return found
     kept, cells, oldest_id, total = _recorded(listing, flt, cells=not with_settings)
     shown = kept
     if limit:  # the newest N of all: runs in progress are newer than every recorded run
@@ -199,11 +201,6 @@ def list_runs(
         ignore = [*DEFAULT_IGNORE, *cfg.ignore]
         for run_id, changes in change_log(listing.ordered(), ignore):
             result.changes[run_id] = [{"name": c.name, "a": c.a, "b": c.b} for c in changes]
-    elif listing.view is not None and flt == RunFilter() and not (metric_globs or limit or reverse or running or with_settings):
-        result.table = render_list(result)  # made once: printed, and kept for this `runs/` tree
-        listing.store_table(result.table)
-        if default:
-            _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), result)
     return result
 
 
@@ -254,15 +251,18 @@ def metric_columns(rows: list[FullRow], globs: tuple[str, ...]) -> list[str]:
     return sorted(filter(matcher(globs), names))
 
 
+BASE_HEADER = ("ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED")
+NO_MATCH = "no runs match (`ledger list --archived` shows archived runs too)\n"
+NO_RUNS = "no runs recorded yet (record one with `ledger run -- CMD`)\n"
+
+
 def render_list(result: ListResult) -> str:
     """A table, one run a line."""
     if result.table is not None:
         return result.table
     if not result.rows and not result.running:
-        if result.filtered:
-            return "no runs match (`ledger list --archived` shows archived runs too)\n"
-        return "no runs recorded yet (record one with `ledger run -- CMD`)\n"
-    header = ["ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED"]
+        return NO_MATCH if result.filtered else NO_RUNS
+    header = list(BASE_HEADER)
     tags_column = any(row.fields.tags for row in result.rows)
     note_column = any(row.fields.note for row in result.rows)
     header += (["TAGS"] if tags_column else []) + list(result.metric_columns) + (["NOTE"] if note_column else [])
@@ -271,11 +271,30 @@ def render_list(result: ListResult) -> str:
     lines = running + lines if result.running_first else lines + running
     if result.changes:
         header.append("CHANGED")
+    return _layout(header, lines, any(row.fields.replay_of for row in result.rows))
+
+
+def default_table(rows: list[TableRow]) -> str:
+    """`render_list` of the default view (no option, no run in progress: the runs not archived,
+    newest first), from each run's kept cells alone (`Listing.table_rows`, oldest first)."""
+    shown = [r for r in reversed(rows) if not r.archived]
+    if not shown:
+        return NO_MATCH if rows else NO_RUNS
+    tags, note = any(r.tags for r in shown), any(r.note for r in shown)
+    header = [*BASE_HEADER, *(["TAGS"] if tags else []), *(["NOTE"] if note else [])]
+    extra = (7,) * tags + (8,) * note  # where TAGS and NOTE are in a run's cells
+    lines = [[*r.cells[:7], *(r.cells[i] for i in extra)] for r in shown]
+    return _layout(header, lines, any(r.replay_of for r in shown))
+
+
+def _layout(header: list[str], lines: list[list[str]], replays: bool) -> str:
+    """The table: the header, then a line a run (printable cells), each column as wide as its
+    widest cell but the last; the replays' footnote under it."""
     table = [[printable_cell(c) for c in header], *lines]
     widths = [max(map(len, column)) for column in list(zip(*table))[:-1]]
     pads = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
     out = [pads.format(*r).rstrip() for r in table]
-    if any(row.fields.replay_of for row in result.rows):
+    if replays:
         out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
     return "\n".join(out) + "\n"
 

@@ -28,7 +28,7 @@ from ledger.storage.listrow import (
     with_meta,
 )
 from ledger.storage.listtables import Damaged, copy_to_memory, text_key
-from ledger.storage.listview import Test, View, index_view
+from ledger.storage.listview import TableRow, Test, View, index_view
 from ledger.storage.manifestcache import ManifestCache, is_read_only, parse_manifest, parse_record, read_only
 from ledger.storage.store import RunEntry
 from ledger.storage.summary import SettingValue
@@ -234,6 +234,10 @@ class Listing:
     def with_cells(self, cells: bool = True) -> dict[str, Listed]:
         """Every readable run's listing fields and (`cells`) table cells, oldest first."""
         return self._ask(lambda v: v.listed(cells=cells)) if self.view is not None else {}
+
+    def table_rows(self) -> list[TableRow]:
+        """Every readable run's table cells and the fields the default table reads, oldest first."""
+        return self._ask(lambda v: v.table_rows()) if self.view is not None else []
 
     def stored_table(self) -> str | None:
         """The default `ledger list` table of this very `runs/` tree, as printed before."""

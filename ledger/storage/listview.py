@@ -9,7 +9,7 @@ import json
 import marshal
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -29,6 +29,18 @@ def index_view(index: ListIndex, repo: Repo, runs_tree: str, reader: RunReader) 
 
 
 _SHOWN = len(ListFields.__struct_fields__)  # the values of a run's `ListFields`, as the index keeps them
+_TAGS, _NOTE, _REPLAY_OF, _ARCHIVED = (ListFields.__struct_fields__.index(f) for f in ("tags", "note", "replay_of", "archived"))
+
+
+class TableRow(NamedTuple):
+    """What the default `ledger list` table needs of a run: its cells (`listrow.table_cells`) and
+    the fields that decide its columns, its footnote and whether it is shown."""
+
+    cells: tuple[str, ...]
+    tags: Any
+    note: Any
+    replay_of: Any
+    archived: Any
 
 
 _TEXTS_CHUNK = 2000  # runs' texts a thread inflates at a time
@@ -180,9 +192,13 @@ class View:
         return self._decoded(found, cells)
 
     def _decoded(self, found: Iterable[tuple[Any, ...]], cells: bool = True) -> dict[str, Listed]:
-        """(shard, id, shown, cells) rows as `Listed` by run id, each checked as it is decoded: a
-        row of another run's shard, values of the wrong shape or cells that are not 9 texts: `Damaged`."""
-        out = {}
+        """(shard, id, shown, cells) rows as `Listed` by run id (`_checked`)."""
+        return {values[0]: Listed(ListFields(*values), c) for values, c in self._checked(found, cells)}
+
+    def _checked(self, found: Iterable[tuple[Any, ...]], cells: bool = True) -> Iterator[tuple[tuple[Any, ...], tuple[str, ...]]]:
+        """(shard, id, shown, cells) rows as the values of their `ListFields` and their cells, each
+        checked as it is decoded: a row of another run's shard, values of the wrong shape or cells
+        that are not 9 texts: `Damaged`."""
         try:
             for shard, rid, blob, cell_blob in found:
                 self._own(shard, rid)
@@ -196,10 +212,15 @@ class View:
                     or (cells and (len(c) != 9 or type("".join(c)) is not str))
                 ):
                     raise Damaged
-                out[rid] = Listed(ListFields(*values), c)
+                yield values, c
         except (ValueError, EOFError, TypeError) as exc:  # not marshal data; a cell that is not a text
             raise Damaged from exc
-        return out
+
+    def table_rows(self) -> list[TableRow]:
+        """Every readable run's table cells and the fields the default table reads, oldest first
+        (by start time, then id): no `ListFields` made, the rows checked as `listed` checks them."""
+        found = self.rows("shard, id, shown, cells", "broken IS NULL")
+        return [TableRow(c, v[_TAGS], v[_NOTE], v[_REPLAY_OF], v[_ARCHIVED]) for v, c in self._checked(found)]
 
     def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
         """The `ListFields` and table cells of the runs that pass every test, oldest first (by
