@@ -36,4 +36,4 @@ def _general(runs: list[ListFields]) -> str:
 def test_the_default_table_is_the_general_table(size: int) -> None:
     for runs in itertools.combinations(RUNS, size):
         rows = [TableRow(table_cells(f), f.tags, f.note, f.replay_of, f.archived) for f in runs]
-        assert default_table(rows) == _general(list(runs)), [f.id for f in runs]
+        assert default_table(rows, len(rows)) == _general(list(runs)), [f.id for f in runs]

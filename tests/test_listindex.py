@@ -39,6 +39,7 @@ FILTERS = [
     ("--where", "lr=2e-06"),
     ("--where", "lr!=2e-06", "--where", "seed<2"),
     ("--where", "train/loss<0.5"),
+    ("--where", "lr=12345"),  # no run
     ("--name", "run-1*"),
     ("--tag", "best"),
     ("--archived",),
@@ -112,9 +113,10 @@ def _same_as_cold(root: Path) -> None:
             if shape:
                 assert json.loads(listed.stdout) == json.loads(cold_listed.stdout), args
             assert listed.stdout == again.stdout == cold_listed.stdout, (shape, args)
-    # the default table, made from the kept cells alone, is the table any other view prints
-    every = ledger(root, "list", "-n", "1000000")  # the newest million: all, through the general table
-    assert every.returncode == 0 and every.stdout == ledger(root, "list").stdout
+    # the default and `--where` tables, made from the kept cells alone, are the general table's
+    for args in FILTERS:
+        every = ledger(root, "list", *args, "-n", "1000000")  # the newest million: all, through the general table
+        assert every.returncode == 0 and every.stdout == ledger(root, "list", *args).stdout, args
 
 
 def _tables(cache: ManifestCache) -> dict[str, str]:

@@ -161,11 +161,16 @@ def list_runs(
     if listing.view is not None and default and not running:  # the default view, kept for this very `runs/` tree
         table = listing.stored_table()
         if table is None:  # made from each run's kept cells, once
-            table = default_table(listing.table_rows())
+            rows = listing.table_rows()
+            table = default_table(rows, len(rows))
             listing.store_table(table)
         found = ListResult([], listing.broken, unpulled=unpulled, table=table)
         _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), found)
         return found
+    lean = not (changed or with_settings or metric_globs or limit or reverse or running)
+    if listing.view is not None and lean and flt == RunFilter(flt.where):  # `--where` alone: the passing runs' kept cells
+        rows = listing.passing_table(tuple(_test(listing, w) for w in flt.where))
+        return ListResult([], listing.broken, unpulled=unpulled, table=default_table(rows, listing.count()))
     kept, cells, oldest_id, total = _recorded(listing, flt, cells=not with_settings)
     shown = kept
     if limit:  # the newest N of all: runs in progress are newer than every recorded run
@@ -274,12 +279,13 @@ def render_list(result: ListResult) -> str:
     return _layout(header, lines, any(row.fields.replay_of for row in result.rows))
 
 
-def default_table(rows: list[TableRow]) -> str:
-    """`render_list` of the default view (no option, no run in progress: the runs not archived,
-    newest first), from each run's kept cells alone (`Listing.table_rows`, oldest first)."""
+def default_table(rows: list[TableRow], total: int) -> str:
+    """`render_list` of a listing with no option but `--where` and no run in progress (the runs
+    of `rows` not archived, newest first) from each run's kept cells alone (`Listing.table_rows`
+    or `passing_table`, oldest first); `total`: how many readable runs there are."""
     shown = [r for r in reversed(rows) if not r.archived]
     if not shown:
-        return NO_MATCH if rows else NO_RUNS
+        return NO_MATCH if total else NO_RUNS
     tags, note = any(r.tags for r in shown), any(r.note for r in shown)
     header = [*BASE_HEADER, *(["TAGS"] if tags else []), *(["NOTE"] if note else [])]
     extra = (7,) * tags + (8,) * note  # where TAGS and NOTE are in a run's cells

@@ -227,6 +227,10 @@ class Listing:
         """The listing fields and table cells of the runs that pass every test, oldest first (`View.passing`)."""
         return self._ask(lambda v: v.passing(tests)) if self.view is not None else {}
 
+    def passing_table(self, tests: Sequence[Test]) -> list[TableRow]:
+        """`passing`, as the rows of a table (`table_rows`)."""
+        return self._ask(lambda v: v.passing_table(tests)) if self.view is not None else []
+
     def count(self) -> int:
         """How many readable runs there are."""
         return self._ask(lambda v: v.count()) - len(self.broken) if self.view is not None else 0

@@ -50,6 +50,10 @@ def _unpacked(found: list[Any]) -> dict[str, tuple[str, str]]:
     return {rid: (unpack_text(settings), unpack_text(metrics)) for rid, settings, metrics in found}
 
 
+def _table_rows(checked: Iterable[tuple[tuple[Any, ...], tuple[str, ...]]]) -> list[TableRow]:
+    return [TableRow(c, v[_TAGS], v[_NOTE], v[_REPLAY_OF], v[_ARCHIVED]) for v, c in checked]
+
+
 def _raise() -> Any:
     raise Damaged
 
@@ -219,10 +223,17 @@ class View:
     def table_rows(self) -> list[TableRow]:
         """Every readable run's table cells and the fields the default table reads, oldest first
         (by start time, then id): no `ListFields` made, the rows checked as `listed` checks them."""
-        found = self.rows("shard, id, shown, cells", "broken IS NULL")
-        return [TableRow(c, v[_TAGS], v[_NOTE], v[_REPLAY_OF], v[_ARCHIVED]) for v, c in self._checked(found)]
+        return _table_rows(self._checked(self.rows("shard, id, shown, cells", "broken IS NULL")))
 
     def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
+        """The `ListFields` and table cells of the runs that pass every test (`passing_rows`)."""
+        return self._decoded(self.passing_rows(tests))
+
+    def passing_table(self, tests: Sequence[Test]) -> list[TableRow]:
+        """`passing`, as the rows of a table (`table_rows`): no `ListFields` made."""
+        return _table_rows(self._checked(self.passing_rows(tests)))
+
+    def passing_rows(self, tests: Sequence[Test]) -> list[tuple[Any, ...]]:
         """The `ListFields` and table cells of the runs that pass every test, oldest first (by
         start time, then id): one query, the tests run by SQLite on each run's row as it is read
         and the order made in SQL. A `Test` names a setting column, a metric column (either may
@@ -256,10 +267,9 @@ class View:
             f" WHERE m.{where} AND r.broken IS NULL AND {' AND '.join(conds) or '1'} ORDER BY r.started, r.id"
         )
         try:
-            found = self.index.db.execute(self.sql(sql), (*cols, *params, *bounds)).fetchall()
+            return self.index.db.execute(self.sql(sql), (*cols, *params, *bounds)).fetchall()
         except sqlite3.Error as exc:  # a damaged value makes a predicate raise: the query fails
             raise Damaged from exc
-        return self._decoded(found)
 
     def count(self) -> int:
         """How many run folders the view holds, broken ones too (the shards' stored counts, which
