@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from ledger.cli.output import echo_text, emit_json, say_skipped
-from ledger.commands.listing import change_log_json, list_runs, render_change_log, run_folder, show_run
+from ledger.commands.listing import change_log_json, list_runs, render_change_log
+from ledger.commands.show import run_folder, show_run
 from ledger.termstyle import say
 
 

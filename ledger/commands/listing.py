@@ -1,4 +1,4 @@
-"""`ledger list`, `ledger log`, `ledger show`, `ledger path`.
+"""`ledger list` and `ledger log` (`ledger show` and `ledger path`: `commands/show.py`).
 
 `ledger list` shows the recorded runs and the runs in progress (state `running`, read from the
 staging area by `ledger.record.live`), newest first as `git log` does: the runs in progress on top
@@ -14,22 +14,19 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger import yamlio
 from ledger.compare.runfilter import RunFilter, Where
 from ledger.config import CONFIG_NAME, Config
 from ledger.globs import matcher
-from ledger.manifest import ManifestError
 from ledger.metrics.summarymetrics import metric_value
 from ledger.opening import open_branch
-from ledger.runref import own_runs, resolve, runs_named, shared_name_note
 from ledger.storage.answers import config_fingerprint, repository
 from ledger.storage.git import Repo
 from ledger.storage.listanswer import KeptList, keep_list
-from ledger.storage.listing import Listing, listing_at, load_listing, parse_record, table_cells
+from ledger.storage.listing import Listing, listing_at, load_listing, table_cells
 from ledger.storage.listrow import FullRow, fields_of
 from ledger.storage.listview import ABSENT, TableRow, Test
 from ledger.storage.staging import LEDGER_DIR, list_staged
-from ledger.storage.store import branch_ref, read_file_at
+from ledger.storage.store import branch_ref
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.summary import MetricSummary
 from ledger.storage.sync import local_only_runs, remote_ref
@@ -408,66 +405,3 @@ def change_log_json(result: ListResult) -> list[dict[str, Any]]:
         }
         for f in (row.fields for row in result.rows)
     ]
-
-
-def show_run(start: Path, name: str) -> tuple[dict[str, Any], str, str | None]:
-    """One run's manifest, as data and as its YAML text, and a note when its name is shared.
-
-    A run still in progress (`latest` names it when one runs, as in `ledger tail`) gives its
-    manifest so far, from the staging area, with `status.state: running` and a note saying so."""
-    repo, cfg, tip = open_branch(start)
-    from ledger.record.live import find_running
-
-    live = find_running(repo.root, name)
-    if live is not None:
-        so_far = {
-            **live.manifest,
-            "status": {"state": "running", "step": live.step, "last_step_at": live.last_step_at, "output_bytes": live.output_bytes},
-        }
-        running = (
-            f"run {live.id} is still running: this is its manifest so far, not its record "
-            "(settings, logs and metrics are added when it ends)"
-        )
-        return so_far, yamlio.dumps(so_far), running
-    listing = load_listing(repo, tip) if tip is not None else None
-    entry = resolve(repo, tip, name, listing)
-    if listing is not None:
-        listing.refuse_broken(entry.id)
-    raw = read_file_at(repo, entry, "manifest.yaml")
-    if raw is None:
-        raise ManifestError(f"run {entry.id} has no manifest.yaml", "the record is damaged")
-    record, manifest = parse_record(raw, entry.path)
-    shown, text = with_meta_block(manifest, raw.decode("utf-8", "replace"), repo.read_blob(entry.meta_blob) if entry.meta_blob else None)
-    note: str | None = None
-    run_name = record.name
-    if listing is not None and run_name:
-        same = runs_named(listing, run_name, repo, tip)
-        older = same.index(entry.id) if entry.id in same else 0
-        if older:
-            note = f"{plural(older, 'older run')} {'shares' if older == 1 else 'share'} the name '{run_name}': " + ", ".join(
-                f"{run_name}~{k}" for k in range(len(same) - older, len(same))[:5]
-            )
-    if listing is not None and tip is not None:
-        shared = shared_name_note(repo, tip, listing, entry, own_runs(repo, cfg.branch))
-        note = f"{note}; {shared}" if note and shared else note or shared
-    return shown, text, note
-
-
-META_COMMENT = "# said about the run since it was recorded (ledger tag / note / archive); its record follows\n"
-
-
-def with_meta_block(manifest: dict[str, Any], text: str, meta_raw: bytes | None) -> tuple[dict[str, Any], str]:
-    """`ledger show`'s data and text: with a `meta` block first (tags, the note as it is now, the
-    archived flag) when the run has a meta.json; the record itself unchanged after it."""
-    if not meta_raw:
-        return manifest, text
-    from ledger.storage.runmeta import parse_meta
-
-    meta = parse_meta(meta_raw)
-    block = {"tags": list(meta.tags), "note": meta.note if meta.note is not None else manifest.get("note"), "archived": meta.archived}
-    return {"meta": block, **manifest}, META_COMMENT + yamlio.dumps({"meta": block}) + text
-
-
-def run_folder(start: Path, name: str) -> str:
-    repo, _cfg, tip = open_branch(start)
-    return resolve(repo, tip, name).path

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.commands.listing import show_run
+from ledger.commands.show import show_run
 from ledger.commands.tail import tail_run
 from ledger.errors import LedgerError, RunNotFound
 from ledger.heat.heatlog import HeatLog, read_heat_log

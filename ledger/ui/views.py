@@ -17,7 +17,8 @@ from typing import Any
 
 from ledger.commands.compare import compare_runs, write_compare_page
 from ledger.commands.diff import diff_runs
-from ledger.commands.listing import ListResult, list_runs, show_run
+from ledger.commands.listing import ListResult, list_runs
+from ledger.commands.show import show_run
 from ledger.errors import EXIT_NOT_FOUND, EXIT_USAGE, LedgerError, UsageError
 from ledger.ui.layout import error_page, framed, ui_page
 from ledger.ui.query import Pairs, TableQuery, last, read_query, values, without_where
