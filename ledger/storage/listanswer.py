@@ -58,9 +58,19 @@ def recall_list(start: Path) -> KeptList | None:
 
 
 def keep_list(root: Path, common_dir: Path, kept: KeptList) -> None:
-    """Keep `kept` as this repository's default listing (a failure only costs time)."""
-    if not _has_runs(Path(kept.staging)):
-        _cache(common_dir).write_pickle(_key(root, common_dir), kept)
+    """Keep `kept` as this repository's default listing (a failure only costs time); the one an
+    older ledger kept is removed (a table of 100,000 runs is ~8 MB)."""
+    if _has_runs(Path(kept.staging)):
+        return
+    cache, key = _cache(common_dir), _key(root, common_dir)
+    cache.write_pickle(key, kept)
+    mine = cache.path(key, ".pickle")
+    try:
+        for old in cache.dir.glob(f"{key}-*.pickle"):
+            if old != mine:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass  # left: it is never read by this code
 
 
 def _has_runs(staging: Path) -> bool:
