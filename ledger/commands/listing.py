@@ -25,7 +25,7 @@ from ledger.storage.listanswer import KeptList, keep_list
 from ledger.storage.listing import Listing, listing_at, load_listing, table_cells
 from ledger.storage.listrow import FullRow, fields_of
 from ledger.storage.listview import ABSENT, TableRow, Test
-from ledger.storage.staging import LEDGER_DIR, list_staged
+from ledger.storage.staging import list_staged
 from ledger.storage.store import branch_ref
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
 from ledger.storage.summary import MetricSummary
@@ -125,8 +125,7 @@ def _keep_default(
         return
     asked = (branch_ref(cfg.branch), remote_ref("origin", cfg.branch))
     refs = {ref: tip for ref, tip in zip(asked, tips) if tip is not None}
-    config, staging = str(where[0] / CONFIG_NAME), str(repo.root / LEDGER_DIR / "staging")
-    keep_list(*where, KeptList(result.table, dict(result.broken), result.unpulled, refs, asked, config, config_sha, staging))
+    keep_list(*where, KeptList(result.table, dict(result.broken), result.unpulled, refs, asked, str(where[0] / CONFIG_NAME), config_sha))
 
 
 def list_runs(
@@ -145,11 +144,12 @@ def list_runs(
     Read from the listing index (`storage/listindex.py`): a `--where` reads the one setting or
     metric it names, the table the cells kept for each run, `--json` the settings and metrics as
     stored text; `ledger log` and `--changed` read every run's settings."""
-    default = flt in (None, RunFilter()) and not (changed or with_settings or metric_globs or limit or reverse)
+    flt = flt or RunFilter()
+    plain = not (changed or with_settings or metric_globs or limit or reverse)  # a table of kept cells, if no run is staged
+    default = plain and flt == RunFilter()
     where = repository(start) if default else None  # as a repeated `ledger list` finds it (`storage/listanswer.py`)
     config_sha = config_fingerprint(where[0] / CONFIG_NAME) if where is not None else None  # read before the config is
     repo, cfg, tip = open_branch(start)
-    flt = flt or RunFilter()
     listing = load_listing(repo, tip, with_settings=True) if changed else listing_at(repo, tip)
     if flt.where:  # every setting's name is read only for a filter that names one
         flt.check_keys(listing.setting_keys | listing.metric_names)
@@ -164,8 +164,7 @@ def list_runs(
         found = ListResult([], listing.broken, unpulled=unpulled, table=table)
         _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), found)
         return found
-    lean = not (changed or with_settings or metric_globs or limit or reverse or running)
-    if listing.view is not None and lean and flt == RunFilter(flt.where):  # `--where` alone: the passing runs' kept cells
+    if listing.view is not None and plain and not running and flt == RunFilter(flt.where):  # `--where` alone: the passing runs' kept cells
         rows = listing.passing_table(tuple(_test(listing, w) for w in flt.where))
         return ListResult([], listing.broken, unpulled=unpulled, table=default_table(rows, listing.count()))
     kept, cells, oldest_id, total = _recorded(listing, flt, cells=not with_settings)

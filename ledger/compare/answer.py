@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.cache import LocalCache
-from ledger.storage.answers import config_fingerprint, repository
+from ledger.storage.answers import config_fingerprint, ref_tips, repository
 from ledger.storage.gitcmd import run_git
 
 
@@ -103,8 +103,7 @@ def recall(start: Path, question: Question) -> DiffOutput | None:
     kept = _cache(common_dir).read_pickle(question.key(root, common_dir), Kept)
     if kept is None or config_fingerprint(Path(kept.config_path)) != kept.config_sha:
         return None
-    tip = run_git(root, "rev-parse", "-q", "--verify", f"{kept.branch_ref}^{{commit}}", check=False)
-    if tip.returncode != 0 or tip.stdout.decode().strip() != kept.tip:
+    if ref_tips(root, [kept.branch_ref]) != {kept.branch_ref: kept.tip}:
         return None
     out = kept.output
     return DiffOutput(

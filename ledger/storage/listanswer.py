@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.cache import LocalCache
 from ledger.storage.answers import config_fingerprint, ref_tips, repository
+from ledger.storage.staging import list_staged
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,6 @@ class KeptList:
     asked: tuple[str, ...]  # every ref it read (one absent then must be absent now)
     config_path: str
     config_sha: str | None  # None: there was no such file
-    staging: str  # the staging folder, which held no run
 
 
 def _cache(common_dir: Path) -> LocalCache:
@@ -52,7 +51,7 @@ def recall_list(start: Path) -> KeptList | None:
     if where is None:
         return None
     kept = _cache(where[1]).read_pickle(_key(*where), KeptList)
-    if kept is None or _has_runs(Path(kept.staging)) or config_fingerprint(Path(kept.config_path)) != kept.config_sha:
+    if kept is None or _staged(where[0]) or config_fingerprint(Path(kept.config_path)) != kept.config_sha:
         return None
     return kept if ref_tips(where[0], list(kept.asked)) == kept.refs else None
 
@@ -60,7 +59,7 @@ def recall_list(start: Path) -> KeptList | None:
 def keep_list(root: Path, common_dir: Path, kept: KeptList) -> None:
     """Keep `kept` as this repository's default listing (a failure only costs time); the one an
     older ledger kept is removed (a table of 100,000 runs is ~8 MB)."""
-    if _has_runs(Path(kept.staging)):
+    if _staged(root):
         return
     cache, key = _cache(common_dir), _key(root, common_dir)
     cache.write_pickle(key, kept)
@@ -73,11 +72,9 @@ def keep_list(root: Path, common_dir: Path, kept: KeptList) -> None:
         pass  # left: it is never read by this code
 
 
-def _has_runs(staging: Path) -> bool:
+def _staged(root: Path) -> bool:
+    """Whether a run is staged (in progress, or left by a ledger that died): the listing shows it."""
     try:
-        with os.scandir(staging) as entries:
-            return any(e.is_dir(follow_symlinks=False) for e in entries)
-    except FileNotFoundError:
-        return False
+        return bool(list_staged(root))
     except OSError:
-        return True  # cannot tell: the listing code reads it
+        return True  # cannot tell: the listing code reads it and says why

@@ -234,8 +234,8 @@ class View:
         return _table_rows(self._checked(self.passing_rows(tests)))
 
     def passing_rows(self, tests: Sequence[Test]) -> list[tuple[Any, ...]]:
-        """The `ListFields` and table cells of the runs that pass every test, oldest first (by
-        start time, then id): one query, the tests run by SQLite on each run's row as it is read
+        """The (shard, id, shown, cells) rows of the runs that pass every test, oldest first (by
+        start time, then id), not yet decoded (`_checked`): one query, the tests run by SQLite on each run's row as it is read
         and the order made in SQL. A `Test` names a setting column, a metric column (either may
         be None: no run has it) and a predicate of the run's setting value (`ABSENT` when it has
         none) and its metric's last value (None when it has none); a test with a `bound` compares

@@ -20,11 +20,13 @@ import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
-from ledger.storage.git import CodeSnapshot
+
+if TYPE_CHECKING:  # pygit2 is not imported to list the staged runs (`storage/listanswer.py`)
+    from ledger.storage.git import CodeSnapshot
 
 LEDGER_DIR = ".ledger"
 _CLAIMS: dict[Path, int] = {}  # finalising locks this process holds (path -> fd)
@@ -129,6 +131,8 @@ class Staged:
 
     def load_code(self) -> CodeSnapshot | None:
         data = self.read_json("code.json")
+        from ledger.storage.git import CodeSnapshot
+
         return CodeSnapshot(**data) if data else None
 
     def claim(self) -> bool:
