@@ -17,7 +17,7 @@ from ledger.storage import coldread
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
 from ledger.storage.listing import ManifestCache
-from ledger.storage.listtables import create_tables, table_names, unpack_text
+from ledger.storage.listtables import create_tables, table_names, unpack_json
 from ledger.storage.listview import index_view
 
 
@@ -74,7 +74,7 @@ def _built(root: Path, readers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[l
     ]  # marshal's bytes vary with refcounts
     members = db.execute(f"SELECT shard, k FROM {t['m']} ORDER BY shard, k").fetchall()
     shards = [(s, n) for s, n, _sk, _mk in db.execute(f"SELECT * FROM {t['s']} ORDER BY shard")]
-    texts = [(k, unpack_text(st), unpack_text(mt)) for k, st, mt in db.execute(f"SELECT * FROM {t['x']} ORDER BY k")]
+    texts = [(k, unpack_json(st), unpack_json(mt)) for k, st, mt in db.execute(f"SELECT * FROM {t['x']} ORDER BY k")]
     cache.close()
     assert len(texts) == 28 and sorted(texts_read.values()) == sorted((st, mt) for _k, st, mt in texts)
     return [*rows, *members, *shards, *texts, texts_read], [*reader.folders, *reader.full_reads]

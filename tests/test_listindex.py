@@ -271,6 +271,26 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
     assert runs_tree is not None and (runs_tree[0], "tree") in rows
 
 
+def test_list_json_streams_and_a_damaged_text_is_an_error_then_read_from_git(proj: Path) -> None:
+    """`list --json` writes each run's stored settings as it inflates them (never all at once):
+    a damaged one ends it with one line naming the run, exit 1, and the next listing reads that
+    run from git and gives what a cold read gives."""
+    first = ledger(proj, "list", "--json")
+    assert first.returncode == 0, first.stderr
+    objects = json.loads(first.stdout)
+    assert first.stdout.startswith("[\n{") and first.stdout.endswith("}\n]\n")
+    assert all(line.startswith("{") for line in first.stdout.splitlines()[1:-1])  # one object a line
+    victim = objects[len(objects) // 2]["id"]
+    _damage(proj, "UPDATE {x} SET metrics = ? WHERE k = (SELECT k FROM {r} WHERE id = ?)", b"\x78\x01junk", victim)
+    broken = ledger(proj, "list", "--json")
+    assert broken.returncode == 1
+    assert broken.stderr.count("\n") == 1 and victim in broken.stderr and "Traceback" not in broken.stderr
+    again = ledger(proj, "list", "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == objects
+    _same_as_cold(proj)
+
+
 def test_a_read_only_listing_writes_nothing_and_lists_what_a_cold_read_does(proj: Path) -> None:
     """`ledger replay --dry-run` promises to write nothing: a listing in `read_only` at a tip the
     index lacks is made in memory, the file left byte for byte as it was."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -27,15 +28,30 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
 
-def emit_json_lines(lines: list[str], chunk: int = 1000) -> None:
-    """A JSON array of objects given as their compact text, one a line (easy for `jq -c`, `grep`),
-    written as it is joined, `chunk` lines at a time (a listing of 100,000 runs is ~500 MB)."""
-    out = sys.stdout
-    out.write("[\n")
-    for i in range(0, len(lines), chunk):
-        out.write((",\n" if i else "") + ",\n".join(lines[i : i + chunk]))
-    out.write("\n]\n")
+def emit_json_lines(lines: Iterable[bytes], batch: int = 256) -> None:
+    """A JSON array of objects given as their compact UTF-8 text, one a line (easy for `jq -c`,
+    `grep`), written `batch` lines at a time as they come (a listing of 100,000 runs is ~500 MB:
+    never held whole)."""
+    sys.stdout.flush()
+    out = sys.stdout.buffer
+    out.write(b"[\n")
+    pending: list[bytes] = []
+    wrote = False
+    for line in lines:
+        pending.append(line)
+        if len(pending) == batch:
+            out.write(_joined(pending, wrote))
+            pending, wrote = [], True
+    if pending:
+        out.write(_joined(pending, wrote))
+    out.write(b"\n]\n")
     out.flush()
+
+
+def _joined(lines: list[bytes], after: bool) -> bytes:
+    """Objects of a JSON array as written: a comma and a newline between two of them, also
+    before the first of a batch `after` another."""
+    return (b",\n" if after else b"") + b",\n".join(lines)
 
 
 def say_skipped(broken: dict[str, str]) -> None:

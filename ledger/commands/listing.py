@@ -8,6 +8,7 @@ staging area by `ledger.record.live`), newest first as `git log` does: the runs 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ import msgspec
 
 from ledger.compare.runfilter import RunFilter, Where
 from ledger.config import CONFIG_NAME, Config
+from ledger.errors import LedgerError
 from ledger.globs import matcher
 from ledger.metrics.summarymetrics import metric_value
 from ledger.opening import open_branch
@@ -24,6 +26,7 @@ from ledger.storage.git import Repo
 from ledger.storage.listanswer import KeptList, keep_list
 from ledger.storage.listing import Listing, listing_at, load_listing, table_cells
 from ledger.storage.listrow import FullRow, fields_of
+from ledger.storage.listtables import Damaged, pack, unpack_json
 from ledger.storage.listview import ABSENT, TableRow, Test
 from ledger.storage.staging import list_staged
 from ledger.storage.store import branch_ref
@@ -52,7 +55,10 @@ class ListResult:
     with_settings: bool = False  # `--json`/`--csv`: each run's settings and summary metrics too
     filtered: bool = False  # some recorded runs were left out (a filter, or archived)
     cells: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each row's table cells (`listing.table_cells`)
-    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # each row's settings and metrics as JSON text
+    # each row's settings and metrics as stored: compressed JSON text (`unpack_json`), and what
+    # drops a run's texts found damaged (`Listing.forget_text`)
+    texts: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
+    forget_text: Callable[[str], None] | None = None
     table: str | None = None  # the whole table, when the listing index kept it (the default view)
 
     def _full(self, row: FullRow) -> FullRow:
@@ -60,7 +66,22 @@ class ListResult:
         text = self.texts.get(row.fields.id)
         if text is None:
             return row
-        return FullRow(row.fields, json.loads(text[0]), json.loads(text[1]))
+        settings, metrics = self._unpacked(row.fields.id, text)
+        return FullRow(row.fields, json.loads(settings), json.loads(metrics))
+
+    def _unpacked(self, rid: str, text: tuple[bytes, bytes]) -> tuple[bytes, bytes]:
+        """A run's stored texts inflated; damaged ones are dropped from the index, so that the
+        next listing reads them from git again, and the listing ends in an error (some of it may
+        be written already: never a made-up value)."""
+        try:
+            return unpack_json(text[0]), unpack_json(text[1])
+        except Damaged:
+            if self.forget_text is not None:
+                self.forget_text(rid)
+            raise LedgerError(
+                f"the listing index holds a damaged copy of run {rid}'s settings (now dropped)",
+                "run the command again: the run is read from git",
+            ) from None
 
     def to_json(self) -> list[dict[str, object]]:
         out = []
@@ -76,24 +97,29 @@ class ListResult:
         live = [r.to_dict() for r in self.running]
         return live + out if self.running_first else out + live
 
-    def json_lines(self) -> list[str]:
-        """`to_json()`'s objects as compact JSON text, one a line: a run's settings and metrics
-        are put in as their stored text, never parsed and written again."""
-        out: list[str | None] = []
-        for row in self.rows:
-            text = self.texts.get(row.fields.id) if self.with_settings and not self.changes else None
-            if text is None:
-                out.append(None)
-                continue
-            head = json.dumps(summary(row), default=str)
-            out.append(f'{head[:-1]}, "settings": {text[0] or "{}"}, "metrics": {text[1] or "{}"}}}')
-        lines = [line for line in out if line is not None]
-        if len(lines) < len(out):  # a row without stored text (`ledger log` rows): written whole
+    def json_lines(self) -> Iterator[bytes]:
+        """`to_json()`'s objects as compact JSON, one a line, as UTF-8:
+        a run's settings and metrics go in as their stored text (`Listing.texts`), never parsed
+        and written again, and its listing fields as msgspec encodes them (json's default=str for
+        what JSON lacks)."""
+        live = [json.dumps(r.to_dict(), default=str).encode() for r in self.running]
+        if self.running_first:
+            yield from live
+        if self.with_settings and not self.changes and all(row.fields.id in self.texts for row in self.rows):
+            encode = msgspec.json.Encoder(enc_hook=str).encode
+            for row in self.rows:
+                settings, metrics = self._unpacked(row.fields.id, self.texts[row.fields.id])
+                yield b"".join((encode(row.fields)[:-1], b',"settings":', settings or b"{}", b',"metrics":', metrics or b"{}", b"}"))
+        else:  # rows without stored text (`ledger log`, `--changed`): written whole
             whole = self.to_json()
             recorded = whole[len(self.running) :] if self.running_first else whole[: len(whole) - len(self.running)]
-            lines = [line if line is not None else json.dumps(item, default=str) for line, item in zip(out, recorded)]
-        live = [json.dumps(r.to_dict(), default=str) for r in self.running]
-        return [*live, *lines] if self.running_first else [*lines, *live]
+            for item in recorded:
+                yield json.dumps(item, default=str).encode()
+        if not self.running_first:
+            yield from live
+
+
+_EMPTY_TEXTS = (pack({}), pack({}))
 
 
 def summary(row: FullRow) -> dict[str, object]:
@@ -193,8 +219,9 @@ def list_runs(
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
     if with_settings and not changed and listing.view is not None:
-        texts = listing.texts()
-        result.texts = {rid: texts.get(rid, ("{}", "{}")) for rid in (row.fields.id for row in shown)}
+        texts = listing.packed_texts()
+        result.texts = {rid: texts.get(rid, _EMPTY_TEXTS) for rid in (row.fields.id for row in shown)}
+        result.forget_text = listing.forget_text
     if changed:
         from ledger.compare.changes import change_log
         from ledger.understand.settings import DEFAULT_IGNORE

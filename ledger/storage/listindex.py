@@ -27,7 +27,7 @@ from ledger.manifest import RUN_ID_RE, shard_of
 from ledger.storage.coldread import Prepared, read_batches, read_texts
 from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.listrow import RunReader
-from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, entry_of, loads, table_names, unpack_text
+from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, entry_of, loads, table_names, unpack_json
 from ledger.storage.store import SHARD_RE
 
 KEEP_TREES = 3  # `runs/` trees whose shards are kept (a few worktrees or branches listed in turn)
@@ -219,7 +219,7 @@ class ListIndex:
         rows: list[tuple[str, int, str, float | None]] = []
         for k, blob in self.select(f"SELECT k, {source} FROM {{m}} JOIN {{x}} USING (k) WHERE shard IN ({{marks}})", todo):
             try:
-                values = json.loads(unpack_text(blob))
+                values = json.loads(unpack_json(blob))
             except ValueError as exc:
                 raise Damaged from exc
             if type(values) is not dict:

@@ -219,9 +219,18 @@ class Listing:
         (`View.column`)."""
         return self._ask(lambda v: v.column(col, with_num)) if self.view is not None else {}
 
-    def texts(self) -> dict[str, tuple[str, str]]:
-        """Every run's settings and summary metrics as JSON text."""
+    def texts(self) -> dict[str, tuple[bytes, bytes]]:
+        """Every run's settings and summary metrics as JSON text (ASCII bytes)."""
         return self._ask(lambda v: v.texts()) if self.view is not None else {}
+
+    def packed_texts(self) -> dict[str, tuple[bytes, bytes]]:
+        """`texts` as stored, compressed (`View.packed_texts`; `listtables.unpack_json` reads one)."""
+        return self._ask(lambda v: v.packed_texts()) if self.view is not None else {}
+
+    def forget_text(self, rid: str) -> None:
+        """Drop a run's stored texts, found damaged after `packed_texts` (`View.forget_text`)."""
+        if self.view is not None:
+            self.view.forget_text(rid)
 
     def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
         """The listing fields and table cells of the runs that pass every test, oldest first (`View.passing`)."""
@@ -285,7 +294,7 @@ def load_listing(
     if with_settings:
         texts = listing.texts()
         for rid, m in listing.manifests.items():
-            settings, metrics = texts.get(rid, ("{}", "{}"))
+            settings, metrics = texts.get(rid, (b"{}", b"{}"))
             m["settings"], m["metrics"] = json.loads(settings), json.loads(metrics)
         return listing
     names = set(metric_names) | set(filter(matcher(metric_globs), listing.metric_names))

@@ -89,12 +89,17 @@ def pack(value: Any) -> bytes:
     return zlib.compress(json.dumps(value, default=str).encode(), 1)
 
 
-def unpack_text(blob: Any) -> str:
-    """The JSON text of a run's settings or metrics as stored; Damaged when it is not."""
+def unpack_json(blob: Any) -> bytes:
+    """The JSON text of a run's settings or metrics as `pack` wrote it, as bytes: ASCII
+    (`json.dumps` escapes every other character), so a JSON output takes them as they are;
+    Damaged when they are not."""
     try:
-        return zlib.decompress(blob).decode()
-    except (zlib.error, TypeError, UnicodeDecodeError) as exc:
+        text = zlib.decompress(blob)
+    except (zlib.error, TypeError) as exc:
         raise Damaged from exc
+    if not text.isascii():
+        raise Damaged
+    return text
 
 
 def loads(blob: Any, kind: type) -> Any:

@@ -18,7 +18,7 @@ from ledger.storage import coldread
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
 from ledger.storage.listrow import Listed, ListFields, RunReader
-from ledger.storage.listtables import Damaged, entry_of, loads, unpack_text
+from ledger.storage.listtables import Damaged, entry_of, loads, unpack_json
 from ledger.storage.store import RunEntry
 from ledger.storage.summary import SettingValue
 
@@ -46,8 +46,8 @@ class TableRow(NamedTuple):
 _TEXTS_CHUNK = 2000  # runs' texts a thread inflates at a time
 
 
-def _unpacked(found: list[Any]) -> dict[str, tuple[str, str]]:
-    return {rid: (unpack_text(settings), unpack_text(metrics)) for rid, settings, metrics in found}
+def _unpacked(found: list[Any]) -> dict[str, tuple[bytes, bytes]]:
+    return {rid: (unpack_json(settings), unpack_json(metrics)) for rid, settings, metrics in found}
 
 
 def _table_rows(checked: Iterable[tuple[tuple[Any, ...], tuple[str, ...]]]) -> list[TableRow]:
@@ -283,24 +283,39 @@ class View:
             raise Damaged
         return total
 
-    def texts(self) -> dict[str, tuple[str, str]]:
-        """Each run's settings and summary metrics as JSON text, by run id (one query)."""
+    def texts(self) -> dict[str, tuple[bytes, bytes]]:
+        """Each run's settings and summary metrics as JSON text (ASCII bytes, `unpack_json`), by
+        run id (one query)."""
+        found = [(rid, *pair) for rid, pair in self.packed_texts().items()]
+        threads = min(coldread.cpus(), coldread.MAX_READERS) if len(found) >= coldread.PARALLEL_AT else 1
+        if threads < 2:
+            return _unpacked(found)
+        out: dict[str, tuple[bytes, bytes]] = {}
+        with ThreadPoolExecutor(threads) as pool:  # zlib inflates without the GIL: a thread per CPU
+            for part in pool.map(_unpacked, [found[i : i + _TEXTS_CHUNK] for i in range(0, len(found), _TEXTS_CHUNK)]):
+                out.update(part)
+        return out
+
+    def packed_texts(self) -> dict[str, tuple[bytes, bytes]]:
+        """`texts` as stored, compressed (`unpack_json` reads one): a listing of every run's
+        settings inflates each as it writes it, never all of them at once (~5 KB a run)."""
         self.index.fill_texts(list(self.shards))
         where, params = self._where()
         joins = "{m} m CROSS JOIN {r} r ON r.k = m.k CROSS JOIN {x} x ON x.k = m.k"
         sql = f"SELECT r.id, x.settings, x.metrics FROM {joins} WHERE m.{where}"
         try:
-            found = self.index.db.execute(self.sql(sql), params).fetchall()
+            return {rid: (settings, metrics) for rid, settings, metrics in self.index.db.execute(self.sql(sql), params)}
         except sqlite3.Error as exc:
             raise Damaged from exc
-        threads = min(coldread.cpus(), coldread.MAX_READERS) if len(found) >= coldread.PARALLEL_AT else 1
-        if threads < 2:
-            return _unpacked(found)
-        out: dict[str, tuple[str, str]] = {}
-        with ThreadPoolExecutor(threads) as pool:  # zlib inflates without the GIL: a thread per CPU
-            for part in pool.map(_unpacked, [found[i : i + _TEXTS_CHUNK] for i in range(0, len(found), _TEXTS_CHUNK)]):
-                out.update(part)
-        return out
+
+    def forget_text(self, rid: str) -> None:
+        """Drop a run's stored texts (found damaged): the next listing that needs them reads
+        them from git again (`ListIndex.fill_texts`)."""
+        try:
+            with self.index.db:
+                self.index.db.execute(self.sql("DELETE FROM {x} WHERE k IN (SELECT k FROM {r} WHERE id = ?)"), (rid,))
+        except sqlite3.Error:
+            pass  # a damaged file: the next command finds it so and reads every run again
 
     def record(self, rid: str, tree: str) -> dict[str, Any] | None:
         """One run's listing fields with its `settings` and `metrics` (None: broken or not here);
@@ -317,7 +332,7 @@ class View:
                 self.index.fill([(k, entry)])
                 db = self.index.db  # a read-only index is copied into memory to be written
             texts = db.execute(self.sql("SELECT settings, metrics FROM {x} WHERE k = ?"), (k,)).fetchone()
-            m["settings"], m["metrics"] = json.loads(unpack_text(texts[0])), json.loads(unpack_text(texts[1]))
+            m["settings"], m["metrics"] = json.loads(unpack_json(texts[0])), json.loads(unpack_json(texts[1]))
         except (sqlite3.Error, ValueError, TypeError) as exc:
             raise Damaged from exc
         return m
