@@ -321,8 +321,8 @@ def _layout(header: list[str], lines: list[list[str]], replays: bool) -> str:
     widest cell but the last; the replays' footnote under it."""
     table = [[printable_cell(c) for c in header], *lines]
     widths = [max(map(len, column)) for column in list(zip(*table))[:-1]]
-    pads = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
-    out = [pads.format(*r).rstrip() for r in table]
+    pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"  # %-formatting: half of str.format's time a line
+    out = [(pads % tuple(r)).rstrip() for r in table]
     if replays:
         out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
     return "\n".join(out) + "\n"
