@@ -5,6 +5,8 @@ manifest-only record read by the parent."""
 from __future__ import annotations
 
 import marshal
+import multiprocessing
+import signal
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -94,3 +96,21 @@ def test_forked_readers_index_what_one_process_indexes(proj: tuple[Path, list[st
     assert {rid for rid, r in runs.items() if r[4] is not None} == {deep, not_a_file}  # broken: no fields, no name sets
     assert runs[deep][8] is None and runs[deep][10] is None
     assert runs[old][4] is None and runs[old][10] is not None  # the old record read, through the manifest cache
+
+
+def _signals_here() -> tuple[Any, Any]:
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+
+def test_a_reader_takes_back_the_default_sigterm_its_parent_set_aside(proj: tuple[Path, list[str]]) -> None:
+    """A parent with a SIGTERM handler of its own (the UI server, a test runner) forks readers that
+    would inherit it, and the pool's terminate ends a busy reader by SIGTERM: each reader takes the
+    default action back as it starts, and leaves Ctrl-C to its parent."""
+    root, _broken = proj
+    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    try:
+        with multiprocessing.get_context("fork").Pool(1, initializer=coldread._open, initargs=(str(root),)) as pool:
+            term, intr = pool.apply(_signals_here)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert (term, intr) == (signal.SIG_DFL, signal.SIG_IGN)

@@ -103,14 +103,16 @@ def test_full_disk_keeps_the_captured_output_in_the_log(small_fs: Path) -> None:
     assert "truncated" in warnings[0] and "of 48000000 bytes" in warnings[0] and "No space left on device" in warnings[0]
     kept = int(warnings[0].split(" after ")[1].split(" of ")[0])
     assert kept > 10_000_000  # most of the small disk held output before it filled
+    # the split cuts trainer.log where the disk is full; where the worker split (and freed) the raw
+    # file while the job ran, which depends on the machine's load, all of it fits and nothing is cut
     cuts = [w for w in warnings if w.startswith("trainer.log truncated at byte ")]
-    assert len(cuts) == 1, warnings
-    at = int(cuts[0].split()[4].rstrip(":"))
+    assert len(cuts) <= 1, warnings
+    at = int(cuts[0].split()[4].rstrip(":")) if cuts else kept
     assert kept // 2 < at <= kept  # the log keeps most of what was captured (room is left for the record)
     log = git(repo, "show", f"experiments:runs/{m['id'][-4:-2]}/{m['id']}/trainer.log").encode()
     body, _sep, note = log.rstrip(b"\n").rpartition(b"\n")
     assert note.startswith(b"[ledger] logs truncated") and f"after {kept} of 48000000 bytes".encode() in note
-    assert f"trainer.log truncated at byte {at}".encode() in note
+    assert (f"trainer.log truncated at byte {at}".encode() in note) == bool(cuts)
     assert (
         len(body) == at
         and body

@@ -18,6 +18,7 @@ from __future__ import annotations
 import marshal
 import multiprocessing
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -118,7 +119,12 @@ _REPO: Repo | None = None  # a reader's own repository, opened when it starts
 
 
 def _open(root: str) -> None:
+    """A reader starts: the signals its parent set aside are its own again (a handler or an
+    ignored SIGTERM inherited through fork would leave the pool's terminate waiting on a reader
+    that never ends; Ctrl-C is the parent's to act on), then its own repository."""
     global _REPO
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _REPO = Repo(Path(root))
 
 

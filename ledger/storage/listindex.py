@@ -21,6 +21,7 @@ import marshal
 import sqlite3
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from typing import Any
 
 from ledger.manifest import RUN_ID_RE, shard_of
@@ -124,17 +125,18 @@ class ListIndex:
             }
             todo = [(rid, f"runs/{name}/{rid}", tree) for rid, tree in runs if (rid, tree) not in stored]
             plans.append((key, runs, stored, todo))
-        read = read_batches(reader, [todo for *_rest, todo in plans])
-        for (key, runs, stored, _todo), prepared in zip(plans, read):
-            new = [self._row(p) for p in prepared]
-            stored.update({(r[1], r[2]): (r[0], r[8], r[9]) for r in new})
-            rows = [stored[run] for run in runs]
-            self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"), new)
-            self.db.executemany(self.sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
-            skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
-            self.db.execute(
-                self.sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), marshal.dumps(skeys), marshal.dumps(mkeys))
-            )
+        # closed when the last batch is in: the readers end here, not whenever the generator is collected
+        with closing(read_batches(reader, [todo for *_rest, todo in plans])) as read:
+            for (key, runs, stored, _todo), prepared in zip(plans, read):
+                new = [self._row(p) for p in prepared]
+                stored.update({(r[1], r[2]): (r[0], r[8], r[9]) for r in new})
+                rows = [stored[run] for run in runs]
+                self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"), new)
+                self.db.executemany(self.sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
+                skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
+                self.db.execute(
+                    self.sql("INSERT OR REPLACE INTO {s} VALUES (?, ?, ?, ?)"), (key, len(rows), marshal.dumps(skeys), marshal.dumps(mkeys))
+                )
 
     def _row(self, p: Prepared) -> Row:
         """A new `xr` row: its key, then the run as read (`coldread.prepare`), its name sets as
