@@ -141,6 +141,13 @@ def dumps(data: Any) -> str:
     return buf.getvalue()
 
 
+def warm_dumper() -> None:
+    """Load ruamel.yaml and its writing code now, by writing a small document of every kind of
+    value a manifest holds (`ledger run` does it on a thread while the job runs: the manifest's
+    dump after the job then costs only itself)."""
+    dumps({"a": {"b": [1, 2.5, True, None, "text", "two\nlines"]}, "c": []})
+
+
 def dump_file(path: Path, data: Any) -> None:
     """Write YAML atomically (temp file then rename)."""
     write_atomic(path, dumps(data))

@@ -116,3 +116,9 @@ def _import_end_modules() -> None:
             pass
 
     warm()  # the record's types, resolved once: its first decode after the job is then ~0.1 ms
+    try:
+        from ledger.yamlio import warm_dumper
+
+        warm_dumper()  # ruamel and its emitter loaded: the manifest's dump after the job is its own cost alone
+    except Exception:  # noqa: BLE001 - the dump after the job loads it, and reports any failure, itself
+        pass
