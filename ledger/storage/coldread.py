@@ -19,7 +19,7 @@ import marshal
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ def prepare(row: RunRow) -> Prepared:
     return (e.id, e.tree, entry, None, started, name, archived, settings, metrics, marshal.dumps(m), marshal.dumps(row.cells), shown)
 
 
-def read_batches(reader: RunReader, batches: list[list[Folder]], parallel: bool = True) -> Iterator[list[Prepared]]:
+def read_batches(reader: RunReader, batches: list[list[Folder]], parallel: bool = True) -> Generator[list[Prepared], None, None]:
     """Each batch's folders read from git, as `Prepared` rows in the batch's order."""
     readers = _readers(sum(map(len, batches))) if parallel else 1
     if readers < 2:
