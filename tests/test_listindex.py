@@ -29,7 +29,7 @@ from ledger.storage.listindex import ListIndex
 from ledger.storage.listing import ManifestCache, listing_at, load_listing, read_only
 from ledger.storage.listrow import FullRow, RunReader, RunRow, fields_of
 from ledger.storage.listtables import table_names
-from ledger.storage.listview import index_view
+from ledger.storage.listview import View, index_view
 from ledger.storage.runmeta import RunMeta, change_meta
 from ledger.storage.store import RunEntry, build_run_tree, commit_message
 from ledger.storage.summary import summary_of
@@ -269,6 +269,45 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
     assert tip is not None
     runs_tree = repo.tree_entry(tip, "runs")
     assert runs_tree is not None and (runs_tree[0], "tree") in rows
+
+
+def test_new_runs_go_on_top_of_the_table_kept_before_and_anything_else_makes_it_whole(
+    proj: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After new runs (a new tip as `ledger run` or a pull of newer runs makes it) the default
+    table is the one kept for the tree before, their lines on top. A tag, a cell wider than its
+    column or a run older than the newest shown make it whole. Either way it is, byte for byte, the
+    table the general path prints."""
+    made: list[int] = []
+    whole = View.table_rows
+
+    def counted(self: View) -> Any:
+        made.append(1)
+        return whole(self)
+
+    monkeypatch.setattr(View, "table_rows", counted)
+
+    def listed() -> bool:
+        """List as the default `ledger list` does, and whether the table was made whole."""
+        made.clear()
+        table = list_runs(proj).table
+        assert table is not None and table == ledger(proj, "list", "-n", "1000000").stdout
+        return bool(made)
+
+    assert listed()  # the first listing of a tree: whole
+    _add_runs(proj, 24, 2)  # newer, names no wider than "run-23"
+    assert not listed()
+    (rid,) = _add_runs(proj, 26, 1)
+    assert not listed() and list_runs(proj).table.splitlines()[1].startswith(rid)  # type: ignore[union-attr]
+    assert ledger(proj, "tag", rid, "best").returncode == 0  # a changed line
+    assert listed()
+    _add_runs(proj, 100, 1)  # "run-100": a wider NAME column
+    assert listed()
+    _add_runs(proj, 30, 1, started=lambda _i: "2025-12-31T00:00:00Z")  # older than the newest shown
+    assert listed()
+    _add_runs(proj, 101, 2)  # new runs without tags under a TAGS column
+    assert not listed()
+    _same_as_cold(proj)
 
 
 def test_list_json_streams_and_a_damaged_text_is_an_error_then_read_from_git(proj: Path) -> None:

@@ -183,9 +183,12 @@ def list_runs(
     unpulled, remote_tip = _unpulled(repo, cfg.branch, tip)
     if listing.view is not None and default and not running:  # the default view, kept for this very `runs/` tree
         table = listing.stored_table()
-        if table is None:  # made from each run's kept cells, once
-            rows = listing.table_rows()
-            table = default_table(rows, len(rows))
+        if table is None:  # the table kept for the tree before, new runs on top; else made from each run's kept cells
+            before = listing.kept_before()
+            table = patched_table(*before) if before is not None else None
+            if table is None:
+                rows = listing.table_rows()
+                table = default_table(rows, len(rows))
             listing.store_table(table)
         found = ListResult([], listing.broken, unpulled=unpulled, table=table)
         _keep_default(where, repo, cfg, config_sha, (tip, remote_tip), found)
@@ -316,6 +319,41 @@ def default_table(rows: list[TableRow], total: int) -> str:
     return _layout(header, lines, any(r.replay_of for r in shown))
 
 
+def patched_table(kept: str, added: list[TableRow]) -> str | None:
+    """`default_table` of the runs of `kept` (a default table) and `added` (oldest first, each
+    newer than every run `kept` shows), made by putting the added runs' lines on top of `kept`:
+    what a new run or a pull of new runs changes. None where the added lines would change the
+    layout (a cell wider than its column, a TAGS or NOTE column or the replays' footnote that
+    `kept` lacks): then the table is made whole."""
+    shown = [r for r in reversed(added) if not r.archived]
+    if not shown:
+        return kept
+    header, _nl, body = kept.partition("\n")
+    names = header.split()
+    tags, note = "TAGS" in names, "NOTE" in names
+    if tuple(names) != (*BASE_HEADER, *(["TAGS"] if tags else []), *(["NOTE"] if note else [])):
+        return None  # NO_RUNS, NO_MATCH, or not a table of this layout
+    if (any(r.tags for r in shown) and not tags) or (any(r.note for r in shown) and not note):
+        return None
+    if any(r.replay_of for r in shown) and not kept.endswith(f"\n{REPLAY_NOTE}\n"):
+        return None
+    starts, pos = [], 0
+    for name in names:
+        pos = header.index(name, pos)
+        starts.append(pos)
+        pos += len(name)
+    widths = [b - a - 2 for a, b in zip(starts, starts[1:])]
+    extra = (7,) * tags + (8,) * note
+    lines = [[*r.cells[:7], *(r.cells[i] for i in extra)] for r in shown]
+    if any(len(cell) > width for line in lines for cell, width in zip(line, widths)):
+        return None
+    pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"
+    return "\n".join([header, *((pads % tuple(line)).rstrip() for line in lines), body])
+
+
+REPLAY_NOTE = "* a replay of another run (with how its training matched: bitwise, close or diverged)"
+
+
 def _layout(header: list[str], lines: list[list[str]], replays: bool) -> str:
     """The table: the header, then a line a run (printable cells), each column as wide as its
     widest cell but the last; the replays' footnote under it."""
@@ -324,7 +362,7 @@ def _layout(header: list[str], lines: list[list[str]], replays: bool) -> str:
     pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"  # %-formatting: half of str.format's time a line
     out = [(pads % tuple(r)).rstrip() for r in table]
     if replays:
-        out.append("* a replay of another run (with how its training matched: bitwise, close or diverged)")
+        out.append(REPLAY_NOTE)
     return "\n".join(out) + "\n"
 
 

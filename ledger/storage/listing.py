@@ -256,6 +256,11 @@ class Listing:
         """The default `ledger list` table of this very `runs/` tree, as printed before."""
         return self.view.stored_view() if self.view is not None else None
 
+    def kept_before(self) -> tuple[str, list[TableRow]] | None:
+        """The default table kept for an earlier `runs/` tree, and the runs this one adds to it
+        (`View.kept_before`); None: the table is made whole."""
+        return self.view.kept_before() if self.view is not None else None
+
     def store_table(self, text: str) -> None:
         if self.view is not None:
             self.view.store_view(text)

@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
-from ledger.manifest import shard_of
+from ledger.manifest import RUN_ID_RE, shard_of
 from ledger.storage import coldread
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
 from ledger.storage.listrow import Listed, ListFields, RunReader
-from ledger.storage.listtables import Damaged, entry_of, loads, unpack_json
+from ledger.storage.listtables import CHUNK, Damaged, entry_of, loads, unpack_json
 from ledger.storage.store import RunEntry
 from ledger.storage.summary import SettingValue
 
@@ -373,6 +373,69 @@ class View:
             return zlib.decompress(found[0]).decode("utf-8", "surrogatepass") if found is not None and found[0] is not None else None
         except (sqlite3.Error, zlib.error, TypeError, UnicodeDecodeError):
             return None
+
+    def kept_before(self) -> tuple[str, list[TableRow]] | None:
+        """The default table kept for the latest other `runs/` tree whose runs are all in this one,
+        unchanged, and this tree's readable runs it lacks (oldest first), when each of them comes
+        after the newest run it shows (by start time, then id): then that table, the new runs'
+        lines on top, is this tree's (`commands/listing.py` `patched_table`). None otherwise, or
+        where anything does not read as it should: the table is made whole."""
+        try:
+            return self._kept_before()
+        except (sqlite3.Error, Damaged, zlib.error, TypeError, ValueError, UnicodeDecodeError):
+            return None
+
+    def _kept_before(self) -> tuple[str, list[TableRow]] | None:
+        db = self.index.db
+        found = db.execute(
+            self.sql("SELECT shards, view FROM {t} WHERE tree != ? AND view IS NOT NULL ORDER BY written DESC LIMIT 1"), (self.runs_tree,)
+        ).fetchone()
+        if found is None:
+            return None
+        old_shards: set[str] = set(loads(found[0], list))
+        gone, came = sorted(old_shards - self.shards.keys()), sorted(self.shards.keys() - old_shards)
+        if not came:
+            return None  # a tree with fewer shards: not a tree of new runs
+        counts = dict(self.index.select("SELECT shard, n FROM {s} WHERE shard IN ({marks})", gone))
+        before = [k for _s, k in self.index.select("SELECT shard, k FROM {m} WHERE shard IN ({marks})", gone)]
+        if len(counts) != len(gone) or sum(counts.values()) != len(before):  # a shard collected, or damaged
+            return None
+        now = {k for _s, k in self.index.select("SELECT shard, k FROM {m} WHERE shard IN ({marks})", came)}
+        if not now.issuperset(before):
+            return None  # a run removed or changed (a tag, a note, an archive): its line is not the same
+        text: str = zlib.decompress(found[1]).decode("utf-8", "surrogatepass")
+        added = sorted(now.difference(before))
+        rows = [
+            row
+            for i in range(0, len(added), CHUNK)
+            for row in db.execute(
+                self.sql(
+                    "SELECT m.shard, r.id, r.shown, r.cells, r.started FROM {m} m CROSS JOIN {r} r ON r.k = m.k"
+                    f" WHERE m.k IN ({','.join('?' * len(added[i : i + CHUNK]))}) AND r.broken IS NULL"
+                ),
+                added[i : i + CHUNK],
+            )
+            if row[0] in self.shards
+        ]
+        rows.sort(key=lambda r: (r[4], r[1]))
+        newest = self._newest_shown(text, old_shards)
+        if newest is None or any((r[4], r[1]) <= newest for r in rows):
+            return None
+        return text, _table_rows(self._checked([r[:4] for r in rows]))
+
+    def _newest_shown(self, text: str, old_shards: set[str]) -> tuple[bytes, str] | None:
+        """The (start time, id) of the run on the first line of a kept table, as its tree holds it."""
+        lines = text.split("\n", 2)
+        rid = lines[1].split(" ", 1)[0] if len(lines) > 2 else ""
+        if not RUN_ID_RE.fullmatch(rid):
+            return None
+        keys = [key for key in old_shards if key.rpartition("/")[2] == shard_of(rid)]
+        if len(keys) != 1:
+            return None
+        found = self.index.db.execute(
+            self.sql("SELECT r.started FROM {r} r CROSS JOIN {m} m ON m.k = r.k WHERE r.id = ? AND m.shard = ?"), (rid, keys[0])
+        ).fetchall()
+        return (found[0][0], rid) if len(found) == 1 and type(found[0][0]) is bytes else None
 
     def store_view(self, text: str) -> None:
         """Keep the default table of this tree (a cache: a failure to write is only a miss)."""
