@@ -271,9 +271,7 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
     assert runs_tree is not None and (runs_tree[0], "tree") in rows
 
 
-def test_new_runs_go_on_top_of_the_table_kept_before_and_anything_else_makes_it_whole(
-    proj: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_new_runs_go_on_top_of_the_table_kept_before_and_anything_else_makes_it_whole(proj: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After new runs (a new tip as `ledger run` or a pull of newer runs makes it) the default
     table is the one kept for the tree before, their lines on top. A tag, a cell wider than its
     column or a run older than the newest shown make it whole. Either way it is, byte for byte, the
