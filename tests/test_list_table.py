@@ -6,11 +6,13 @@ run, and none."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
 from ledger.commands.listing import ListResult, default_table, render_list
 from ledger.storage.listrow import FullRow, ListFields, table_cells
+from ledger.storage.listtables import pack
 from ledger.storage.listview import TableRow
 
 RUNS = [
@@ -37,3 +39,15 @@ def test_the_default_table_is_the_general_table(size: int) -> None:
     for runs in itertools.combinations(RUNS, size):
         rows = [TableRow(table_cells(f), f.tags, f.note, f.replay_of, f.archived) for f in runs]
         assert default_table(rows, len(rows)) == _general(list(runs)), [f.id for f in runs]
+
+
+def test_list_json_writes_a_lone_surrogate_escaped_and_every_line_parses() -> None:
+    """`list --json` encodes the listing fields with msgspec, which refuses a lone surrogate (a
+    pulled record's "\\ud800" in its name): that object is written by json, escaped, as before."""
+    plain, odd = RUNS[0], ListFields("20261201-000009-9999", name="bad\ud800name", started="2026-12-01T00:00:09Z")
+    texts = {f.id: (pack({"lr": 1e-6}), pack({})) for f in (plain, odd)}
+    result = ListResult([FullRow(odd, {}, {}), FullRow(plain, {}, {})], {}, with_settings=True, texts=texts)
+    lines = list(result.json_lines())
+    assert [json.loads(line)["name"] for line in lines] == ["bad\ud800name", "plain"]
+    assert all(json.loads(line)["settings"] == {"lr": 1e-6} for line in lines)
+    assert b"\\ud800" in lines[0]

@@ -25,7 +25,7 @@ from ledger.storage.answers import config_fingerprint, repository
 from ledger.storage.git import Repo
 from ledger.storage.listanswer import KeptList, keep_list
 from ledger.storage.listing import Listing, listing_at, load_listing, table_cells
-from ledger.storage.listrow import FullRow, fields_of
+from ledger.storage.listrow import FullRow, ListFields, fields_of
 from ledger.storage.listtables import Damaged, pack, unpack_json
 from ledger.storage.listview import ABSENT, TableRow, Test
 from ledger.storage.staging import list_staged
@@ -109,7 +109,7 @@ class ListResult:
             encode = msgspec.json.Encoder(enc_hook=str).encode
             for row in self.rows:
                 settings, metrics = self._unpacked(row.fields.id, self.texts[row.fields.id])
-                yield b"".join((encode(row.fields)[:-1], b',"settings":', settings or b"{}", b',"metrics":', metrics or b"{}", b"}"))
+                yield b"".join((_head(encode, row.fields), b',"settings":', settings or b"{}", b',"metrics":', metrics or b"{}", b"}"))
         else:  # rows without stored text (`ledger log`, `--changed`): written whole
             whole = self.to_json()
             recorded = whole[len(self.running) :] if self.running_first else whole[: len(whole) - len(self.running)]
@@ -120,6 +120,15 @@ class ListResult:
 
 
 _EMPTY_TEXTS = (pack({}), pack({}))
+
+
+def _head(encode: Callable[[Any], bytes], fields: ListFields) -> bytes:
+    """A run's listing fields as the start of its JSON object (no closing brace). A text holding
+    a lone surrogate (a pulled record's "\\ud800") is not UTF-8: json escapes it, as it did."""
+    try:
+        return encode(fields)[:-1]
+    except UnicodeEncodeError:
+        return json.dumps(msgspec.structs.asdict(fields), default=str).encode()[:-1]
 
 
 def summary(row: FullRow) -> dict[str, object]:
