@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ledger.commands.listtable import BASE_HEADER, NO_MATCH, NO_RUNS, default_table, layout, patched_table
 from ledger.compare.runfilter import RunFilter, Where
 from ledger.config import CONFIG_NAME, Config
 from ledger.errors import LedgerError
@@ -27,7 +28,7 @@ from ledger.storage.listanswer import KeptList, keep_list
 from ledger.storage.listing import Listing, listing_at, load_listing, table_cells
 from ledger.storage.listrow import FullRow, ListFields, fields_of
 from ledger.storage.listtables import Damaged, pack, unpack_json
-from ledger.storage.listview import ABSENT, TableRow, Test
+from ledger.storage.listview import ABSENT, Test
 from ledger.storage.staging import list_staged
 from ledger.storage.store import branch_ref
 from ledger.storage.summary import METRIC_KEYS as SUMMARY_KEYS
@@ -291,11 +292,6 @@ def metric_columns(rows: list[FullRow], globs: tuple[str, ...]) -> list[str]:
     return sorted(filter(matcher(globs), names))
 
 
-BASE_HEADER = ("ID", "NAME", "STATE", "EXIT", "TIME", "PAUSED", "STARTED")
-NO_MATCH = "no runs match (`ledger list --archived` shows archived runs too)\n"
-NO_RUNS = "no runs recorded yet (record one with `ledger run -- CMD`)\n"
-
-
 def render_list(result: ListResult) -> str:
     """A table, one run a line."""
     if result.table is not None:
@@ -311,68 +307,7 @@ def render_list(result: ListResult) -> str:
     lines = running + lines if result.running_first else lines + running
     if result.changes:
         header.append("CHANGED")
-    return _layout(header, lines, any(row.fields.replay_of for row in result.rows))
-
-
-def default_table(rows: list[TableRow], total: int) -> str:
-    """`render_list` of a listing with no option but `--where` and no run in progress (the runs
-    of `rows` not archived, newest first) from each run's kept cells alone (`Listing.table_rows`
-    or `passing_table`, oldest first); `total`: how many readable runs there are."""
-    shown = [r for r in reversed(rows) if not r.archived]
-    if not shown:
-        return NO_MATCH if total else NO_RUNS
-    tags, note = any(r.tags for r in shown), any(r.note for r in shown)
-    header = [*BASE_HEADER, *(["TAGS"] if tags else []), *(["NOTE"] if note else [])]
-    extra = (7,) * tags + (8,) * note  # where TAGS and NOTE are in a run's cells
-    lines = [[*r.cells[:7], *(r.cells[i] for i in extra)] for r in shown]
-    return _layout(header, lines, any(r.replay_of for r in shown))
-
-
-def patched_table(kept: str, added: list[TableRow]) -> str | None:
-    """`default_table` of the runs of `kept` (a default table) and `added` (oldest first, each
-    newer than every run `kept` shows), made by putting the added runs' lines on top of `kept`:
-    what a new run or a pull of new runs changes. None where the added lines would change the
-    layout (a cell wider than its column, a TAGS or NOTE column or the replays' footnote that
-    `kept` lacks): then the table is made whole."""
-    shown = [r for r in reversed(added) if not r.archived]
-    if not shown:
-        return kept
-    header, _nl, body = kept.partition("\n")
-    names = header.split()
-    tags, note = "TAGS" in names, "NOTE" in names
-    if tuple(names) != (*BASE_HEADER, *(["TAGS"] if tags else []), *(["NOTE"] if note else [])):
-        return None  # NO_RUNS, NO_MATCH, or not a table of this layout
-    if (any(r.tags for r in shown) and not tags) or (any(r.note for r in shown) and not note):
-        return None
-    if any(r.replay_of for r in shown) and not kept.endswith(f"\n{REPLAY_NOTE}\n"):
-        return None
-    starts, pos = [], 0
-    for name in names:
-        pos = header.index(name, pos)
-        starts.append(pos)
-        pos += len(name)
-    widths = [b - a - 2 for a, b in zip(starts, starts[1:])]
-    extra = (7,) * tags + (8,) * note
-    lines = [[*r.cells[:7], *(r.cells[i] for i in extra)] for r in shown]
-    if any(len(cell) > width for line in lines for cell, width in zip(line, widths)):
-        return None
-    pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"
-    return "\n".join([header, *((pads % tuple(line)).rstrip() for line in lines), body])
-
-
-REPLAY_NOTE = "* a replay of another run (with how its training matched: bitwise, close or diverged)"
-
-
-def _layout(header: list[str], lines: list[list[str]], replays: bool) -> str:
-    """The table: the header, then a line a run (printable cells), each column as wide as its
-    widest cell but the last; the replays' footnote under it."""
-    table = [[printable_cell(c) for c in header], *lines]
-    widths = [max(map(len, column)) for column in list(zip(*table))[:-1]]
-    pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"  # %-formatting: half of str.format's time a line
-    out = [(pads % tuple(r)).rstrip() for r in table]
-    if replays:
-        out.append(REPLAY_NOTE)
-    return "\n".join(out) + "\n"
+    return layout(header, lines, any(row.fields.replay_of for row in result.rows))
 
 
 def _run_row(result: ListResult, row: FullRow, tags_column: bool, note_column: bool) -> list[str]:

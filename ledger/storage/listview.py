@@ -378,7 +378,7 @@ class View:
         """The default table kept for the latest other `runs/` tree whose runs are all in this one,
         unchanged, and this tree's readable runs it lacks (oldest first), when each of them comes
         after the newest run it shows (by start time, then id): then that table, the new runs'
-        lines on top, is this tree's (`commands/listing.py` `patched_table`). None otherwise, or
+        lines on top, is this tree's (`commands/listtable.py` `patched_table`). None otherwise, or
         where anything does not read as it should: the table is made whole."""
         try:
             return self._kept_before()
@@ -425,8 +425,8 @@ class View:
 
     def _newest_shown(self, text: str, old_shards: set[str]) -> tuple[bytes, str] | None:
         """The (start time, id) of the run on the first line of a kept table, as its tree holds it."""
-        lines = text.split("\n", 2)
-        rid = lines[1].split(" ", 1)[0] if len(lines) > 2 else ""
+        first = text.split("\n", 2)[1:2]  # the line of the newest run shown, if any
+        rid = first[0].split(" ", 1)[0] if first else ""
         if not RUN_ID_RE.fullmatch(rid):
             return None
         keys = [key for key in old_shards if key.rpartition("/")[2] == shard_of(rid)]
