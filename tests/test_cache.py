@@ -83,6 +83,6 @@ def test_the_manifest_cache_keeps_one_table_for_this_parsing_code(tmp_path: Path
     cache.put_many({"a": {"parsed": "now"}})
     assert ManifestCache(tmp_path).get_many(["a"]) == {"a": {"parsed": "now"}}
     tables = sqlite3.connect(tmp_path / "ledger" / "manifests.sqlite").execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    version = code_version(LISTING_CODE)
+    version = code_version(*LISTING_CODE)
     index = sorted(table_names(version).values())  # the listing index's tables
     assert sorted(name for (name,) in tables) == [f"m_{version}", *index]  # the manifests, the listing index

@@ -20,6 +20,7 @@ from conftest import ledger, module_home, toy_repo
 
 import ledger as ledger_package
 from ledger.cache import tree_version
+from ledger.storage.manifestcache import LISTING_CODE
 
 EMIT = "for i in range(3):\n    print(f\"[2026-12-04 10:00:0{i}] train.py:9 - step {i}: {{'train/loss': {1 / (i + 1)}}}\")\n"
 
@@ -50,18 +51,26 @@ def _tables(repo: Path) -> set[str]:
 # kind -> (a module whose code computes what the cache holds, found through the module that
 # keys the cache, the verb that fills it, what it holds, whether the old code's entries stay: the
 # manifests database keeps one code's tables)
-CASES: dict[str, tuple[str, str, str, Callable[[Path, Path], set[str]], bool]] = {
-    "config": ("config.py", "ledger.configload", "list", lambda repo, home: _files(repo / ".git" / "ledger" / "config"), True),
-    "host": ("capture/hostfacts.py", "ledger.capture.hostfacts", "run", lambda repo, home: _files(repo / ".git" / "ledger" / "host"), True),
+CASES: dict[str, tuple[str, tuple[str, ...], str, Callable[[Path, Path], set[str]], bool]] = {
+    "config": ("config.py", ("ledger.configload",), "list", lambda repo, home: _files(repo / ".git" / "ledger" / "config"), True),
+    "host": (
+        "capture/hostfacts.py",
+        ("ledger.capture.hostfacts",),
+        "run",
+        lambda repo, home: _files(repo / ".git" / "ledger" / "host"),
+        True,
+    ),
     "catalogue": (
         "redact/gitleaks.py",
-        "ledger.redact.catalogue",
+        ("ledger.redact.catalogue",),
         "run",
         lambda repo, home: _files(home / ".cache" / "ledger" / "catalogue"),
         True,
     ),
     # textfmt: imported by listrow through termstyle, it writes the table's cells the index keeps
-    "manifests and listing index": ("textfmt.py", "ledger.storage.listing", "list", lambda repo, home: _tables(repo), False),
+    "manifests and listing index": ("textfmt.py", LISTING_CODE, "list", lambda repo, home: _tables(repo), False),
+    # the default table kept per `runs/` tree: laid out by code the listing never imports
+    "listing index, its kept table": ("storage/listtable.py", LISTING_CODE, "list", lambda repo, home: _tables(repo), False),
 }
 # a module none of those caches' code runs (the heat guard's): changing it is no miss
 ELSEWHERE = "heat/guard.py"
@@ -76,8 +85,8 @@ def test_a_change_to_a_module_it_depends_on_is_a_miss(recorded: tuple[Path, Path
     package = _changed_copy(tmp_path, module)
     _run(repo, home, package, verb)
     made = entries(repo, home) - before
-    version = tree_version(package / "ledger", modules=(keyed_by,))
-    assert version != tree_version(Path(ledger_package.__file__).parent, modules=(keyed_by,))
+    version = tree_version(package / "ledger", modules=keyed_by)
+    assert version != tree_version(Path(ledger_package.__file__).parent, modules=keyed_by)
     assert made and all(version in name for name in made), (kind, made, version)
     after = entries(repo, home)
     assert before <= after if keeps_old else not before & after  # left for the old code, or dropped
@@ -91,8 +100,8 @@ def test_a_change_to_code_the_caches_never_run_keeps_every_entry(recorded: tuple
     installed = Path(ledger_package.__file__).parent
     assert tree_version(package / "ledger") != tree_version(installed)  # another ledger all the same
     for kind, (_module, keyed_by, verb, entries, _keeps) in CASES.items():
-        version = tree_version(installed, modules=(keyed_by,))
-        assert tree_version(package / "ledger", modules=(keyed_by,)) == version
+        version = tree_version(installed, modules=keyed_by)
+        assert tree_version(package / "ledger", modules=keyed_by) == version
         listed = ledger(repo, "list").stdout  # by this ledger: its index now holds every run
         before = entries(repo, home)
         r = _run(repo, home, package, verb)

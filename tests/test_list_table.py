@@ -11,8 +11,8 @@ import json
 import pytest
 
 from ledger.commands.listing import ListResult, render_list
-from ledger.commands.listtable import default_table
 from ledger.storage.listrow import FullRow, ListFields, table_cells
+from ledger.storage.listtable import default_table
 from ledger.storage.listtables import pack
 from ledger.storage.listview import TableRow
 

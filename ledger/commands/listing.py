@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ledger.commands.listtable import BASE_HEADER, NO_MATCH, NO_RUNS, default_table, layout, patched_table
 from ledger.compare.runfilter import RunFilter, Where
 from ledger.config import CONFIG_NAME, Config
 from ledger.errors import LedgerError
@@ -27,6 +26,7 @@ from ledger.storage.git import Repo
 from ledger.storage.listanswer import KeptList, keep_list
 from ledger.storage.listing import Listing, listing_at, load_listing, table_cells
 from ledger.storage.listrow import FullRow, ListFields, fields_of
+from ledger.storage.listtable import BASE_HEADER, NO_MATCH, NO_RUNS, default_table, layout, patched_table
 from ledger.storage.listtables import Damaged, pack, unpack_json
 from ledger.storage.listview import ABSENT, Test
 from ledger.storage.staging import list_staged

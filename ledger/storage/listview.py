@@ -378,7 +378,7 @@ class View:
         """The default table kept for the latest other `runs/` tree whose runs are all in this one,
         unchanged, and this tree's readable runs it lacks (oldest first), when each of them comes
         after the newest run it shows (by start time, then id): then that table, the new runs'
-        lines on top, is this tree's (`commands/listtable.py` `patched_table`). None otherwise, or
+        lines on top, is this tree's (`storage/listtable.py` `patched_table`). None otherwise, or
         where anything does not read as it should: the table is made whole."""
         try:
             return self._kept_before()

@@ -46,8 +46,9 @@ def is_read_only() -> bool:
     return _READ_ONLY.get()
 
 
-# the module whose code, with all it imports, computes what the database holds
-LISTING_CODE = "ledger.storage.listing"
+# the modules whose code, with all they import, computes what the database holds: the rows, and
+# the default table kept per `runs/` tree (laid out by `listtable`, which the listing never imports)
+LISTING_CODE = ("ledger.storage.listing", "ledger.storage.listtable")
 
 
 class ManifestCache:
@@ -62,7 +63,7 @@ class ManifestCache:
         self._db: sqlite3.Connection | None = None
         # one table per version of the code that reads run folders into rows (ledger/cache.py);
         # older tables are dropped
-        self.version = code_version(LISTING_CODE)
+        self.version = code_version(*LISTING_CODE)
         self._table = f"m_{self.version}"
         self._tables = {self._table, *table_names(self.version).values()}
         if _READ_ONLY.get():  # reads what is there, writes nothing (a write is only a cache miss)
