@@ -113,6 +113,11 @@ def _same_as_cold(root: Path) -> None:
             if shape:
                 assert json.loads(listed.stdout) == json.loads(cold_listed.stdout), args
             assert listed.stdout == again.stdout == cold_listed.stdout, (shape, args)
+    # `-n N` decodes only the newest N passing runs: the same runs as the first N of all of them
+    for args in FILTERS:
+        every = json.loads(ledger(root, "list", "--json", *args).stdout)
+        assert json.loads(ledger(root, "list", "--json", "-n", "3", *args).stdout) == every[:3], args
+        assert json.loads(ledger(root, "list", "--json", "-n", "3", "--reverse", *args).stdout) == every[:3][::-1], args
     # the default and `--where` tables, made from the kept cells alone, are the general table's
     for args in FILTERS:
         every = ledger(root, "list", *args, "-n", "1000000")  # the newest million: all, through the general table

@@ -121,6 +121,7 @@ class ListResult:
 
 
 _EMPTY_TEXTS = (pack({}), pack({}))
+_FEW_TEXTS = 1000  # runs shown (`list --json -n N`) under which their texts are asked for by id
 
 
 def _head(encode: Callable[[Any], bytes], fields: ListFields) -> bytes:
@@ -206,7 +207,8 @@ def list_runs(
     if listing.view is not None and plain and not running and flt == RunFilter(flt.where):  # `--where` alone: the passing runs' kept cells
         rows = listing.passing_table(tuple(_test(listing, w) for w in flt.where))
         return ListResult([], listing.broken, unpulled=unpulled, table=default_table(rows, listing.count()))
-    kept, cells, oldest_id, total = _recorded(listing, flt, cells=not with_settings)
+    newest = max(0, limit - len(running)) if limit and not listing.loaded else None  # `-n`: only those are decoded
+    kept, cells, oldest_id, total = _recorded(listing, flt, cells=not with_settings, newest=newest)
     shown = kept
     if limit:  # the newest N of all: runs in progress are newer than every recorded run
         running = running[-limit:]
@@ -232,7 +234,8 @@ def list_runs(
     result.metric_columns = metric_columns(shown, metric_globs)
     result.with_settings = with_settings
     if with_settings and not changed and listing.view is not None:
-        texts = listing.packed_texts()
+        ids = [row.fields.id for row in shown]
+        texts = listing.packed_texts(ids if len(ids) < _FEW_TEXTS else None)  # a few runs' texts, asked by id
         result.texts = {rid: texts.get(rid, _EMPTY_TEXTS) for rid in (row.fields.id for row in shown)}
         result.forget_text = listing.forget_text
     if changed:
@@ -253,10 +256,16 @@ def _running(repo: Repo, listing: Listing, flt: RunFilter) -> list[LiveRow]:
     return [r for r in running if flt.keep(FullRow(r.fields, {}, {}))]
 
 
-def _recorded(listing: Listing, flt: RunFilter, cells: bool = True) -> tuple[list[FullRow], dict[str, tuple[str, ...]], str | None, int]:
-    """The recorded runs `flt` keeps, oldest first, and (`cells`: for a table) their table cells;
-    the id of the oldest run of all (where every run's settings were read for the change sets)
-    and how many runs there are. A `--where` is one query of the index (`Listing.passing`)."""
+def _recorded(
+    listing: Listing, flt: RunFilter, cells: bool = True, newest: int | None = None
+) -> tuple[list[FullRow], dict[str, tuple[str, ...]], str | None, int]:
+    """The recorded runs `flt` keeps, oldest first (`newest`: only the newest that many), and
+    (`cells`: for a table) their table cells; the id of the oldest run of all (where every run's
+    settings were read for the change sets) and how many runs there are. A `--where` is one
+    query of the index (`Listing.passing`)."""
+    if newest is not None and not listing.loaded:
+        found = listing.newest(tuple(_test(listing, w) for w in flt.where), newest, flt.passes_fields, cells)
+        return [FullRow(f.fields, {}, {}) for f in found.values()], {rid: f.cells for rid, f in found.items()}, None, listing.count()
     if listing.loaded:  # `ledger log`, `--changed`: every run's settings are at hand, filtered here
         rows = [FullRow(fields_of(m), m.get("settings") or {}, m.get("metrics") or {}) for m in listing.ordered()]
         kept = [r for r in rows if flt.keep(r)]

@@ -223,9 +223,10 @@ class Listing:
         """Every run's settings and summary metrics as JSON text (ASCII bytes)."""
         return self._ask(lambda v: v.texts()) if self.view is not None else {}
 
-    def packed_texts(self) -> dict[str, tuple[bytes, bytes]]:
-        """`texts` as stored, compressed (`View.packed_texts`; `listtables.unpack_json` reads one)."""
-        return self._ask(lambda v: v.packed_texts()) if self.view is not None else {}
+    def packed_texts(self, ids: Sequence[str] | None = None) -> dict[str, tuple[bytes, bytes]]:
+        """`texts` as stored, compressed, of every run or of `ids` (`View.packed_texts`;
+        `listtables.unpack_json` reads one)."""
+        return self._ask(lambda v: v.packed_texts(ids)) if self.view is not None else {}
 
     def forget_text(self, rid: str) -> None:
         """Drop a run's stored texts, found damaged after `packed_texts` (`View.forget_text`)."""
@@ -235,6 +236,10 @@ class Listing:
     def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
         """The listing fields and table cells of the runs that pass every test, oldest first (`View.passing`)."""
         return self._ask(lambda v: v.passing(tests)) if self.view is not None else {}
+
+    def newest(self, tests: Sequence[Test], n: int, keep: Callable[[ListFields], bool], cells: bool = True) -> dict[str, Listed]:
+        """The newest `n` readable runs that pass `tests` and `keep`, oldest first (`View.newest`)."""
+        return self._ask(lambda v: v.newest(tests, n, keep, cells)) if self.view is not None else {}
 
     def passing_table(self, tests: Sequence[Test]) -> list[TableRow]:
         """`passing`, as the rows of a table (`table_rows`)."""

@@ -195,6 +195,23 @@ class View:
         found = self.rows("shard, id, shown, " + ("cells" if cells else "NULL"), both, params, by_run=bool(cond))
         return self._decoded(found, cells)
 
+    def newest(self, tests: Sequence[Test], n: int, keep: Callable[[ListFields], bool], cells: bool = True) -> dict[str, Listed]:
+        """`passing(tests)` (every readable run without tests), only the newest `n` runs whose
+        fields `keep` passes, oldest first: the rows are decoded from the newest back until there
+        are `n` (`list -n 20` of 100,000 runs decodes ~20 rows, not every one)."""
+        if tests:
+            found = self.passing_rows(tests)
+        else:
+            found = self.rows("shard, id, shown, " + ("cells" if cells else "NULL"), "broken IS NULL")
+        out: list[tuple[str, Listed]] = []
+        for values, c in self._checked(reversed(found), cells) if n > 0 else ():
+            fields = ListFields(*values)
+            if keep(fields):
+                out.append((values[0], Listed(fields, c)))
+                if len(out) == n:
+                    break
+        return dict(reversed(out))
+
     def _decoded(self, found: Iterable[tuple[Any, ...]], cells: bool = True) -> dict[str, Listed]:
         """(shard, id, shown, cells) rows as `Listed` by run id (`_checked`)."""
         return {values[0]: Listed(ListFields(*values), c) for values, c in self._checked(found, cells)}
@@ -298,15 +315,25 @@ class View:
                 out.update(part)
         return out
 
-    def packed_texts(self) -> dict[str, tuple[bytes, bytes]]:
+    def packed_texts(self, ids: Sequence[str] | None = None) -> dict[str, tuple[bytes, bytes]]:
         """`texts` as stored, compressed (`unpack_json` reads one): a listing of every run's
-        settings inflates each as it writes it, never all of them at once (~5 KB a run)."""
-        self.index.fill_texts(list(self.shards))
+        settings inflates each as it writes it, never all of them at once (~5 KB a run). `ids`:
+        only those runs' (`list --json -n 20`), read and, the first time, written for their shards alone."""
+        names = None if ids is None else {shard_of(rid) for rid in ids}
+        self.index.fill_texts([key for key, name in self.shards.items() if names is None or name in names])
         where, params = self._where()
         joins = "{m} m CROSS JOIN {r} r ON r.k = m.k CROSS JOIN {x} x ON x.k = m.k"
         sql = f"SELECT r.id, x.settings, x.metrics FROM {joins} WHERE m.{where}"
         try:
-            return {rid: (settings, metrics) for rid, settings, metrics in self.index.db.execute(self.sql(sql), params)}
+            if ids is None:
+                return {rid: (settings, metrics) for rid, settings, metrics in self.index.db.execute(self.sql(sql), params)}
+            return {
+                rid: (settings, metrics)
+                for i in range(0, len(ids), CHUNK)
+                for rid, settings, metrics in self.index.db.execute(
+                    self.sql(f"{sql} AND r.id IN ({','.join('?' * len(ids[i : i + CHUNK]))})"), (*params, *ids[i : i + CHUNK])
+                )
+            }
         except sqlite3.Error as exc:
             raise Damaged from exc
 
