@@ -65,7 +65,7 @@ def _built(root: Path, readers: int, monkeypatch: pytest.MonkeyPatch) -> tuple[l
     create_tables(db, cache.version)
     reader = _Counting(repo, cache)
     view = index_view(ListIndex(db, cache.version), repo, _runs_tree(repo), reader)
-    texts_read = view.texts()  # every readable run's settings and metrics text, read again (inflated by threads)
+    texts_read = view.texts()  # every readable run's settings and metrics text, read again
     t = table_names(cache.version)
     rows = db.execute(
         f"SELECT r.k, r.id, r.tree, r.entry, r.broken, r.started, r.name, r.archived, s.keys, m.keys, r.fields, r.cells, r.shown"

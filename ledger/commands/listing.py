@@ -85,6 +85,12 @@ class ListResult:
             ) from None
 
     def to_json(self) -> list[dict[str, object]]:
+        out = self._recorded_json()
+        live = [r.to_dict() for r in self.running]
+        return live + out if self.running_first else out + live
+
+    def _recorded_json(self) -> list[dict[str, object]]:
+        """The recorded runs' objects of `to_json`, in `rows`' order."""
         out = []
         for row in self.rows:
             item = summary(row)
@@ -95,8 +101,7 @@ class ListResult:
             if self.changes:
                 item["changed"] = self.changes.get(row.fields.id, [])
             out.append(item)
-        live = [r.to_dict() for r in self.running]
-        return live + out if self.running_first else out + live
+        return out
 
     def json_lines(self) -> Iterator[bytes]:
         """`to_json()`'s objects as compact JSON, one a line, as UTF-8:
@@ -112,9 +117,7 @@ class ListResult:
                 settings, metrics = self._unpacked(row.fields.id, self.texts[row.fields.id])
                 yield b"".join((_head(encode, row.fields), b',"settings":', settings or b"{}", b',"metrics":', metrics or b"{}", b"}"))
         else:  # rows without stored text (`ledger log`, `--changed`): written whole
-            whole = self.to_json()
-            recorded = whole[len(self.running) :] if self.running_first else whole[: len(whole) - len(self.running)]
-            for item in recorded:
+            for item in self._recorded_json():
                 yield json.dumps(item, default=str).encode()
         if not self.running_first:
             yield from live

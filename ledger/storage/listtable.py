@@ -54,8 +54,7 @@ def patched_table(kept: str, added: list[TableRow]) -> str | None:
     lines = [[*r.cells[:7], *(r.cells[i] for i in extra)] for r in shown]
     if any(len(cell) > width for line in lines for cell, width in zip(line, widths)):
         return None
-    pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"
-    return "\n".join([header, *((pads % tuple(line)).rstrip() for line in lines), body])
+    return "\n".join([header, *_lines(widths, lines), body])
 
 
 REPLAY_NOTE = "* a replay of another run (with how its training matched: bitwise, close or diverged)"
@@ -66,8 +65,14 @@ def layout(header: list[str], lines: list[list[str]], replays: bool) -> str:
     widest cell but the last; the replays' footnote under it."""
     table = [[printable_cell(c) for c in header], *lines]
     widths = [max(map(len, column)) for column in list(zip(*table))[:-1]]
-    pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"  # %-formatting: half of str.format's time a line
-    out = [(pads % tuple(r)).rstrip() for r in table]
+    out = _lines(widths, table)
     if replays:
         out.append(REPLAY_NOTE)
     return "\n".join(out) + "\n"
+
+
+def _lines(widths: list[int], rows: list[list[str]]) -> list[str]:
+    """Each row as a table line: every cell but the last padded to its column's width, two
+    spaces between columns (%-formatting: half of str.format's time a line)."""
+    pads = "  ".join(f"%-{w}s" for w in widths) + "  %s"
+    return [(pads % tuple(row)).rstrip() for row in rows]
