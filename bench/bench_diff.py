@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import ROOT, ledger_argv, report, scratch_repo, sh
+from common import IMPORT_ALL, ROOT, imported_by, ledger_argv, report, scratch_repo, sh
 
 CACHES = ("answers", "diffs", "replicas", "metrics")
 
@@ -104,9 +104,13 @@ def main() -> None:
     }
     commits = subprocess.run(["git", "rev-parse", "experiments~2", "experiments~1"], cwd=repo, check=True, capture_output=True, text=True)
     git = ["git", "diff", "--stat", *commits.stdout.split(), "--", "runs"]  # the two runs' commits (notes move the tip)
-    times: dict[str, list[tuple[float, float]]] = {"git": []}
+    _clear(repo)
+    modules = imported_by(diff, repo, repo.parent / "diff-modules.txt")  # what a first diff imports
+    importing = [sys.executable, "-c", IMPORT_ALL, str(modules)]
+    times: dict[str, list[tuple[float, float]]] = {"git": [], "floor": []}
     for _ in range(args.rounds):
         times["git"].append(_timed(git, repo))
+        times["floor"].append(_timed(importing, repo))
         for who, python in pythons.items():
             for name, case in cases.items():
                 times.setdefault(f"{who}: {name}", []).append(case(python))
@@ -121,7 +125,12 @@ def main() -> None:
         if name == "git":
             continue
         wall, cpu = statistics.median(w for w, _ in values), statistics.median(c for _, c in values)
-        rows.append((f"ledger diff, {name}", f"wall {wall:.3f} s ({wall / base_wall:.1f}x), CPU {cpu:.3f} s ({cpu / base_cpu:.1f}x)"))
+        what = (
+            f"importing the {len(modules.read_text().split())} modules a first diff loads, nothing else"
+            if name == "floor"
+            else f"ledger diff, {name}"
+        )
+        rows.append((what, f"wall {wall:.3f} s ({wall / base_wall:.1f}x), CPU {cpu:.3f} s ({cpu / base_cpu:.1f}x)"))
     read, unpickled = _table_read_vs_unpickled(repo, args.rounds * 4)
     rows.append(("a 10,000-step table: read from git / from a pickle file (a cache of tables)", f"{read:.4f} s / {unpickled:.4f} s"))
     rows.append(("load average at the end", " ".join(f"{x:.1f}" for x in os.getloadavg())))

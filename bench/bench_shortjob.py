@@ -12,7 +12,7 @@ import argparse
 import statistics
 import sys
 
-from common import ledger_argv, report, short_job_repo, timed
+from common import import_floor, imported_by, ledger_argv, report, short_job_repo, timed
 
 
 def main() -> None:
@@ -24,17 +24,24 @@ def main() -> None:
     job = [sys.executable, "job.py", str(args.lines)]
     under = ledger_argv("run", "--no-heat-guard", "--", *job)
     cold = timed(under, repo) - timed(job, repo)
-    bare, led = [], []
+    modules = imported_by(["run", "--no-heat-guard", "--", *job], repo, repo.parent / "run-modules.txt")
+    bare, led, floor = [], [], []
     for _ in range(args.pairs):
         bare.append(timed(job, repo))
         led.append(timed(under, repo))
+        floor.append(import_floor(modules, repo))
     above = statistics.median(b - a for a, b in zip(bare, led))
+    count = len(modules.read_text().split())
     report(
         f"a real short job ({args.lines} step lines) bare and under `ledger run`, {args.pairs} interleaved pairs (bench/bench_shortjob.py)",
         [
             ("bare job (median)", f"{statistics.median(bare):.3f} s"),
             ("under ledger run (median)", f"{statistics.median(led):.3f} s"),
             ("above the bare job (median of pairs)", f"{above:.3f} s (target <= 0.25 s)"),
+            (
+                f"importing the {count} modules a run loads, nothing else (median)",
+                f"{statistics.median(floor):.3f} s (the floor under the run)",
+            ),
             ("first run of a fresh home, above bare", f"{cold:.3f} s (compiles and caches the rules' database)"),
         ],
     )

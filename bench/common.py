@@ -73,6 +73,37 @@ def ledger_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "ledger", *args]
 
 
+# runs ledger's entry point, then writes the names of the modules it imported to argv[1]
+_RECORD_IMPORTS = """import atexit, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+sys.argv[0] = "ledger"
+from ledger.main import entry
+entry()
+"""
+
+# imports each module named in argv[1] that imports alone (a few, like `__main__`, do not)
+IMPORT_ALL = """import importlib, sys
+for name in open(sys.argv[1]).read().split():
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+"""
+
+
+def imported_by(args: list[str], cwd: Path, out: Path) -> Path:
+    """Run `ledger *args` in `cwd` once and write the names of every module it imported to `out`."""
+    sh([sys.executable, "-c", _RECORD_IMPORTS, str(out), *args], cwd=cwd)
+    return out
+
+
+def import_floor(modules: Path, cwd: Path) -> float:
+    """Wall time of a fresh interpreter that only imports the modules named in `modules` (from
+    `imported_by`): what a command pays before it does anything, the floor under its time."""
+    return timed([sys.executable, "-c", IMPORT_ALL, str(modules)], cwd)
+
+
 def report(title: str, rows: list[tuple[str, str]]) -> None:
     print(f"\n## {title}")
     width = max(len(k) for k, _ in rows)
