@@ -24,7 +24,6 @@ reference all follow the declaration.
 # than parsed from strings by msgspec on the first decode, which is on every command's start-up.
 import functools
 import typing
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -232,8 +231,7 @@ DEFAULTS = Config()  # every default, for modules that take one as an argument
 
 
 # ---- the declaration, read: for validation, `ledger init`'s file and docs/config.md ----------------
-@dataclass(frozen=True)
-class Declared:
+class Declared(msgspec.Struct, frozen=True):
     """One key of the file: where it is, where `Config` keeps it, its type, default and `key()`."""
 
     path: str  # the YAML path, "heat_guard.pause_at"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+import msgspec
 
 from ledger.errors import RunNotFound, UsageError
 from ledger.manifest import RUN_ID_RE
@@ -49,8 +50,7 @@ def check_run_name(name: str) -> None:
         raise UsageError(f"--name {shown!r} holds {' '.join(repr(c) for c in bad)}, which a name cannot", fix)
 
 
-@dataclass(frozen=True)
-class RunRef:
+class RunRef(msgspec.Struct, frozen=True):
     """A user's name for a run, classified."""
 
     text: str

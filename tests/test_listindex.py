@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from conftest import git, ledger, make_repo, module_home
 
@@ -422,10 +423,8 @@ def _runs_tree(repo: Repo) -> str:
 class _Counting(RunReader):
     """The real reader, noting each folder it reads (`folder`) and each run whose settings it reads (`full`)."""
 
-    def __init__(self, repo: Repo, cache: ManifestCache):
-        super().__init__(repo, cache)
-        self.folders: list[str] = []
-        self.full_reads: list[str] = []
+    folders: list[str] = msgspec.field(default_factory=list)
+    full_reads: list[str] = msgspec.field(default_factory=list)
 
     def folder(self, run_id: str, path: str, tree: str) -> RunRow:
         self.folders.append(run_id)

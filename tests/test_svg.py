@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.compare.diffcore import build_report
@@ -43,8 +42,7 @@ def test_time_unit_follows_run_length() -> None:
     assert time_unit(5 * 3600) == ("hours", 3600.0)
 
 
-@dataclass(frozen=True)
-class NodeSample(Sample):
+class NodeSample(Sample, frozen=True):
     """A sample with the `node` field multi-node heat logs add (issue 13)."""
 
     node: str | None = None

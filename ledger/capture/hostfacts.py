@@ -16,9 +16,10 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.cache import LocalCache
 
@@ -47,8 +48,7 @@ print(json.dumps({"python_version": platform.python_version(),
 _TIMEOUT_S = 60
 
 
-@dataclass
-class CheckoutFacts:
+class CheckoutFacts(msgspec.Struct):
     """The state of one source checkout: its HEAD commit and whether tracked files changed."""
 
     path: str
@@ -56,16 +56,15 @@ class CheckoutFacts:
     dirty: bool | None = None
 
 
-@dataclass
-class HostFacts:
+class HostFacts(msgspec.Struct):
     """Versions seen by the job's interpreter, source checkout states, and what went wrong."""
 
     python: str
     python_version: str | None = None
     executable: str | None = None
-    packages: dict[str, str | None] = field(default_factory=dict)
-    checkouts: dict[str, CheckoutFacts] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
+    packages: dict[str, str | None] = msgspec.field(default_factory=dict)
+    checkouts: dict[str, CheckoutFacts] = msgspec.field(default_factory=dict)
+    errors: list[str] = msgspec.field(default_factory=list)
 
     def to_manifest(self) -> dict[str, Any]:
         """The manifest `software` section as a plain dict."""

@@ -16,9 +16,10 @@ import hashlib
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.cache import LocalCache
 from ledger.understand.dockerargv import detect_image_in_argv
@@ -86,16 +87,15 @@ _LABEL_PREFIXES = ("miles.", "org.opencontainers.image.")
 _CONTAINER_TIMEOUT_S = 120
 
 
-@dataclass
-class ImageFacts:
+class ImageFacts(msgspec.Struct):
     """What is known about one image: identity, labels, probe answers, and what went wrong."""
 
     ref: str
     id: str | None = None
     digest: str | None = None
-    labels: dict[str, str] = field(default_factory=dict)
-    probes: dict[str, str | None] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
+    labels: dict[str, str] = msgspec.field(default_factory=dict)
+    probes: dict[str, str | None] = msgspec.field(default_factory=dict)
+    errors: list[str] = msgspec.field(default_factory=list)
     cached: bool = False
 
     def to_manifest(self) -> dict[str, Any]:

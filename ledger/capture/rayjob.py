@@ -24,8 +24,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ledger.config import DEFAULT_RAY_DASHBOARD
 from ledger.installhint import RAY_PACKAGE, install_hint
@@ -36,8 +37,7 @@ TERMINAL = tuple(RUN_STATE)
 DEFAULT_ADDRESS = DEFAULT_RAY_DASHBOARD
 
 
-@dataclass(frozen=True)
-class JobEnd:
+class JobEnd(msgspec.Struct, frozen=True):
     """How a followed Ray job ended; `status` None when Ray could not be reached."""
 
     submission_id: str
@@ -57,8 +57,7 @@ def _unread(submission_id: str, address: str, error: str) -> JobEnd:
     return JobEnd(submission_id, address, None, None, False, None, error, 0.0, waiting=True)
 
 
-@dataclass(frozen=True)
-class Missing:
+class Missing(msgspec.Struct, frozen=True):
     """`settle` found no such job on the cluster (the launcher ended before it submitted)."""
 
     submission_id: str
@@ -217,8 +216,7 @@ def settle(
     )
 
 
-@dataclass(frozen=True)
-class _Stopped:
+class _Stopped(msgspec.Struct, frozen=True):
     """What `_stop` saw: Ray's last answer, whether the stop was asked, what went wrong."""
 
     info: Any
@@ -275,8 +273,7 @@ def missing_logs(address: str | None, submission_id: str, seen: bytes) -> bytes:
     return logs
 
 
-@dataclass(frozen=True)
-class JobState:
+class JobState(msgspec.Struct, frozen=True):
     """What Ray says of one job now (`job_state`); `error` set when Ray could not be asked."""
 
     submission_id: str

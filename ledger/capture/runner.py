@@ -15,18 +15,18 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
+
+import msgspec
 
 from ledger.errors import EXIT_CANNOT_EXECUTE, EXIT_COMMAND_NOT_FOUND, LedgerError
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-@dataclass(frozen=True)
-class JobResult:
+class JobResult(msgspec.Struct, frozen=True):
     """How the job ended."""
 
     exit_code: int  # the code ledger exits with: the job's, or 128+N for death by signal N

@@ -42,7 +42,7 @@ from ledger.termstyle import say, terminal_fd
 @click.argument("extra", nargs=-1, type=click.UNPROCESSED)
 def replay(run_name: str, sets: tuple[str, ...], extra: tuple[str, ...], seeds: str | None, **options: Any) -> int:
     """Re-run one side of RUN on its recorded samples: ledger replay RUN [OPTIONS] [-- EXTRA ARGS]."""
-    # the options above are ReplayOptions' fields by name: one spelling of each, checked by the dataclass
+    # the options above are ReplayOptions' fields by name: one spelling of each, checked by the Struct
     opts = ReplayOptions(run=run_name, sets=list(sets), extra=[x for x in extra if x != "--"], **options)
     ask = None if opts.yes or not sys.stdin.isatty() else (lambda q, default: click.confirm(q, default=default, err=True))
     return replay_cmd(Path.cwd(), opts, seeds, say=say, terminal_fd=terminal_fd(), stdout=echo_text, confirm=ask)

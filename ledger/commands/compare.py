@@ -4,9 +4,10 @@ summary metrics side by side; `--html FILE` overlays every logged metric (`compa
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.compare.changes import changed_settings
 from ledger.errors import UsageError
@@ -22,8 +23,7 @@ from ledger.textfmt import ABSENT, is_absent, note_cell, show_value
 from ledger.understand.settings import DEFAULT_IGNORE
 
 
-@dataclass(frozen=True)
-class ComparedRun:
+class ComparedRun(msgspec.Struct, frozen=True):
     """One run's column: who it is (its listing fields), its settings and its summary metrics."""
 
     who: ListFields
@@ -48,14 +48,13 @@ class ComparedRun:
         return {"id": w.id, "name": w.name, "state": w.state, "started": w.started, "tags": w.tags, "note": w.note, "trackers": w.trackers}
 
 
-@dataclass
-class CompareResult:
+class CompareResult(msgspec.Struct):
     """Runs in the order named, the settings that differ (one value per run), their summary metrics."""
 
     runs: list[ComparedRun]
     settings: dict[str, list[Any]]  # only the settings that are not the same in every run
     metrics: dict[str, list[MetricSummary | None]]  # per metric, per run: last/min/max and steps
-    tables: list[MetricsTable | None] = field(default_factory=list)  # per-step metrics, for --html
+    tables: list[MetricsTable | None] = msgspec.field(default_factory=list)  # per-step metrics, for --html
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.errors import LedgerError
 from ledger.fsutil import write_atomic
@@ -20,13 +21,12 @@ from ledger.runref import resolve
 from ledger.storage.store import read_file_at
 
 
-@dataclass
-class HeatResult:
+class HeatResult(msgspec.Struct):
     """The terminal summary of a run's heat log, and the files written."""
 
     text: str
     written: list[Path]
-    data: dict[str, Any] = field(default_factory=dict)  # `--json`
+    data: dict[str, Any] = msgspec.field(default_factory=dict)  # `--json`
 
 
 def heat_report(start: Path, name: str, png: Path | None, html: Path | None = None) -> HeatResult:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ledger.config import CONFIG_NAME, default_text
 from ledger.errors import LedgerError
@@ -25,8 +26,7 @@ launcher copy, metrics and `.dvc` files for bulky data. Look at them with:
 """
 
 
-@dataclass(frozen=True)
-class InitResult:
+class InitResult(msgspec.Struct, frozen=True):
     """What `ledger init` did, a line each, and the command that commits the set-up."""
 
     done: list[str]

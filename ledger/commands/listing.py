@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,24 +40,23 @@ if TYPE_CHECKING:
     from ledger.record.live import LiveRow
 
 
-@dataclass
-class ListResult:
+class ListResult(msgspec.Struct):
     """The runs to show (newest first unless reversed), with optional change sets."""
 
     rows: list[FullRow]
     broken: dict[str, str]
-    changes: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    changes: dict[str, list[dict[str, Any]]] = msgspec.field(default_factory=dict)
     unpulled: str | None = None  # runs on origin's branch this clone does not have yet
     oldest_id: str | None = None  # with `changes`: the oldest run of the ledger (it has no run before it)
-    running: list[LiveRow] = field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
+    running: list[LiveRow] = msgspec.field(default_factory=list)  # `LiveRun.summary()`s, in `rows`' order
     running_first: bool = True  # newest first: the runs in progress come before the recorded ones
-    metric_columns: list[str] = field(default_factory=list)  # `--metric`: summary metrics shown as columns
+    metric_columns: list[str] = msgspec.field(default_factory=list)  # `--metric`: summary metrics shown as columns
     with_settings: bool = False  # `--json`/`--csv`: each run's settings and summary metrics too
     filtered: bool = False  # some recorded runs were left out (a filter, or archived)
-    cells: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each row's table cells (`listing.table_cells`)
+    cells: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)  # each row's table cells (`listing.table_cells`)
     # each row's settings and metrics as stored: compressed JSON text (`unpack_json`), and what
     # drops a run's texts found damaged (`Listing.forget_text`)
-    texts: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
+    texts: dict[str, tuple[bytes, bytes]] = msgspec.field(default_factory=dict)
     forget_text: Callable[[str], None] | None = None
     table: str | None = None  # the whole table, when the listing index kept it (the default view)
 

@@ -3,10 +3,11 @@ recorded run without touching its record (one metadata commit each: `ledger.stor
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
+
+import msgspec
 
 from ledger.config import Config
 from ledger.errors import UsageError
@@ -42,7 +43,7 @@ def tag_run(start: Path, run: str, tags: list[str], remove: bool) -> MetaChange:
 
     def edit(m: RunMeta) -> RunMeta:
         now = set(m.tags) - set(tags) if remove else set(m.tags) | set(tags)
-        return dataclasses.replace(m, tags=tuple(sorted(now)))
+        return msgspec.structs.replace(m, tags=tuple(sorted(now)))
 
     return _change(start, [run], what, edit)[0]
 
@@ -55,11 +56,11 @@ def note_run(start: Path, run: str, text: str) -> MetaChange:
     opened = open_branch(start)
     cfg = opened[1]
     clean = Redactor(known_secrets([], dict(os.environ), [text], cfg.secret_env_names), cfg.secrets.names).redact_text(text)
-    return _change(start, [run], "note", lambda m: dataclasses.replace(m, note=clean), opened)[0]
+    return _change(start, [run], "note", lambda m: msgspec.structs.replace(m, note=clean), opened)[0]
 
 
 def archive_runs(start: Path, runs: list[str], archived: bool) -> list[MetaChange]:
     """Hide runs from `ledger list` (and from name resolution), or show them again."""
     if not runs:
         raise UsageError("no run given", f"ledger {'archive' if archived else 'unarchive'} RUN [RUN...]")
-    return _change(start, runs, "archive" if archived else "unarchive", lambda m: dataclasses.replace(m, archived=archived))
+    return _change(start, runs, "archive" if archived else "unarchive", lambda m: msgspec.structs.replace(m, archived=archived))

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ledger.record.recover import recover
 from ledger.record.run import Say
 
 
-@dataclass
-class RecoverResult:
+class RecoverResult(msgspec.Struct):
     """The ids of the runs committed."""
 
     runs: list[str]

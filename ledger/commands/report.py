@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -23,13 +22,12 @@ from ledger.understand.settings import DEFAULT_IGNORE
 DEFAULT_RUNS = 50  # without RUN arguments: the newest this many (curves read each run's metrics)
 
 
-@dataclass
-class ReportResult:
+class ReportResult(msgspec.Struct):
     """The page written, how many runs it shows, and the runs left out as unreadable (id -> why)."""
 
     path: Path
     runs: int
-    skipped: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def write_report(start: Path, names: list[str], out: Path) -> ReportResult:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+import msgspec
 
 from ledger.opening import open_branch
 from ledger.record.live import LiveRun, LogSplitter, find_running
@@ -26,8 +27,7 @@ POLL_S = 0.2
 BLOCK = 1 << 20
 
 
-@dataclass
-class TailResult:
+class TailResult(msgspec.Struct):
     """The last lines of one log of one run, and, when following a running run, the lines to come."""
 
     run_id: str

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ledger.compare.settingsview import comparable, replay_mechanics
 from ledger.globs import matcher
 from ledger.textfmt import ABSENT
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(msgspec.Struct, frozen=True):
     """One setting whose value differs; `a` or `b` is `ABSENT` when that run lacks it."""
 
     name: str
@@ -69,8 +69,7 @@ _ADDED_LATER = ("command.entry",)
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(msgspec.Struct, frozen=True):
     """One run's settings made ready to be compared with many others (a replica or baseline
     search): its scalar values hashed once, as (name, type, value), the type keeping `True` and
     `1` apart, which compare and hash alike; `nested`: the names holding a list or a mapping."""

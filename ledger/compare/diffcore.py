@@ -68,9 +68,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
+
+import msgspec
 
 from ledger.compare.changes import Change, changed_settings, suggest_baselines
 from ledger.compare.flags import RunFlag, flags_json
@@ -175,8 +176,7 @@ def _json_value(value: Any) -> Any:
     return "<absent>" if value is ABSENT else value
 
 
-@dataclass
-class DiffReport:
+class DiffReport(msgspec.Struct):
     """Everything `ledger diff` found; `render.render_text` and `to_json_dict` present it."""
 
     a: str
@@ -184,28 +184,28 @@ class DiffReport:
     refused: bool
     forced: bool
     changed: list[Change]
-    warnings: list[str] = field(default_factory=list)
-    timing: list[TimingResult] = field(default_factory=list)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    timing: list[TimingResult] = msgspec.field(default_factory=list)
     timing_unavailable: str | None = None
     steps_metric: str | None = None
-    steps: list[StepLine] = field(default_factory=list)
+    steps: list[StepLine] = msgspec.field(default_factory=list)
     suggested_baseline: str | None = None
-    suggested_baselines: list[str] = field(default_factory=list)  # newest first, up to MAX_BASELINES
-    code_files: list[str] = field(default_factory=list)  # files behind a `code` change (codeset rule)
+    suggested_baselines: list[str] = msgspec.field(default_factory=list)  # newest first, up to MAX_BASELINES
+    code_files: list[str] = msgspec.field(default_factory=list)  # files behind a `code` change (codeset rule)
     code_note: str | None = None  # "only files that are not code differ: ..." (not a difference)
     malformed_a: int = 0
     malformed_b: int = 0
-    learning: list[LearningResult] = field(default_factory=list)
+    learning: list[LearningResult] = msgspec.field(default_factory=list)
     learning_unavailable: str | None = None
     same_samples: bool = False
-    metric_unmatched: list[str] = field(default_factory=list)
-    metrics_logged: list[str] = field(default_factory=list)
+    metric_unmatched: list[str] = msgspec.field(default_factory=list)
+    metrics_logged: list[str] = msgspec.field(default_factory=list)
     # A and B are repeats (no setting, or only seeds, differ); each metric judged against
     # the replicas' noise (`ledger.compare.noise`); degenerate runs (`ledger.compare.flags`)
     repeat: bool = False
     noise: NoiseReport | None = None
-    flags: list[RunFlag] = field(default_factory=list)
-    baseline_session: list[str] = field(default_factory=list)
+    flags: list[RunFlag] = msgspec.field(default_factory=list)
+    baseline_session: list[str] = msgspec.field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The report as plain JSON data (schema in the module docstring)."""

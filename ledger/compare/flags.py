@@ -27,7 +27,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+
+import msgspec
 
 from ledger.metrics.table import MetricsTable
 
@@ -43,8 +44,7 @@ _LOGPROB_DIFF = "train/train_rollout_logprob_abs_diff"
 _FLAG_NAMES = frozenset(n for name in (_ALL_ZERO, _ALL_ONE, _TRUNCATED, _REPETITION) for n in (name, f"rollout/{name}"))
 
 
-@dataclass(frozen=True)
-class RunFlag:
+class RunFlag(msgspec.Struct, frozen=True):
     """One degenerate-run flag: the run, the flag, its mean value, and the steps at or over the line."""
 
     run: str
@@ -52,7 +52,7 @@ class RunFlag:
     value: float
     steps: list[int]
     threshold: float
-    context: dict[str, float] = field(default_factory=dict)
+    context: dict[str, float] = msgspec.field(default_factory=dict)
 
     def describe(self) -> str:
         """The flag as a phrase (`75% of groups had zero reward spread`)."""

@@ -23,8 +23,9 @@ import itertools
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+
+import msgspec
 
 from ledger.compare.stats import CONFIDENCE, is_timing, median, median_with_ci
 from ledger.metrics.table import MetricsTable
@@ -51,8 +52,7 @@ FIRST_DIFFS = 10  # per-step differences kept from the divergence on (text and J
 TRAIN_AXIS, ROLLOUT_AXIS = "train step", "rollout"
 
 
-@dataclass(frozen=True)
-class StepDiff:
+class StepDiff(msgspec.Struct, frozen=True):
     """One common step of a learning metric: both values and B−A."""
 
     step: int
@@ -61,8 +61,7 @@ class StepDiff:
     diff: float
 
 
-@dataclass(frozen=True)
-class LearningResult:
+class LearningResult(msgspec.Struct, frozen=True):
     """One learning metric compared over the steps both runs logged it on."""
 
     metric: str
@@ -78,7 +77,7 @@ class LearningResult:
     diff_ci: tuple[float, float] | None
     first_divergence: int | None  # first common step beyond float noise; None: never
     identical_before: bool  # bitwise equal on every common step before first_divergence
-    first_diffs: list[StepDiff] = field(default_factory=list)
+    first_diffs: list[StepDiff] = msgspec.field(default_factory=list)
     first_bitwise_difference: int | None = None  # first common step not bitwise equal; None: none
     confidence: float = CONFIDENCE
 

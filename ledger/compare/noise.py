@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from ledger.compare.noisestats import permutation_p, replica_difference
 from ledger.compare.stats import CONFIDENCE, ROLLOUT_TIME_PER_1K, Pause, median_with_ci, metric_value
@@ -45,8 +46,7 @@ METHODS = {
 }
 
 
-@dataclass(frozen=True)
-class RunSeries:
+class RunSeries(msgspec.Struct, frozen=True):
     """One run of a side: its id, metrics and heat pauses."""
 
     run: str
@@ -54,8 +54,7 @@ class RunSeries:
     pauses: Sequence[Pause] = ()
 
 
-@dataclass(frozen=True)
-class NoiseMetric:
+class NoiseMetric(msgspec.Struct, frozen=True):
     """One metric judged against the replica noise (see the module docstring)."""
 
     metric: str
@@ -75,15 +74,14 @@ class NoiseMetric:
     confidence: float = CONFIDENCE
 
 
-@dataclass
-class NoiseReport:
+class NoiseReport(msgspec.Struct):
     """The noise section of a diff: which runs stood for each side, and every metric's verdict."""
 
     replicas_a: list[str]
     replicas_b: list[str]
     method: str
-    metrics: list[NoiseMetric] = field(default_factory=list)
-    session: list[str] = field(default_factory=list)  # replicas from another day, host, GPU, driver
+    metrics: list[NoiseMetric] = msgspec.field(default_factory=list)
+    session: list[str] = msgspec.field(default_factory=list)  # replicas from another day, host, GPU, driver
     any_age: bool = False
     max_age_hours: float = DEFAULTS.diff.max_age_hours
 

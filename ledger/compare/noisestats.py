@@ -14,7 +14,8 @@ import itertools
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from ledger.compare.stats import CONFIDENCE
 
@@ -95,8 +96,7 @@ def t_quantile(p: float, df: float) -> float:
     return t
 
 
-@dataclass(frozen=True)
-class MeanDifference:
+class MeanDifference(msgspec.Struct, frozen=True):
     """B−A of per-run means with its confidence interval, as `replica_difference` computes it.
 
     `method`: `welch` (both sides have 2+ runs), `pooled-t` (one side has a single run: the other

@@ -15,8 +15,9 @@ import json
 import operator
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ledger.errors import UsageError
 from ledger.globs import matches_any
@@ -61,8 +62,7 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-@dataclass(frozen=True)
-class Where:
+class Where(msgspec.Struct, frozen=True):
     """One `--where KEY OP VALUE`."""
 
     key: str
@@ -113,8 +113,7 @@ def parse_since(text: str, now: dt.datetime | None = None) -> str:
     return dt.datetime.fromtimestamp(seconds, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-@dataclass(frozen=True)
-class RunFilter:
+class RunFilter(msgspec.Struct, frozen=True):
     """All the conditions of one `ledger list` (every one must hold)."""
 
     where: tuple[Where, ...] = ()

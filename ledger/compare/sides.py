@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
+
+import msgspec
 
 from ledger.cache import LocalCache
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
@@ -32,15 +33,14 @@ from ledger.storage.store import RunEntry, read_file_at
 from ledger.timefmt import parse_iso
 
 
-@dataclass
-class Sides:
+class Sides(msgspec.Struct):
     """Replicas found for A and for B (entries, oldest first), and how they were looked for."""
 
-    replicas_a: list[RunEntry] = field(default_factory=list)
-    replicas_b: list[RunEntry] = field(default_factory=list)
+    replicas_a: list[RunEntry] = msgspec.field(default_factory=list)
+    replicas_b: list[RunEntry] = msgspec.field(default_factory=list)
     any_age: bool = False
     max_age_hours: float = DEFAULTS.diff.max_age_hours
-    skipped: dict[str, str] = field(default_factory=dict)  # runs not considered, and why (over a read limit, ...)
+    skipped: dict[str, str] = msgspec.field(default_factory=dict)  # runs not considered, and why (over a read limit, ...)
 
     def key(self) -> list[str]:
         """What a cached report depends on: every replica's folder tree."""

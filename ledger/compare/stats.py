@@ -24,10 +24,11 @@ import functools
 import math
 import statistics
 from collections.abc import Iterable, KeysView, Mapping, Sequence
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from fractions import Fraction
 from typing import NamedTuple
+
+import msgspec
 
 from ledger.metrics.table import StepRow
 
@@ -44,8 +45,7 @@ def is_timing(name: str) -> bool:
     return name.startswith("perf/") or name == RESPONSE_LEN or name.endswith("_time")
 
 
-@dataclass(frozen=True)
-class MedianEstimate:
+class MedianEstimate(msgspec.Struct, frozen=True):
     """A median with its order-statistic confidence interval (None when n is too small)."""
 
     n: int
@@ -124,8 +124,7 @@ def ratio_median(a: Sequence[float], b: Sequence[float], confidence: float = 0.9
     return median_with_ci(ratios, confidence)
 
 
-@dataclass(frozen=True)
-class TimingResult:
+class TimingResult(msgspec.Struct, frozen=True):
     """One metric compared over the steps both runs have (pauses excluded)."""
 
     metric: str

@@ -4,7 +4,8 @@ them. Plain text and data: nothing here imports DVC."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from ledger import yamlio
 from ledger.data.dirpaths import OUT_MD5_RE
@@ -13,8 +14,7 @@ from ledger.errors import DataError
 HASH_NAME = "md5"  # DVC 3's default; `hash: md5` in a .dvc file (older files meant md5-dos2unix)
 
 
-@dataclass(frozen=True)
-class DvcOut:
+class DvcOut(msgspec.Struct, frozen=True):
     """One entry of a .dvc file's `outs` list."""
 
     path: str  # relative to the .dvc file's folder

@@ -23,10 +23,10 @@ import re
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import msgspec
 from dvc.exceptions import NotDvcRepoError
 from dvc.repo import Repo
 from dvc_data.hashfile.build import build
@@ -47,8 +47,7 @@ _ROLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _CHUNK = 1 << 20
 
 
-@dataclass(frozen=True)
-class DataRecord:
+class DataRecord(msgspec.Struct, frozen=True):
     """One tracked output of a run. `error` is set (and `tracked` false) when tracking failed."""
 
     role: str

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from dvc_data.hashfile.hash_info import HashInfo
 from dvc_data.hashfile.transfer import transfer
 from fsspec.callbacks import DEFAULT_CALLBACK, Callback
@@ -29,34 +29,30 @@ Progress = Callable[[int, int], None]  # (objects done, objects to do)
 _TRANSFER_LOGGER = "dvc_data.hashfile.transfer"
 
 
-@dataclass(frozen=True)
-class TransferFailure:
+class TransferFailure(msgspec.Struct, frozen=True):
     """One object (or the whole operation, `what="remote"`) that did not move, and why."""
 
     what: str  # e.g. "data/rollout/3.pt", "data/rollout (folder listing)", "remote"
     reason: str
 
 
-@dataclass(frozen=True)
-class _Transfer:
+class _Transfer(msgspec.Struct, frozen=True):
     """What could not be moved; `ok` when nothing failed."""
 
-    failed: list[TransferFailure] = field(default_factory=list)
+    failed: list[TransferFailure] = msgspec.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.failed
 
 
-@dataclass(frozen=True)
-class PushResult(_Transfer):
+class PushResult(_Transfer, frozen=True):
     """Objects uploaded (those already on the remote are not counted) and failures."""
 
     pushed: int = 0
 
 
-@dataclass(frozen=True)
-class FetchResult(_Transfer):
+class FetchResult(_Transfer, frozen=True):
     """Objects downloaded into the local cache (those already there are not counted), failures."""
 
     fetched: int = 0

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from ledger.understand.launcher import without_comments
 from ledger.understand.settings import flag_groups, locate_training_command, split_training_command
@@ -28,8 +29,7 @@ _OUTPUT_FLAGS: dict[str, tuple[str, bool]] = {
 }
 
 
-@dataclass(frozen=True)
-class Output:
+class Output(msgspec.Struct, frozen=True):
     """One bulky output of a run.
 
     `template` is the flag's value as given (`/data/rollout/{rollout_id}.pt`), `path` the

@@ -11,7 +11,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from ledger.heat.heatlog import HeatLog
 
@@ -34,8 +35,7 @@ def node_of(sample: object) -> str | None:
     return None if node in (None, "", "-") else str(node)
 
 
-@dataclass
-class HeatPlot:
+class HeatPlot(msgspec.Struct):
     """Everything a heat plot draws, in plot units (time since start in `unit`)."""
 
     unit: str

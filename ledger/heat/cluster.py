@@ -17,13 +17,14 @@ cannot start stays unwatched, and `cluster_manifest()` says which and why.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.heat.cluster_target import ClusterTarget, Submitted
 from ledger.heat.node_sampler import NodeSampler
@@ -134,7 +135,7 @@ class ClusterSensor:
         if found is None:
             return False
         self._submitted = None
-        self.target = dataclasses.replace(self.target, address=found.address, source="submitted", submission_id=found.submission_id)
+        self.target = msgspec.structs.replace(self.target, address=found.address, source="submitted", submission_id=found.submission_id)
         self._unreachable = f"not connected yet to the Ray cluster at {found.address}"
         return True
 

@@ -16,8 +16,10 @@ import json
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
+from msgspec.structs import replace
 
 from ledger.argv import option_value
 from ledger.config import DEFAULT_RAY_DASHBOARD
@@ -29,23 +31,21 @@ _SUBMIT = re.compile(r"\bray\s+job\s+submit\b")
 _ADDRESS = re.compile(r"--address(?:=|\s+)[\"']?([^\s\"']+)")
 
 
-@dataclass(frozen=True)
-class ClusterTarget:
+class ClusterTarget(msgspec.Struct, frozen=True):
     """The cluster a run's job goes to, as far as the command shows it."""
 
     address: str  # as given (dashboard URL, GCS host:port or ray://)
     source: str  # where it came from: "argv", "launcher", "RAY_ADDRESS" or "default"
     submission_id: str | None = None
     entrypoint: str | None = None  # the command after `ray job submit ... --`
-    env_vars: dict[str, str] = field(default_factory=dict)  # from --runtime-env-json
+    env_vars: dict[str, str] = msgspec.field(default_factory=dict)  # from --runtime-env-json
 
     def to_dict(self) -> dict[str, Any]:
         """For the manifest."""
         return {"address": self.address, "source": self.source, "submission_id": self.submission_id}
 
 
-@dataclass(frozen=True)
-class Submitted:
+class Submitted(msgspec.Struct, frozen=True):
     """A `ray job submit` the job made, as ledger's `ray` wrapper recorded it."""
 
     address: str
@@ -108,8 +108,7 @@ def _runtime_env_vars(options: list[str]) -> dict[str, str]:
         return {}
 
 
-@dataclass(frozen=True)
-class CollectiveTimeout:
+class CollectiveTimeout(msgspec.Struct, frozen=True):
     """A collective timeout the job declares: seconds, and where it was seen."""
 
     seconds: float

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Hashable, Mapping
-from dataclasses import asdict, dataclass
 from typing import Any
+
+import msgspec
+from msgspec.structs import asdict
 
 from ledger.config import HEAT
 from ledger.errors import UsageError
@@ -37,8 +39,7 @@ RESUME = ActionKind.RESUME
 WARN = ActionKind.WARN
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(msgspec.Struct, frozen=True):
     """One decision. `node`/`gpu`/`temp_c`: the trigger (PAUSE); `paused_s`: pause length so far."""
 
     kind: ActionKind
@@ -49,8 +50,7 @@ class Action:
     node: str | None = None
 
 
-@dataclass(frozen=True)
-class GuardSettings:
+class GuardSettings(msgspec.Struct, frozen=True):
     """The guard's thresholds, as recorded in the manifest and the heat log."""
 
     enabled: bool = HEAT.enabled

@@ -25,8 +25,9 @@ ignores a last line without its newline (a write cut short) and rejects any othe
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from ledger.config import HEAT
 from ledger.errors import DataError
@@ -74,20 +75,18 @@ def _opt_float(text: str) -> float | None:
     return None if text == NONE else float(text)
 
 
-@dataclass(frozen=True)
-class TimedSample:
+class TimedSample(msgspec.Struct, frozen=True):
     """A sample and when it was taken (unix seconds)."""
 
     time: float
     sample: Sample
 
 
-@dataclass
-class HeatLog:
+class HeatLog(msgspec.Struct):
     """A parsed heat log."""
 
-    samples: list[TimedSample] = field(default_factory=list)
-    events: list[Action] = field(default_factory=list)  # the guard's decisions, read back (no `paused_s`)
+    samples: list[TimedSample] = msgspec.field(default_factory=list)
+    events: list[Action] = msgspec.field(default_factory=list)  # the guard's decisions, read back (no `paused_s`)
     guard: GuardSettings | None = None
     sensor: str | None = None
 

@@ -12,9 +12,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import msgspec
 
 from ledger.heat.guard import PAUSE, RESUME, WARN, Action, GuardSettings, HeatGuard
 from ledger.heat.heatlog import HeatLogWriter
@@ -47,19 +48,18 @@ def key_label(key: GpuKey) -> str | int:
     return gpu if node is None else f"{node}/{gpu}"
 
 
-@dataclass
-class HeatSummary:
+class HeatSummary(msgspec.Struct):
     """What the monitor saw; `to_manifest()` is the manifest's `gpu` section."""
 
     sensor: str
     unavailable: str | None
     guard: GuardSettings
     interval_s: float
-    gpus: list[GpuInfo] = field(default_factory=list)
-    peaks: dict[GpuKey, float] = field(default_factory=dict)
-    pause_windows: list[tuple[float, float | None]] = field(default_factory=list)
+    gpus: list[GpuInfo] = msgspec.field(default_factory=list)
+    peaks: dict[GpuKey, float] = msgspec.field(default_factory=dict)
+    pause_windows: list[tuple[float, float | None]] = msgspec.field(default_factory=list)
     # what triggered each pause: (node, gpu, temp_c), in the order of `pause_windows`
-    pause_triggers: list[tuple[str | None, int | None, float | None]] = field(default_factory=list)
+    pause_triggers: list[tuple[str | None, int | None, float | None]] = msgspec.field(default_factory=list)
     samples: int = 0
     cluster: ClusterPart | None = None
 

@@ -20,10 +20,10 @@ import signal as signals
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from typing import Any, TypedDict
 
 import psutil
+from msgspec.structs import asdict
 
 from ledger.heat.nvml import NvmlSensor
 from ledger.heat.sensor import (

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
+import msgspec
 import psutil
 
 from ledger.heat.cluster_target import ClusterTarget
@@ -71,8 +71,7 @@ class ClusterPart(TypedDict):
     gpus: list[dict[str, object]]  # every GPU seen during the run, also on nodes that left
 
 
-@dataclass
-class NodeWatch:
+class NodeWatch(msgspec.Struct):
     """One node of the cluster as ledger sees it."""
 
     node_id: str
@@ -85,7 +84,7 @@ class NodeWatch:
     info: SamplerInfo | None = None
     unwatched: str | None = "sampler starting"
     left_at: float | None = None
-    gpus: list[GpuInfo] = field(default_factory=list)
+    gpus: list[GpuInfo] = msgspec.field(default_factory=list)
 
     def to_dict(self) -> NodeFacts:
         """For the manifest's `gpu.nodes` (a node that left keeps the GPUs it had)."""

@@ -25,15 +25,16 @@ import bisect
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
+
+import msgspec
+from msgspec.structs import asdict
 
 from ledger.errors import LedgerError
 
 
-@dataclass(frozen=True)
-class GpuInfo:
+class GpuInfo(msgspec.Struct, frozen=True):
     """Static facts about one GPU; None where the sensor cannot tell."""
 
     index: int
@@ -53,8 +54,7 @@ class GpuInfo:
         return data
 
 
-@dataclass(frozen=True)
-class Sample:
+class Sample(msgspec.Struct, frozen=True):
     """One reading of one GPU; None for fields the sensor lacks or failed to read."""
 
     gpu: int
@@ -63,7 +63,7 @@ class Sample:
     sm_clock_mhz: float | None = None
     util_pct: float | None = None
     mem_used_mib: float | None = None
-    throttle: list[str] = field(default_factory=list)
+    throttle: list[str] = msgspec.field(default_factory=list)
     node: str | None = None  # the Ray node's label; None on a single machine
 
 
@@ -94,8 +94,7 @@ class Sensor(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class TimelineEntry:
+class TimelineEntry(msgspec.Struct, frozen=True):
     """One line of a timeline file."""
 
     at_s: float

@@ -26,8 +26,9 @@ import json
 import mmap
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 # the step words, most specific first: `epoch 2 step 150` is step 150
 AXES = ("step", "global_step", "iteration", "iter", "epoch")
@@ -46,8 +47,7 @@ _FIELD_PAIR = re.compile(r"\s*([A-Za-z_][\w./-]*(?: +[A-Za-z_(][\w./()-]*)*)\s*[
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-@dataclass(frozen=True)
-class MetricLine:
+class MetricLine(msgspec.Struct, frozen=True):
     """One line's step and its numbers (`fmt`: KEY_VALUE or JSON_LINES)."""
 
     step: int

@@ -7,7 +7,7 @@ Rows are keyed by rollout id (another trainer's step); Megatron's train steps ar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from ledger.metrics.lineformats import JSON_LINES, KEY_VALUE
 
@@ -23,8 +23,7 @@ READS = (
 NO_METRICS = f'no per-step metrics found; ledger reads {READS} (docs/recording.md, "Per-step metrics")'
 
 
-@dataclass(slots=True)
-class StepRow:
+class StepRow(msgspec.Struct):
     """Metrics of one rollout id, with the wall-clock span it covers (unix seconds, UTC)."""
 
     step: int
@@ -33,16 +32,15 @@ class StepRow:
     metrics: dict[str, float]
 
 
-@dataclass
-class MetricsTable:
+class MetricsTable(msgspec.Struct):
     """Per-step metrics of one run: rows by rollout id, train-step metrics apart."""
 
-    rows: dict[int, StepRow] = field(default_factory=dict)
-    train_steps: dict[int, dict[str, float]] = field(default_factory=dict)
+    rows: dict[int, StepRow] = msgspec.field(default_factory=dict)
+    train_steps: dict[int, dict[str, float]] = msgspec.field(default_factory=dict)
     malformed: int = 0
-    malformed_examples: list[str] = field(default_factory=list)
-    sources: list[str] = field(default_factory=list)
-    formats: list[str] = field(default_factory=list)  # of FORMATS, in the order first seen
+    malformed_examples: list[str] = msgspec.field(default_factory=list)
+    sources: list[str] = msgspec.field(default_factory=list)
+    formats: list[str] = msgspec.field(default_factory=list)  # of FORMATS, in the order first seen
 
     def has_metrics(self) -> bool:
         """Whether any step logged anything."""

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from html import escape
 from typing import Any
+
+import msgspec
 
 from ledger.compare.diffcore import DiffReport
 from ledger.compare.render import unit_of
@@ -19,8 +20,7 @@ from ledger.metrics.trackers import tracker_links
 from ledger.textfmt import MISSING, show_value
 
 
-@dataclass(frozen=True)
-class AnswerRow:
+class AnswerRow(msgspec.Struct, frozen=True):
     """One metric of the answer."""
 
     kind: str  # "timing" | "learning"

@@ -9,9 +9,10 @@ ids are the hover text. Static SVG from `ledger.pages.svg`: one self-contained f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from html import escape
 from typing import Any
+
+import msgspec
 
 from ledger.metrics.table import MetricsTable
 from ledger.pages.answer import tracker_html
@@ -20,8 +21,7 @@ from ledger.pages.svg import PALETTE, Chart, Series, page, render
 from ledger.textfmt import show_value
 
 
-@dataclass(frozen=True)
-class CompareRun:
+class CompareRun(msgspec.Struct, frozen=True):
     """One run on the page: label (name or id), id, its settings and per-step metrics."""
 
     label: str

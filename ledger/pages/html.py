@@ -9,9 +9,10 @@ the changed setting (or the refusal) as the title and the text report beside the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from html import escape
 from typing import Any
+
+import msgspec
 
 from ledger.compare.diffcore import DiffReport, pauses_from_manifest
 from ledger.compare.stats import RESPONSE_LEN, ROLLOUT_TIME, ROLLOUT_TIME_PER_1K, Pause
@@ -46,8 +47,7 @@ def _paused_steps(table: MetricsTable | None, pauses: Sequence[Pause]) -> set[in
     }
 
 
-@dataclass(frozen=True)
-class DiffPageInput:
+class DiffPageInput(msgspec.Struct, frozen=True):
     """What the diff page draws: the report, its text, both runs' manifests and metrics."""
 
     report: DiffReport
@@ -166,8 +166,7 @@ def other_metric_groups(data: DiffPageInput) -> str:
     return "\n".join(out)
 
 
-@dataclass(frozen=True)
-class ReportRow:
+class ReportRow(msgspec.Struct, frozen=True):
     """One run of `ledger report`: its `ledger list` fields, change set and small curves."""
 
     summary: Mapping[str, Any]

@@ -14,16 +14,16 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from html import escape
 from typing import Any
+
+import msgspec
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
 MAX_POINTS = 1200  # beyond this a series is thinned to its min and max per bucket (2 per pixel of width)
 
 
-@dataclass
-class Series:
+class Series(msgspec.Struct):
     """One line: label and (x, y) points; x ascending."""
 
     label: str
@@ -33,21 +33,20 @@ class Series:
     hover: str = ""  # a tooltip (`<title>`): e.g. the run id behind a name
 
 
-@dataclass
-class Chart:
+class Chart(msgspec.Struct):
     """A line chart with optional shaded x spans, vertical lines, horizontal lines and x marks."""
 
     title: str
     x_label: str
     y_label: str
-    series: list[Series] = field(default_factory=list)
-    spans: list[tuple[float, float]] = field(default_factory=list)  # shaded (e.g. heat pauses)
+    series: list[Series] = msgspec.field(default_factory=list)
+    spans: list[tuple[float, float]] = msgspec.field(default_factory=list)  # shaded (e.g. heat pauses)
     span_label: str = "paused"
-    vlines: list[float] = field(default_factory=list)  # e.g. step boundaries
+    vlines: list[float] = msgspec.field(default_factory=list)  # e.g. step boundaries
     vline_label: str = "step boundary"
-    hlines: list[tuple[float, str, str]] = field(default_factory=list)  # (y, label, color)
-    marks: list[tuple[float, str, str]] = field(default_factory=list)  # (x, label, color): under the axis
-    bands: list[tuple[str, str, list[tuple[float, float, float]]]] = field(default_factory=list)  # (label, color, [(x, lo, hi)])
+    hlines: list[tuple[float, str, str]] = msgspec.field(default_factory=list)  # (y, label, color)
+    marks: list[tuple[float, str, str]] = msgspec.field(default_factory=list)  # (x, label, color): under the axis
+    bands: list[tuple[str, str, list[tuple[float, float, float]]]] = msgspec.field(default_factory=list)  # (label, color, [(x, lo, hi)])
     y_range: tuple[float, float] | None = None  # a y scale shared with other charts (else fitted to the data)
 
 
@@ -97,8 +96,7 @@ def _bounds(values: Sequence[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-@dataclass(frozen=True)
-class _Frame:
+class _Frame(msgspec.Struct, frozen=True):
     """Where the plot area is and how data maps onto it."""
 
     left: int

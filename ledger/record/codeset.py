@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path
+
+import msgspec
 
 from ledger.runrecord import Code, Command, RunRecord, replace
 from ledger.storage.git import CodeSnapshot, Repo
@@ -63,14 +64,13 @@ def counts(path: str, ignore: Sequence[str] = ()) -> bool:
     return not any(_matches(path, p) for p in (*LEFT_OUT, *ignore))
 
 
-@dataclass(frozen=True)
-class CodeContent:
+class CodeContent(msgspec.Struct, frozen=True):
     """What `record_code` found: the counted tree with and without the launcher's files."""
 
     tree: str  # every counted file
     without_launcher: str | None  # the same, the launcher and its inputs left out (None: no launcher)
     launcher_inputs: list[str]
-    ignore: list[str] = field(default_factory=list)  # the `code: ignore:` globs applied
+    ignore: list[str] = msgspec.field(default_factory=list)  # the `code: ignore:` globs applied
     launcher_path: str | None = None  # the launcher, from the repository root (None: none, or outside it)
     has_launcher: bool = False
     warning: str | None = None  # the launcher's inputs could not be read
@@ -164,8 +164,7 @@ def left_out_of_run(record: RunRecord) -> tuple[list[str], set[str]]:
     return list(code.ignore or []), extra
 
 
-@dataclass(frozen=True)
-class CodeFiles:
+class CodeFiles(msgspec.Struct, frozen=True):
     """Files that differ between two runs' code snapshots, split by the code rule."""
 
     counted: list[str]  # files that count as code for either run

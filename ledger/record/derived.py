@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import msgspec
 
 from ledger.config import Config
 from ledger.record import datatrack, facts
@@ -41,8 +42,7 @@ def guarded(warnings: list[str], what: str, fn: Callable[[], T], say: Say) -> T 
         return None
 
 
-@dataclass
-class _Deriving:
+class _Deriving(msgspec.Struct):
     """What the steps of `derived_facts` share: the run, its log results, and the warnings and
     `redacted` entries gathered so far."""
 
@@ -53,8 +53,8 @@ class _Deriving:
     say: Say
     secrets: set[str]
     environ: dict[str, str] | None
-    warnings: list[str] = field(default_factory=list)
-    redacted: set[str] = field(default_factory=set)
+    warnings: list[str] = msgspec.field(default_factory=list)
+    redacted: set[str] = msgspec.field(default_factory=set)
 
     def guarded(self, what: str, fn: Callable[[], T]) -> T | None:
         return guarded(self.warnings, what, fn, self.say)

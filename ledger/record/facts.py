@@ -8,9 +8,10 @@ import glob
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ledger.config import Config
 from ledger.redact import apply as redact
@@ -95,8 +96,7 @@ def _portable(value: str, repo_root: str | None) -> str:
     return re.sub(re.escape(repo_root.rstrip("/")) + r"(?=/|:|$)", "<repo>", value)
 
 
-@dataclass(frozen=True)
-class TrainingFacts:
+class TrainingFacts(msgspec.Struct, frozen=True):
     """What the training command the job really ran gives the record (`training_facts`)."""
 
     command: Command  # `training_argv`, `training_source`, `ray_argv`, `runtime_env`, `debug_data` set

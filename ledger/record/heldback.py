@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from ledger.redact.filescan import Hit, scan_output
 from ledger.redact.scanner import Redactor
@@ -28,14 +29,13 @@ Say = Callable[[str], None]
 HELD_DIR = "held-back"
 
 
-@dataclass(frozen=True)
-class Screened:
+class Screened(msgspec.Struct, frozen=True):
     """One output after the scan: whether what is left of it is tracked, and what was held back."""
 
     role: str
     path: Path
     template: str
-    held: list[dict[str, str]] = field(default_factory=list)  # {"file": ..., "rule": ...}
+    held: list[dict[str, str]] = msgspec.field(default_factory=list)  # {"file": ..., "rule": ...}
     track: bool = True
     error: str | None = None  # why nothing of it is tracked
 

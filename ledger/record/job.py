@@ -11,8 +11,9 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ledger.capture.runner import Job, JobResult, SignalGuard
 from ledger.capture.stream import OutputCapture
@@ -32,8 +33,7 @@ if TYPE_CHECKING:
 END_MODULES = ("ledger.record.facts", "ledger.yamlio", "ledger.storage.summary", "ledger.metrics.jsonl")
 
 
-@dataclass(frozen=True)
-class JobEnd:
+class JobEnd(msgspec.Struct, frozen=True):
     """What the job stage hands the record: how the job ended and the workers that watched it."""
 
     record: RunRecord  # the manifest as the job started (`command.ledger_env` set)

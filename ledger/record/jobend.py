@@ -8,9 +8,10 @@ manifest.json, for `ledger recover` should the commit fail.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ledger.capture.runner import JobResult
 from ledger.record import jobsetup
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
     from ledger.record.streamed import StreamResult
 
 
-@dataclass(frozen=True)
-class Ended:
+class Ended(msgspec.Struct, frozen=True):
     """The record as the job ended, and the log work done on its output."""
 
     record: RunRecord

@@ -8,9 +8,10 @@ import re
 import signal
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TypedDict
+
+import msgspec
 
 from ledger.capture.image import detect_image_in_argv
 from ledger.config import Config
@@ -52,14 +53,13 @@ class DebugData(TypedDict, total=False):
     recognised_by: str  # how it was recognised
 
 
-@dataclass(frozen=True)
-class DebugRoute:
+class DebugRoute(msgspec.Struct, frozen=True):
     """How the debug-data flags reach the trainer (`debug_data_route`)."""
 
     job_argv: list[str]  # the argv the job runs (the flags appended, on the argv route)
     debug_data: DebugData  # `command.debug_data`
-    added_args: list[str] = field(default_factory=list)  # `command.added_args` (empty: unchanged)
-    wrapper_flags: list[tuple[str, str]] = field(default_factory=list)  # for the PATH wrappers to add
+    added_args: list[str] = msgspec.field(default_factory=list)  # `command.added_args` (empty: unchanged)
+    wrapper_flags: list[tuple[str, str]] = msgspec.field(default_factory=list)  # for the PATH wrappers to add
 
     def command(self, command: Command) -> Command:
         """The `command` section with the route recorded."""

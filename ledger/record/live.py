@@ -11,7 +11,6 @@ from __future__ import annotations
 import copy
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,7 @@ ON_RAY_HINT = "`ledger recover --follow` records the run when it ends"
 TAIL_BYTES = 1 << 20  # how much of the end of the output is searched for the current step
 
 
-@dataclass(frozen=True)
-class LiveRun:
+class LiveRun(msgspec.Struct, frozen=True):
     """A run whose job is still running (or whose record is being written)."""
 
     staged: staging.Staged
@@ -62,8 +60,7 @@ class LiveRun:
         return LiveRow(replace(fields, state="running"), self.step, self.last_step_at)
 
 
-@dataclass(frozen=True)
-class LiveRow:
+class LiveRow(msgspec.Struct, frozen=True):
     """A run in progress as `ledger list` shows it: the fields a recorded run shows (its state
     `running` or `orphaned`), its current step and when that was logged; an orphaned run's
     `hint` (what records it), and the Ray jobs it runs on where `ledger recover` saw them."""
@@ -152,8 +149,7 @@ class LogSplitter:
         return self.feed(rest + b"\n") if rest else []
 
 
-@dataclass(frozen=True)
-class PartialRun:
+class PartialRun(msgspec.Struct, frozen=True):
     """What a running run has so far, in the shapes a recorded run's comparison reads."""
 
     live: LiveRun

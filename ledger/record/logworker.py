@@ -21,9 +21,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+
+import msgspec
 
 from ledger.fsutil import atomic_writer, write_atomic
 from ledger.metrics.jsonl import write_run_metrics
@@ -38,8 +39,7 @@ from ledger.storage.staging import Staged, proc_start
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-@dataclass
-class MetricsWritten:
+class MetricsWritten(msgspec.Struct):
     """What the trainer log's reader did with the metrics: as `StreamResult` carries it."""
 
     written: bool = False

@@ -23,9 +23,10 @@ logged both ways keeps the logged numbers (`ledger.metrics.metricfiles.add_missi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.data.outputs import find_outputs, training_args
 from ledger.metrics.events import merge, parse_events
@@ -41,13 +42,12 @@ TENSORBOARD_ENV = "TENSORBOARD_DIR"
 MILES_TB_ROOT = "tensorboard_log"
 
 
-@dataclass(frozen=True)
-class MetricSources:
+class MetricSources(msgspec.Struct, frozen=True):
     """The files of one run that may hold per-step metrics, each list in the order found."""
 
-    event_dirs: list[Path] = field(default_factory=list)
-    metrics_files: list[Path] = field(default_factory=list)
-    tensorboard_files: list[Path] = field(default_factory=list)
+    event_dirs: list[Path] = msgspec.field(default_factory=list)
+    metrics_files: list[Path] = msgspec.field(default_factory=list)
+    tensorboard_files: list[Path] = msgspec.field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.event_dirs or self.metrics_files or self.tensorboard_files)

@@ -13,9 +13,10 @@ import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.capture.hostfacts import basic_host, cached_host_facts
 from ledger.capture.image import detect_image_in_argv, probe_image
@@ -41,8 +42,7 @@ from ledger.timefmt import iso, utc_now
 from ledger.understand import launcher
 
 
-@dataclass
-class RunRequest:
+class RunRequest(msgspec.Struct):
     """What the user asked `ledger run` for."""
 
     argv: list[str]
@@ -51,7 +51,7 @@ class RunRequest:
     note: str | None = None
     image: str | None = None
     heat_guard: bool = True
-    data_paths: list[str] = field(default_factory=list)
+    data_paths: list[str] = msgspec.field(default_factory=list)
     debug_data: bool | None = None  # None: as configured
     replay_of: str | None = None
     replay: Replay | None = None  # a replay's `replay` section
@@ -59,11 +59,10 @@ class RunRequest:
     # replaced in argv by the new run's data folder (a replay's own outputs land there)
     data_placeholder: str | None = None
     # a replay's: its source's launcher files, left out of its `code` too (`codeset.record_code`)
-    code_left_out: list[str] = field(default_factory=list)
+    code_left_out: list[str] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class HostFacts:
+class HostFacts(msgspec.Struct):
     """The host's packages and checkouts, read on a thread while the job runs (a run with no image)."""
 
     thread: threading.Thread | None = None
@@ -160,8 +159,7 @@ def _redacted_words(redactor: Redactor, text: str | None, place: str, into: set[
     return clean
 
 
-@dataclass(frozen=True)
-class Prepared:
+class Prepared(msgspec.Struct, frozen=True):
     """What `prepare` leaves for the job: the staged record and what the job needs to start."""
 
     repo: Repo
@@ -312,8 +310,7 @@ def _opened(req: RunRequest) -> tuple[Repo, Config]:
     return repo, cfg
 
 
-@dataclass(frozen=True)
-class Sealed:
+class Sealed(msgspec.Struct, frozen=True):
     """The run's known secret values and the code snapshot taken with them hidden (`_sealed`)."""
 
     secrets: set[str]

@@ -19,8 +19,9 @@ A job Ray does not know (the launcher died before it submitted, a restarted clus
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ledger.runrecord import Status, replace
 from ledger.storage import staging
@@ -34,8 +35,7 @@ Say = Callable[[str], None]
 RAY_MARK = "ray.json"  # the jobs a staged run still has running on Ray, as `recover` last saw them
 
 
-@dataclass(frozen=True)
-class RayAnswer:
+class RayAnswer(msgspec.Struct, frozen=True):
     """What Ray said of a staged run's jobs: the last one's end once every job ended, or that
     the run stays staged (a job runs on, or Ray could not be asked)."""
 

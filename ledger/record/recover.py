@@ -12,8 +12,9 @@ untracked outputs; only ledger's own bookkeeping is removed, and the message say
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ledger.config import Config
 from ledger.configload import load_config
@@ -50,8 +51,7 @@ def recover(start: Path, say: Say, follow: bool = False, ask_ray: bool = True) -
     return done
 
 
-@dataclass(frozen=True)
-class _Asking:
+class _Asking(msgspec.Struct, frozen=True):
     """Whether `recover` asks Ray about a run's jobs, and waits for one still running."""
 
     follow: bool = False

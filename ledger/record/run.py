@@ -18,8 +18,9 @@ itself leaves the staged folder for `ledger recover`.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ledger.capture.runner import SignalGuard
 from ledger.config import Config
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["RunOutcome", "RunRequest", "Say", "finish", "not_recorded", "record_run", "truncation_noted"]
 
 
-@dataclass(frozen=True)
-class RunOutcome:
+class RunOutcome(msgspec.Struct, frozen=True):
     run_id: str
     exit_code: int
     state: str

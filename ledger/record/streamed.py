@@ -28,9 +28,10 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ledger.capture.stream import CHUNK, LineSplitter
 from ledger.fsutil import write_atomic
@@ -55,18 +56,17 @@ BLOCK = 4 * CHUNK
 WORKER_AFTER = 4 << 20  # bytes of output before a worker process is worth its start-up
 
 
-@dataclass
-class StreamResult:
+class StreamResult(msgspec.Struct):
     """What the log work gives the record: as the manifest and `finish` need it."""
 
     command_lines: list[str]
     redacted: list[str]
     found: set[bytes]  # values the rules removed, looked for again in other forms by the final scrub
     metrics: MetricsTable | None  # None once written to metrics.jsonl (by the worker)
-    truncated: list[str] = field(default_factory=list)  # a log whose writing failed: where, why
+    truncated: list[str] = msgspec.field(default_factory=list)  # a log whose writing failed: where, why
     # each log's md5 as it was read back, with the (inode, mtime_ns, size) it had then: the DVC
     # offload of a big log uses it instead of reading the log again (`dvcops.remember_hashes`)
-    md5: dict[str, tuple[str, tuple[int, int, int]]] = field(default_factory=dict)
+    md5: dict[str, tuple[str, tuple[int, int, int]]] = msgspec.field(default_factory=dict)
     metrics_written: bool = False  # the worker wrote metrics.jsonl (then `metrics` is None)
     malformed: int = 0
     where: str = "after the job"  # when the work was done (the manifest's `logs.split`)
@@ -224,8 +224,7 @@ class StreamedLogs:
         )
 
 
-@dataclass(frozen=True)
-class ReadBack:
+class ReadBack(msgspec.Struct, frozen=True):
     """What reading one split log back to its end gave, besides its metrics: its command lines,
     and the md5 of its first `offset` bytes."""
 

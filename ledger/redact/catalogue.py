@@ -38,9 +38,10 @@ import inspect
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.cache import code_version, user_cache_dir
 from ledger.fsutil import write_atomic
@@ -65,8 +66,7 @@ _ONE_TOKEN = re.compile(rb"[^\s'\"`=:,;<>|(){}\[\]]+")
 _LOOKAROUND = re.compile(r"\(\?<?[=!](?:[^()\\]|\\.|\([^()]*\))*\)")
 
 
-@dataclass(frozen=True)
-class CatalogueRule:
+class CatalogueRule(msgspec.Struct, frozen=True, dict=True):
     """One catalogue regex: its provider, the rule, and how the trigger scan finds it."""
 
     provider: str  # detect-secrets: the plugin's secret_type ("Stripe Access Key"); gitleaks: the rule id

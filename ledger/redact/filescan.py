@@ -29,9 +29,10 @@ import os
 import re
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+import msgspec
 
 from ledger.redact import rules
 from ledger.redact.gitleaks import file_name_rules
@@ -46,8 +47,7 @@ UNREADABLE = "unreadable-zip-member"
 _PRINTABLE = re.compile(rb"[\t\x20-\x7e]{6,}")
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(msgspec.Struct, frozen=True):
     """A secret found in a data file: which file (relative to what was scanned; ``a.pt!member``
     for a zip member) and which rule found it (a kind as `redacted` records it), never the value."""
 

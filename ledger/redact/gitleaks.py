@@ -26,7 +26,6 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -45,8 +44,7 @@ COMMON_KEYWORDS = frozenset(
 MIN_KEYWORD_TRIGGER = 4
 
 
-@dataclass(frozen=True)
-class Allowlist:
+class Allowlist(msgspec.Struct, frozen=True, dict=True):
     """One gitleaks allowlist: what it checks (``secret``, ``match`` or ``line``), and how."""
 
     target: str

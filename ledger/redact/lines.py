@@ -16,8 +16,9 @@ import functools
 import importlib
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ledger.redact.scanner import Redactor
 from ledger.redact.spans import line_span
@@ -125,8 +126,7 @@ def line_local(pattern: str) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class EngineRuns:
+class EngineRuns(msgspec.Struct, frozen=True):
     """The regexes that sort a body's lines (each ``\\n`` + content) into engine and other lines.
 
     `run` matches a whole run of consecutive engine lines, from the ``\\n`` before its first line

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+
+import msgspec
 
 MASK = "***"
 MASK_BYTES = MASK.encode()  # the same mask, for the rules that work on bytes
@@ -127,12 +128,11 @@ def keeps_value(name: str, value: str) -> bool:
     return bool(parts) and parts[-1] in {"KEY", "TOKEN"} and bare.isdigit() and len(bare) <= 9
 
 
-@dataclass
-class Redactions:
+class Redactions(msgspec.Struct):
     """Which names and pattern kinds were redacted (never the values)."""
 
-    names: set[str] = field(default_factory=set)
-    kinds: set[str] = field(default_factory=set)
+    names: set[str] = msgspec.field(default_factory=set)
+    kinds: set[str] = msgspec.field(default_factory=set)
 
     def add_name(self, name: str) -> None:
         """Record a flag/variable/key name whose value was hidden (a text that cannot be a name is

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from ledger.errors import UsageError
 from ledger.understand.settings import FlagGroup, flag_groups, split_training_command
@@ -161,8 +162,7 @@ def _split_recorded(training_argv: Sequence[str]) -> tuple[list[str], str | None
     return [], None, list(training_argv)
 
 
-@dataclass(frozen=True)
-class _Side:
+class _Side(msgspec.Struct, frozen=True):
     """What a replay of one side drops and adds: the rollout data flag takes the template."""
 
     missing: str  # the error when no template is given

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from ledger.capture.hostfacts import cached_host_facts, host_facts
 from ledger.errors import DataError, LedgerError, UsageError
@@ -32,14 +33,13 @@ from ledger.understand.settings import Value, flag_groups, parse_settings, split
 PLACEHOLDER = "\0LEDGER_RUN_DATA\0"
 
 
-@dataclass
-class ReplayOptions:
+class ReplayOptions(msgspec.Struct):
     run: str
     rollout_only: bool = False
     step: int | None = None
     steps: str | None = None
-    sets: list[str] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
+    sets: list[str] = msgspec.field(default_factory=list)
+    extra: list[str] = msgspec.field(default_factory=list)
     name: str | None = None
     dry_run: bool = False
     strict: bool = False
@@ -51,8 +51,7 @@ class ReplayOptions:
     new_settings: tuple[str, ...] = ()  # settings --set may add without --force (`--seeds` sets `seed`)
 
 
-@dataclass
-class ReplayPlan:
+class ReplayPlan(msgspec.Struct):
     """What a replay will run, and where its samples come from."""
 
     source: str
@@ -63,14 +62,14 @@ class ReplayPlan:
     mapping: dict[int, int] | None
     data_dir: Path | None
     warnings: list[str]
-    image: Image = field(default_factory=Image)
+    image: Image = msgspec.field(default_factory=Image)
     # the recorded Ray runtime env's variables: a `ray job submit` run's trainer had them, and a
     # replay runs the trainer directly, so they are set for it (PYTHONPATH, NCCL_*, ...)
-    env: dict[str, str] = field(default_factory=dict)
-    env_dropped: dict[str, str] = field(default_factory=dict)  # recorded variables left out, and why
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    env_dropped: dict[str, str] = msgspec.field(default_factory=dict)  # recorded variables left out, and why
     prepare: Callable[[], None] | None = None  # writes the data the argv names (after the yes)
     foreign: str | None = None  # who made the run commit, when this clone did not record the run
-    record: RunRecord = field(default_factory=RunRecord)  # the source run's record (where it ran)
+    record: RunRecord = msgspec.field(default_factory=RunRecord)  # the source run's record (where it ran)
     script: Path | None = None  # the training script the replay runs, resolved in this checkout
     module: str | None = None  # or the `-m` module, imported from `cwd` first
 
@@ -130,8 +129,7 @@ def _unknown_sets(run_id: str, sets: list[tuple[str, str]], recorded: dict[str, 
     return warnings
 
 
-@dataclass(frozen=True)
-class _Checked:
+class _Checked(msgspec.Struct, frozen=True):
     """A run to replay, checked: its record, its command (rebased onto this checkout), where it
     runs, the replay's settings and steps, and the environment the replay sets."""
 

@@ -28,10 +28,10 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+import msgspec
 import psutil
 
 from ledger.argv import option_value
@@ -59,13 +59,12 @@ class RayRecord(TypedDict, total=False):
     code_from: str
 
 
-@dataclass
-class RayTarget:
+class RayTarget(msgspec.Struct):
     """Where a replay is submitted: the Job API URL, why there, and the head ledger started."""
 
     address: str
     how: str  # "--address", "recorded address", "local head started by ledger"
-    runtime_env: RuntimeEnv = field(default_factory=dict)
+    runtime_env: RuntimeEnv = msgspec.field(default_factory=dict)
     head: LocalHead | None = None
     code_from: str | None = None  # where the job's code comes from (`runtime_env`'s second value)
 

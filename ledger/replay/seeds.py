@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
 from pathlib import Path
+
+import msgspec
+from msgspec.structs import replace
 
 from ledger.errors import UsageError
 from ledger.opening import open_branch
@@ -90,8 +92,7 @@ def _check_seed_unset(opts: ReplayOptions) -> None:
         raise UsageError("--seeds and --set seed=... both set the seed", "drop one of them")
 
 
-@dataclass
-class _AskedOnce:
+class _AskedOnce(msgspec.Struct):
     """One question for all the seeds: the first replay asks it (`note` says what the yes
     covers), the others take its answer."""
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from ledger import yamlio
 from ledger.configload import load_config
@@ -36,12 +37,11 @@ CODE_LOADING = re.compile(
 PYTHON_DATA = {"PYTHONUNBUFFERED", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONFAULTHANDLER", "PYTHONIOENCODING", "PYTHONUTF8"}
 
 
-@dataclass
-class EnvChoice:
+class EnvChoice(msgspec.Struct):
     """The recorded variables a replay sets, and those it leaves out (with why)."""
 
-    taken: dict[str, str] = field(default_factory=dict)
-    dropped: dict[str, str] = field(default_factory=dict)  # name -> reason
+    taken: dict[str, str] = msgspec.field(default_factory=dict)
+    dropped: dict[str, str] = msgspec.field(default_factory=dict)  # name -> reason
 
 
 def pulled_places(repo: Repo) -> list[Path]:
@@ -97,8 +97,7 @@ def _into_pulled(value: str, places: list[Path]) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class CodePaths:
+class CodePaths(msgspec.Struct, frozen=True):
     """Where a replay runs and what it executes, resolved in this checkout and checked."""
 
     cwd: Path

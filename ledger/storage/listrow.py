@@ -11,7 +11,6 @@ accept, and gives the same values.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import msgspec
@@ -59,8 +58,7 @@ _JSON = msgspec.json.Decoder()
 _METRICS = dict[str, _MetricValues]
 
 
-@dataclass
-class RunRow:
+class RunRow(msgspec.Struct):
     """One run folder as read from git: its listing fields as the record holds them (or why it
     is broken), the `ListFields` a listing shows of them, settings, summary metrics and table
     cells (`table_cells`)."""
@@ -68,8 +66,8 @@ class RunRow:
     entry: RunEntry
     fields: dict[str, Any] | None
     broken: str | None = None
-    settings: Settings = field(default_factory=dict)
-    metrics: Metrics = field(default_factory=dict)
+    settings: Settings = msgspec.field(default_factory=dict)
+    metrics: Metrics = msgspec.field(default_factory=dict)
     cells: tuple[str, ...] = ()
     shown: ListFields | None = None
 
@@ -198,8 +196,7 @@ def _manifest(repo: Repo, e: RunEntry, cache: ManifestCache | None) -> dict[str,
     return yaml_manifest(repo, e, cache)
 
 
-@dataclass
-class RunReader:
+class RunReader(msgspec.Struct):
     """How the listing index reads a run folder from git: `folder` when it first meets the folder,
     `full` when it reads the record again for its settings and metrics text (`--json`, a filter)."""
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ledger.errors import LedgerError, UsageError
 from ledger.manifest import run_path
@@ -30,14 +31,13 @@ MAX_CAS_ATTEMPTS = 100
 MAX_META_BYTES = 64 * 1024  # a pulled meta.json larger than this is refused (storage/sync.py)
 
 
-@dataclass(frozen=True)
-class RunMeta:
+class RunMeta(msgspec.Struct, frozen=True):
     """What can change about a recorded run."""
 
     tags: tuple[str, ...] = ()
     note: str | None = None
     archived: bool = False
-    extra: dict[str, object] = field(default_factory=dict)  # keys a newer ledger wrote: kept as they are
+    extra: dict[str, object] = msgspec.field(default_factory=dict)  # keys a newer ledger wrote: kept as they are
 
     @classmethod
     def from_json(cls, data: Any) -> RunMeta:
@@ -104,8 +104,7 @@ def meta_tree(repo: Repo, commit: str, run_id: str, meta: RunMeta) -> str:
     return repo.tree_with_edits(tree, {f"{run_path(run_id)}/{META_FILE}": (blob, MODE_BLOB)})
 
 
-@dataclass(frozen=True)
-class MetaChange:
+class MetaChange(msgspec.Struct, frozen=True):
     """What a metadata command did."""
 
     run_id: str

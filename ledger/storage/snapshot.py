@@ -13,10 +13,10 @@ import hashlib
 import os
 import stat
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+import msgspec
 import pygit2
 
 from ledger.storage.bigfiles import too_big
@@ -48,8 +48,7 @@ class SubmoduleState(TypedDict):
     patch: str | None
 
 
-@dataclass(frozen=True)
-class CodeSnapshot:
+class CodeSnapshot(msgspec.Struct, frozen=True):
     """The code a run saw: HEAD plus uncommitted changes to tracked files."""
 
     commit: str
@@ -58,13 +57,13 @@ class CodeSnapshot:
     dirty: bool
     patch_sha256: str | None
     untracked: int | None  # untracked files left out (None: not counted here, see UntrackedCount)
-    scrubbed: list[str] = field(default_factory=list)
-    submodules: dict[str, SubmoduleState] = field(default_factory=dict)  # by path
+    scrubbed: list[str] = msgspec.field(default_factory=list)
+    submodules: dict[str, SubmoduleState] = msgspec.field(default_factory=dict)  # by path
     # changed configuration files whose uncommitted changes the tree leaves out (runtree.as_committed)
-    kept_committed: list[str] = field(default_factory=list)
+    kept_committed: list[str] = msgspec.field(default_factory=list)
     # changed files too big to read before the job: path -> {"size": bytes, "mtime_ns": ...}; the
     # tree keeps HEAD's entry (ledger.storage.bigfiles hashes them while the job runs)
-    large: dict[str, dict[str, int]] = field(default_factory=dict)
+    large: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
 def changed_paths(repo: pygit2.Repository) -> list[str]:
@@ -72,14 +71,13 @@ def changed_paths(repo: pygit2.Repository) -> list[str]:
     return sorted(p for p, flags in repo.status(untracked_files="no").items() if flags & _CHANGED)
 
 
-@dataclass
-class _Changes:
+class _Changes(msgspec.Struct):
     """What the changed paths of a working tree come to, gathered path by path."""
 
-    edits: dict[str, Edit] = field(default_factory=dict)
-    scrubbed: list[str] = field(default_factory=list)
-    submodules: dict[str, SubmoduleState] = field(default_factory=dict)
-    large: dict[str, dict[str, int]] = field(default_factory=dict)
+    edits: dict[str, Edit] = msgspec.field(default_factory=dict)
+    scrubbed: list[str] = msgspec.field(default_factory=list)
+    submodules: dict[str, SubmoduleState] = msgspec.field(default_factory=dict)
+    large: dict[str, dict[str, int]] = msgspec.field(default_factory=dict)
 
 
 def code_snapshot(

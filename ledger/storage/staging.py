@@ -132,7 +132,9 @@ class Staged:
         return pid_alive(int(owner["ledger_pid"]), owner.get("ledger_start"))
 
     def save_code(self, code: CodeSnapshot) -> None:
-        self.write_json("code.json", code.__dict__)
+        from msgspec.structs import asdict  # msgspec is loaded by then: a run's record is made of its Structs
+
+        self.write_json("code.json", asdict(code))
 
     def load_code(self) -> CodeSnapshot | None:
         data = self.read_json("code.json")

@@ -16,8 +16,9 @@ from __future__ import annotations
 import random
 import re
 import time
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ledger.errors import DataError, LedgerError
 from ledger.manifest import NOT_LEDGERS, ManifestError, run_path
@@ -41,8 +42,7 @@ class NotALedgerBranch(LedgerError):
     """The configured branch exists but was not made by ledger."""
 
 
-@dataclass(frozen=True)
-class RunEntry:
+class RunEntry(msgspec.Struct, frozen=True):
     """Where a run lives at the tip: its id, folder path, folder tree and manifest blob."""
 
     id: str

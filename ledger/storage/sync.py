@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+
+import msgspec
 
 from ledger.errors import LedgerError
 from ledger.manifest import run_path
@@ -22,11 +23,10 @@ from ledger.storage.store import branch_ref, build_run_tree, code_commit_of, fin
 MAX_PUSH_ATTEMPTS = 30
 
 
-@dataclass
-class SyncResult:
+class SyncResult(msgspec.Struct):
     pushed: bool = False
-    rebuilt: list[str] = field(default_factory=list)  # run ids rebuilt on a newer remote tip
-    dropped: list[str] = field(default_factory=list)  # local runs already on the remote
+    rebuilt: list[str] = msgspec.field(default_factory=list)  # run ids rebuilt on a newer remote tip
+    dropped: list[str] = msgspec.field(default_factory=list)  # local runs already on the remote
 
 
 def git_error(err: str, code: int) -> str:

@@ -10,8 +10,9 @@ a warning; the rest of the query still applies.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from urllib.parse import urlencode
+
+import msgspec
 
 from ledger.compare.runfilter import RunFilter, Where, check_states, parse_since
 from ledger.errors import UsageError
@@ -22,11 +23,10 @@ METRIC_SORT = "metric:"  # sort=metric:train/loss
 FILTER_KEYS = ("where", "tag", "since", "name", "state", "metric", "archived")
 
 
-@dataclass(frozen=True)
-class TableQuery:
+class TableQuery(msgspec.Struct, frozen=True):
     """What the runs table shows: the filter, the metric columns, the sort, and what was refused."""
 
-    flt: RunFilter = field(default_factory=RunFilter)
+    flt: RunFilter = msgspec.field(default_factory=RunFilter)
     metric_globs: tuple[str, ...] = ()
     sort: str = "age"
     desc: bool = False  # age ascending is newest first, as `ledger list`

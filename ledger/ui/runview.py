@@ -11,9 +11,10 @@ name, `NAME~N`, `latest`; never a path.
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from ledger.commands.show import show_run
 from ledger.commands.tail import tail_run
@@ -32,8 +33,7 @@ from ledger.termstyle import printable
 TAIL_LINES = 40
 
 
-@dataclass(frozen=True)
-class RunView:
+class RunView(msgspec.Struct, frozen=True):
     """One run as its page shows it."""
 
     id: str
@@ -46,8 +46,8 @@ class RunView:
     note: str | None = None
     table: MetricsTable | None = None
     heat: HeatLog | None = None
-    log_tail: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what the reader said (a shared name, settings so far)
+    log_tail: list[str] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)  # what the reader said (a shared name, settings so far)
 
 
 def _shown(lines: list[bytes]) -> list[str]:

@@ -13,8 +13,9 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ledger.opening import open_branch
 from ledger.storage import staging
@@ -47,8 +48,7 @@ def version(start: Path, now: float) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class Made:
+class Made(msgspec.Struct, frozen=True):
     """A page as it was made: HTTP status and body (an error page has its status)."""
 
     status: int

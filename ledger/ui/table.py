@@ -9,9 +9,10 @@ column sorts (a link: no script needed). A checkbox per row picks runs for `/com
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from html import escape
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from ledger.commands.listing import ListResult
 from ledger.compare.runfilter import STATES
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
     from ledger.storage.listrow import FullRow
 
 
-@dataclass(frozen=True)
-class TableRow:
+class TableRow(msgspec.Struct, frozen=True):
     """One run of the table."""
 
     id: str
@@ -38,7 +38,7 @@ class TableRow:
     changed: str
     tags: tuple[str, ...] = ()
     note: str | None = None
-    metrics: dict[str, float | None] = field(default_factory=dict)
+    metrics: dict[str, float | None] = msgspec.field(default_factory=dict)
 
 
 def age_text(started: str | None, now: float) -> str:

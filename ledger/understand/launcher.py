@@ -17,8 +17,9 @@ import json
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from ledger.config import DEFAULT_TRAINING_PATTERNS
 from ledger.understand.envvars import runtime_env_from_ray_argv
@@ -43,15 +44,13 @@ _OPERATORS = ("&>>", "<<<", "&&", "||", ";;", "|&", ">>", ">&", ">|", "<<", "<&"
 _ANSI_SIMPLE = dict(zip("abeEfnrtv\\'\"?", "\a\b\x1b\x1b\f\n\r\t\v\\'\"?", strict=True))
 
 
-@dataclass(frozen=True)
-class Operator:
+class Operator(msgspec.Struct, frozen=True):
     """A shell operator (`&&`, `|`, `>`, ...) met outside quotes."""
 
     text: str
 
 
-@dataclass
-class TrainingCommand:
+class TrainingCommand(msgspec.Struct):
     """The training command found for a job.
 
     `argv` runs from the interpreter onward (`python3 train.py --lr 1e-6 ...`), `script` is the

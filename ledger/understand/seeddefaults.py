@@ -21,8 +21,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 # the `seeds` section's keys and the flags they stand for
 SEED_FLAGS: dict[str, str] = {"seed": "--seed", "rollout_seed": "--rollout-seed"}
@@ -36,12 +37,11 @@ READ_LIMIT = 4 << 20
 _CALLS = ("add_argument", "reset_arg")
 
 
-@dataclass(frozen=True)
-class Defaults:
+class Defaults(msgspec.Struct, frozen=True):
     """Seed values a trainer took from its defaults, and where each was read (`seeds.defaults`)."""
 
-    values: dict[str, object] = field(default_factory=dict)  # `seeds` key -> value
-    sources: dict[str, str] = field(default_factory=dict)  # `seeds` key -> where it was read
+    values: dict[str, object] = msgspec.field(default_factory=dict)  # `seeds` key -> value
+    sources: dict[str, str] = msgspec.field(default_factory=dict)  # `seeds` key -> where it was read
 
 
 def _call_name(node: ast.Call) -> str | None:
