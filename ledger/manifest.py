@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import copy
 import datetime as dt
+import os
 import re
-import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,9 +24,9 @@ RUN_ID_RE = re.compile(r"^\d{8}-\d{6}-[0-9a-f]{4}$")
 
 
 def new_run_id(now: dt.datetime | None = None) -> str:
-    """`<UTC yyyymmdd-HHMMSS>-<4 hex>`."""
+    """`<UTC yyyymmdd-HHMMSS>-<4 hex>` (the hex from `os.urandom`, as `secrets.token_hex` takes it)."""
     now = now or utc_now()
-    return f"{now.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+    return f"{now.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
 
 
 def shard_of(run_id: str) -> str:
