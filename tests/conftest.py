@@ -150,7 +150,9 @@ def toy_repo(path: Path, files: dict[str, str] | None = None, init: bool = True)
     """A repository with `files` (a README by default) and the toy trainer committed, after
     `ledger init` unless `init=False` (its `.ledger.yaml` and `.dvc/` are committed with the toy)."""
     repo = make_repo(path, files or {"README.md": "x\n"})
-    shutil.copytree(TOY, repo / "examples" / "toy_grpo")
+    # not the bytecode a run of the checkout's own toy left beside it: a later run rewrites it, which
+    # would make the committed code dirty
+    shutil.copytree(TOY, repo / "examples" / "toy_grpo", ignore=shutil.ignore_patterns("__pycache__"))
     if init:
         r = ledger(repo, "init")
         assert r.returncode == 0, r.stderr
