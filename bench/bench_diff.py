@@ -84,8 +84,6 @@ def main() -> None:
     record = (time.perf_counter() - t) / 2
     sh(ledger_argv("run", "--no-debug-data", "--name", "other", "--", "true"), cwd=repo)
     size = sum(p.stat().st_size for p in (repo / ".git").rglob("*") if p.is_file()) / 1e6
-    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="")  # bytecode written, as an installed ledger has it
-    os.environ.update(env)
     diff = ["diff", "latest~2", "latest~1", "--json"]
     pythons = {"this": sys.executable} | ({"baseline": args.baseline_python} if args.baseline_python else {})
     for python in pythons.values():  # compile each checkout's bytecode once, outside the rounds

@@ -13,6 +13,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Bytecode written, as an installed ledger has it: with PYTHONDONTWRITEBYTECODE set in the caller's
+# environment, every process a bench starts would compile each ledger module edited since the last
+# `make install` (its `compileall`), and a bench run straight from a checkout would time that.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 def timeit(fn: Callable[[], object], repeat: int = 5) -> float:
     """Median wall time of `fn` over `repeat` calls."""
