@@ -52,7 +52,7 @@ def paint_lines(text: str) -> str:
     return "\n".join(out)
 
 
-def progress(what: str, stream: IO[str] | None = None) -> Callable[[int, int], None]:
+def progress(what: str, stream: IO[str] | None = None, unit: str = "file") -> Callable[[int, int], None]:
     """A `report(done, total)` callback drawing one tqdm bar on a terminal, nothing elsewhere."""
     from tqdm import tqdm
 
@@ -62,7 +62,7 @@ def progress(what: str, stream: IO[str] | None = None) -> Callable[[int, int], N
     def report(done: int, total: int) -> None:
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=total, desc=f"ledger: {what}", file=out, unit="file", disable=not _is_terminal(out), leave=True)
+            bar = tqdm(total=total, desc=f"ledger: {what}", file=out, unit=unit, disable=not _is_terminal(out), leave=True)
         bar.total = total
         bar.update(done - bar.n)
         if done >= total:

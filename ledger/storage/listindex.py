@@ -30,8 +30,10 @@ from ledger.storage.git import MODE_TREE, Repo
 from ledger.storage.listrow import RunReader
 from ledger.storage.listtables import CHUNK, Damaged, copy_to_memory, entry_of, loads, table_names, unpack_json
 from ledger.storage.store import SHARD_RE
+from ledger.termstyle import progress
 
 KEEP_TREES = 3  # `runs/` trees whose shards are kept (a few worktrees or branches listed in turn)
+PROGRESS_AT = 2000  # run folders one update reads from git before a terminal is shown a bar (~0.4 s)
 STALE_SHARDS = 64  # shards no kept tree names, collected once there are this many
 
 Row = tuple[Any, ...]  # an `xr` row's values, in the table's column order
@@ -125,9 +127,15 @@ class ListIndex:
             }
             todo = [(rid, f"runs/{name}/{rid}", tree) for rid, tree in runs if (rid, tree) not in stored]
             plans.append((key, runs, stored, todo))
+        total, done = sum(len(todo) for *_rest, todo in plans), 0
+        # a fresh clone or a new ledger: seconds at 10,000s of runs, so a terminal sees them go by
+        report = progress("reading runs into the listing index", unit="run") if total >= PROGRESS_AT else None
         # closed when the last batch is in: the readers end here, not whenever the generator is collected
         with closing(read_batches(reader, [todo for *_rest, todo in plans])) as read:
             for (key, runs, stored, _todo), prepared in zip(plans, read):
+                if report is not None:
+                    done += len(prepared)
+                    report(done, total)
                 new = [self._row(p) for p in prepared]
                 stored.update({(r[1], r[2]): (r[0], r[8], r[9]) for r in new})
                 rows = [stored[run] for run in runs]
