@@ -52,6 +52,14 @@ def paint_lines(text: str) -> str:
     return "\n".join(out)
 
 
+def _columns(stream: IO[Any]) -> int:
+    """The width of the terminal `stream` is (0 where it tells none)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 0
+
+
 def progress(what: str, stream: IO[str] | None = None, unit: str = "file") -> Callable[[int, int], None]:
     """A `report(done, total)` callback drawing one tqdm bar on a terminal, nothing elsewhere."""
     from tqdm import tqdm
@@ -62,7 +70,10 @@ def progress(what: str, stream: IO[str] | None = None, unit: str = "file") -> Ca
     def report(done: int, total: int) -> None:
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=total, desc=f"ledger: {what}", file=out, unit=unit, disable=not _is_terminal(out), leave=True)
+            terminal = _is_terminal(out)
+            # a terminal never given a size (0 x 0: `script`, some CI ptys) would get no bar: tqdm fits it to that
+            size = {} if not terminal or _columns(out) else {"ncols": 80, "nrows": 24}
+            bar = tqdm(total=total, desc=f"ledger: {what}", file=out, unit=unit, disable=not terminal, leave=True, **size)
         bar.total = total
         bar.update(done - bar.n)
         if done >= total:

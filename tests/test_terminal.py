@@ -10,8 +10,10 @@ import os
 import pty
 import select
 import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from conftest import LEDGER, git, head, ledger
 
 from ledger.commands.listing import change_text
@@ -84,6 +86,27 @@ def test_progress_bar_only_on_a_terminal() -> None:
     os.close(master)
     shown = b"".join(chunks).decode()
     assert "ledger: pushing data" in shown and "10/10" in shown
+
+
+def test_progress_bar_on_a_terminal_of_no_size_is_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pty never given a window size (0 columns: `script`, some CI runners) as stderr: tqdm would
+    fit the bar to 0 columns and draw an empty line; it is drawn 80 wide instead."""
+    master, slave = pty.openpty()
+    with os.fdopen(slave, "w") as terminal:
+        monkeypatch.setattr(sys, "stderr", terminal)
+        report = progress("pushing data")
+        for done in range(0, 11):
+            report(done, 10)
+        monkeypatch.undo()
+    chunks = []
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunks.append(os.read(master, 65536))
+        except OSError:
+            break
+    os.close(master)
+    shown = b"".join(chunks).decode()
+    assert "ledger: pushing data" in shown and "10/10" in shown, shown
 
 
 def test_plural_and_short_shas() -> None:
