@@ -240,6 +240,8 @@ def _damage(root: Path, sql: str, *params: Any) -> None:
         "truncated file",
         "damaged run",
         "damaged cells",
+        "damaged flags",
+        "flags of another type",
         "damaged column",
         "damaged number",
         "damaged rows",
@@ -260,6 +262,10 @@ def test_a_damaged_or_foreign_index_is_a_miss_and_rebuilt(proj: Path, damage: st
         _damage(proj, "UPDATE {r} SET fields = ?", b"\xff\x00junk")
     elif damage == "damaged cells":
         _damage(proj, "UPDATE {r} SET cells = ?", b"\x00")
+    elif damage == "damaged flags":  # a bit no flag has, beside `archived`: read as is, every run would be hidden
+        _damage(proj, "UPDATE {r} SET flags = 64 | 8")
+    elif damage == "flags of another type":
+        _damage(proj, "UPDATE {r} SET flags = 'x'")
     elif damage == "damaged column":
         _damage(proj, "UPDATE {c} SET val = ? WHERE col = 's:lr'", b"\x00")
     elif damage == "damaged number":  # a metric's last value that is not a number (compared in SQL)

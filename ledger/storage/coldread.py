@@ -26,7 +26,7 @@ from typing import Any
 import msgspec
 
 from ledger.storage.git import Repo
-from ledger.storage.listrow import RunReader, RunRow, folder_entry, read_run, reads_manifest
+from ledger.storage.listrow import RunReader, RunRow, folder_entry, read_run, reads_manifest, table_flags
 from ledger.storage.listtables import Damaged, entry_tuple, pack, text_key
 from ledger.storage.store import RunEntry
 
@@ -36,7 +36,7 @@ TEXT_BATCH = 500  # records a reader is given at a time for their texts
 
 Folder = tuple[str, str, str]  # (run id, its path in the branch, its tree id)
 # a run's `xr` row without its key, its key sets as the names themselves:
-# (id, tree, entry, broken, started, name, archived, setting names, metric names, fields, cells, shown)
+# (id, tree, entry, broken, started, name, archived, setting names, metric names, fields, cells, shown, flags)
 Prepared = tuple[Any, ...]
 
 
@@ -45,13 +45,14 @@ def prepare(row: RunRow) -> Prepared:
     e, m = row.entry, row.fields
     entry = marshal.dumps(entry_tuple(e))
     if m is None:
-        return (e.id, e.tree, entry, row.broken or f"{e.path}: unreadable", b"", None, 0, None, None, None, None, None)
+        return (e.id, e.tree, entry, row.broken or f"{e.path}: unreadable", b"", None, 0, None, None, None, None, None, None)
     name = text_key(m["name"]) if isinstance(m.get("name"), str) else None
     started = text_key(m.get("started") or "")
     archived = 1 if m.get("archived") else 0
     shown = marshal.dumps(msgspec.structs.astuple(row.shown)) if row.shown is not None else None
+    flags = table_flags(row.shown) if row.shown is not None else 0
     settings, metrics = tuple(sorted(row.settings)), tuple(sorted(row.metrics))
-    return (e.id, e.tree, entry, None, started, name, archived, settings, metrics, marshal.dumps(m), marshal.dumps(row.cells), shown)
+    return (e.id, e.tree, entry, None, started, name, archived, settings, metrics, marshal.dumps(m), marshal.dumps(row.cells), shown, flags)
 
 
 def read_batches(reader: RunReader, batches: list[list[Folder]], parallel: bool = True) -> Generator[list[Prepared], None, None]:

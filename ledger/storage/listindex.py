@@ -139,7 +139,7 @@ class ListIndex:
                 new = [self._row(p) for p in prepared]
                 stored.update({(r[1], r[2]): (r[0], r[8], r[9]) for r in new})
                 rows = [stored[run] for run in runs]
-                self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"), new)
+                self.db.executemany(self.sql("INSERT INTO {r} VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"), new)
                 self.db.executemany(self.sql("INSERT OR IGNORE INTO {m} VALUES (?, ?)"), [(key, r[0]) for r in rows])
                 skeys, mkeys = sorted({r[1] for r in rows} - {0}), sorted({r[2] for r in rows} - {0})
                 self.db.execute(

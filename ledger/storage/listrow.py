@@ -281,6 +281,15 @@ def fields_of(m: dict[str, Any]) -> ListFields:
     )
 
 
+TAGS, NOTE, REPLAY, ARCHIVED = 1, 2, 4, 8  # `table_flags`: what of a run decides the default table's columns
+
+
+def table_flags(s: ListFields) -> int:
+    """Which of the fields that decide the default table's columns a run has (`TAGS`, `NOTE`,
+    `REPLAY`, `ARCHIVED`): what the table reads of a run beside its cells (`table_cells`)."""
+    return TAGS * bool(s.tags) | NOTE * bool(s.note) | REPLAY * bool(s.replay_of) | ARCHIVED * bool(s.archived)
+
+
 def table_cells(s: ListFields) -> tuple[str, ...]:
     """A recorded run's cells in `ledger list`'s table: ID, NAME, STATE, EXIT, TIME, PAUSED,
     STARTED, then its TAGS and NOTE cells (shown when a listed run has tags, a note), each

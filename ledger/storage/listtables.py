@@ -5,8 +5,10 @@ new tables, so no row is ever read by code other than the code that wrote it.
 
 - `xr` (runs): one row per run folder, keyed by (run id, folder tree id): its entry (tree and
   blob ids), listing fields (summary.json with meta.json laid over it) or why it is broken, the
-  cells `ledger list` prints and the `ListFields` it shows (their values' tuple), its start time
-  and name (what listings sort and names look up), and the key sets of its setting and metric names;
+  cells `ledger list` prints and the `ListFields` it shows (their values' tuple), which of those
+  decide the default table's columns (`flags`: tags, a note, a replay, archived: `TABLE_FLAGS`), its
+  start time and name (what listings sort and names look up), and the key sets of its setting and
+  metric names;
 - `xx` (texts): a run's settings and summary metrics as compressed JSON text (`list --json`
   prints them as they are), written the first time something asks for them;
 - `xs` and `xm` (shards): per `runs/<xx>` shard tree id, that it is complete (its run count and
@@ -44,7 +46,8 @@ def table_names(version: str) -> dict[str, str]:
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS {r} (k INTEGER PRIMARY KEY, id TEXT NOT NULL, tree TEXT NOT NULL, entry BLOB, broken TEXT,"
-    " started BLOB, name BLOB, archived INTEGER, sk INTEGER, mk INTEGER, fields BLOB, cells BLOB, shown BLOB, UNIQUE (id, tree))",
+    " started BLOB, name BLOB, archived INTEGER, sk INTEGER, mk INTEGER, fields BLOB, cells BLOB, shown BLOB, flags INTEGER,"
+    " UNIQUE (id, tree))",
     "CREATE TABLE IF NOT EXISTS {x} (k INTEGER PRIMARY KEY, settings BLOB, metrics BLOB)",
     "CREATE TABLE IF NOT EXISTS {s} (shard TEXT PRIMARY KEY, n INTEGER, skeys BLOB, mkeys BLOB)",
     "CREATE TABLE IF NOT EXISTS {m} (shard TEXT, k INTEGER, PRIMARY KEY (shard, k)) WITHOUT ROWID",

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from ledger.manifest import RUN_ID_RE, shard_of
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
-from ledger.storage.listrow import Listed, ListFields, RunReader
+from ledger.storage.listrow import ARCHIVED, NOTE, REPLAY, TAGS, Listed, ListFields, RunReader
 from ledger.storage.listtables import Damaged, entry_of, loads, unpack_json
 from ledger.storage.store import RunEntry
 from ledger.storage.summary import SettingValue
@@ -27,22 +27,18 @@ def index_view(index: ListIndex, repo: Repo, runs_tree: str, reader: RunReader) 
 
 
 _SHOWN = len(ListFields.__struct_fields__)  # the values of a run's `ListFields`, as the index keeps them
-_TAGS, _NOTE, _REPLAY_OF, _ARCHIVED = (ListFields.__struct_fields__.index(f) for f in ("tags", "note", "replay_of", "archived"))
+_ALL_FLAGS = TAGS | NOTE | REPLAY | ARCHIVED
 
 
 class TableRow(NamedTuple):
     """What the default `ledger list` table needs of a run: its cells (`listrow.table_cells`) and
-    the fields that decide its columns, its footnote and whether it is shown."""
+    whether it has what decides the table's columns, its footnote and whether it is shown."""
 
     cells: tuple[str, ...]
-    tags: Any
-    note: Any
-    replay_of: Any
-    archived: Any
-
-
-def _table_rows(checked: Iterable[tuple[tuple[Any, ...], tuple[str, ...]]]) -> list[TableRow]:
-    return [TableRow(c, v[_TAGS], v[_NOTE], v[_REPLAY_OF], v[_ARCHIVED]) for v, c in checked]
+    tags: bool
+    note: bool
+    replay_of: bool
+    archived: bool
 
 
 def _raise() -> Any:
@@ -230,26 +226,48 @@ class View:
         except (ValueError, EOFError, TypeError) as exc:  # not marshal data; a cell that is not a text
             raise Damaged from exc
 
+    def _table_rows(self, found: Iterable[tuple[Any, ...]]) -> list[TableRow]:
+        """(shard, id, flags, cells) rows as `TableRow`s: no `ListFields` decoded, each row checked
+        as `_checked` checks it (its cells' first is its run id), its flags an int of `table_flags`."""
+        names = self.shards
+        out: list[TableRow] = []
+        append = out.append
+        try:
+            for shard, rid, flags, cell_blob in found:
+                if type(rid) is not str or shard_of(rid) != names.get(shard):  # `_own`, inlined: 100,000 rows
+                    raise Damaged
+                c = marshal.loads(cell_blob)
+                if type(flags) is not int or flags & ~_ALL_FLAGS or type(c) is not tuple or len(c) != 9 or c[0] != rid:
+                    raise Damaged
+                if type("".join(c)) is not str:
+                    raise Damaged
+                append(TableRow(c, bool(flags & TAGS), bool(flags & NOTE), bool(flags & REPLAY), bool(flags & ARCHIVED)))
+        except (ValueError, EOFError, TypeError) as exc:  # not marshal data; a cell that is not a text
+            raise Damaged from exc
+        return out
+
     def table_rows(self) -> list[TableRow]:
-        """Every readable run's table cells and the fields the default table reads, oldest first
-        (by start time, then id): no `ListFields` made, the rows checked as `listed` checks them."""
-        return _table_rows(self._checked(self.rows("shard, id, shown, cells", "broken IS NULL")))
+        """Every readable run's table cells and what the default table reads beside them, oldest
+        first (by start time, then id): no `ListFields` decoded."""
+        return self._table_rows(self.rows("shard, id, flags, cells", "broken IS NULL"))
 
     def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
         """The `ListFields` and table cells of the runs that pass every test (`passing_rows`)."""
         return self._decoded(self.passing_rows(tests))
 
     def passing_table(self, tests: Sequence[Test]) -> list[TableRow]:
-        """`passing`, as the rows of a table (`table_rows`): no `ListFields` made."""
-        return _table_rows(self._checked(self.passing_rows(tests)))
+        """`passing`, as the rows of a table (`table_rows`): no `ListFields` decoded."""
+        return self._table_rows(self.passing_rows(tests, "flags"))
 
-    def passing_rows(self, tests: Sequence[Test]) -> list[tuple[Any, ...]]:
-        """The (shard, id, shown, cells) rows of the runs that pass every test, oldest first (by
+    def passing_rows(self, tests: Sequence[Test], fields: str = "shown") -> list[tuple[Any, ...]]:
+        """The (shard, id, shown, cells) rows (`fields`: "flags" for a table's) of the runs that pass every test, oldest first (by
         start time, then id), not yet decoded (`_checked`): one query, the tests run by SQLite on each run's row as it is read
         and the order made in SQL. A `Test` names a setting column, a metric column (either may
         be None: no run has it) and a predicate of the run's setting value (`ABSENT` when it has
         none) and its metric's last value (None when it has none); a test with a `bound` compares
         the metric in SQL for the runs without the setting."""
+        if fields not in ("shown", "flags"):
+            raise ValueError(f"not a column of a run's fields: {fields!r}")
         joins, conds, cols, bounds = [], [], [], []
         self.index.db.create_function("ledger_damaged", 0, _raise)
         for i, test in enumerate(tests):
@@ -273,7 +291,7 @@ class View:
             conds.append(cond if test.setting is None else f"(CASE WHEN {s_val} IS NULL THEN {cond} ELSE {name}({s_val}, NULL) END)")
         where, params = self._where()
         sql = (
-            f"SELECT m.shard, r.id, r.shown, r.cells FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k {' '.join(joins)}"
+            f"SELECT m.shard, r.id, r.{fields}, r.cells FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k {' '.join(joins)}"
             f" WHERE m.{where} AND r.broken IS NULL AND {' AND '.join(conds) or '1'} ORDER BY r.started, r.id"
         )
         try:
@@ -413,14 +431,14 @@ class View:
             return None  # a run removed or changed (a tag, a note, an archive): its line is not the same
         text: str = zlib.decompress(found[1]).decode("utf-8", "surrogatepass")
         added = sorted(now.difference(before))
-        sql = "SELECT m.shard, r.id, r.shown, r.cells, r.started FROM {m} m CROSS JOIN {r} r ON r.k = m.k"
+        sql = "SELECT m.shard, r.id, r.flags, r.cells, r.started FROM {m} m CROSS JOIN {r} r ON r.k = m.k"
         sql += " WHERE m.k IN ({marks}) AND r.broken IS NULL"
         rows = [row for row in self.index.select(sql, added) if row[0] in self.shards]
         rows.sort(key=lambda r: (r[4], r[1]))
         newest = self._newest_shown(text, old_shards)
         if newest is None or any((r[4], r[1]) <= newest for r in rows):
             return None
-        return text, _table_rows(self._checked([r[:4] for r in rows]))
+        return text, self._table_rows([r[:4] for r in rows])
 
     def _newest_shown(self, text: str, old_shards: set[str]) -> tuple[bytes, str] | None:
         """The (start time, id) of the run on the first line of a kept table, as its tree holds it."""
