@@ -282,6 +282,7 @@ def fields_of(m: dict[str, Any]) -> ListFields:
 
 
 TAGS, NOTE, REPLAY, ARCHIVED = 1, 2, 4, 8  # `table_flags`: what of a run decides the default table's columns
+ALL_FLAGS = TAGS | NOTE | REPLAY | ARCHIVED
 
 
 def table_flags(s: ListFields) -> int:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from ledger.manifest import RUN_ID_RE, shard_of
 from ledger.storage.git import Repo
 from ledger.storage.listindex import ListIndex
-from ledger.storage.listrow import ARCHIVED, NOTE, REPLAY, TAGS, Listed, ListFields, RunReader
+from ledger.storage.listrow import ALL_FLAGS, ARCHIVED, NOTE, REPLAY, TAGS, Listed, ListFields, RunReader
 from ledger.storage.listtables import Damaged, entry_of, loads, unpack_json
 from ledger.storage.store import RunEntry
 from ledger.storage.summary import SettingValue
@@ -27,7 +27,6 @@ def index_view(index: ListIndex, repo: Repo, runs_tree: str, reader: RunReader) 
 
 
 _SHOWN = len(ListFields.__struct_fields__)  # the values of a run's `ListFields`, as the index keeps them
-_ALL_FLAGS = TAGS | NOTE | REPLAY | ARCHIVED
 
 
 class TableRow(NamedTuple):
@@ -203,52 +202,35 @@ class View:
         """(shard, id, shown, cells) rows as `Listed` by run id (`_checked`)."""
         return {values[0]: Listed(ListFields(*values), c) for values, c in self._checked(found, cells)}
 
-    def _checked(self, found: Iterable[tuple[Any, ...]], cells: bool = True) -> Iterator[tuple[tuple[Any, ...], tuple[str, ...]]]:
+    def _checked(self, found: Iterable[tuple[Any, ...]], cells: bool = True, flags: bool = False) -> Iterator[tuple[Any, tuple[str, ...]]]:
         """(shard, id, shown, cells) rows as the values of their `ListFields` and their cells, each
         checked as it is decoded: a row of another run's shard, values of the wrong shape or cells
-        that are not 9 texts: `Damaged`."""
+        that are not 9 texts: `Damaged`. `flags`: the rows hold the run's `table_flags` instead (an
+        int, nothing decoded), and the first cell must be the run id."""
         names = self.shards
         try:
             for shard, rid, blob, cell_blob in found:
                 if type(rid) is not str or shard_of(rid) != names.get(shard):  # `_own`, inlined: 100,000 rows
                     raise Damaged
-                values = marshal.loads(blob)
+                values = blob if flags else marshal.loads(blob)
                 c = marshal.loads(cell_blob) if cells else ()
-                if (
-                    type(values) is not tuple
-                    or len(values) != _SHOWN
-                    or values[0] != rid
-                    or type(c) is not tuple
-                    or (cells and (len(c) != 9 or type("".join(c)) is not str))
-                ):
+                if flags:
+                    shape = type(values) is int and not values & ~ALL_FLAGS and type(c) is tuple and c[:1] == (rid,)
+                else:
+                    shape = type(values) is tuple and len(values) == _SHOWN and values[0] == rid and type(c) is tuple
+                if not shape or (cells and (len(c) != 9 or type("".join(c)) is not str)):
                     raise Damaged
                 yield values, c
         except (ValueError, EOFError, TypeError) as exc:  # not marshal data; a cell that is not a text
             raise Damaged from exc
 
     def _table_rows(self, found: Iterable[tuple[Any, ...]]) -> list[TableRow]:
-        """(shard, id, flags, cells) rows as `TableRow`s: no `ListFields` decoded, each row checked
-        as `_checked` checks it (its cells' first is its run id), its flags an int of `table_flags`."""
-        names = self.shards
-        out: list[TableRow] = []
-        append = out.append
-        try:
-            for shard, rid, flags, cell_blob in found:
-                if type(rid) is not str or shard_of(rid) != names.get(shard):  # `_own`, inlined: 100,000 rows
-                    raise Damaged
-                c = marshal.loads(cell_blob)
-                if type(flags) is not int or flags & ~_ALL_FLAGS or type(c) is not tuple or len(c) != 9 or c[0] != rid:
-                    raise Damaged
-                if type("".join(c)) is not str:
-                    raise Damaged
-                append(TableRow(c, bool(flags & TAGS), bool(flags & NOTE), bool(flags & REPLAY), bool(flags & ARCHIVED)))
-        except (ValueError, EOFError, TypeError) as exc:  # not marshal data; a cell that is not a text
-            raise Damaged from exc
-        return out
+        """(shard, id, flags, cells) rows as `TableRow`s, no `ListFields` decoded (`_checked`)."""
+        checked = self._checked(found, flags=True)
+        return [TableRow(c, bool(f & TAGS), bool(f & NOTE), bool(f & REPLAY), bool(f & ARCHIVED)) for f, c in checked]
 
     def table_rows(self) -> list[TableRow]:
-        """Every readable run's table cells and what the default table reads beside them, oldest
-        first (by start time, then id): no `ListFields` decoded."""
+        """Every readable run's `TableRow`, oldest first (by start time, then id)."""
         return self._table_rows(self.rows("shard, id, flags, cells", "broken IS NULL"))
 
     def passing(self, tests: Sequence[Test]) -> dict[str, Listed]:
