@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import IMPORT_ALL, ROOT, imported_by, ledger_argv, report, scratch_repo, sh
+from common import ROOT, imported_by, importing, ledger_argv, report, scratch_repo, sh
 
 CACHES = ("answers", "diffs", "replicas", "metrics")
 
@@ -104,11 +104,10 @@ def main() -> None:
     git = ["git", "diff", "--stat", *commits.stdout.split(), "--", "runs"]  # the two runs' commits (notes move the tip)
     _clear(repo)
     modules = imported_by(diff, repo, repo.parent / "diff-modules.txt")  # what a first diff imports
-    importing = [sys.executable, "-c", IMPORT_ALL, str(modules)]
     times: dict[str, list[tuple[float, float]]] = {"git": [], "floor": []}
     for _ in range(args.rounds):
         times["git"].append(_timed(git, repo))
-        times["floor"].append(_timed(importing, repo))
+        times["floor"].append(_timed(importing(modules), repo))
         for who, python in pythons.items():
             for name, case in cases.items():
                 times.setdefault(f"{who}: {name}", []).append(case(python))

@@ -88,7 +88,7 @@ entry()
 """
 
 # imports each module named in argv[1] that imports alone (a few, like `__main__`, do not)
-IMPORT_ALL = """import importlib, sys
+_IMPORT_ALL = """import importlib, sys
 for name in open(sys.argv[1]).read().split():
     try:
         importlib.import_module(name)
@@ -103,10 +103,15 @@ def imported_by(args: list[str], cwd: Path, out: Path) -> Path:
     return out
 
 
+def importing(modules: Path) -> list[str]:
+    """A fresh interpreter that only imports the modules named in `modules` (from `imported_by`):
+    what a command pays before it does anything, the floor under its time."""
+    return [sys.executable, "-c", _IMPORT_ALL, str(modules)]
+
+
 def import_floor(modules: Path, cwd: Path) -> float:
-    """Wall time of a fresh interpreter that only imports the modules named in `modules` (from
-    `imported_by`): what a command pays before it does anything, the floor under its time."""
-    return timed([sys.executable, "-c", IMPORT_ALL, str(modules)], cwd)
+    """Wall time of `importing(modules)` in `cwd`."""
+    return timed(importing(modules), cwd)
 
 
 def report(title: str, rows: list[tuple[str, str]]) -> None:

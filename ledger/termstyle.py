@@ -61,19 +61,21 @@ def _columns(stream: IO[Any]) -> int:
 
 
 def progress(what: str, stream: IO[str] | None = None, unit: str = "file") -> Callable[[int, int], None]:
-    """A `report(done, total)` callback drawing one tqdm bar on a terminal, nothing elsewhere."""
+    """A `report(done, total)` callback drawing one tqdm bar on a terminal, nothing elsewhere
+    (nor is tqdm imported there)."""
+    out = stream if stream is not None else sys.stderr
+    if not _is_terminal(out):
+        return lambda done, total: None
     from tqdm import tqdm
 
-    out = stream if stream is not None else sys.stderr
+    # a terminal never given a size (0 x 0: `script`, some CI ptys) would get no bar: tqdm fits it to that
+    size = {} if _columns(out) else {"ncols": 80, "nrows": 24}
     bar: tqdm[None] | None = None
 
     def report(done: int, total: int) -> None:
         nonlocal bar
         if bar is None:
-            terminal = _is_terminal(out)
-            # a terminal never given a size (0 x 0: `script`, some CI ptys) would get no bar: tqdm fits it to that
-            size = {} if not terminal or _columns(out) else {"ncols": 80, "nrows": 24}
-            bar = tqdm(total=total, desc=f"ledger: {what}", file=out, unit=unit, disable=not terminal, leave=True, **size)
+            bar = tqdm(total=total, desc=f"ledger: {what}", file=out, unit=unit, leave=True, **size)
         bar.total = total
         bar.update(done - bar.n)
         if done >= total:

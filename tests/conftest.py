@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import io
 import os
+import pty
+import select
 import shutil
+import struct
 import subprocess
 import sys
+import termios
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 from repos import git, head, make_repo
@@ -144,6 +150,24 @@ def toy_train(**flags: object) -> list[str]:
     for name, value in flags.items():
         argv += [f"--{name.replace('_', '-')}", str(value)]
     return argv
+
+
+def drawn_on_a_terminal(draw: Callable[[TextIO], None], columns: int = 0) -> str:
+    """What `draw` writes to a pseudo-terminal given to it as a text stream (`columns`: a window
+    of that width; 0: a pty never given a size, as `script` makes one)."""
+    master, slave = pty.openpty()
+    if columns:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    with os.fdopen(slave, "w") as terminal:
+        draw(terminal)
+    chunks = []
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunks.append(os.read(master, 65536))
+        except OSError:  # EIO: everything written was read and the terminal is closed
+            break
+    os.close(master)
+    return b"".join(chunks).decode()
 
 
 def toy_repo(path: Path, files: dict[str, str] | None = None, init: bool = True) -> Path:

@@ -8,24 +8,18 @@ a few dozen runs cost milliseconds; tag, archive, push and pull are the real com
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import io
 import json
-import os
-import pty
-import select
 import shutil
 import sqlite3
-import struct
 import sys
-import termios
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import msgspec
 import pytest
-from conftest import git, ledger, make_repo, module_home
+from conftest import drawn_on_a_terminal, git, ledger, make_repo, module_home
 
 from ledger.commands.listing import list_runs
 from ledger.compare.runfilter import RunFilter, Where
@@ -526,14 +520,12 @@ def test_the_index_keeps_what_the_filter_keeps_of_each_run(proj: Path, where: tu
         assert [row.fields.id for row in list_runs(proj, reverse=True, flt=flt).rows] == expected
 
 
-def _listing_says(proj: Path, stderr: io.TextIOBase) -> None:
+def _listing_says(proj: Path, stderr: TextIO, monkeypatch: pytest.MonkeyPatch) -> None:
     """A listing of `proj` in this process, `stderr` its stderr."""
     repo = Repo(proj)
-    old, sys.stderr = sys.stderr, stderr
-    try:
+    with monkeypatch.context() as m:
+        m.setattr(sys, "stderr", stderr)
         assert len(load_listing(repo, repo.branch_tip("experiments")).manifests) == 24
-    finally:
-        sys.stderr = old
 
 
 def test_a_long_cold_read_draws_a_bar_on_a_terminal_and_nothing_in_a_pipe(
@@ -544,21 +536,14 @@ def test_a_long_cold_read_draws_a_bar_on_a_terminal_and_nothing_in_a_pipe(
     stderr gets nothing; a listing the index answers draws none."""
     monkeypatch.setattr(listindex, "PROGRESS_AT", 10)  # 24 runs here (2,000 in use)
     piped = io.StringIO()
-    _listing_says(Path(shutil.copytree(made_proj, tmp_path / "piped", symlinks=True)), piped)  # no index yet: cold
+    _listing_says(Path(shutil.copytree(made_proj, tmp_path / "piped", symlinks=True)), piped, monkeypatch)  # no index yet: cold
     assert piped.getvalue() == ""
     proj = Path(shutil.copytree(made_proj, tmp_path / "terminal", symlinks=True))
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 200, 0, 0))  # a window's size: tqdm fits the bar to it
-    with os.fdopen(slave, "w") as terminal:
-        _listing_says(proj, terminal)  # cold
-        _listing_says(proj, terminal)  # from the index: nothing read, no bar
-    chunks = []
-    while select.select([master], [], [], 0.5)[0]:
-        try:
-            chunks.append(os.read(master, 65536))
-        except OSError:  # EIO: everything written was read and the terminal is closed
-            break
-    os.close(master)
-    shown = b"".join(chunks).decode()
+
+    def twice(terminal: TextIO) -> None:
+        _listing_says(proj, terminal, monkeypatch)  # cold
+        _listing_says(proj, terminal, monkeypatch)  # from the index: nothing read, no bar
+
+    shown = drawn_on_a_terminal(twice, columns=200)  # a window's size: tqdm fits the bar to it
     assert shown.count("ledger: reading runs into the listing index:   0%") == 1 and "24/24" in shown, shown
     assert shown.rstrip().endswith("run/s]"), shown  # the bar's own last line: the warm listing drew nothing after it

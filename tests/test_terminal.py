@@ -8,13 +8,13 @@ import io
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import pytest
-from conftest import LEDGER, git, head, ledger
+from conftest import LEDGER, drawn_on_a_terminal, git, head, ledger
 
 from ledger.commands.listing import change_text
 from ledger.termstyle import paint_lines, progress
@@ -66,46 +66,30 @@ def test_paint_rules() -> None:
     assert painted[4] == "--- a/f" and painted[5].startswith("\x1b[31m") and painted[6] == "plain"
 
 
-def test_progress_bar_only_on_a_terminal() -> None:
-    piped = io.StringIO()
-    report = progress("pushing data", piped)
+def _pushing(stream: TextIO | None = None) -> None:
+    report = progress("pushing data", stream)
     for done in range(0, 11):
         report(done, 10)
+
+
+def test_progress_bar_only_on_a_terminal() -> None:
+    piped = io.StringIO()
+    _pushing(piped)
     assert piped.getvalue() == ""
-    master, slave = pty.openpty()
-    with os.fdopen(slave, "w") as terminal:
-        report = progress("pushing data", terminal)
-        for done in range(0, 11):
-            report(done, 10)
-    chunks = []
-    while select.select([master], [], [], 0.5)[0]:
-        try:
-            chunks.append(os.read(master, 65536))
-        except OSError:  # EIO: everything written was read and the terminal is closed
-            break
-    os.close(master)
-    shown = b"".join(chunks).decode()
+    shown = drawn_on_a_terminal(_pushing)
     assert "ledger: pushing data" in shown and "10/10" in shown
 
 
 def test_progress_bar_on_a_terminal_of_no_size_is_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
     """A pty never given a window size (0 columns: `script`, some CI runners) as stderr: tqdm would
     fit the bar to 0 columns and draw an empty line; it is drawn 80 wide instead."""
-    master, slave = pty.openpty()
-    with os.fdopen(slave, "w") as terminal:
-        monkeypatch.setattr(sys, "stderr", terminal)
-        report = progress("pushing data")
-        for done in range(0, 11):
-            report(done, 10)
-        monkeypatch.undo()
-    chunks = []
-    while select.select([master], [], [], 0.5)[0]:
-        try:
-            chunks.append(os.read(master, 65536))
-        except OSError:
-            break
-    os.close(master)
-    shown = b"".join(chunks).decode()
+
+    def on_stderr(terminal: TextIO) -> None:
+        with monkeypatch.context() as m:
+            m.setattr(sys, "stderr", terminal)
+            _pushing()
+
+    shown = drawn_on_a_terminal(on_stderr)
     assert "ledger: pushing data" in shown and "10/10" in shown, shown
 
 

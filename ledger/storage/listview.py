@@ -239,17 +239,16 @@ class View:
 
     def passing_table(self, tests: Sequence[Test]) -> list[TableRow]:
         """`passing`, as the rows of a table (`table_rows`): no `ListFields` decoded."""
-        return self._table_rows(self.passing_rows(tests, "flags"))
+        return self._table_rows(self.passing_rows(tests, flags=True))
 
-    def passing_rows(self, tests: Sequence[Test], fields: str = "shown") -> list[tuple[Any, ...]]:
-        """The (shard, id, shown, cells) rows (`fields`: "flags" for a table's) of the runs that pass every test, oldest first (by
-        start time, then id), not yet decoded (`_checked`): one query, the tests run by SQLite on each run's row as it is read
-        and the order made in SQL. A `Test` names a setting column, a metric column (either may
+    def passing_rows(self, tests: Sequence[Test], flags: bool = False) -> list[tuple[Any, ...]]:
+        """The (shard, id, shown, cells) rows of the runs that pass every test (`flags`: the table
+        flags in shown's place), oldest first (by start time, then id), not yet decoded
+        (`_checked`): one query, the tests run by SQLite on each run's row as it is read and the
+        order made in SQL. A `Test` names a setting column, a metric column (either may
         be None: no run has it) and a predicate of the run's setting value (`ABSENT` when it has
         none) and its metric's last value (None when it has none); a test with a `bound` compares
         the metric in SQL for the runs without the setting."""
-        if fields not in ("shown", "flags"):
-            raise ValueError(f"not a column of a run's fields: {fields!r}")
         joins, conds, cols, bounds = [], [], [], []
         self.index.db.create_function("ledger_damaged", 0, _raise)
         for i, test in enumerate(tests):
@@ -273,7 +272,8 @@ class View:
             conds.append(cond if test.setting is None else f"(CASE WHEN {s_val} IS NULL THEN {cond} ELSE {name}({s_val}, NULL) END)")
         where, params = self._where()
         sql = (
-            f"SELECT m.shard, r.id, r.{fields}, r.cells FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k {' '.join(joins)}"
+            f"SELECT m.shard, r.id, r.{'flags' if flags else 'shown'}, r.cells"
+            f" FROM {{m}} m CROSS JOIN {{r}} r ON r.k = m.k {' '.join(joins)}"
             f" WHERE m.{where} AND r.broken IS NULL AND {' AND '.join(conds) or '1'} ORDER BY r.started, r.id"
         )
         try:
